@@ -1,0 +1,156 @@
+//! Newtypes for identifiers and keys, each validated once when it is built.
+
+use crate::{Error, Result};
+use std::fmt;
+
+macro_rules! string_newtype {
+    ($name:ident) => {
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+/// A run's id: 1 to 64 characters from `[A-Za-z0-9_-]`, safe inside an object path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RunId(String);
+string_newtype!(RunId);
+
+impl RunId {
+    pub const MAX_LEN: usize = 64;
+
+    pub fn parse(field: &str, s: &str) -> Result<Self> {
+        if s.is_empty() || s.len() > Self::MAX_LEN {
+            return Err(Error::new(field, format!("a run id has 1 to {} characters", Self::MAX_LEN)));
+        }
+        if !s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+            return Err(Error::new(field, "a run id may only hold letters, digits, '_' and '-'"));
+        }
+        Ok(Self(s.to_owned()))
+    }
+
+    /// Wraps a value read back from our own storage, where it was validated on the way in.
+    pub fn from_trusted(s: String) -> Self {
+        Self(s)
+    }
+}
+
+fn check_text(field: &str, s: &str, what: &str, max: usize) -> Result<()> {
+    if s.is_empty() {
+        return Err(Error::new(field, format!("{what} must not be empty")));
+    }
+    if s.len() > max {
+        return Err(Error::new(field, format!("{what} is longer than {max} bytes")));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(Error::new(field, format!("{what} must not contain control characters")));
+    }
+    if s.trim() != s {
+        return Err(Error::new(field, format!("{what} must not start or end with whitespace")));
+    }
+    Ok(())
+}
+
+/// A project's name: 1 to 256 bytes of printable text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProjectName(String);
+string_newtype!(ProjectName);
+
+impl ProjectName {
+    pub fn parse(field: &str, s: &str) -> Result<Self> {
+        check_text(field, s, "a project name", 256)?;
+        Ok(Self(s.to_owned()))
+    }
+    pub fn from_trusted(s: String) -> Self {
+        Self(s)
+    }
+}
+
+/// A metric key such as `train/loss` or `sys/gpu.0.util`: 1 to 250 bytes of printable text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MetricKey(String);
+string_newtype!(MetricKey);
+
+impl MetricKey {
+    pub const MAX_LEN: usize = 250;
+    pub fn parse(field: &str, s: &str) -> Result<Self> {
+        check_text(field, s, "a metric key", Self::MAX_LEN)?;
+        Ok(Self(s.to_owned()))
+    }
+    pub fn from_trusted(s: String) -> Self {
+        Self(s)
+    }
+}
+
+/// A param key; nested configs are flattened into dotted keys such as `model.depth`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParamKey(String);
+string_newtype!(ParamKey);
+
+impl ParamKey {
+    pub fn parse(field: &str, s: &str) -> Result<Self> {
+        check_text(field, s, "a param key", 250)?;
+        Ok(Self(s.to_owned()))
+    }
+    pub fn from_trusted(s: String) -> Self {
+        Self(s)
+    }
+}
+
+/// A tag key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TagKey(String);
+string_newtype!(TagKey);
+
+impl TagKey {
+    pub fn parse(field: &str, s: &str) -> Result<Self> {
+        check_text(field, s, "a tag key", 250)?;
+        Ok(Self(s.to_owned()))
+    }
+    pub fn from_trusted(s: String) -> Self {
+        Self(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_path_safe() {
+        assert!(RunId::parse("id", "abc-DEF_123").is_ok());
+        for bad in ["", "../x", "a/b", "a b", "é", &"x".repeat(65)] {
+            let err = RunId::parse("id", bad).unwrap_err();
+            assert_eq!(err.field, "id");
+        }
+    }
+
+    #[test]
+    fn keys_refuse_control_characters_and_padding() {
+        assert!(MetricKey::parse("key", "train/loss").is_ok());
+        assert!(MetricKey::parse("key", "a\nb").is_err());
+        assert!(MetricKey::parse("key", " loss").is_err());
+        assert!(MetricKey::parse("key", "").is_err());
+        assert!(MetricKey::parse("key", &"k".repeat(251)).is_err());
+    }
+}

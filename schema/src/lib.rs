@@ -1,0 +1,27 @@
+//! Shared types of trainlog: identifiers parsed once at the edge, typed params, metric points,
+//! reserved key prefixes and the Arrow schemas of the persisted Parquet files. No IO here.
+
+pub mod arrow;
+mod ids;
+mod params;
+mod points;
+
+pub use ids::{MetricKey, ParamKey, ProjectName, RunId, TagKey};
+pub use params::{flatten_params, ParamValue};
+pub use points::{json_f64, parse_non_finite, BatchPoint, MetricPoint, MetricSummary, PointBatch, RunStatus, COST_PREFIX, SYSTEM_PREFIX};
+
+/// A value that failed to parse, with the field it came from and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct Error {
+    pub field: String,
+    pub reason: String,
+}
+
+impl Error {
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self { field: field.into(), reason: reason.into() }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

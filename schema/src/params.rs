@@ -1,0 +1,162 @@
+//! Typed params and the flattening of nested configs into dotted keys.
+
+use crate::{Error, ParamKey, Result};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A param's value. Arrays are kept as their JSON text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParamValue {
+    Str(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl ParamValue {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ParamValue::Str(_) => "str",
+            ParamValue::Int(_) => "int",
+            ParamValue::Float(_) => "float",
+            ParamValue::Bool(_) => "bool",
+        }
+    }
+
+    /// The value as text, as MLflow shows params.
+    pub fn to_text(&self) -> String {
+        match self {
+            ParamValue::Str(s) => s.clone(),
+            ParamValue::Int(i) => i.to_string(),
+            ParamValue::Float(f) => format_float(*f),
+            ParamValue::Bool(b) => b.to_string(),
+        }
+    }
+
+    /// The value as a number, for comparisons in run search.
+    pub fn as_number(&self) -> Option<f64> {
+        match self {
+            ParamValue::Int(i) => Some(*i as f64),
+            ParamValue::Float(f) => Some(*f),
+            ParamValue::Bool(b) => Some(f64::from(u8::from(*b))),
+            ParamValue::Str(_) => None,
+        }
+    }
+
+    /// Rebuilds a value from the (type, text) pair it was stored as.
+    pub fn from_stored(type_name: &str, text: &str) -> Option<Self> {
+        Some(match type_name {
+            "str" => ParamValue::Str(text.to_owned()),
+            "int" => ParamValue::Int(text.parse().ok()?),
+            "float" => ParamValue::Float(parse_float(text)?),
+            "bool" => ParamValue::Bool(text.parse().ok()?),
+            _ => return None,
+        })
+    }
+
+    pub fn to_json(&self) -> Value {
+        match self {
+            ParamValue::Str(s) => Value::String(s.clone()),
+            ParamValue::Int(i) => Value::from(*i),
+            ParamValue::Float(f) => crate::json_f64(*f),
+            ParamValue::Bool(b) => Value::Bool(*b),
+        }
+    }
+}
+
+fn format_float(f: f64) -> String {
+    if f.is_nan() {
+        "NaN".into()
+    } else if f.is_infinite() {
+        if f > 0.0 { "Infinity" } else { "-Infinity" }.into()
+    } else {
+        let s = format!("{f:?}");
+        s
+    }
+}
+
+fn parse_float(s: &str) -> Option<f64> {
+    match s {
+        "NaN" => Some(f64::NAN),
+        "Infinity" => Some(f64::INFINITY),
+        "-Infinity" => Some(f64::NEG_INFINITY),
+        _ => s.parse().ok(),
+    }
+}
+
+/// Flattens a JSON object of params, nested objects becoming dotted keys
+/// (`{"model": {"depth": 50}}` gives `model.depth = 50`). `field` names the object in errors.
+pub fn flatten_params(field: &str, value: &Value) -> Result<BTreeMap<ParamKey, ParamValue>> {
+    let Value::Object(map) = value else {
+        return Err(Error::new(field, "expected an object of params"));
+    };
+    let mut out = BTreeMap::new();
+    flatten_into(field, "", map, &mut out)?;
+    Ok(out)
+}
+
+fn flatten_into(
+    field: &str,
+    prefix: &str,
+    map: &serde_json::Map<String, Value>,
+    out: &mut BTreeMap<ParamKey, ParamValue>,
+) -> Result<()> {
+    for (k, v) in map {
+        let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        let here = format!("{field}.{key}");
+        let value = match v {
+            Value::Object(inner) => {
+                if inner.is_empty() {
+                    continue;
+                }
+                flatten_into(field, &key, inner, out)?;
+                continue;
+            }
+            Value::String(s) => ParamValue::Str(s.clone()),
+            Value::Bool(b) => ParamValue::Bool(*b),
+            Value::Number(n) => match n.as_i64() {
+                Some(i) => ParamValue::Int(i),
+                None => ParamValue::Float(n.as_f64().ok_or_else(|| Error::new(&here, "number out of range"))?),
+            },
+            Value::Array(_) => ParamValue::Str(v.to_string()),
+            Value::Null => return Err(Error::new(&here, "null is not a param value; send a string, number or bool")),
+        };
+        let key = ParamKey::parse(&here, &key)?;
+        if out.insert(key, value).is_some() {
+            return Err(Error::new(&here, "the same key is given twice after flattening"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn nested_configs_flatten_to_dotted_keys() {
+        let p = flatten_params("params", &json!({"lr": 0.001, "model": {"depth": 50, "act": "relu"}, "amp": true, "sizes": [1, 2]})).unwrap();
+        assert_eq!(p[&ParamKey::from_trusted("lr".into())], ParamValue::Float(0.001));
+        assert_eq!(p[&ParamKey::from_trusted("model.depth".into())], ParamValue::Int(50));
+        assert_eq!(p[&ParamKey::from_trusted("model.act".into())], ParamValue::Str("relu".into()));
+        assert_eq!(p[&ParamKey::from_trusted("amp".into())], ParamValue::Bool(true));
+        assert_eq!(p[&ParamKey::from_trusted("sizes".into())], ParamValue::Str("[1,2]".into()));
+    }
+
+    #[test]
+    fn null_and_clashing_keys_are_refused_with_their_field() {
+        let err = flatten_params("params", &json!({"a": {"b": null}})).unwrap_err();
+        assert_eq!(err.field, "params.a.b");
+        let err = flatten_params("params", &json!({"a.b": 1, "a": {"b": 2}})).unwrap_err();
+        assert_eq!(err.field, "params.a.b");
+    }
+
+    #[test]
+    fn stored_values_round_trip() {
+        for v in [ParamValue::Float(0.1), ParamValue::Float(f64::NAN), ParamValue::Int(-3), ParamValue::Bool(false), ParamValue::Str("x".into())] {
+            let back = ParamValue::from_stored(v.type_name(), &v.to_text()).unwrap();
+            assert_eq!(back.to_text(), v.to_text());
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Metric points, run statuses, reserved key prefixes and the JSON form of non-finite floats.
+
+use crate::{Error, MetricKey, Result};
+use serde_json::Value;
+use std::fmt;
+use std::str::FromStr;
+
+/// Prefix of system metrics sampled by the clients (`sys/cpu.percent`, `sys/gpu.0.util`, ...).
+pub const SYSTEM_PREFIX: &str = "sys/";
+/// Prefix of cost series (`cost/usd`).
+pub const COST_PREFIX: &str = "cost/";
+
+/// One metric point. `(run, key, step)` identifies it; a later write of the same identity wins.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricPoint {
+    pub key: MetricKey,
+    pub step: i64,
+    /// Milliseconds since the Unix epoch.
+    pub timestamp_ms: i64,
+    pub value: f64,
+}
+
+/// The lifecycle state of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunStatus {
+    Running,
+    Finished,
+    Failed,
+    Killed,
+    Preempted,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 5] = [Self::Running, Self::Finished, Self::Failed, Self::Killed, Self::Preempted];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Finished => "finished",
+            Self::Failed => "failed",
+            Self::Killed => "killed",
+            Self::Preempted => "preempted",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        self != Self::Running
+    }
+
+    pub fn parse(field: &str, s: &str) -> Result<Self> {
+        s.parse().map_err(|_| {
+            Error::new(field, format!("unknown status {s:?}; expected one of running, finished, failed, killed, preempted"))
+        })
+    }
+}
+
+impl FromStr for RunStatus {
+    type Err = ();
+    fn from_str(s: &str) -> std::result::Result<Self, ()> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s).ok_or(())
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A float as JSON: finite values as numbers; NaN and ±Inf as the strings
+/// `"NaN"`, `"Infinity"` and `"-Infinity"`, which the API also accepts on input.
+pub fn json_f64(v: f64) -> Value {
+    if v.is_finite() {
+        serde_json::Number::from_f64(v).map(Value::Number).unwrap_or(Value::Null)
+    } else if v.is_nan() {
+        Value::String("NaN".into())
+    } else if v > 0.0 {
+        Value::String("Infinity".into())
+    } else {
+        Value::String("-Infinity".into())
+    }
+}
+
+/// Parses the string spellings of non-finite floats accepted on input.
+pub fn parse_non_finite(s: &str) -> Option<f64> {
+    match s {
+        "NaN" | "nan" => Some(f64::NAN),
+        "Infinity" | "inf" | "+inf" | "+Infinity" => Some(f64::INFINITY),
+        "-Infinity" | "-inf" => Some(f64::NEG_INFINITY),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_finite_floats_round_trip_through_json_strings() {
+        for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let Value::String(s) = json_f64(v) else { panic!("expected a string") };
+            let back = parse_non_finite(&s).unwrap();
+            assert!(back.is_nan() == v.is_nan() && (v.is_nan() || back == v));
+        }
+        assert_eq!(json_f64(1.5), serde_json::json!(1.5));
+    }
+
+    #[test]
+    fn statuses_parse_and_refuse_unknown() {
+        assert_eq!(RunStatus::parse("status", "preempted").unwrap(), RunStatus::Preempted);
+        assert_eq!(RunStatus::parse("status", "done").unwrap_err().field, "status");
+    }
+}
+
+/// Summary of one metric series of a run: the value at the highest step, and min and max over
+/// the non-NaN values (NaN when every value is NaN).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MetricSummary {
+    pub last: f64,
+    pub last_step: i64,
+    pub last_ms: i64,
+    pub min: f64,
+    pub max: f64,
+    pub count: u64,
+}
+
+impl MetricSummary {
+    pub fn first(step: i64, timestamp_ms: i64, value: f64) -> Self {
+        Self { last: value, last_step: step, last_ms: timestamp_ms, min: value, max: value, count: 1 }
+    }
+
+    /// Folds in a point whose step is above `last_step`, so it cannot replace an earlier one.
+    pub fn push_newer(&mut self, step: i64, timestamp_ms: i64, value: f64) {
+        debug_assert!(step > self.last_step);
+        self.last = value;
+        self.last_step = step;
+        self.last_ms = timestamp_ms;
+        self.count += 1;
+        if !value.is_nan() {
+            self.min = if self.min.is_nan() { value } else { self.min.min(value) };
+            self.max = if self.max.is_nan() { value } else { self.max.max(value) };
+        }
+    }
+
+    /// Summarises a series sorted by step with unique steps; None when it is empty.
+    pub fn of_sorted(steps: &[i64], timestamps: &[i64], values: &[f64]) -> Option<Self> {
+        let n = steps.len();
+        if n == 0 {
+            return None;
+        }
+        let mut min = f64::NAN;
+        let mut max = f64::NAN;
+        for &v in values {
+            if !v.is_nan() {
+                min = if min.is_nan() { v } else { min.min(v) };
+                max = if max.is_nan() { v } else { max.max(v) };
+            }
+        }
+        Some(Self { last: values[n - 1], last_step: steps[n - 1], last_ms: timestamps[n - 1], min, max, count: n as u64 })
+    }
+}
+
+/// A batch of points for one run, with its keys listed once; `BatchPoint::key` indexes `keys`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PointBatch {
+    pub keys: Vec<MetricKey>,
+    pub points: Vec<BatchPoint>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BatchPoint {
+    pub key: u32,
+    pub step: i64,
+    pub timestamp_ms: i64,
+    pub value: f64,
+}

@@ -1,0 +1,97 @@
+//! The metadata store: projects, runs, params, tags, metric summaries and the catalog of metric
+//! files, in one SQLite database with numbered migrations. Blocking; callers run it off async executors.
+
+mod catalog;
+mod migrate;
+mod runs;
+pub mod search;
+
+pub use catalog::{MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
+pub use runs::{NewRun, Project, Run, RunExport, RunHead, RunUpdate};
+
+use rusqlite::{Connection, OpenFlags};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{what} not found")]
+    NotFound { what: String },
+    #[error("{field}: {reason}")]
+    Invalid { field: String, reason: String },
+    #[error("{field}: {reason}")]
+    Conflict { field: String, reason: String },
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("stored metadata is inconsistent: {0}")]
+    Corrupt(String),
+    #[error("the metadata store's connection lock was poisoned")]
+    Poisoned,
+}
+
+impl From<trainlog_schema::Error> for Error {
+    fn from(e: trainlog_schema::Error) -> Self {
+        Error::Invalid { field: e.field, reason: e.reason }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn not_found(what: impl Into<String>) -> Error {
+    Error::NotFound { what: what.into() }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The SQLite database: one writer connection and a small pool of readers (WAL journal mode).
+pub struct MetaStore {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+const MAX_IDLE_READERS: usize = 8;
+
+impl MetaStore {
+    /// Opens (creating if needed) the database at `path` and applies pending migrations.
+    pub fn open(path: &Path) -> Result<Self> {
+        let mut writer = Connection::open(path)?;
+        writer.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;",
+        )?;
+        migrate::apply(&mut writer)?;
+        Ok(Self { path: path.to_owned(), writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
+    }
+
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        let mut conn = self.writer.lock().map_err(|_| Error::Poisoned)?;
+        f(&mut conn)
+    }
+
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let pooled = self.readers.lock().map_err(|_| Error::Poisoned)?.pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => {
+                let c = Connection::open_with_flags(
+                    &self.path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+                )?;
+                c.execute_batch("PRAGMA busy_timeout = 10000;")?;
+                c
+            }
+        };
+        let out = f(&conn);
+        let mut pool = self.readers.lock().map_err(|_| Error::Poisoned)?;
+        if pool.len() < MAX_IDLE_READERS {
+            pool.push(conn);
+        }
+        out
+    }
+}

@@ -1,0 +1,23 @@
+//! Numbered schema migrations, tracked in SQLite's `user_version`.
+
+use crate::{Error, Result};
+use rusqlite::Connection;
+
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_core.sql"))];
+
+pub(crate) fn apply(conn: &mut Connection) -> Result<()> {
+    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let newest = MIGRATIONS.last().map(|m| m.0).unwrap_or(0);
+    if current > newest {
+        return Err(Error::Corrupt(format!(
+            "the database is at schema version {current}, newer than this build knows ({newest})"
+        )));
+    }
+    for (version, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,514 @@
+//! Projects and runs: creation, resumption, params with conflict detection, tags, status,
+//! summaries, search and the rows exported to the per-project runs table.
+
+use crate::{not_found, now_ms, search, Error, MetaStore, Result};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Transaction};
+use std::collections::BTreeMap;
+use trainlog_schema::{MetricKey, MetricSummary, ParamKey, ParamValue, ProjectName, RunId, RunStatus, TagKey};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Project {
+    pub id: i64,
+    pub name: String,
+    pub description: String,
+    pub created_ms: i64,
+}
+
+/// The fields ingest needs to know about a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunHead {
+    pub id: RunId,
+    pub project_id: i64,
+    pub status: RunStatus,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    pub id: RunId,
+    pub project_id: i64,
+    pub project: String,
+    pub name: String,
+    pub status: RunStatus,
+    pub start_ms: i64,
+    pub end_ms: Option<i64>,
+    pub user: String,
+    pub host: String,
+    pub group: String,
+    pub parent_id: Option<String>,
+    pub notes: String,
+    pub params: BTreeMap<String, ParamValue>,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// A run as written to the runs table, with its metric summaries.
+#[derive(Debug, Clone)]
+pub struct RunExport {
+    pub run: Run,
+    pub summaries: BTreeMap<String, MetricSummary>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct NewRun {
+    pub id: Option<RunId>,
+    pub project: Option<ProjectName>,
+    pub name: Option<String>,
+    pub params: BTreeMap<ParamKey, ParamValue>,
+    pub tags: BTreeMap<TagKey, String>,
+    pub user: String,
+    pub host: String,
+    pub group: String,
+    pub parent_id: Option<RunId>,
+    pub notes: String,
+    pub start_ms: Option<i64>,
+    /// Continue the run when `id` exists: status back to running, params merged.
+    pub resume: bool,
+    /// Let params replace existing values of the same key.
+    pub overwrite_params: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RunUpdate {
+    pub name: Option<String>,
+    pub notes: Option<String>,
+    pub group: Option<String>,
+}
+
+const RUN_COLUMNS: &str = "r.id, r.project_id, p.name, r.name, r.status, r.start_ms, r.end_ms, r.user, r.host, r.group_name, r.parent_id, r.notes";
+
+fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
+    let status: String = row.get(4)?;
+    Ok(Run {
+        id: RunId::from_trusted(row.get(0)?),
+        project_id: row.get(1)?,
+        project: row.get(2)?,
+        name: row.get(3)?,
+        status: status.parse().unwrap_or(RunStatus::Failed),
+        start_ms: row.get(5)?,
+        end_ms: row.get(6)?,
+        user: row.get(7)?,
+        host: row.get(8)?,
+        group: row.get(9)?,
+        parent_id: row.get(10)?,
+        notes: row.get(11)?,
+        params: BTreeMap::new(),
+        tags: BTreeMap::new(),
+    })
+}
+
+fn project_from_row(row: &Row<'_>) -> rusqlite::Result<Project> {
+    Ok(Project { id: row.get(0)?, name: row.get(1)?, description: row.get(2)?, created_ms: row.get(3)? })
+}
+
+fn nan_to_null(v: f64) -> Option<f64> {
+    (!v.is_nan()).then_some(v)
+}
+
+fn null_to_nan(v: Option<f64>) -> f64 {
+    v.unwrap_or(f64::NAN)
+}
+
+fn new_run_id() -> RunId {
+    RunId::from_trusted(uuid::Uuid::new_v4().simple().to_string())
+}
+
+fn load_params(conn: &Connection, run: &mut Run) -> Result<()> {
+    let mut stmt = conn.prepare_cached("SELECT key, type, value FROM params WHERE run_id = ?1")?;
+    let rows = stmt.query_map([run.id.as_str()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
+    for row in rows {
+        let (key, ty, text) = row?;
+        let value = ParamValue::from_stored(&ty, &text)
+            .ok_or_else(|| Error::Corrupt(format!("param {key} of run {} has type {ty} and value {text:?}", run.id)))?;
+        run.params.insert(key, value);
+    }
+    let mut stmt = conn.prepare_cached("SELECT key, value FROM tags WHERE run_id = ?1")?;
+    let rows = stmt.query_map([run.id.as_str()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+    for row in rows {
+        let (k, v) = row?;
+        run.tags.insert(k, v);
+    }
+    Ok(())
+}
+
+fn get_run(conn: &Connection, id: &str) -> Result<Run> {
+    let sql = format!("SELECT {RUN_COLUMNS} FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = ?1 AND r.deleted = 0");
+    let mut run = conn
+        .prepare_cached(&sql)?
+        .query_row([id], run_from_row)
+        .optional()?
+        .ok_or_else(|| not_found(format!("run {id}")))?;
+    load_params(conn, &mut run)?;
+    Ok(run)
+}
+
+fn same_param(old: &ParamValue, new: &ParamValue) -> bool {
+    match (old.as_number(), new.as_number()) {
+        (Some(a), Some(b)) if !matches!(old, ParamValue::Bool(_)) && !matches!(new, ParamValue::Bool(_)) => {
+            a == b || (a.is_nan() && b.is_nan())
+        }
+        _ => old.type_name() == new.type_name() && old.to_text() == new.to_text(),
+    }
+}
+
+/// Writes params, refusing a changed value for an existing key unless `overwrite`.
+/// Checks every key before writing any, so a refused request writes nothing.
+fn write_params(tx: &Transaction<'_>, run_id: &str, params: &BTreeMap<ParamKey, ParamValue>, overwrite: bool) -> Result<()> {
+    if !overwrite {
+        let mut stmt = tx.prepare_cached("SELECT type, value FROM params WHERE run_id = ?1 AND key = ?2")?;
+        for (key, value) in params {
+            let existing: Option<(String, String)> =
+                stmt.query_row(params![run_id, key.as_str()], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+            if let Some((ty, text)) = existing {
+                let old = ParamValue::from_stored(&ty, &text)
+                    .ok_or_else(|| Error::Corrupt(format!("param {key} of run {run_id}")))?;
+                if !same_param(&old, value) {
+                    return Err(Error::Conflict {
+                        field: format!("params.{key}"),
+                        reason: format!(
+                            "run {run_id} already has {key} = {}; send \"overwrite\": true to replace it with {}",
+                            old.to_json(),
+                            value.to_json()
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO params (run_id, key, type, value, num) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (run_id, key) DO UPDATE SET type = excluded.type, value = excluded.value, num = excluded.num",
+    )?;
+    for (key, value) in params {
+        stmt.execute(params![run_id, key.as_str(), value.type_name(), value.to_text(), value.as_number().and_then(nan_to_null)])?;
+    }
+    Ok(())
+}
+
+fn write_tags(tx: &Transaction<'_>, run_id: &str, tags: &BTreeMap<TagKey, String>) -> Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO tags (run_id, key, value) VALUES (?1, ?2, ?3) ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value",
+    )?;
+    for (key, value) in tags {
+        stmt.execute(params![run_id, key.as_str(), value])?;
+    }
+    Ok(())
+}
+
+fn touch(tx: &Transaction<'_>, run_id: &str) -> Result<()> {
+    tx.execute("UPDATE runs SET updated_ms = ?2 WHERE id = ?1", params![run_id, now_ms()])?;
+    Ok(())
+}
+
+fn project_by_name_tx(conn: &Connection, name: &str) -> Result<Option<Project>> {
+    Ok(conn
+        .prepare_cached("SELECT id, name, description, created_ms FROM projects WHERE name = ?1 AND deleted = 0")?
+        .query_row([name], project_from_row)
+        .optional()?)
+}
+
+fn ensure_project(tx: &Transaction<'_>, name: &str) -> Result<Project> {
+    if let Some(p) = project_by_name_tx(tx, name)? {
+        return Ok(p);
+    }
+    let created_ms = now_ms();
+    tx.execute("INSERT INTO projects (name, created_ms) VALUES (?1, ?2)", params![name, created_ms])?;
+    Ok(Project { id: tx.last_insert_rowid(), name: name.to_owned(), description: String::new(), created_ms })
+}
+
+impl MetaStore {
+    pub fn create_project(&self, name: &ProjectName, description: &str) -> Result<Project> {
+        self.write(|conn| {
+            let tx = conn.transaction()?;
+            if project_by_name_tx(&tx, name.as_str())?.is_some() {
+                return Err(Error::Conflict { field: "name".into(), reason: format!("project {name:?} already exists") });
+            }
+            let created_ms = now_ms();
+            tx.execute(
+                "INSERT INTO projects (name, description, created_ms) VALUES (?1, ?2, ?3)",
+                params![name.as_str(), description, created_ms],
+            )?;
+            let id = tx.last_insert_rowid();
+            tx.commit()?;
+            Ok(Project { id, name: name.to_string(), description: description.to_owned(), created_ms })
+        })
+    }
+
+    pub fn project_by_name(&self, name: &str) -> Result<Project> {
+        self.read(|conn| project_by_name_tx(conn, name)?.ok_or_else(|| not_found(format!("project {name:?}"))))
+    }
+
+    pub fn project_by_id(&self, id: i64) -> Result<Project> {
+        self.read(|conn| {
+            conn.prepare_cached("SELECT id, name, description, created_ms FROM projects WHERE id = ?1 AND deleted = 0")?
+                .query_row([id], project_from_row)
+                .optional()?
+                .ok_or_else(|| not_found(format!("project {id}")))
+        })
+    }
+
+    pub fn list_projects(&self) -> Result<Vec<(Project, u64)>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT p.id, p.name, p.description, p.created_ms,
+                        (SELECT count(*) FROM runs r WHERE r.project_id = p.id AND r.deleted = 0)
+                 FROM projects p WHERE p.deleted = 0 ORDER BY p.name",
+            )?;
+            let rows = stmt.query_map([], |r| Ok((project_from_row(r)?, r.get::<_, i64>(4)? as u64)))?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    /// Creates a run, or with `resume` continues an existing one. Answers the run and whether it is new.
+    pub fn create_run(&self, new: &NewRun) -> Result<(Run, bool)> {
+        let id = self.write(|conn| {
+            let tx = conn.transaction()?;
+            let existing = match &new.id {
+                Some(id) => tx
+                    .query_row("SELECT project_id, deleted FROM runs WHERE id = ?1", [id.as_str()], |r| {
+                        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+                    })
+                    .optional()?,
+                None => None,
+            };
+            if let (Some(id), Some((project_id, deleted))) = (&new.id, existing) {
+                if deleted != 0 {
+                    return Err(Error::Conflict { field: "id".into(), reason: format!("run {id} was deleted") });
+                }
+                if !new.resume {
+                    return Err(Error::Conflict {
+                        field: "id".into(),
+                        reason: format!("run {id} already exists; send \"resume\": true to continue it"),
+                    });
+                }
+                if let Some(project) = &new.project {
+                    let actual: String = tx.query_row("SELECT name FROM projects WHERE id = ?1", [project_id], |r| r.get(0))?;
+                    if actual != project.as_str() {
+                        return Err(Error::Conflict {
+                            field: "project".into(),
+                            reason: format!("run {id} belongs to project {actual:?}, not {:?}", project.as_str()),
+                        });
+                    }
+                }
+                write_params(&tx, id.as_str(), &new.params, new.overwrite_params)?;
+                write_tags(&tx, id.as_str(), &new.tags)?;
+                tx.execute(
+                    "UPDATE runs SET status = 'running', end_ms = NULL, updated_ms = ?2 WHERE id = ?1",
+                    params![id.as_str(), now_ms()],
+                )?;
+                tx.commit()?;
+                return Ok((id.clone(), false));
+            }
+            let project = new
+                .project
+                .as_ref()
+                .ok_or_else(|| Error::Invalid { field: "project".into(), reason: "a new run needs a project".into() })?;
+            let project = ensure_project(&tx, project.as_str())?;
+            if let Some(parent) = &new.parent_id {
+                let exists: Option<i64> =
+                    tx.query_row("SELECT 1 FROM runs WHERE id = ?1", [parent.as_str()], |r| r.get(0)).optional()?;
+                if exists.is_none() {
+                    return Err(not_found(format!("parent run {parent}")));
+                }
+            }
+            let id = new.id.clone().unwrap_or_else(new_run_id);
+            let name = match &new.name {
+                Some(n) if !n.is_empty() => n.clone(),
+                _ => id.as_str().chars().take(8).collect(),
+            };
+            let now = now_ms();
+            tx.execute(
+                "INSERT INTO runs (id, project_id, name, status, start_ms, user, host, group_name, parent_id, notes, updated_ms)
+                 VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![
+                    id.as_str(),
+                    project.id,
+                    name,
+                    new.start_ms.unwrap_or(now),
+                    new.user,
+                    new.host,
+                    new.group,
+                    new.parent_id.as_ref().map(|p| p.as_str()),
+                    new.notes,
+                    now
+                ],
+            )?;
+            write_params(&tx, id.as_str(), &new.params, true)?;
+            write_tags(&tx, id.as_str(), &new.tags)?;
+            tx.commit()?;
+            Ok((id, true))
+        })?;
+        let (id, created) = id;
+        Ok((self.run(&id)?, created))
+    }
+
+    pub fn run(&self, id: &RunId) -> Result<Run> {
+        self.read(|conn| get_run(conn, id.as_str()))
+    }
+
+    pub fn run_head(&self, id: &RunId) -> Result<RunHead> {
+        self.read(|conn| {
+            conn.prepare_cached("SELECT project_id, status FROM runs WHERE id = ?1 AND deleted = 0")?
+                .query_row([id.as_str()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+                .optional()?
+                .map(|(project_id, status)| RunHead {
+                    id: id.clone(),
+                    project_id,
+                    status: status.parse().unwrap_or(RunStatus::Failed),
+                })
+                .ok_or_else(|| not_found(format!("run {id}")))
+        })
+    }
+
+    fn in_run_tx<T>(&self, id: &RunId, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        self.write(|conn| {
+            let tx = conn.transaction()?;
+            let exists: Option<i64> = tx
+                .query_row("SELECT 1 FROM runs WHERE id = ?1 AND deleted = 0", [id.as_str()], |r| r.get(0))
+                .optional()?;
+            if exists.is_none() {
+                return Err(not_found(format!("run {id}")));
+            }
+            let out = f(&tx)?;
+            touch(&tx, id.as_str())?;
+            tx.commit()?;
+            Ok(out)
+        })
+    }
+
+    pub fn set_params(&self, id: &RunId, params: &BTreeMap<ParamKey, ParamValue>, overwrite: bool) -> Result<()> {
+        self.in_run_tx(id, |tx| write_params(tx, id.as_str(), params, overwrite))
+    }
+
+    /// Sets tags; a `None` value deletes the tag.
+    pub fn set_tags(&self, id: &RunId, set: &BTreeMap<TagKey, String>, delete: &[TagKey]) -> Result<()> {
+        self.in_run_tx(id, |tx| {
+            write_tags(tx, id.as_str(), set)?;
+            let mut stmt = tx.prepare_cached("DELETE FROM tags WHERE run_id = ?1 AND key = ?2")?;
+            for key in delete {
+                stmt.execute(params![id.as_str(), key.as_str()])?;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn update_run(&self, id: &RunId, update: &RunUpdate) -> Result<()> {
+        self.in_run_tx(id, |tx| {
+            if let Some(name) = &update.name {
+                tx.execute("UPDATE runs SET name = ?2 WHERE id = ?1", params![id.as_str(), name])?;
+            }
+            if let Some(notes) = &update.notes {
+                tx.execute("UPDATE runs SET notes = ?2 WHERE id = ?1", params![id.as_str(), notes])?;
+            }
+            if let Some(group) = &update.group {
+                tx.execute("UPDATE runs SET group_name = ?2 WHERE id = ?1", params![id.as_str(), group])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Sets a run's status; a terminal status records the end time, `running` clears it.
+    pub fn set_status(&self, id: &RunId, status: RunStatus, end_ms: Option<i64>) -> Result<()> {
+        self.in_run_tx(id, |tx| {
+            let end = status.is_terminal().then(|| end_ms.unwrap_or_else(now_ms));
+            tx.execute("UPDATE runs SET status = ?2, end_ms = ?3 WHERE id = ?1", params![id.as_str(), status.as_str(), end])?;
+            Ok(())
+        })
+    }
+
+    /// Runs matching `filter`, in `order_by` order, one page.
+    pub fn search(&self, project_id: Option<i64>, filter: &str, order_by: &[String], limit: u32, offset: u64) -> Result<Vec<Run>> {
+        let query = search::build_search(project_id, filter, order_by, limit, offset)
+            .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
+        self.read(|conn| {
+            let ids: Vec<String> = conn
+                .prepare_cached(&query.sql)?
+                .query_map(params_from_iter(query.params.iter()), |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            ids.iter().map(|id| get_run(conn, id)).collect()
+        })
+    }
+
+    /// The stored summaries of a run's metric series.
+    pub fn summaries(&self, id: &RunId) -> Result<BTreeMap<String, MetricSummary>> {
+        self.read(|conn| load_summaries(conn, id.as_str()))
+    }
+
+    /// Replaces the stored summaries of the given series.
+    pub fn upsert_summaries(&self, rows: &[(RunId, MetricKey, MetricSummary)]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        self.write(|conn| {
+            let tx = conn.transaction()?;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                     ON CONFLICT (run_id, key) DO UPDATE SET last = excluded.last, last_step = excluded.last_step,
+                       last_ms = excluded.last_ms, min = excluded.min, max = excluded.max, count = excluded.count",
+                )?;
+                for (run, key, s) in rows {
+                    stmt.execute(params![
+                        run.as_str(),
+                        key.as_str(),
+                        nan_to_null(s.last),
+                        s.last_step,
+                        s.last_ms,
+                        nan_to_null(s.min),
+                        nan_to_null(s.max),
+                        s.count as i64
+                    ])?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// Every run of a project with its summaries, for the runs table in the object store.
+    pub fn export_project(&self, project_id: i64) -> Result<Vec<RunExport>> {
+        self.read(|conn| {
+            let sql = format!(
+                "SELECT {RUN_COLUMNS} FROM runs r JOIN projects p ON p.id = r.project_id
+                 WHERE r.project_id = ?1 AND r.deleted = 0 ORDER BY r.start_ms, r.id"
+            );
+            let runs: Vec<Run> =
+                conn.prepare_cached(&sql)?.query_map([project_id], run_from_row)?.collect::<rusqlite::Result<_>>()?;
+            runs.into_iter()
+                .map(|mut run| {
+                    load_params(conn, &mut run)?;
+                    let summaries = load_summaries(conn, run.id.as_str())?;
+                    Ok(RunExport { run, summaries })
+                })
+                .collect()
+        })
+    }
+
+    /// Projects with a run changed at or after `since_ms`.
+    pub fn projects_changed_since(&self, since_ms: i64) -> Result<Vec<i64>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached("SELECT DISTINCT project_id FROM runs WHERE updated_ms >= ?1")?;
+            let ids = stmt.query_map([since_ms], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            Ok(ids)
+        })
+    }
+}
+
+fn load_summaries(conn: &Connection, run_id: &str) -> Result<BTreeMap<String, MetricSummary>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT key, last, last_step, last_ms, min, max, count FROM metric_summaries WHERE run_id = ?1 ORDER BY key",
+    )?;
+    let rows = stmt.query_map([run_id], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            MetricSummary {
+                last: null_to_nan(r.get(1)?),
+                last_step: r.get(2)?,
+                last_ms: r.get(3)?,
+                min: null_to_nan(r.get(4)?),
+                max: null_to_nan(r.get(5)?),
+                count: r.get::<_, i64>(6)? as u64,
+            },
+        ))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}

@@ -1,0 +1,51 @@
+//! The metrics store: batches are acknowledged once in the write-ahead log (group commit), kept
+//! in an in-memory buffer where they are queryable at once, and persisted in the background as
+//! Parquet files through object_store. Also keeps per-series summaries current and writes the
+//! per-project runs table. Never imports actix.
+
+mod buffer;
+mod objects;
+mod parquet_io;
+mod runs_table;
+mod series;
+mod store;
+mod summaries;
+pub mod wal;
+
+pub use objects::{metric_file_path, runs_table_path};
+pub use parquet_io::{KeyIndex, KeyRange};
+pub use series::{Bucket, Series, StepRange};
+pub use store::{MetricsStore, StoreConfig, StoreStats};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{context}: {source}")]
+    Io { context: &'static str, source: std::io::Error },
+    #[error("object store: {0}")]
+    ObjectStore(#[from] object_store::Error),
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+    #[error(transparent)]
+    Meta(#[from] trainlog_meta::Error),
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("the metrics store is shutting down")]
+    ShuttingDown,
+    #[error("a background task failed: {0}")]
+    Task(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn io_err(context: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Io { context, source }
+}
+
+/// Runs blocking work (Parquet encoding, SQLite, fsync) off the async executor.
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| Error::Task(e.to_string()))?
+}

@@ -1,0 +1,232 @@
+//! One metric series in columns: merging layers with last-write-wins, step ranges, and
+//! downsampling into buckets that keep each bucket's min, max and last value.
+
+/// Points of one series sorted by step, one point per step.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Series {
+    pub steps: Vec<i64>,
+    pub timestamps: Vec<i64>,
+    pub values: Vec<f64>,
+}
+
+/// An inclusive step range; `None` bounds are open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepRange {
+    pub min: Option<i64>,
+    pub max: Option<i64>,
+}
+
+impl StepRange {
+    pub fn contains(&self, step: i64) -> bool {
+        self.min.is_none_or(|m| step >= m) && self.max.is_none_or(|m| step <= m)
+    }
+    pub fn overlaps(&self, lo: i64, hi: i64) -> bool {
+        self.min.is_none_or(|m| hi >= m) && self.max.is_none_or(|m| lo <= m)
+    }
+}
+
+/// One downsampled bucket: the steps it covers that hold points, their min and max (NaN ignored
+/// unless every value is NaN), the value at its highest step, and how many points it holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bucket {
+    pub step_min: i64,
+    pub step_max: i64,
+    pub min: f64,
+    pub max: f64,
+    pub last: f64,
+    pub count: u64,
+}
+
+impl Series {
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    pub fn push(&mut self, step: i64, timestamp: i64, value: f64) {
+        self.steps.push(step);
+        self.timestamps.push(timestamp);
+        self.values.push(value);
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.steps.capacity() * 8 + self.timestamps.capacity() * 8 + self.values.capacity() * 8
+    }
+
+    fn is_strictly_sorted(&self) -> bool {
+        self.steps.windows(2).all(|w| w[0] < w[1])
+    }
+
+    /// Sorts points written in arrival order by step, keeping the last write of each step.
+    pub fn normalize(&mut self) {
+        if self.is_strictly_sorted() {
+            return;
+        }
+        let mut order: Vec<u32> = (0..self.steps.len() as u32).collect();
+        order.sort_by_key(|&i| self.steps[i as usize]);
+        let mut out = Series::default();
+        out.steps.reserve(order.len());
+        out.timestamps.reserve(order.len());
+        out.values.reserve(order.len());
+        for (n, &i) in order.iter().enumerate() {
+            let i = i as usize;
+            let next_same = order.get(n + 1).is_some_and(|&j| self.steps[j as usize] == self.steps[i]);
+            if !next_same {
+                out.push(self.steps[i], self.timestamps[i], self.values[i]);
+            }
+        }
+        *self = out;
+    }
+
+    /// Merges normalized layers, oldest first: for a step present in several, the newest wins.
+    pub fn merge(layers: Vec<Series>) -> Series {
+        let mut layers: Vec<Series> = layers.into_iter().filter(|l| !l.is_empty()).collect();
+        match layers.len() {
+            0 => return Series::default(),
+            1 => return layers.pop().unwrap_or_default(),
+            _ => {}
+        }
+        let mut acc = layers.remove(0);
+        for newer in layers {
+            acc = merge_two(&acc, &newer);
+        }
+        acc
+    }
+
+    pub fn slice(&self, range: StepRange) -> Series {
+        if range == StepRange::default() {
+            return self.clone();
+        }
+        let lo = range.min.map_or(0, |m| self.steps.partition_point(|&s| s < m));
+        let hi = range.max.map_or(self.steps.len(), |m| self.steps.partition_point(|&s| s <= m));
+        let hi = hi.max(lo);
+        Series {
+            steps: self.steps[lo..hi].to_vec(),
+            timestamps: self.timestamps[lo..hi].to_vec(),
+            values: self.values[lo..hi].to_vec(),
+        }
+    }
+
+    /// Splits the step span into `n` equal-width buckets and returns the non-empty ones, so at most `n`.
+    pub fn downsample(&self, n: usize) -> Vec<Bucket> {
+        let (Some(&first), Some(&last)) = (self.steps.first(), self.steps.last()) else { return Vec::new() };
+        let n = n.max(1) as i128;
+        let span = last as i128 - first as i128 + 1;
+        let width = ((span + n - 1) / n).max(1);
+        let mut out: Vec<Bucket> = Vec::with_capacity(n.min(self.len() as i128) as usize);
+        let mut current: Option<(i128, Bucket)> = None;
+        for i in 0..self.steps.len() {
+            let step = self.steps[i];
+            let v = self.values[i];
+            let index = (step as i128 - first as i128) / width;
+            match &mut current {
+                Some((idx, b)) if *idx == index => {
+                    b.step_max = step;
+                    b.last = v;
+                    b.count += 1;
+                    if !v.is_nan() {
+                        b.min = if b.min.is_nan() { v } else { b.min.min(v) };
+                        b.max = if b.max.is_nan() { v } else { b.max.max(v) };
+                    }
+                }
+                _ => {
+                    if let Some((_, b)) = current.take() {
+                        out.push(b);
+                    }
+                    current = Some((index, Bucket { step_min: step, step_max: step, min: v, max: v, last: v, count: 1 }));
+                }
+            }
+        }
+        if let Some((_, b)) = current {
+            out.push(b);
+        }
+        out
+    }
+}
+
+fn merge_two(older: &Series, newer: &Series) -> Series {
+    let mut out = Series::default();
+    let cap = older.len() + newer.len();
+    out.steps.reserve(cap);
+    out.timestamps.reserve(cap);
+    out.values.reserve(cap);
+    let (mut i, mut j) = (0, 0);
+    while i < older.len() || j < newer.len() {
+        let take_newer = match (older.steps.get(i), newer.steps.get(j)) {
+            (Some(a), Some(b)) if a == b => {
+                i += 1;
+                true
+            }
+            (Some(a), Some(b)) => b < a,
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        if take_newer {
+            out.push(newer.steps[j], newer.timestamps[j], newer.values[j]);
+            j += 1;
+        } else {
+            out.push(older.steps[i], older.timestamps[i], older.values[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(points: &[(i64, f64)]) -> Series {
+        let mut s = Series::default();
+        for &(step, v) in points {
+            s.push(step, step * 10, v);
+        }
+        s
+    }
+
+    #[test]
+    fn normalize_keeps_the_last_write_of_each_step() {
+        let mut s = series(&[(2, 1.0), (0, 2.0), (2, 3.0), (1, 4.0)]);
+        s.normalize();
+        assert_eq!(s.steps, vec![0, 1, 2]);
+        assert_eq!(s.values, vec![2.0, 4.0, 3.0]);
+    }
+
+    #[test]
+    fn merge_prefers_newer_layers() {
+        let merged = Series::merge(vec![series(&[(0, 1.0), (1, 1.0), (3, 1.0)]), series(&[(1, 2.0), (2, 2.0)]), series(&[(3, 3.0)])]);
+        assert_eq!(merged.steps, vec![0, 1, 2, 3]);
+        assert_eq!(merged.values, vec![1.0, 2.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn downsampling_never_hides_a_spike() {
+        let mut points: Vec<(i64, f64)> = (0..1_000_000).map(|i| (i, (i % 7) as f64)).collect();
+        points[523_457].1 = 1e9;
+        let buckets = series(&points).downsample(1000);
+        assert_eq!(buckets.len(), 1000);
+        assert_eq!(buckets.iter().map(|b| b.count).sum::<u64>(), 1_000_000);
+        let spiked: Vec<_> = buckets.iter().filter(|b| b.max == 1e9).collect();
+        assert_eq!(spiked.len(), 1);
+        assert!(spiked[0].step_min <= 523_457 && spiked[0].step_max >= 523_457);
+        assert_eq!(buckets.last().unwrap().last, (999_999 % 7) as f64);
+        assert_eq!(buckets, series(&points).downsample(1000), "deterministic");
+    }
+
+    #[test]
+    fn buckets_ignore_nan_for_min_and_max_but_keep_it_as_last() {
+        let b = series(&[(0, 1.0), (1, f64::NAN)]).downsample(1);
+        assert_eq!((b[0].min, b[0].max, b[0].count), (1.0, 1.0, 2));
+        assert!(b[0].last.is_nan());
+    }
+
+    #[test]
+    fn slices_are_inclusive() {
+        let s = series(&[(0, 0.0), (5, 5.0), (10, 10.0)]);
+        assert_eq!(s.slice(StepRange { min: Some(5), max: Some(10) }).steps, vec![5, 10]);
+        assert_eq!(s.slice(StepRange { min: Some(6), max: Some(4) }).steps, Vec::<i64>::new());
+    }
+}

@@ -1,0 +1,754 @@
+//! `MetricsStore`: the write path (write-ahead log thread with group commit), the background
+//! persister and compactor, and the read path merging files with buffered points.
+
+use crate::buffer::{FileMeta, Generation, RunFiles, State};
+use crate::parquet_io::{self, key_index_from_json, key_index_to_json, COMPACT_ZSTD_LEVEL, FLUSH_ZSTD_LEVEL};
+use crate::series::{Series, StepRange};
+use crate::summaries::Summaries;
+use crate::wal::{self, Segment};
+use crate::{blocking, io_err, objects, runs_table, Error, Result};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::{oneshot, Notify};
+use trainlog_meta::{MetaStore, MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
+use trainlog_schema::{MetricKey, MetricSummary, PointBatch, RunId};
+
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Holds `wal/` and, without `store_url`, the local object store in `store/`.
+    pub data_dir: PathBuf,
+    /// An object_store URL (`file:///…`, `s3://bucket/prefix`).
+    pub store_url: Option<String>,
+    /// Buffered points that make the active generation freeze and persist.
+    pub rotate_points: usize,
+    /// Age at which a non-empty active generation freezes and persists.
+    pub rotate_after: Duration,
+    /// Frozen generations allowed to wait for persistence before ingest waits.
+    pub max_frozen: usize,
+    /// A run with more files than this is compacted while it is still running.
+    pub max_files_per_run: usize,
+    /// Bytes of decoded series kept in memory for reads.
+    pub cache_bytes: usize,
+}
+
+impl StoreConfig {
+    pub fn new(data_dir: PathBuf, store_url: Option<String>) -> Self {
+        Self {
+            data_dir,
+            store_url,
+            rotate_points: 1_000_000,
+            rotate_after: Duration::from_secs(30),
+            max_frozen: 3,
+            max_files_per_run: 16,
+            cache_bytes: 128 << 20,
+        }
+    }
+}
+
+/// Counters for health and benchmarks.
+#[derive(Debug, Clone, Default)]
+pub struct StoreStats {
+    pub buffered_points: usize,
+    pub frozen_generations: usize,
+    pub files: usize,
+    pub file_bytes: u64,
+    pub file_rows: u64,
+    pub wal_replayed_records: usize,
+    pub wal_cut_bytes: u64,
+}
+
+enum WalCmd {
+    Append { run: RunId, project_id: i64, batch: PointBatch, done: oneshot::Sender<Result<()>> },
+    Rotate { done: oneshot::Sender<()> },
+    Stop,
+}
+
+struct CachedSeries {
+    version: u64,
+    series: Arc<Series>,
+    last_used: u64,
+}
+
+#[derive(Default)]
+struct SeriesCache {
+    entries: HashMap<(RunId, MetricKey), CachedSeries>,
+    bytes: usize,
+    clock: u64,
+}
+
+pub(crate) struct Inner {
+    config: StoreConfig,
+    meta: Arc<MetaStore>,
+    objects: Arc<dyn ObjectStore>,
+    wal_dir: PathBuf,
+    state: RwLock<State>,
+    summaries: Mutex<Summaries>,
+    cache: Mutex<SeriesCache>,
+    wal_tx: Mutex<Option<SyncSender<WalCmd>>>,
+    wal_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    persist_wanted: Notify,
+    compact_wanted: Mutex<HashSet<RunId>>,
+    projects_changed: Mutex<HashSet<i64>>,
+    projects_summary_changed: Mutex<HashSet<i64>>,
+    stopping: AtomicBool,
+    replay: (usize, u64),
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    persist_failures: AtomicU64,
+}
+
+/// The metrics store; cheap to clone.
+#[derive(Clone)]
+pub struct MetricsStore {
+    inner: Arc<Inner>,
+}
+
+fn catalog_row(run: &RunId, path: &ObjectPath, ord: i64, rows: u64, bytes: u64, index_json: String) -> MetricFileRow {
+    MetricFileRow { path: path.to_string(), run_id: run.to_string(), ord, rows: rows as i64, bytes: bytes as i64, key_index: index_json }
+}
+
+fn project_of_path(path: &str) -> i64 {
+    path.split('/').nth(1).and_then(|p| p.parse().ok()).unwrap_or(0)
+}
+
+impl MetricsStore {
+    /// Opens the store: loads the file catalog, replays the write-ahead log, starts the log
+    /// writer thread and the background tasks. Must be called inside a tokio runtime.
+    pub async fn open(config: StoreConfig, meta: Arc<MetaStore>) -> Result<Self> {
+        let objects = objects::open(config.store_url.as_deref(), &config.data_dir.join("store"))?;
+        let wal_dir = config.data_dir.join("wal");
+        std::fs::create_dir_all(&wal_dir).map_err(io_err("creating the write-ahead log folder"))?;
+        let meta2 = meta.clone();
+        let wal_dir2 = wal_dir.clone();
+        let (state, summaries, segment, replay) = blocking(move || recover(&meta2, &wal_dir2)).await?;
+        let (tx, rx) = mpsc::sync_channel(1024);
+        let inner = Arc::new(Inner {
+            config,
+            meta,
+            objects,
+            wal_dir,
+            state: RwLock::new(state),
+            summaries: Mutex::new(summaries),
+            cache: Mutex::new(SeriesCache::default()),
+            wal_tx: Mutex::new(Some(tx)),
+            wal_thread: Mutex::new(None),
+            persist_wanted: Notify::new(),
+            compact_wanted: Mutex::new(HashSet::new()),
+            projects_changed: Mutex::new(HashSet::new()),
+            projects_summary_changed: Mutex::new(HashSet::new()),
+            stopping: AtomicBool::new(false),
+            replay,
+            tasks: Mutex::new(Vec::new()),
+            persist_failures: AtomicU64::new(0),
+        });
+        let runtime = tokio::runtime::Handle::current();
+        let thread_inner = inner.clone();
+        let handle = std::thread::Builder::new()
+            .name("trainlog-wal".into())
+            .spawn(move || wal_loop(thread_inner, segment, rx, runtime))
+            .map_err(io_err("starting the write-ahead log thread"))?;
+        *lock(&inner.wal_thread) = Some(handle);
+        let store = Self { inner };
+        store.spawn_background();
+        Ok(store)
+    }
+
+    fn spawn_background(&self) {
+        let persister = {
+            let inner = self.inner.clone();
+            tokio::spawn(async move {
+                loop {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), inner.persist_wanted.notified()).await;
+                    if let Err(e) = inner.persist_frozen().await {
+                        inner.persist_failures.fetch_add(1, Ordering::Relaxed);
+                        eprintln!("trainlog: persisting buffered points failed, will retry: {e}");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                    if let Err(e) = inner.compact_pending().await {
+                        eprintln!("trainlog: compaction failed, will retry: {e}");
+                    }
+                    if inner.stopping.load(Ordering::Acquire) {
+                        break;
+                    }
+                }
+            })
+        };
+        let maintenance = {
+            let inner = self.inner.clone();
+            tokio::spawn(async move {
+                let mut tick = 0u64;
+                loop {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    if inner.stopping.load(Ordering::Acquire) {
+                        break;
+                    }
+                    tick += 1;
+                    if let Err(e) = inner.sync_summaries().await {
+                        eprintln!("trainlog: writing metric summaries failed, will retry: {e}");
+                    }
+                    let with_summaries = tick % 10 == 0;
+                    if let Err(e) = inner.refresh_runs_tables(with_summaries).await {
+                        eprintln!("trainlog: writing a runs table failed, will retry: {e}");
+                    }
+                }
+            })
+        };
+        lock(&self.inner.tasks).extend([persister, maintenance]);
+    }
+
+    /// Logs a batch for a run; answers once it is durable in the write-ahead log and queryable.
+    pub async fn append(&self, run: &RunId, project_id: i64, batch: PointBatch) -> Result<()> {
+        if batch.points.is_empty() {
+            return Ok(());
+        }
+        self.inner.ensure_summaries(run, project_id).await?;
+        let (done, wait) = oneshot::channel();
+        let tx = lock(&self.inner.wal_tx).clone().ok_or(Error::ShuttingDown)?;
+        let cmd = WalCmd::Append { run: run.clone(), project_id, batch, done };
+        // A full channel means the log writer is behind: wait off the executor.
+        match tx.try_send(cmd) {
+            Ok(()) => {}
+            Err(mpsc::TrySendError::Full(cmd)) => blocking(move || tx.send(cmd).map_err(|_| Error::ShuttingDown)).await?,
+            Err(mpsc::TrySendError::Disconnected(_)) => return Err(Error::ShuttingDown),
+        }
+        wait.await.map_err(|_| Error::ShuttingDown)?
+    }
+
+    /// One series of a run, sorted by step, restricted to `range`.
+    pub async fn series(&self, run: &RunId, key: &MetricKey, range: StepRange) -> Result<Series> {
+        self.inner.series(run, key, range).await
+    }
+
+    /// Current summaries of a run's series, recomputing stale ones.
+    pub async fn summaries(&self, run: &RunId, project_id: i64) -> Result<BTreeMap<String, MetricSummary>> {
+        self.inner.ensure_summaries(run, project_id).await?;
+        self.inner.refresh_stale(run).await?;
+        Ok(lock(&self.inner.summaries).current(run).unwrap_or_default())
+    }
+
+    /// Writes every current summary to the metadata store, so run search sees them.
+    pub async fn sync_summaries(&self) -> Result<()> {
+        for run in lock(&self.inner.summaries).runs_with_stale() {
+            self.inner.refresh_stale(&run).await?;
+        }
+        self.inner.sync_summaries().await
+    }
+
+    /// Notes that a project's runs changed, so its runs table is rewritten soon.
+    pub fn project_changed(&self, project_id: i64) {
+        lock(&self.inner.projects_changed).insert(project_id);
+    }
+
+    /// A run ended: persist its buffered points soon and compact its files.
+    pub async fn run_finished(&self, run: &RunId) -> Result<()> {
+        lock(&self.inner.compact_wanted).insert(run.clone());
+        if read(&self.inner.state).buffered(run) {
+            self.rotate().await?;
+        }
+        self.inner.persist_wanted.notify_one();
+        Ok(())
+    }
+
+    async fn rotate(&self) -> Result<()> {
+        let (done, wait) = oneshot::channel();
+        let tx = lock(&self.inner.wal_tx).clone().ok_or(Error::ShuttingDown)?;
+        blocking(move || tx.send(WalCmd::Rotate { done }).map_err(|_| Error::ShuttingDown)).await?;
+        wait.await.map_err(|_| Error::ShuttingDown)
+    }
+
+    /// Persists every buffered point, compacts pending runs and writes summaries and runs tables.
+    pub async fn flush(&self) -> Result<()> {
+        self.rotate().await?;
+        self.inner.persist_frozen().await?;
+        self.inner.compact_pending().await?;
+        self.sync_summaries().await?;
+        self.inner.refresh_runs_tables(true).await
+    }
+
+    /// Flushes, then stops the log writer and the background tasks.
+    pub async fn shutdown(&self) -> Result<()> {
+        let flushed = self.flush().await;
+        self.inner.stopping.store(true, Ordering::Release);
+        if let Some(tx) = lock(&self.inner.wal_tx).take() {
+            let _ = tx.send(WalCmd::Stop);
+        }
+        let thread = lock(&self.inner.wal_thread).take();
+        if let Some(t) = thread {
+            blocking(move || t.join().map_err(|_| Error::Task("the write-ahead log thread panicked".into()))).await?;
+        }
+        for t in std::mem::take(&mut *lock(&self.inner.tasks)) {
+            t.abort();
+        }
+        flushed
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let state = read(&self.inner.state);
+        let files = state.files.values().flat_map(|f| f.files.iter());
+        let (mut n, mut bytes, mut rows) = (0, 0, 0);
+        for f in files {
+            n += 1;
+            bytes += f.bytes;
+            rows += f.rows;
+        }
+        StoreStats {
+            buffered_points: state.active.points + state.frozen.iter().map(|g| g.points).sum::<usize>(),
+            frozen_generations: state.frozen.len(),
+            files: n,
+            file_bytes: bytes,
+            file_rows: rows,
+            wal_replayed_records: self.inner.replay.0,
+            wal_cut_bytes: self.inner.replay.1,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|p| p.into_inner())
+}
+
+type Recovered = (State, Summaries, Segment, (usize, u64));
+
+/// Start-up: load the file catalog, drop log segments already persisted, replay the others.
+fn recover(meta: &MetaStore, wal_dir: &std::path::Path) -> Result<Recovered> {
+    let persisted_through = meta.counter(WAL_PERSISTED_THROUGH)?.unwrap_or(0) as u64;
+    let mut files: HashMap<RunId, RunFiles> = HashMap::new();
+    for row in meta.metric_files()? {
+        let index = key_index_from_json(&row.key_index)?;
+        let entry = files.entry(RunId::from_trusted(row.run_id.clone())).or_default();
+        entry.files.push(Arc::new(FileMeta {
+            project_id: project_of_path(&row.path),
+            path: ObjectPath::from(row.path),
+            ord: row.ord,
+            rows: row.rows as u64,
+            bytes: row.bytes as u64,
+            index,
+        }));
+    }
+    for f in files.values_mut() {
+        f.files.sort_by_key(|f| f.ord);
+        f.version = 1;
+    }
+    let mut summaries = Summaries::default();
+    let segments = wal::list_segments(wal_dir)?;
+    let mut replayed = Generation::new(persisted_through);
+    let (mut records, mut cut) = (0usize, 0u64);
+    for &number in &segments {
+        let path = wal::segment_path(wal_dir, number);
+        if number <= persisted_through {
+            std::fs::remove_file(&path).map_err(io_err("removing a persisted write-ahead log segment"))?;
+            continue;
+        }
+        let r = wal::replay_segment(&path)?;
+        if r.cut_bytes > 0 {
+            eprintln!("trainlog: cut {} bytes of torn or corrupt tail from {}", r.cut_bytes, path.display());
+        }
+        cut += r.cut_bytes;
+        records += r.records.len();
+        for rec in r.records {
+            if !summaries.is_loaded(&rec.run) {
+                let stored = meta.summaries(&rec.run)?;
+                summaries.load(&rec.run, rec.project_id, stored);
+            }
+            summaries.apply(&rec.run, rec.project_id, &rec.batch);
+            replayed.apply(&rec.run, rec.project_id, &rec.batch);
+        }
+        replayed.wal_segment = number;
+    }
+    let next_segment = segments.last().copied().unwrap_or(0).max(persisted_through) + 1;
+    let segment = Segment::create(wal_dir, next_segment)?;
+    let mut frozen = VecDeque::new();
+    if replayed.points > 0 {
+        frozen.push_back(Arc::new(replayed));
+    } else if let Some(&last) = segments.last().filter(|&&n| n > persisted_through) {
+        meta.commit_files(&[], &[], Some(last))?;
+        for n in segments.iter().filter(|&&n| n > persisted_through) {
+            let _ = std::fs::remove_file(wal::segment_path(wal_dir, *n));
+        }
+    }
+    let state = State { active: Generation::new(next_segment), frozen, files, next_version: 1 };
+    Ok((state, summaries, segment, (records, cut)))
+}
+
+/// The log writer: takes every waiting batch, writes them with one fsync, applies them to the
+/// buffer and summaries, then acknowledges them all (group commit).
+fn wal_loop(inner: Arc<Inner>, mut segment: Segment, rx: mpsc::Receiver<WalCmd>, runtime: tokio::runtime::Handle) {
+    const MAX_GROUP_BYTES: usize = 64 << 20;
+    let mut encoded = Vec::with_capacity(1 << 20);
+    loop {
+        let first = match rx.recv_timeout(Duration::from_millis(250)) {
+            Ok(cmd) => Some(cmd),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let mut group = Vec::new();
+        let mut rotate_waiters = Vec::new();
+        let mut stop = false;
+        let mut take = |cmd: WalCmd, encoded: &mut Vec<u8>| match cmd {
+            WalCmd::Append { run, project_id, batch, done } => {
+                wal::encode(encoded, &run, project_id, &batch);
+                group.push((run, project_id, batch, done));
+            }
+            WalCmd::Rotate { done } => rotate_waiters.push(done),
+            WalCmd::Stop => stop = true,
+        };
+        encoded.clear();
+        if let Some(cmd) = first {
+            take(cmd, &mut encoded);
+            while encoded.len() < MAX_GROUP_BYTES {
+                match rx.try_recv() {
+                    Ok(cmd) => take(cmd, &mut encoded),
+                    Err(_) => break,
+                }
+            }
+        }
+        if !group.is_empty() {
+            let written = segment.append_durable(&encoded);
+            match written {
+                Ok(()) => {
+                    {
+                        let mut state = write(&inner.state);
+                        for (run, project_id, batch, _) in &group {
+                            state.active.apply(run, *project_id, batch);
+                        }
+                    }
+                    {
+                        let mut sums = lock(&inner.summaries);
+                        for (run, project_id, batch, _) in &group {
+                            sums.apply(run, *project_id, batch);
+                        }
+                    }
+                    for (_, _, _, done) in group {
+                        let _ = done.send(Ok(()));
+                    }
+                }
+                Err(e) => {
+                    eprintln!("trainlog: the write-ahead log could not be written: {e}");
+                    let msg = e.to_string();
+                    for (_, _, _, done) in group {
+                        let _ = done.send(Err(Error::Task(format!("write-ahead log: {msg}"))));
+                    }
+                    // The file may hold a partial record now: continue in a fresh segment.
+                    if let Ok(next) = rotate(&inner, &segment) {
+                        segment = next;
+                    }
+                    continue;
+                }
+            }
+        }
+        let due = {
+            let state = read(&inner.state);
+            state.active.points >= inner.config.rotate_points
+                || (state.active.points > 0 && state.active.started.elapsed() >= inner.config.rotate_after)
+                || (!rotate_waiters.is_empty() && state.active.points > 0)
+        };
+        if due {
+            // Bounded memory: wait for the persister before freezing yet another generation.
+            let deadline = Instant::now() + Duration::from_secs(600);
+            while read(&inner.state).frozen.len() >= inner.config.max_frozen
+                && Instant::now() < deadline
+                && !inner.stopping.load(Ordering::Acquire)
+            {
+                inner.persist_wanted.notify_one();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            match rotate(&inner, &segment) {
+                Ok(next) => segment = next,
+                Err(e) => eprintln!("trainlog: could not start a new write-ahead log segment: {e}"),
+            }
+            inner.persist_wanted.notify_one();
+        }
+        for done in rotate_waiters {
+            let _ = done.send(());
+        }
+        if stop {
+            drop(runtime);
+            return;
+        }
+    }
+}
+
+/// Freezes the active generation and opens the next log segment.
+fn rotate(inner: &Inner, current: &Segment) -> Result<Segment> {
+    let next = Segment::create(&inner.wal_dir, current.number + 1)?;
+    let mut state = write(&inner.state);
+    let fresh = Generation::new(next.number);
+    let old = std::mem::replace(&mut state.active, fresh);
+    if old.points > 0 {
+        state.frozen.push_back(Arc::new(old));
+    }
+    Ok(next)
+}
+
+impl Inner {
+    async fn ensure_summaries(&self, run: &RunId, project_id: i64) -> Result<()> {
+        if lock(&self.summaries).is_loaded(run) {
+            return Ok(());
+        }
+        let meta = self.meta.clone();
+        let id = run.clone();
+        let stored = blocking(move || Ok(meta.summaries(&id)?)).await?;
+        lock(&self.summaries).load(run, project_id, stored);
+        Ok(())
+    }
+
+    async fn refresh_stale(&self, run: &RunId) -> Result<()> {
+        let stale = lock(&self.summaries).stale_keys(run);
+        for (key, generation) in stale {
+            let series = self.series(run, &key, StepRange::default()).await?;
+            let summary = MetricSummary::of_sorted(&series.steps, &series.timestamps, &series.values);
+            lock(&self.summaries).settle(run, &key, generation, summary);
+        }
+        Ok(())
+    }
+
+    async fn sync_summaries(&self) -> Result<()> {
+        let rows = lock(&self.summaries).take_dirty();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let meta = self.meta.clone();
+        let upserts: Vec<(RunId, MetricKey, MetricSummary)> = rows.iter().map(|(r, _, k, s)| (r.clone(), k.clone(), *s)).collect();
+        let result = blocking(move || Ok(meta.upsert_summaries(&upserts)?)).await;
+        match result {
+            Ok(()) => {
+                lock(&self.projects_summary_changed).extend(rows.iter().map(|r| r.1));
+                Ok(())
+            }
+            Err(e) => {
+                lock(&self.summaries).mark_dirty(&rows);
+                Err(e)
+            }
+        }
+    }
+
+    async fn refresh_runs_tables(&self, with_summaries: bool) -> Result<()> {
+        let mut projects: HashSet<i64> = std::mem::take(&mut *lock(&self.projects_changed));
+        if with_summaries {
+            projects.extend(std::mem::take(&mut *lock(&self.projects_summary_changed)));
+        }
+        for project_id in projects {
+            let meta = self.meta.clone();
+            let encoded = blocking(move || runs_table::encode(&meta.export_project(project_id)?)).await;
+            let put = match encoded {
+                Ok(bytes) => self
+                    .objects
+                    .put(&objects::runs_table_path(project_id), PutPayload::from_bytes(bytes))
+                    .await
+                    .map(|_| ())
+                    .map_err(Error::from),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = put {
+                lock(&self.projects_changed).insert(project_id);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Persists the oldest frozen generations, one after the other.
+    async fn persist_frozen(&self) -> Result<()> {
+        loop {
+            let Some(generation) = read(&self.state).frozen.front().cloned() else { return Ok(()) };
+            self.persist(&generation).await?;
+        }
+    }
+
+    async fn persist(&self, generation: &Arc<Generation>) -> Result<()> {
+        // Summaries first: once the log segment is gone, they must already hold its points.
+        self.sync_summaries().await?;
+        let meta = self.meta.clone();
+        let count = generation.runs.len() as i64;
+        let first = blocking(move || Ok(meta.reserve(NEXT_FILE_NUMBER, count)?)).await?;
+        let mut rows = Vec::new();
+        let mut metas = Vec::new();
+        let mut runs: Vec<&RunId> = generation.runs.keys().collect();
+        runs.sort();
+        for (i, run) in runs.into_iter().enumerate() {
+            let number = first + i as i64;
+            let buf = &generation.runs[run];
+            let path = objects::metric_file_path(buf.project_id, run.as_str(), number);
+            let gen = generation.clone();
+            let run_owned = run.clone();
+            let file = blocking(move || {
+                let buf = &gen.runs[&run_owned];
+                let mut keys: Vec<(&MetricKey, Series)> = buf
+                    .series
+                    .iter()
+                    .map(|(k, s)| {
+                        let mut s = s.clone();
+                        s.normalize();
+                        (k, s)
+                    })
+                    .collect();
+                keys.sort_by(|a, b| a.0.cmp(b.0));
+                let refs: Vec<(&str, &Series)> = keys.iter().map(|(k, s)| (k.as_str(), s)).collect();
+                parquet_io::encode_run(run_owned.as_str(), &refs, FLUSH_ZSTD_LEVEL)
+            })
+            .await?;
+            let bytes = file.bytes.len() as u64;
+            self.objects.put(&path, PutPayload::from_bytes(file.bytes)).await?;
+            rows.push(catalog_row(run, &path, number, file.rows, bytes, key_index_to_json(&file.index)));
+            metas.push((run.clone(), Arc::new(FileMeta { path, project_id: buf.project_id, ord: number, rows: file.rows, bytes, index: file.index })));
+        }
+        let meta = self.meta.clone();
+        let segment = generation.wal_segment;
+        blocking(move || Ok(meta.commit_files(&rows, &[], Some(segment))?)).await?;
+        let mut over_limit = Vec::new();
+        {
+            let mut state = write(&self.state);
+            for (run, file) in metas {
+                state.swap_files(&run, vec![file], &[]);
+                if state.files.get(&run).is_some_and(|f| f.files.len() > self.config.max_files_per_run) {
+                    over_limit.push(run);
+                }
+            }
+            if state.frozen.front().is_some_and(|g| Arc::ptr_eq(g, generation)) {
+                state.frozen.pop_front();
+            }
+        }
+        lock(&self.compact_wanted).extend(over_limit);
+        for n in wal::list_segments(&self.wal_dir)?.into_iter().filter(|&n| n <= segment) {
+            std::fs::remove_file(wal::segment_path(&self.wal_dir, n)).map_err(io_err("removing a persisted write-ahead log segment"))?;
+        }
+        Ok(())
+    }
+
+    /// Compacts runs asked for, once none of their points wait in the buffer.
+    async fn compact_pending(&self) -> Result<()> {
+        let wanted: Vec<RunId> = lock(&self.compact_wanted).iter().cloned().collect();
+        for run in wanted {
+            if read(&self.state).buffered(&run) {
+                continue;
+            }
+            self.compact(&run).await?;
+            lock(&self.compact_wanted).remove(&run);
+        }
+        Ok(())
+    }
+
+    /// Merges all files of a run into one, newest write winning for each (key, step).
+    async fn compact(&self, run: &RunId) -> Result<()> {
+        let files = read(&self.state).files.get(run).cloned().unwrap_or_default();
+        if files.files.len() <= 1 {
+            return Ok(());
+        }
+        let mut layers: BTreeMap<String, Vec<Series>> = BTreeMap::new();
+        for f in &files.files {
+            let bytes = self.objects.get(&f.path).await?.bytes().await?;
+            let f2 = f.clone();
+            let by_key = blocking(move || parquet_io::read_all(bytes, &f2.index)).await?;
+            for (k, s) in by_key {
+                layers.entry(k).or_default().push(s);
+            }
+        }
+        let merged: Vec<(String, Series)> = layers.into_iter().map(|(k, l)| (k, Series::merge(l))).collect();
+        let ord = files.files.iter().map(|f| f.ord).max().unwrap_or(0);
+        let project_id = files.files[0].project_id;
+        let meta = self.meta.clone();
+        let number = blocking(move || Ok(meta.reserve(NEXT_FILE_NUMBER, 1)?)).await?;
+        let path = objects::metric_file_path(project_id, run.as_str(), number);
+        let run_owned = run.clone();
+        let file = blocking(move || {
+            let refs: Vec<(&str, &Series)> = merged.iter().map(|(k, s)| (k.as_str(), s)).collect();
+            parquet_io::encode_run(run_owned.as_str(), &refs, COMPACT_ZSTD_LEVEL)
+        })
+        .await?;
+        let bytes = file.bytes.len() as u64;
+        self.objects.put(&path, PutPayload::from_bytes(file.bytes)).await?;
+        let removed: Vec<ObjectPath> = files.files.iter().map(|f| f.path.clone()).collect();
+        let removed_text: Vec<String> = removed.iter().map(|p| p.to_string()).collect();
+        let row = catalog_row(run, &path, ord, file.rows, bytes, key_index_to_json(&file.index));
+        let meta = self.meta.clone();
+        blocking(move || Ok(meta.commit_files(&[row], &removed_text, None)?)).await?;
+        let new_file = Arc::new(FileMeta { path, project_id, ord, rows: file.rows, bytes, index: file.index });
+        write(&self.state).swap_files(run, vec![new_file], &removed);
+        for p in removed {
+            if let Err(e) = self.objects.delete(&p).await {
+                eprintln!("trainlog: could not delete compacted file {p}: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    async fn series(&self, run: &RunId, key: &MetricKey, range: StepRange) -> Result<Series> {
+        // Buffer and file list are captured under one lock, so a generation being persisted
+        // is seen either as buffered points or as its file, never as neither.
+        let (mut layers, files) = {
+            let state = read(&self.state);
+            let mut layers = Vec::new();
+            for g in &state.frozen {
+                layers.extend(g.series(run, key));
+            }
+            layers.extend(state.active.series(run, key));
+            (layers, state.files.get(run).cloned().unwrap_or_default())
+        };
+        let from_files = self.file_series(run, key, &files).await?;
+        let mut all = Vec::with_capacity(layers.len() + 1);
+        all.push(Arc::unwrap_or_clone(from_files));
+        all.append(&mut layers);
+        let merged = Series::merge(all);
+        Ok(if range == StepRange::default() { merged } else { merged.slice(range) })
+    }
+
+    async fn file_series(&self, run: &RunId, key: &MetricKey, files: &RunFiles) -> Result<Arc<Series>> {
+        let relevant: Vec<Arc<FileMeta>> = files.files.iter().filter(|f| f.index.contains_key(key.as_str())).cloned().collect();
+        if relevant.is_empty() {
+            return Ok(Arc::new(Series::default()));
+        }
+        let cache_key = (run.clone(), key.clone());
+        {
+            let mut cache = lock(&self.cache);
+            cache.clock += 1;
+            let clock = cache.clock;
+            if let Some(hit) = cache.entries.get_mut(&cache_key) {
+                if hit.version == files.version {
+                    hit.last_used = clock;
+                    return Ok(hit.series.clone());
+                }
+            }
+        }
+        let loads = relevant.iter().map(|f| {
+            let f = f.clone();
+            let objects = self.objects.clone();
+            let key = key.to_string();
+            async move {
+                let bytes = objects.get(&f.path).await?.bytes().await?;
+                let r = f.index[&key];
+                blocking(move || parquet_io::read_rows(bytes, r.first_row, r.rows)).await
+            }
+        });
+        let layers = futures::future::try_join_all(loads).await?;
+        let series = Arc::new(Series::merge(layers));
+        let size = series.heap_bytes();
+        if size <= self.config.cache_bytes / 4 {
+            let mut cache = lock(&self.cache);
+            let clock = cache.clock;
+            if let Some(old) = cache.entries.insert(cache_key, CachedSeries { version: files.version, series: series.clone(), last_used: clock }) {
+                cache.bytes -= old.series.heap_bytes();
+            }
+            cache.bytes += size;
+            while cache.bytes > self.config.cache_bytes {
+                let Some(victim) = cache.entries.iter().min_by_key(|(_, e)| e.last_used).map(|(k, _)| k.clone()) else { break };
+                if let Some(e) = cache.entries.remove(&victim) {
+                    cache.bytes -= e.series.heap_bytes();
+                }
+            }
+        }
+        Ok(series)
+    }
+}
