@@ -8,7 +8,10 @@ mod points;
 
 pub use ids::{MetricKey, ParamKey, ProjectName, RunId, TagKey};
 pub use params::{flatten_params, ParamValue};
-pub use points::{json_f64, parse_non_finite, BatchPoint, MetricPoint, MetricSummary, PointBatch, RunStatus, COST_PREFIX, SYSTEM_PREFIX};
+pub use points::{
+    json_f64, parse_non_finite, BatchPoint, MetricPoint, MetricSummary, PointBatch, RunStatus, COST_PREFIX,
+    SYSTEM_PREFIX,
+};
 
 /// A value that failed to parse, with the field it came from and why.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -136,7 +136,11 @@ mod tests {
 
     #[test]
     fn nested_configs_flatten_to_dotted_keys() {
-        let p = flatten_params("params", &json!({"lr": 0.001, "model": {"depth": 50, "act": "relu"}, "amp": true, "sizes": [1, 2]})).unwrap();
+        let p = flatten_params(
+            "params",
+            &json!({"lr": 0.001, "model": {"depth": 50, "act": "relu"}, "amp": true, "sizes": [1, 2]}),
+        )
+        .unwrap();
         assert_eq!(p[&ParamKey::from_trusted("lr".into())], ParamValue::Float(0.001));
         assert_eq!(p[&ParamKey::from_trusted("model.depth".into())], ParamValue::Int(50));
         assert_eq!(p[&ParamKey::from_trusted("model.act".into())], ParamValue::Str("relu".into()));
@@ -154,7 +158,13 @@ mod tests {
 
     #[test]
     fn stored_values_round_trip() {
-        for v in [ParamValue::Float(0.1), ParamValue::Float(f64::NAN), ParamValue::Int(-3), ParamValue::Bool(false), ParamValue::Str("x".into())] {
+        for v in [
+            ParamValue::Float(0.1),
+            ParamValue::Float(f64::NAN),
+            ParamValue::Int(-3),
+            ParamValue::Bool(false),
+            ParamValue::Str("x".into()),
+        ] {
             let back = ParamValue::from_stored(v.type_name(), &v.to_text()).unwrap();
             assert_eq!(back.to_text(), v.to_text());
         }

@@ -49,7 +49,10 @@ impl RunStatus {
 
     pub fn parse(field: &str, s: &str) -> Result<Self> {
         s.parse().map_err(|_| {
-            Error::new(field, format!("unknown status {s:?}; expected one of running, finished, failed, killed, preempted"))
+            Error::new(
+                field,
+                format!("unknown status {s:?}; expected one of running, finished, failed, killed, preempted"),
+            )
         })
     }
 }
@@ -156,7 +159,14 @@ impl MetricSummary {
                 max = if max.is_nan() { v } else { max.max(v) };
             }
         }
-        Some(Self { last: values[n - 1], last_step: steps[n - 1], last_ms: timestamps[n - 1], min, max, count: n as u64 })
+        Some(Self {
+            last: values[n - 1],
+            last_step: steps[n - 1],
+            last_ms: timestamps[n - 1],
+            min,
+            max,
+            count: n as u64,
+        })
     }
 }
 

@@ -20,8 +20,9 @@ pub const NEXT_FILE_NUMBER: &str = "next_file_number";
 impl MetaStore {
     pub fn metric_files(&self) -> Result<Vec<MetricFileRow>> {
         self.read(|conn| {
-            let mut stmt =
-                conn.prepare_cached("SELECT path, run_id, ord, rows, bytes, key_index FROM metric_files ORDER BY run_id, ord")?;
+            let mut stmt = conn.prepare_cached(
+                "SELECT path, run_id, ord, rows, bytes, key_index FROM metric_files ORDER BY run_id, ord",
+            )?;
             let rows = stmt.query_map([], |r| {
                 Ok(MetricFileRow {
                     path: r.get(0)?,
@@ -38,7 +39,12 @@ impl MetaStore {
 
     /// Records files added and removed in one transaction, optionally advancing the counter of
     /// write-ahead-log segments whose points are all in files.
-    pub fn commit_files(&self, added: &[MetricFileRow], removed: &[String], wal_persisted_through: Option<u64>) -> Result<()> {
+    pub fn commit_files(
+        &self,
+        added: &[MetricFileRow],
+        removed: &[String],
+        wal_persisted_through: Option<u64>,
+    ) -> Result<()> {
         self.write(|conn| {
             let tx = conn.transaction()?;
             {
@@ -63,15 +69,19 @@ impl MetaStore {
     }
 
     pub fn counter(&self, name: &str) -> Result<Option<i64>> {
-        self.read(|conn| Ok(conn.query_row("SELECT value FROM store_state WHERE name = ?1", [name], |r| r.get(0)).optional()?))
+        self.read(|conn| {
+            Ok(conn.query_row("SELECT value FROM store_state WHERE name = ?1", [name], |r| r.get(0)).optional()?)
+        })
     }
 
     /// Reserves `count` consecutive numbers from the named counter and answers the first.
     pub fn reserve(&self, name: &str, count: i64) -> Result<i64> {
         self.write(|conn| {
             let tx = conn.transaction()?;
-            let first: i64 =
-                tx.query_row("SELECT value FROM store_state WHERE name = ?1", [name], |r| r.get(0)).optional()?.unwrap_or(1);
+            let first: i64 = tx
+                .query_row("SELECT value FROM store_state WHERE name = ?1", [name], |r| r.get(0))
+                .optional()?
+                .unwrap_or(1);
             set_counter(&tx, name, first + count)?;
             tx.commit()?;
             Ok(first)

@@ -43,10 +43,7 @@ pub(crate) fn not_found(what: impl Into<String>) -> Error {
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// The SQLite database: one writer connection and a small pool of readers (WAL journal mode).

@@ -113,7 +113,9 @@ fn new_run_id() -> RunId {
 
 fn load_params(conn: &Connection, run: &mut Run) -> Result<()> {
     let mut stmt = conn.prepare_cached("SELECT key, type, value FROM params WHERE run_id = ?1")?;
-    let rows = stmt.query_map([run.id.as_str()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
+    let rows = stmt.query_map([run.id.as_str()], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+    })?;
     for row in rows {
         let (key, ty, text) = row?;
         let value = ParamValue::from_stored(&ty, &text)
@@ -130,7 +132,9 @@ fn load_params(conn: &Connection, run: &mut Run) -> Result<()> {
 }
 
 fn get_run(conn: &Connection, id: &str) -> Result<Run> {
-    let sql = format!("SELECT {RUN_COLUMNS} FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = ?1 AND r.deleted = 0");
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = ?1 AND r.deleted = 0"
+    );
     let mut run = conn
         .prepare_cached(&sql)?
         .query_row([id], run_from_row)
@@ -151,7 +155,12 @@ fn same_param(old: &ParamValue, new: &ParamValue) -> bool {
 
 /// Writes params, refusing a changed value for an existing key unless `overwrite`.
 /// Checks every key before writing any, so a refused request writes nothing.
-fn write_params(tx: &Transaction<'_>, run_id: &str, params: &BTreeMap<ParamKey, ParamValue>, overwrite: bool) -> Result<()> {
+fn write_params(
+    tx: &Transaction<'_>,
+    run_id: &str,
+    params: &BTreeMap<ParamKey, ParamValue>,
+    overwrite: bool,
+) -> Result<()> {
     if !overwrite {
         let mut stmt = tx.prepare_cached("SELECT type, value FROM params WHERE run_id = ?1 AND key = ?2")?;
         for (key, value) in params {
@@ -178,7 +187,13 @@ fn write_params(tx: &Transaction<'_>, run_id: &str, params: &BTreeMap<ParamKey, 
          ON CONFLICT (run_id, key) DO UPDATE SET type = excluded.type, value = excluded.value, num = excluded.num",
     )?;
     for (key, value) in params {
-        stmt.execute(params![run_id, key.as_str(), value.type_name(), value.to_text(), value.as_number().and_then(nan_to_null)])?;
+        stmt.execute(params![
+            run_id,
+            key.as_str(),
+            value.type_name(),
+            value.to_text(),
+            value.as_number().and_then(nan_to_null)
+        ])?;
     }
     Ok(())
 }
@@ -219,7 +234,10 @@ impl MetaStore {
         self.write(|conn| {
             let tx = conn.transaction()?;
             if project_by_name_tx(&tx, name.as_str())?.is_some() {
-                return Err(Error::Conflict { field: "name".into(), reason: format!("project {name:?} already exists") });
+                return Err(Error::Conflict {
+                    field: "name".into(),
+                    reason: format!("project {name:?} already exists"),
+                });
             }
             let created_ms = now_ms();
             tx.execute(
@@ -409,13 +427,23 @@ impl MetaStore {
     pub fn set_status(&self, id: &RunId, status: RunStatus, end_ms: Option<i64>) -> Result<()> {
         self.in_run_tx(id, |tx| {
             let end = status.is_terminal().then(|| end_ms.unwrap_or_else(now_ms));
-            tx.execute("UPDATE runs SET status = ?2, end_ms = ?3 WHERE id = ?1", params![id.as_str(), status.as_str(), end])?;
+            tx.execute(
+                "UPDATE runs SET status = ?2, end_ms = ?3 WHERE id = ?1",
+                params![id.as_str(), status.as_str(), end],
+            )?;
             Ok(())
         })
     }
 
     /// Runs matching `filter`, in `order_by` order, one page.
-    pub fn search(&self, project_id: Option<i64>, filter: &str, order_by: &[String], limit: u32, offset: u64) -> Result<Vec<Run>> {
+    pub fn search(
+        &self,
+        project_id: Option<i64>,
+        filter: &str,
+        order_by: &[String],
+        limit: u32,
+        offset: u64,
+    ) -> Result<Vec<Run>> {
         let query = search::build_search(project_id, filter, order_by, limit, offset)
             .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
         self.read(|conn| {

@@ -1,1 +1,74 @@
-//! placeholder
+//! The trainlog tracking server: actix-web routes over the metadata and metrics stores.
+
+pub mod body;
+pub mod error;
+mod json;
+mod routes;
+
+use actix_web::{web, App, HttpServer};
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use trainlog_meta::MetaStore;
+use trainlog_schema::RunId;
+use trainlog_store::{MetricsStore, StoreConfig};
+
+/// Default port of `trainlog server`.
+pub const DEFAULT_PORT: u16 = 7310;
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub host: String,
+    pub port: u16,
+    pub data_dir: PathBuf,
+    pub store_url: Option<String>,
+}
+
+/// Shared by every request handler.
+pub struct AppState {
+    pub meta: Arc<MetaStore>,
+    pub store: MetricsStore,
+    /// Project of each run seen by ingest; a run never changes project.
+    pub run_projects: Mutex<HashMap<RunId, i64>>,
+}
+
+/// Opens the stores, serves until SIGINT or SIGTERM, then persists what is buffered.
+pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
+    let started = std::time::Instant::now();
+    std::fs::create_dir_all(&config.data_dir)?;
+    let to_io = |e: String| std::io::Error::other(e);
+    let db_path = config.data_dir.join("trainlog.db");
+    let meta = Arc::new(
+        tokio::task::spawn_blocking(move || MetaStore::open(&db_path))
+            .await
+            .map_err(|e| to_io(e.to_string()))?
+            .map_err(|e| to_io(format!("opening the metadata store: {e}")))?,
+    );
+    let store = MetricsStore::open(StoreConfig::new(config.data_dir.clone(), config.store_url.clone()), meta.clone())
+        .await
+        .map_err(|e| to_io(format!("opening the metrics store: {e}")))?;
+    let state = web::Data::new(AppState { meta, store: store.clone(), run_projects: Mutex::new(HashMap::new()) });
+    let listener = TcpListener::bind((config.host.as_str(), config.port))?;
+    let addr = listener.local_addr()?;
+    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(2);
+    let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(routes::configure))
+        .workers(workers)
+        .shutdown_timeout(30)
+        .listen(listener)?
+        .run();
+    let replay = store.stats();
+    println!(
+        "trainlog server listening on http://{addr} (data {}, started in {} ms, replayed {} log records)",
+        config.data_dir.display(),
+        started.elapsed().as_millis(),
+        replay.wal_replayed_records
+    );
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    server.await?;
+    eprintln!("trainlog: stopping; persisting buffered points");
+    store.shutdown().await.map_err(|e| to_io(format!("persisting on shutdown: {e}")))?;
+    eprintln!("trainlog: stopped");
+    Ok(())
+}

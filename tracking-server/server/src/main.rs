@@ -1,1 +1,54 @@
-fn main() {}
+//! The `trainlog` command.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use trainlog_server::{serve, ServerConfig, DEFAULT_PORT};
+
+#[derive(Parser)]
+#[command(name = "trainlog", version, about = "trainlog: experiment tracking for machine-learning training")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the tracking server.
+    Server {
+        /// Address to bind.
+        #[arg(long, env = "TRAINLOG_HOST", default_value = "127.0.0.1")]
+        host: String,
+        /// Port to bind; 0 picks a free one.
+        #[arg(long, env = "TRAINLOG_PORT", default_value_t = DEFAULT_PORT)]
+        port: u16,
+        /// Folder for the SQLite database, the write-ahead log and the default local object store.
+        #[arg(long, env = "TRAINLOG_DATA", default_value = "./trainlog-data")]
+        data: PathBuf,
+        /// Object store URL for Parquet files (file:///abs/dir, s3://bucket/prefix); default DATA/store.
+        #[arg(long, env = "TRAINLOG_STORE")]
+        store: Option<String>,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Server { host, port, data, store } => {
+            let config = ServerConfig { host, port, data_dir: data, store_url: store };
+            let system = actix_web::rt::System::with_tokio_rt(|| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .unwrap_or_else(|e| panic!("could not start the async runtime: {e}"))
+            });
+            match system.block_on(serve(config)) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("trainlog: {e}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

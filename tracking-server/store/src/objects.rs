@@ -12,7 +12,9 @@ use std::sync::Arc;
 /// Opens the store named by `url` (`file:///abs/dir`, `s3://bucket/prefix`), or the local folder
 /// `default_dir` when `url` is None. S3 settings come from the standard `AWS_*` variables.
 pub fn open(url: Option<&str>, default_dir: &Path) -> Result<Arc<dyn ObjectStore>> {
-    let Some(url) = url else { return local(default_dir) };
+    let Some(url) = url else {
+        return local(default_dir);
+    };
     let parsed = url::Url::parse(url).map_err(|e| Error::Config(format!("--store {url:?} is not a URL: {e}")))?;
     match parsed.scheme() {
         "file" => {

@@ -107,8 +107,10 @@ pub fn encode_run(run_id: &str, series: &[(&str, &Series)], zstd_level: i32) -> 
         values.extend_from_slice(&s.values);
     }
     let n = steps.len();
-    let run_col = DictionaryArray::<Int32Type>::try_new(Int32Array::from(vec![0; n]), Arc::new(StringArray::from(vec![run_id])))?;
-    let key_col = DictionaryArray::<Int32Type>::try_new(Int32Array::from(key_ids), Arc::new(StringArray::from(key_names)))?;
+    let run_col =
+        DictionaryArray::<Int32Type>::try_new(Int32Array::from(vec![0; n]), Arc::new(StringArray::from(vec![run_id])))?;
+    let key_col =
+        DictionaryArray::<Int32Type>::try_new(Int32Array::from(key_ids), Arc::new(StringArray::from(key_names)))?;
     let schema = metrics_schema();
     let batch = RecordBatch::try_new(
         schema.clone(),
@@ -129,7 +131,9 @@ pub fn encode_run(run_id: &str, series: &[(&str, &Series)], zstd_level: i32) -> 
 }
 
 fn columns_of(batch: &RecordBatch) -> Result<(&Int64Array, &Int64Array, &Float64Array)> {
-    let get = |name: &str| batch.column_by_name(name).ok_or_else(|| Error::Corrupt(format!("metric file lacks column {name}")));
+    let get = |name: &str| {
+        batch.column_by_name(name).ok_or_else(|| Error::Corrupt(format!("metric file lacks column {name}")))
+    };
     let steps = get(COL_STEP)?.as_any().downcast_ref::<Int64Array>();
     let ts = get(COL_TIMESTAMP)?.as_any().downcast_ref::<Int64Array>();
     let values = get(COL_VALUE)?.as_any().downcast_ref::<Float64Array>();
@@ -181,7 +185,11 @@ pub fn read_all(bytes: Bytes, index: &KeyIndex) -> Result<BTreeMap<String, Serie
             }
             Ok((
                 key.clone(),
-                Series { steps: all.steps[a..b].to_vec(), timestamps: all.timestamps[a..b].to_vec(), values: all.values[a..b].to_vec() },
+                Series {
+                    steps: all.steps[a..b].to_vec(),
+                    timestamps: all.timestamps[a..b].to_vec(),
+                    values: all.values[a..b].to_vec(),
+                },
             ))
         })
         .collect()

@@ -3,7 +3,9 @@
 
 use crate::{Error, Result};
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
-use arrow_array::{ArrayRef, RecordBatch, StringArray, StructArray, TimestampMillisecondArray, UInt64Array, Int64Array, Float64Array};
+use arrow_array::{
+    ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, StructArray, TimestampMillisecondArray, UInt64Array,
+};
 use arrow_schema::{DataType, Field, Fields, Schema, TimeUnit};
 use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
@@ -30,7 +32,9 @@ fn param_column(runs: &[RunExport], key: &str) -> (DataType, ArrayRef) {
     }
     if present().all(|v| matches!(v, ParamValue::Int(_))) {
         let mut b = Int64Builder::new();
-        values.iter().for_each(|v| b.append_option(v.and_then(|v| if let ParamValue::Int(i) = v { Some(*i) } else { None })));
+        values
+            .iter()
+            .for_each(|v| b.append_option(v.and_then(|v| if let ParamValue::Int(i) = v { Some(*i) } else { None })));
         return (DataType::Int64, Arc::new(b.finish()));
     }
     if present().all(|v| matches!(v, ParamValue::Int(_) | ParamValue::Float(_))) {
@@ -62,8 +66,16 @@ fn summary_struct(runs: &[RunExport], key: &str) -> Result<(DataType, ArrayRef)>
         ("last".to_owned(), DataType::Float64, f64s(|s| s.last)),
         ("min".to_owned(), DataType::Float64, f64s(|s| s.min)),
         ("max".to_owned(), DataType::Float64, f64s(|s| s.max)),
-        ("last_step".to_owned(), DataType::Int64, Arc::new(runs.iter().map(|r| get(r).map(|s| s.last_step)).collect::<Int64Array>()) as ArrayRef),
-        ("count".to_owned(), DataType::UInt64, Arc::new(runs.iter().map(|r| get(r).map(|s| s.count)).collect::<UInt64Array>()) as ArrayRef),
+        (
+            "last_step".to_owned(),
+            DataType::Int64,
+            Arc::new(runs.iter().map(|r| get(r).map(|s| s.last_step)).collect::<Int64Array>()) as ArrayRef,
+        ),
+        (
+            "count".to_owned(),
+            DataType::UInt64,
+            Arc::new(runs.iter().map(|r| get(r).map(|s| s.count)).collect::<UInt64Array>()) as ArrayRef,
+        ),
     ];
     struct_column(fields)?.ok_or_else(|| Error::Corrupt("empty summary struct".into()))
 }
@@ -79,12 +91,18 @@ pub fn encode(runs: &[RunExport]) -> Result<Bytes> {
         (
             "start_time".into(),
             ts.clone(),
-            Arc::new(TimestampMillisecondArray::from(runs.iter().map(|r| Some(r.run.start_ms)).collect::<Vec<_>>()).with_timezone("UTC")),
+            Arc::new(
+                TimestampMillisecondArray::from(runs.iter().map(|r| Some(r.run.start_ms)).collect::<Vec<_>>())
+                    .with_timezone("UTC"),
+            ),
         ),
         (
             "end_time".into(),
             ts,
-            Arc::new(TimestampMillisecondArray::from(runs.iter().map(|r| r.run.end_ms).collect::<Vec<_>>()).with_timezone("UTC")),
+            Arc::new(
+                TimestampMillisecondArray::from(runs.iter().map(|r| r.run.end_ms).collect::<Vec<_>>())
+                    .with_timezone("UTC"),
+            ),
         ),
         ("user".into(), DataType::Utf8, string_col(runs.iter().map(|r| Some(r.run.user.clone())))),
         ("host".into(), DataType::Utf8, string_col(runs.iter().map(|r| Some(r.run.host.clone())))),
@@ -116,7 +134,8 @@ pub fn encode(runs: &[RunExport]) -> Result<Bytes> {
     if let Some((t, a)) = struct_column(metrics)? {
         columns.push(("metrics".into(), t, a));
     }
-    let metadata: std::collections::HashMap<String, String> = [(SCHEMA_VERSION_KEY.to_owned(), RUNS_SCHEMA_VERSION.to_string())].into();
+    let metadata: std::collections::HashMap<String, String> =
+        [(SCHEMA_VERSION_KEY.to_owned(), RUNS_SCHEMA_VERSION.to_string())].into();
     let schema = Arc::new(Schema::new_with_metadata(
         columns.iter().map(|(n, t, _)| Field::new(n, t.clone(), true)).collect::<Vec<_>>(),
         metadata,
@@ -124,7 +143,10 @@ pub fn encode(runs: &[RunExport]) -> Result<Bytes> {
     let batch = RecordBatch::try_new(schema.clone(), columns.into_iter().map(|(_, _, a)| a).collect())?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(Error::Parquet)?))
-        .set_key_value_metadata(Some(vec![KeyValue::new(SCHEMA_VERSION_KEY.to_owned(), RUNS_SCHEMA_VERSION.to_string())]))
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            SCHEMA_VERSION_KEY.to_owned(),
+            RUNS_SCHEMA_VERSION.to_string(),
+        )]))
         .build();
     let mut buf = Vec::new();
     let mut writer = ArrowWriter::try_new(&mut buf, schema, Some(props))?;

@@ -112,7 +112,9 @@ impl Series {
 
     /// Splits the step span into `n` equal-width buckets and returns the non-empty ones, so at most `n`.
     pub fn downsample(&self, n: usize) -> Vec<Bucket> {
-        let (Some(&first), Some(&last)) = (self.steps.first(), self.steps.last()) else { return Vec::new() };
+        let (Some(&first), Some(&last)) = (self.steps.first(), self.steps.last()) else {
+            return Vec::new();
+        };
         let n = n.max(1) as i128;
         let span = last as i128 - first as i128 + 1;
         let width = ((span + n - 1) / n).max(1);
@@ -136,7 +138,8 @@ impl Series {
                     if let Some((_, b)) = current.take() {
                         out.push(b);
                     }
-                    current = Some((index, Bucket { step_min: step, step_max: step, min: v, max: v, last: v, count: 1 }));
+                    current =
+                        Some((index, Bucket { step_min: step, step_max: step, min: v, max: v, last: v, count: 1 }));
                 }
             }
         }
@@ -197,7 +200,11 @@ mod tests {
 
     #[test]
     fn merge_prefers_newer_layers() {
-        let merged = Series::merge(vec![series(&[(0, 1.0), (1, 1.0), (3, 1.0)]), series(&[(1, 2.0), (2, 2.0)]), series(&[(3, 3.0)])]);
+        let merged = Series::merge(vec![
+            series(&[(0, 1.0), (1, 1.0), (3, 1.0)]),
+            series(&[(1, 2.0), (2, 2.0)]),
+            series(&[(3, 3.0)]),
+        ]);
         assert_eq!(merged.steps, vec![0, 1, 2, 3]);
         assert_eq!(merged.values, vec![1.0, 2.0, 2.0, 3.0]);
     }

@@ -109,7 +109,14 @@ pub struct MetricsStore {
 }
 
 fn catalog_row(run: &RunId, path: &ObjectPath, ord: i64, rows: u64, bytes: u64, index_json: String) -> MetricFileRow {
-    MetricFileRow { path: path.to_string(), run_id: run.to_string(), ord, rows: rows as i64, bytes: bytes as i64, key_index: index_json }
+    MetricFileRow {
+        path: path.to_string(),
+        run_id: run.to_string(),
+        ord,
+        rows: rows as i64,
+        bytes: bytes as i64,
+        key_index: index_json,
+    }
 }
 
 fn project_of_path(path: &str) -> i64 {
@@ -213,7 +220,9 @@ impl MetricsStore {
         // A full channel means the log writer is behind: wait off the executor.
         match tx.try_send(cmd) {
             Ok(()) => {}
-            Err(mpsc::TrySendError::Full(cmd)) => blocking(move || tx.send(cmd).map_err(|_| Error::ShuttingDown)).await?,
+            Err(mpsc::TrySendError::Full(cmd)) => {
+                blocking(move || tx.send(cmd).map_err(|_| Error::ShuttingDown)).await?
+            }
             Err(mpsc::TrySendError::Disconnected(_)) => return Err(Error::ShuttingDown),
         }
         wait.await.map_err(|_| Error::ShuttingDown)?
@@ -521,7 +530,8 @@ impl Inner {
             return Ok(());
         }
         let meta = self.meta.clone();
-        let upserts: Vec<(RunId, MetricKey, MetricSummary)> = rows.iter().map(|(r, _, k, s)| (r.clone(), k.clone(), *s)).collect();
+        let upserts: Vec<(RunId, MetricKey, MetricSummary)> =
+            rows.iter().map(|(r, _, k, s)| (r.clone(), k.clone(), *s)).collect();
         let result = blocking(move || Ok(meta.upsert_summaries(&upserts)?)).await;
         match result {
             Ok(()) => {
@@ -563,7 +573,9 @@ impl Inner {
     /// Persists the oldest frozen generations, one after the other.
     async fn persist_frozen(&self) -> Result<()> {
         loop {
-            let Some(generation) = read(&self.state).frozen.front().cloned() else { return Ok(()) };
+            let Some(generation) = read(&self.state).frozen.front().cloned() else {
+                return Ok(());
+            };
             self.persist(&generation).await?;
         }
     }
@@ -603,7 +615,17 @@ impl Inner {
             let bytes = file.bytes.len() as u64;
             self.objects.put(&path, PutPayload::from_bytes(file.bytes)).await?;
             rows.push(catalog_row(run, &path, number, file.rows, bytes, key_index_to_json(&file.index)));
-            metas.push((run.clone(), Arc::new(FileMeta { path, project_id: buf.project_id, ord: number, rows: file.rows, bytes, index: file.index })));
+            metas.push((
+                run.clone(),
+                Arc::new(FileMeta {
+                    path,
+                    project_id: buf.project_id,
+                    ord: number,
+                    rows: file.rows,
+                    bytes,
+                    index: file.index,
+                }),
+            ));
         }
         let meta = self.meta.clone();
         let segment = generation.wal_segment;
@@ -623,7 +645,8 @@ impl Inner {
         }
         lock(&self.compact_wanted).extend(over_limit);
         for n in wal::list_segments(&self.wal_dir)?.into_iter().filter(|&n| n <= segment) {
-            std::fs::remove_file(wal::segment_path(&self.wal_dir, n)).map_err(io_err("removing a persisted write-ahead log segment"))?;
+            std::fs::remove_file(wal::segment_path(&self.wal_dir, n))
+                .map_err(io_err("removing a persisted write-ahead log segment"))?;
         }
         Ok(())
     }
@@ -706,7 +729,8 @@ impl Inner {
     }
 
     async fn file_series(&self, run: &RunId, key: &MetricKey, files: &RunFiles) -> Result<Arc<Series>> {
-        let relevant: Vec<Arc<FileMeta>> = files.files.iter().filter(|f| f.index.contains_key(key.as_str())).cloned().collect();
+        let relevant: Vec<Arc<FileMeta>> =
+            files.files.iter().filter(|f| f.index.contains_key(key.as_str())).cloned().collect();
         if relevant.is_empty() {
             return Ok(Arc::new(Series::default()));
         }
@@ -738,12 +762,17 @@ impl Inner {
         if size <= self.config.cache_bytes / 4 {
             let mut cache = lock(&self.cache);
             let clock = cache.clock;
-            if let Some(old) = cache.entries.insert(cache_key, CachedSeries { version: files.version, series: series.clone(), last_used: clock }) {
+            if let Some(old) = cache
+                .entries
+                .insert(cache_key, CachedSeries { version: files.version, series: series.clone(), last_used: clock })
+            {
                 cache.bytes -= old.series.heap_bytes();
             }
             cache.bytes += size;
             while cache.bytes > self.config.cache_bytes {
-                let Some(victim) = cache.entries.iter().min_by_key(|(_, e)| e.last_used).map(|(k, _)| k.clone()) else { break };
+                let Some(victim) = cache.entries.iter().min_by_key(|(_, e)| e.last_used).map(|(k, _)| k.clone()) else {
+                    break;
+                };
                 if let Some(e) = cache.entries.remove(&victim) {
                     cache.bytes -= e.series.heap_bytes();
                 }

@@ -36,19 +36,29 @@ impl Summaries {
             project_id,
             keys: stored
                 .into_iter()
-                .map(|(k, summary)| (MetricKey::from_trusted(k), Entry { summary, stale: false, dirty: false, generation: 0 }))
+                .map(|(k, summary)| {
+                    (MetricKey::from_trusted(k), Entry { summary, stale: false, dirty: false, generation: 0 })
+                })
                 .collect(),
         });
     }
 
     pub fn apply(&mut self, run: &RunId, project_id: i64, batch: &PointBatch) {
-        let run_sums = self.runs.entry(run.clone()).or_insert_with(|| RunSummaries { project_id, keys: HashMap::new() });
+        let run_sums =
+            self.runs.entry(run.clone()).or_insert_with(|| RunSummaries { project_id, keys: HashMap::new() });
         for key in &batch.keys {
             if !run_sums.keys.contains_key(key) {
                 run_sums.keys.insert(
                     key.clone(),
                     Entry {
-                        summary: MetricSummary { last: f64::NAN, last_step: i64::MIN, last_ms: 0, min: f64::NAN, max: f64::NAN, count: 0 },
+                        summary: MetricSummary {
+                            last: f64::NAN,
+                            last_step: i64::MIN,
+                            last_ms: 0,
+                            min: f64::NAN,
+                            max: f64::NAN,
+                            count: 0,
+                        },
                         stale: false,
                         dirty: true,
                         generation: 0,
@@ -58,7 +68,9 @@ impl Summaries {
         }
         for p in &batch.points {
             let key = &batch.keys[p.key as usize];
-            let Some(e) = run_sums.keys.get_mut(key) else { continue };
+            let Some(e) = run_sums.keys.get_mut(key) else {
+                continue;
+            };
             if e.summary.count == 0 && e.summary.last_step == i64::MIN {
                 e.summary = MetricSummary::first(p.step, p.timestamp_ms, p.value);
             } else if p.step > e.summary.last_step {
@@ -108,7 +120,9 @@ impl Summaries {
 
     /// Installs a recomputed summary if nothing changed the series since `generation`.
     pub fn settle(&mut self, run: &RunId, key: &MetricKey, generation: u64, summary: Option<MetricSummary>) {
-        let Some(r) = self.runs.get_mut(run) else { return };
+        let Some(r) = self.runs.get_mut(run) else {
+            return;
+        };
         let Some(e) = r.keys.get_mut(key) else { return };
         if e.generation != generation {
             return;
@@ -139,7 +153,10 @@ mod tests {
     fn batch(points: &[(i64, f64)]) -> PointBatch {
         PointBatch {
             keys: vec![MetricKey::from_trusted("loss".into())],
-            points: points.iter().map(|&(step, value)| BatchPoint { key: 0, step, timestamp_ms: step * 10, value }).collect(),
+            points: points
+                .iter()
+                .map(|&(step, value)| BatchPoint { key: 0, step, timestamp_ms: step * 10, value })
+                .collect(),
         }
     }
 

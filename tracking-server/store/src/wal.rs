@@ -29,7 +29,9 @@ pub fn list_segments(dir: &Path) -> Result<Vec<u64>> {
     for entry in std::fs::read_dir(dir).map_err(io_err("listing the write-ahead log"))? {
         let entry = entry.map_err(io_err("listing the write-ahead log"))?;
         let name = entry.file_name();
-        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".wal")) else { continue };
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".wal")) else {
+            continue;
+        };
         if let Ok(n) = stem.parse() {
             out.push(n);
         }
@@ -142,23 +144,27 @@ pub struct Replayed {
 /// Reads every whole, valid record of a segment; truncates the file after the last one.
 pub fn replay_segment(path: &Path) -> Result<Replayed> {
     let mut data = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut data))
-        .map_err(io_err("reading a write-ahead log segment"))?;
+    File::open(path).and_then(|mut f| f.read_to_end(&mut data)).map_err(io_err("reading a write-ahead log segment"))?;
     let mut out = Replayed::default();
     let mut offset = 0usize;
     while offset < data.len() {
-        let Some(header) = data.get(offset..offset + HEADER_LEN) else { break };
+        let Some(header) = data.get(offset..offset + HEADER_LEN) else {
+            break;
+        };
         let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
         let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
         if len > MAX_RECORD {
             break;
         }
-        let Some(payload) = data.get(offset + HEADER_LEN..offset + HEADER_LEN + len) else { break };
+        let Some(payload) = data.get(offset + HEADER_LEN..offset + HEADER_LEN + len) else {
+            break;
+        };
         if crc32fast::hash(payload) != crc {
             break;
         }
-        let Some(record) = decode_payload(payload) else { break };
+        let Some(record) = decode_payload(payload) else {
+            break;
+        };
         out.records.push(record);
         offset += HEADER_LEN + len;
     }
@@ -208,7 +214,12 @@ mod tests {
         PointBatch {
             keys: vec![MetricKey::from_trusted("loss".into()), MetricKey::from_trusted("acc".into())],
             points: (0..n)
-                .map(|i| BatchPoint { key: (i % 2) as u32, step: i as i64, timestamp_ms: 1000 + i as i64, value: i as f64 * 0.5 })
+                .map(|i| BatchPoint {
+                    key: (i % 2) as u32,
+                    step: i as i64,
+                    timestamp_ms: 1000 + i as i64,
+                    value: i as f64 * 0.5,
+                })
                 .collect(),
         }
     }
