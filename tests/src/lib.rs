@@ -1,1 +1,225 @@
-//! placeholder
+//! Harness for end-to-end tests and benchmarks: starts the real `trainlog` binary on port 0
+//! with a temporary data folder and talks to it over HTTP.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub use serde_json::{json, Value};
+
+/// Path of the `trainlog` binary: `TRAINLOG_BIN`, else beside the running test executable's profile folder.
+pub fn binary() -> PathBuf {
+    if let Ok(p) = std::env::var("TRAINLOG_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("the test executable has a path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
+    let bin = profile_dir.join("trainlog");
+    assert!(bin.exists(), "{} is missing: run `cargo build --release --workspace` first", bin.display());
+    bin
+}
+
+/// The object store URL the storage tests run against: `TRAINLOG_TEST_STORE` (e.g. an
+/// `s3://bucket/prefix` served by a local S3-compatible server), else the local default.
+pub fn test_store_url(unique: &str) -> Option<String> {
+    std::env::var("TRAINLOG_TEST_STORE").ok().filter(|s| !s.is_empty()).map(|base| format!("{}/{unique}", base.trim_end_matches('/')))
+}
+
+pub struct TestServer {
+    pub url: String,
+    pub data: PathBuf,
+    store_url: Option<String>,
+    child: Option<Child>,
+    _dir: Option<tempfile::TempDir>,
+    pub client: reqwest::blocking::Client,
+    /// Milliseconds from spawning the process to its ready line.
+    pub startup_ms: u128,
+}
+
+fn unique_name() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("t{}-{}-{}", std::process::id(), nanos % 1_000_000_000, N.fetch_add(1, Ordering::Relaxed))
+}
+
+impl TestServer {
+    /// Starts a server on a fresh data folder, with the test object store when one is configured.
+    pub fn spawn() -> Self {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let data = dir.path().join("data");
+        let store_url = test_store_url(&unique_name());
+        let mut s = Self::start(data, store_url);
+        s._dir = Some(dir);
+        s
+    }
+
+    /// Starts a server on the local object store only, whatever the environment says.
+    pub fn spawn_local() -> Self {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let mut s = Self::start(dir.path().join("data"), None);
+        s._dir = Some(dir);
+        s
+    }
+
+    fn start(data: PathBuf, store_url: Option<String>) -> Self {
+        let started = Instant::now();
+        let mut cmd = Command::new(binary());
+        cmd.args(["server", "--host", "127.0.0.1", "--port", "0", "--data"]).arg(&data);
+        if let Some(url) = &store_url {
+            cmd.args(["--store", url]);
+        }
+        cmd.env_remove("TRAINLOG_PORT").env_remove("TRAINLOG_STORE").env_remove("TRAINLOG_DATA");
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("the trainlog binary starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let url = loop {
+            let line = lines.next().expect("the server prints a ready line before exiting").expect("utf-8 stdout");
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                break rest.split_whitespace().next().unwrap_or_default().to_owned();
+            }
+        };
+        let startup_ms = started.elapsed().as_millis();
+        std::thread::spawn(move || for _ in lines {});
+        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build().expect("an HTTP client");
+        Self { url, data, store_url, child: Some(child), _dir: None, client, startup_ms }
+    }
+
+    pub fn api(&self, path: &str) -> String {
+        format!("{}/api/v1{}", self.url, path)
+    }
+
+    /// Kills the process with SIGKILL, as a crash would.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Stops the process with SIGTERM and waits for it to exit; answers whether it exited cleanly.
+    pub fn terminate(&mut self) -> bool {
+        let Some(mut c) = self.child.take() else { return true };
+        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = c.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = c.kill();
+        false
+    }
+
+    /// Starts the server again on the same data folder and store (after `kill9` or `terminate`).
+    pub fn restart(&mut self) {
+        self.kill9();
+        let dir = self._dir.take();
+        let mut next = Self::start(self.data.clone(), self.store_url.clone());
+        next._dir = dir;
+        *self = next;
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        let r = self.client.get(self.api(path)).send().expect("GET reaches the server");
+        status_json(r)
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let r = self.client.post(self.api(path)).json(body).send().expect("POST reaches the server");
+        status_json(r)
+    }
+
+    pub fn post_raw(&self, path: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
+        let r = self
+            .client
+            .post(self.api(path))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .expect("POST reaches the server");
+        status_json(r)
+    }
+
+    pub fn patch(&self, path: &str, body: &Value) -> (u16, Value) {
+        let r = self.client.patch(self.api(path)).json(body).send().expect("PATCH reaches the server");
+        status_json(r)
+    }
+
+    /// Creates a run and answers its id.
+    pub fn create_run(&self, project: &str, name: &str) -> String {
+        let (status, run) = self.post("/runs", &json!({"project": project, "name": name}));
+        assert_eq!(status, 201, "{run}");
+        run["id"].as_str().expect("a run id").to_owned()
+    }
+
+    pub fn log(&self, run: &str, points: Value) -> (u16, Value) {
+        self.post(&format!("/runs/{run}/metrics"), &json!({ "points": points }))
+    }
+
+    /// A whole series as (step, value) pairs, values as JSON (numbers or "NaN"-style strings).
+    pub fn series(&self, run: &str, key: &str) -> Vec<(i64, Value)> {
+        let (status, body) = self.get(&format!("/runs/{run}/metrics?key={}", urlencode(key)));
+        assert_eq!(status, 200, "{body}");
+        body["points"]
+            .as_array()
+            .expect("points")
+            .iter()
+            .map(|p| (p["step"].as_i64().expect("step"), p["value"].clone()))
+            .collect()
+    }
+
+    pub fn flush(&self) {
+        let (status, body) = self.post("/admin/flush", &json!({}));
+        assert_eq!(status, 200, "{body}");
+    }
+}
+
+pub fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn status_json(r: reqwest::blocking::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    let text = r.text().unwrap_or_default();
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, value)
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Encodes points as an Arrow IPC stream with columns key, step, value, timestamp.
+pub fn arrow_stream(keys: &[&str], steps: &[i64], values: &[f64], timestamps: Option<&[i64]>) -> Vec<u8> {
+    use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+    use std::sync::Arc;
+    let mut columns: Vec<(&str, ArrayRef)> = vec![
+        ("key", Arc::new(StringArray::from(keys.to_vec()))),
+        ("step", Arc::new(Int64Array::from(steps.to_vec()))),
+        ("value", Arc::new(Float64Array::from(values.to_vec()))),
+    ];
+    if let Some(ts) = timestamps {
+        columns.push(("timestamp", Arc::new(Int64Array::from(ts.to_vec()))));
+    }
+    let batch = RecordBatch::try_from_iter(columns).expect("a valid batch");
+    let mut buf = Vec::new();
+    let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut buf, &batch.schema()).expect("a stream writer");
+    w.write(&batch).expect("write");
+    w.finish().expect("finish");
+    drop(w);
+    buf
+}
