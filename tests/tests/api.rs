@@ -1,0 +1,183 @@
+//! The HTTP API against the real binary: runs, params, tags, status, search, errors, OpenAPI.
+
+use trainlog_tests::{json, TestServer, Value};
+
+fn error_of(body: &Value) -> (&str, &str) {
+    let e = &body["error"];
+    (e["code"].as_str().unwrap_or_default(), e["message"].as_str().unwrap_or_default())
+}
+
+#[test]
+fn health_and_openapi_describe_every_route() {
+    let s = TestServer::spawn_local();
+    assert_eq!(s.get("/health"), (200, json!({"status": "ok"})));
+    let (status, doc) = s.get("/openapi.json");
+    assert_eq!(status, 200);
+    let paths = doc["paths"].as_object().expect("paths");
+    let routes = include_str!("../../tracking-server/server/src/routes.rs");
+    let mut count = 0;
+    for line in routes.lines().filter(|l| l.trim_start().starts_with(".route(\"")) {
+        let path = line.split('"').nth(1).expect("a quoted path");
+        let method = line.split("web::").nth(1).and_then(|m| m.split('(').next()).expect("a method");
+        let op = &doc["paths"][format!("/api/v1{path}")][method];
+        assert!(op.is_object(), "openapi.json lacks {method} /api/v1{path}; it has {:?}", paths.keys().collect::<Vec<_>>());
+        count += 1;
+    }
+    assert!(count >= 18, "found only {count} routes");
+}
+
+#[test]
+fn run_lifecycle_with_typed_params_tags_and_status() {
+    let s = TestServer::spawn_local();
+    let (status, run) = s.post(
+        "/runs",
+        &json!({"project": "resnet", "name": "lr-3e-4", "params": {"lr": 3e-4, "model": {"depth": 50, "act": "relu"}, "amp": true},
+                 "tags": {"team": "vision"}, "user": "ada", "host": "gpu-1", "group": "sweep-1", "notes": "first"}),
+    );
+    assert_eq!(status, 201, "{run}");
+    let id = run["id"].as_str().unwrap().to_owned();
+    assert_eq!(run["status"], "running");
+    assert_eq!(run["params"], json!({"lr": 3e-4, "model.depth": 50, "model.act": "relu", "amp": true}));
+    assert_eq!((run["user"].as_str(), run["host"].as_str(), run["group"].as_str()), (Some("ada"), Some("gpu-1"), Some("sweep-1")));
+
+    // Same value again is accepted; a different one is refused naming the key; overwrite replaces it.
+    assert_eq!(s.post(&format!("/runs/{id}/params"), &json!({"params": {"lr": 3e-4}})).0, 200);
+    let (status, body) = s.post(&format!("/runs/{id}/params"), &json!({"params": {"batch": 64, "lr": 1e-3}}));
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["field"], "params.lr");
+    let (_, run_now) = s.get(&format!("/runs/{id}"));
+    assert!(run_now["params"].get("batch").is_none(), "a refused request writes nothing: {run_now}");
+    let (status, body) = s.post(&format!("/runs/{id}/params"), &json!({"params": {"lr": 1e-3}, "overwrite": true}));
+    assert_eq!((status, &body["params"]["lr"]), (200, &json!(1e-3)));
+
+    // Tags are mutable; null deletes.
+    let (status, body) = s.post(&format!("/runs/{id}/tags"), &json!({"tags": {"stage": "dev", "team": null}}));
+    assert_eq!((status, &body["tags"]), (200, &json!({"stage": "dev"})));
+    let (status, run) = s.patch(&format!("/runs/{id}"), &json!({"notes": "second", "name": "renamed"}));
+    assert_eq!((status, run["notes"].as_str(), run["name"].as_str()), (200, Some("second"), Some("renamed")));
+
+    let (status, run) = s.post(&format!("/runs/{id}/finish"), &json!({"status": "preempted"}));
+    assert_eq!((status, run["status"].as_str()), (200, Some("preempted")));
+    assert!(run["end_time"].as_i64().is_some());
+    let (status, body) = s.post(&format!("/runs/{id}/finish"), &json!({"status": "done"}));
+    assert_eq!((status, &body["error"]["field"]), (400, &json!("status")));
+}
+
+#[test]
+fn client_chosen_ids_resume_only_when_asked() {
+    let s = TestServer::spawn_local();
+    let body = json!({"project": "p", "id": "job-42_restart", "params": {"lr": 0.1}});
+    assert_eq!(s.post("/runs", &body).0, 201);
+    let (status, err) = s.post("/runs", &body);
+    assert_eq!((status, &err["error"]["field"]), (409, &json!("id")));
+    s.post("/runs/job-42_restart/finish", &json!({"status": "preempted"}));
+    let (status, run) = s.post("/runs", &json!({"project": "p", "id": "job-42_restart", "params": {"lr": 0.1}, "resume": true}));
+    assert_eq!((status, run["status"].as_str(), run["end_time"].is_null()), (200, Some("running"), true));
+    let (status, err) = s.post("/runs", &json!({"id": "job-42_restart", "params": {"lr": 0.2}, "resume": true}));
+    assert_eq!((status, &err["error"]["field"]), (409, &json!("params.lr")));
+    let (status, err) = s.post("/runs", &json!({"project": "p", "id": "../etc"}));
+    assert_eq!((status, &err["error"]["field"]), (400, &json!("id")));
+}
+
+#[test]
+fn errors_are_json_with_status_code_and_field() {
+    let s = TestServer::spawn_local();
+    let run = s.create_run("p", "n");
+
+    let (status, body) = s.get("/runs/0123456789abcdef/metrics?key=loss");
+    assert_eq!((status, error_of(&body).0), (404, "not_found"));
+    let (status, body) = s.log("nope", json!([{"key": "a", "step": 0, "value": 1.0}]));
+    assert_eq!((status, error_of(&body).0), (404, "not_found"));
+    let (status, body) = s.get("/projects/missing/runs");
+    assert_eq!((status, error_of(&body).0), (404, "not_found"));
+
+    let (status, body) = s.log(&run, json!([{"key": "a", "step": 0, "value": 1.0}, {"key": "a", "step": "one", "value": 2.0}]));
+    assert_eq!((status, &body["error"]["field"]), (400, &json!("points[1].step")), "{body}");
+    let (status, body) = s.log(&run, json!([{"key": "a", "step": 0, "valeu": 1.0}]));
+    assert_eq!((status, error_of(&body).0), (400, "invalid_argument"), "{body}");
+    let (status, body) = s.post_raw(&format!("/runs/{run}/metrics"), "application/json", b"{\"points\": [".to_vec());
+    assert_eq!((status, error_of(&body).0), (400, "invalid_argument"), "{body}");
+    let (status, body) = s.post_raw(&format!("/runs/{run}/metrics"), "text/csv", b"a,1,2".to_vec());
+    assert_eq!((status, error_of(&body).0), (415, "unsupported_media_type"));
+    let (status, body) = s.post_raw(&format!("/runs/{run}/metrics"), "application/vnd.apache.arrow.stream", b"garbage".to_vec());
+    assert_eq!((status, &body["error"]["field"]), (400, &json!("body")));
+    let (status, body) = s.get(&format!("/runs/{run}/metrics"));
+    assert_eq!((status, &body["error"]["field"]), (400, &json!("key")));
+    let (status, body) = s.get(&format!("/runs/{run}/metrics?key=a&buckets=0"));
+    assert_eq!((status, &body["error"]["field"]), (400, &json!("buckets")));
+    let (status, body) = s.post("/runs", &json!({"name": "no project"}));
+    assert_eq!((status, &body["error"]["field"]), (400, &json!("project")));
+    let (status, body) = s.post("/runs", &json!({"project": "p", "params": {"x": null}}));
+    assert_eq!((status, &body["error"]["field"]), (400, &json!("params.x")));
+
+    let big = vec![b' '; 65 << 20];
+    let (status, body) = s.post_raw(&format!("/runs/{run}/metrics"), "application/json", big);
+    assert_eq!((status, error_of(&body).0), (413, "payload_too_large"));
+
+    // None of the rejected batches wrote a point.
+    assert!(s.series(&run, "a").is_empty());
+    let (status, body) = s.get("/no/such/route");
+    assert_eq!((status, error_of(&body).0), (404, "not_found"));
+}
+
+#[test]
+fn search_filters_orders_and_paginates() {
+    let s = TestServer::spawn_local();
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let lr = [0.001, 0.01, 0.1][i % 3];
+        let (_, run) = s.post("/runs", &json!({"project": "sweep", "name": format!("r{i}"), "params": {"lr": lr, "opt": if i % 2 == 0 {"adam"} else {"sgd"}}, "tags": {"i": i.to_string()}}));
+        let id = run["id"].as_str().unwrap().to_owned();
+        let loss = 1.0 - i as f64 * 0.07;
+        s.log(&id, json!([{"key": "val_loss", "step": 0, "value": 2.0}, {"key": "val_loss", "step": 1, "value": loss}]));
+        if i < 8 {
+            s.post(&format!("/runs/{id}/finish"), &json!({"status": "finished"}));
+        }
+        ids.push((id, loss, lr, i));
+    }
+    s.create_run("other", "elsewhere");
+
+    let filter = "metrics.val_loss < 0.7 and params.lr = 0.001 and status = 'finished'";
+    let (status, body) = s.get(&format!("/projects/sweep/runs?filter={}&order_by=metrics.val_loss%20asc", trainlog_tests::urlencode(filter)));
+    assert_eq!(status, 200, "{body}");
+    let names: Vec<&str> = body["runs"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    // lr 0.001: i in {0,3,6,9}; finished: i < 8; loss < 0.7: i > 4.28 → only 6.
+    assert_eq!(names, vec!["r6"]);
+    assert_eq!(body["runs"][0]["summary"]["val_loss"]["last"], json!(1.0 - 6.0 * 0.07));
+
+    let (status, page1) = s.post("/runs/search", &json!({"project": "sweep", "filter": "params.opt = 'adam'", "order_by": ["metrics.val_loss desc"], "limit": 4}));
+    assert_eq!(status, 200, "{page1}");
+    let names: Vec<&str> = page1["runs"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["r0", "r2", "r4", "r6"]);
+    let token = page1["next_page_token"].as_str().expect("a next page").to_owned();
+    let (_, page2) = s.post("/runs/search", &json!({"project": "sweep", "filter": "params.opt = 'adam'", "order_by": ["metrics.val_loss desc"], "limit": 4, "page_token": token}));
+    let names: Vec<&str> = page2["runs"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["r8", "r10"]);
+    assert!(page2["next_page_token"].is_null());
+
+    let (status, body) = s.get(&format!("/projects/sweep/runs?filter={}", trainlog_tests::urlencode("metrics.val_loss <")));
+    assert_eq!((status, &body["error"]["field"]), (400, &json!("filter")), "{body}");
+    let (status, body) = s.get("/projects/sweep/runs?order_by=bogus");
+    assert_eq!((status, &body["error"]["field"]), (400, &json!("order_by")), "{body}");
+    let (_, all) = s.post("/runs/search", &json!({"limit": 1000}));
+    assert_eq!(all["runs"].as_array().unwrap().len(), 13);
+}
+
+#[test]
+fn projects_are_listed_created_and_unique() {
+    let s = TestServer::spawn_local();
+    let (status, p) = s.post("/projects", &json!({"name": "nlp", "description": "language models"}));
+    assert_eq!((status, p["name"].as_str()), (201, Some("nlp")));
+    assert_eq!(s.post("/projects", &json!({"name": "nlp"})).0, 409);
+    s.create_run("nlp", "a");
+    s.create_run("vision", "b");
+    let (_, list) = s.get("/projects");
+    let summary: Vec<(String, u64)> = list["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap().to_owned(), p["run_count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(summary, vec![("nlp".to_owned(), 1), ("vision".to_owned(), 1)]);
+    assert_eq!(s.get("/projects/nlp").1["description"], "language models");
+}
