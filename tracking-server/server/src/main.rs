@@ -1,6 +1,10 @@
 //! The `trainlog` command.
 
 use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use trainlog_server::{serve, ServerConfig, DEFAULT_PORT};
 

@@ -112,38 +112,33 @@ impl Series {
 
     /// Splits the step span into `n` equal-width buckets and returns the non-empty ones, so at most `n`.
     pub fn downsample(&self, n: usize) -> Vec<Bucket> {
-        let (Some(&first), Some(&last)) = (self.steps.first(), self.steps.last()) else {
-            return Vec::new();
-        };
+        let (Some(&first), Some(&last)) = (self.steps.first(), self.steps.last()) else { return Vec::new() };
         let n = n.max(1) as i128;
         let span = last as i128 - first as i128 + 1;
         let width = ((span + n - 1) / n).max(1);
-        let mut out: Vec<Bucket> = Vec::with_capacity(n.min(self.len() as i128) as usize);
-        let mut current: Option<(i128, Bucket)> = None;
-        for i in 0..self.steps.len() {
-            let step = self.steps[i];
-            let v = self.values[i];
+        // Exclusive upper bound of the bucket holding `step`: one division per bucket, not per point.
+        let end_of = |step: i64| -> i128 {
             let index = (step as i128 - first as i128) / width;
-            match &mut current {
-                Some((idx, b)) if *idx == index => {
-                    b.step_max = step;
-                    b.last = v;
-                    b.count += 1;
-                    if !v.is_nan() {
-                        b.min = if b.min.is_nan() { v } else { b.min.min(v) };
-                        b.max = if b.max.is_nan() { v } else { b.max.max(v) };
-                    }
+            first as i128 + (index + 1) * width
+        };
+        let mut out: Vec<Bucket> = Vec::with_capacity(n.min(self.len() as i128) as usize);
+        let mut i = 0;
+        while i < self.steps.len() {
+            let end = end_of(self.steps[i]);
+            let v = self.values[i];
+            let mut b = Bucket { step_min: self.steps[i], step_max: self.steps[i], min: v, max: v, last: v, count: 1 };
+            i += 1;
+            while i < self.steps.len() && (self.steps[i] as i128) < end {
+                let v = self.values[i];
+                b.step_max = self.steps[i];
+                b.last = v;
+                b.count += 1;
+                if !v.is_nan() {
+                    b.min = if b.min.is_nan() { v } else { b.min.min(v) };
+                    b.max = if b.max.is_nan() { v } else { b.max.max(v) };
                 }
-                _ => {
-                    if let Some((_, b)) = current.take() {
-                        out.push(b);
-                    }
-                    current =
-                        Some((index, Bucket { step_min: step, step_max: step, min: v, max: v, last: v, count: 1 }));
-                }
+                i += 1;
             }
-        }
-        if let Some((_, b)) = current {
             out.push(b);
         }
         out
@@ -221,6 +216,19 @@ mod tests {
         assert!(spiked[0].step_min <= 523_457 && spiked[0].step_max >= 523_457);
         assert_eq!(buckets.last().unwrap().last, (999_999 % 7) as f64);
         assert_eq!(buckets, series(&points).downsample(1000), "deterministic");
+        let widths: Vec<i64> = buckets.iter().map(|b| b.step_max - b.step_min + 1).collect();
+        assert!(widths.iter().all(|&w| w == 1000), "equal widths: {:?}", &widths[..3]);
+    }
+
+    #[test]
+    fn downsampling_handles_extreme_steps_and_sparse_series() {
+        let s = series(&[(i64::MIN, 1.0), (0, 2.0), (i64::MAX, 3.0)]);
+        let b = s.downsample(2);
+        assert_eq!(b.iter().map(|b| b.count).sum::<u64>(), 3);
+        assert!(b.len() <= 2);
+        let sparse = series(&[(0, 1.0), (1, 5.0), (1_000_000, 2.0)]).downsample(10);
+        assert_eq!(sparse.len(), 2);
+        assert_eq!((sparse[0].max, sparse[1].last), (5.0, 2.0));
     }
 
     #[test]

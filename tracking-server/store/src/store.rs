@@ -100,6 +100,8 @@ pub(crate) struct Inner {
     replay: (usize, u64),
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     persist_failures: AtomicU64,
+    /// Serializes persisting and compacting, which the background task and `flush` both start.
+    persist_lock: tokio::sync::Mutex<()>,
 }
 
 /// The metrics store; cheap to clone.
@@ -152,6 +154,7 @@ impl MetricsStore {
             replay,
             tasks: Mutex::new(Vec::new()),
             persist_failures: AtomicU64::new(0),
+            persist_lock: tokio::sync::Mutex::new(()),
         });
         let runtime = tokio::runtime::Handle::current();
         let thread_inner = inner.clone();
@@ -242,7 +245,8 @@ impl MetricsStore {
 
     /// Writes every current summary to the metadata store, so run search sees them.
     pub async fn sync_summaries(&self) -> Result<()> {
-        for run in lock(&self.inner.summaries).runs_with_stale() {
+        let stale_runs = lock(&self.inner.summaries).runs_with_stale();
+        for run in stale_runs {
             self.inner.refresh_stale(&run).await?;
         }
         self.inner.sync_summaries().await
@@ -290,7 +294,8 @@ impl MetricsStore {
         if let Some(t) = thread {
             blocking(move || t.join().map_err(|_| Error::Task("the write-ahead log thread panicked".into()))).await?;
         }
-        for t in std::mem::take(&mut *lock(&self.inner.tasks)) {
+        let tasks = std::mem::take(&mut *lock(&self.inner.tasks));
+        for t in tasks {
             t.abort();
         }
         flushed
@@ -572,6 +577,7 @@ impl Inner {
 
     /// Persists the oldest frozen generations, one after the other.
     async fn persist_frozen(&self) -> Result<()> {
+        let _guard = self.persist_lock.lock().await;
         loop {
             let Some(generation) = read(&self.state).frozen.front().cloned() else {
                 return Ok(());
@@ -653,6 +659,7 @@ impl Inner {
 
     /// Compacts runs asked for, once none of their points wait in the buffer.
     async fn compact_pending(&self) -> Result<()> {
+        let _guard = self.persist_lock.lock().await;
         let wanted: Vec<RunId> = lock(&self.compact_wanted).iter().cloned().collect();
         for run in wanted {
             if read(&self.state).buffered(&run) {
@@ -709,6 +716,18 @@ impl Inner {
     }
 
     async fn series(&self, run: &RunId, key: &MetricKey, range: StepRange) -> Result<Series> {
+        // Compaction swaps a run's file list before deleting the old files: a read that still
+        // held the old list finds a file gone, and retries with the new list.
+        let mut attempts = 0;
+        loop {
+            match self.series_once(run, key, range).await {
+                Err(Error::ObjectStore(object_store::Error::NotFound { .. })) if attempts < 3 => attempts += 1,
+                other => return other,
+            }
+        }
+    }
+
+    async fn series_once(&self, run: &RunId, key: &MetricKey, range: StepRange) -> Result<Series> {
         // Buffer and file list are captured under one lock, so a generation being persisted
         // is seen either as buffered points or as its file, never as neither.
         let (mut layers, files) = {
