@@ -1,0 +1,2 @@
+# Run from the folder holding trainlog-data (needs `pip install duckdb`): best loss per run, with its learning rate.
+python3 -c "import duckdb; duckdb.sql('''SELECT r.name, r.params.lr AS lr, min(m.value) AS best_loss FROM 'trainlog-data/store/projects/*/runs.parquet' r JOIN 'trainlog-data/store/projects/*/metrics/*/*.parquet' m USING (run_id) WHERE m.key = 'loss' GROUP BY ALL ORDER BY best_loss''').show()"

@@ -1,0 +1,320 @@
+"""The Parquet store is a public interface: after a flush, anyone can read it without the server.
+
+One module-scoped server gets a small sweep (project "demo", three runs with different learning
+rates), then each test reads the store as an outside tool would: pyarrow for the layout, the
+README's DuckDB one-liner (run verbatim from docs/store-one-liner.sh), and an equivalent DuckDB
+query in-process with exact values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import REPO_ROOT, TrainlogServer
+
+ONE_LINER = REPO_ROOT / "docs" / "store-one-liner.sh"
+
+PROJECT = "demo"
+# name, lr, model.depth, lowest loss. The best-loss order (0.01, 0.001, 0.1) is neither the lr
+# order nor the creation order, so a wrong join or sort shows.
+RUNS = [
+    ("lr-0.1", 0.1, 18, 0.75),
+    ("lr-0.01", 0.01, 34, 0.25),
+    ("lr-0.001", 0.001, 50, 0.5),
+]
+BY_BEST = sorted(RUNS, key=lambda r: r[3])
+STEPS = 1000
+BATCH = 250
+BEST_STEP = 900
+NAN_STEP = 500
+ACC_EVERY = 100
+T0 = 1_700_000_000_000
+METRICS_COLUMNS = ["run_id", "key", "step", "timestamp", "value"]
+RUNS_COLUMNS = [
+    "run_id", "project", "name", "status", "start_time", "end_time", "user", "host", "group",
+    "parent_run_id", "notes", "params", "tags", "metrics",
+]
+
+# Direct connections only: a proxy from the environment must not intercept 127.0.0.1.
+_http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def loss(floor: float, step: int) -> float:
+    # Multiples of 1/256 with few digits: exact in binary and in decimal, so JSON round-trips them.
+    return floor + abs(BEST_STEP - step) / 256
+
+
+def acc(step: int) -> float:
+    return step / 1024
+
+
+def api(server: TrainlogServer, path: str, body=None, expect: int = 200):
+    data = b"" if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(
+        f"{server.url}/api/v1{path}", data=data, method="POST", headers={"Content-Type": "application/json"}
+    )
+    try:
+        with _http.open(req, timeout=60) as r:
+            status, raw = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        with e:  # close it, or the open connection delays the server's graceful stop
+            status, raw = e.code, e.read()
+    assert status == expect, f"POST {path}: HTTP {status} (expected {expect}): {raw[:500]!r}\n{server.log()}"
+    return json.loads(raw) if raw else None
+
+
+def batch(floor: float, index: int) -> list[dict]:
+    """Points of batch `index`: `loss` at every step, `acc` every ACC_EVERY steps, NaN loss at NAN_STEP."""
+    points = []
+    for step in range(index * BATCH, (index + 1) * BATCH):
+        value = "NaN" if step == NAN_STEP else loss(floor, step)
+        points.append({"key": "loss", "step": step, "value": value, "timestamp": T0 + step * 1000})
+        if step % ACC_EVERY == 0:
+            points.append({"key": "acc", "step": step, "value": acc(step), "timestamp": T0 + step * 1000})
+    if index == 2:
+        points.reverse()  # out of order on the wire; the files must still be sorted
+    return points
+
+
+def expected_points(floor: float) -> dict[tuple[str, int], tuple[int, float]]:
+    """(key, step) -> (timestamp, value) of everything sent for a run, each point once."""
+    out = {}
+    for step in range(STEPS):
+        out[("loss", step)] = (T0 + step * 1000, math.nan if step == NAN_STEP else loss(floor, step))
+        if step % ACC_EVERY == 0:
+            out[("acc", step)] = (T0 + step * 1000, acc(step))
+    return out
+
+
+def same_float(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+@pytest.fixture(scope="module")
+def demo(trainlog_server: TrainlogServer):
+    """Logs the sweep, with a flush halfway and one batch re-sent after it, then finishes and flushes."""
+    server = trainlog_server
+    runs = {}
+    for name, lr, depth, floor in RUNS:
+        body = {"project": PROJECT, "name": name, "params": {"lr": lr, "model": {"depth": depth}},
+                "tags": {"team": "a"}}
+        created = api(server, "/runs", body, expect=201)
+        assert isinstance(created.get("id"), str) and created["id"], created
+        runs[created["id"]] = {"name": name, "lr": lr, "depth": depth, "floor": floor,
+                               "project_id": created["project_id"]}
+
+    def send(run_id: str, index: int) -> None:
+        points = batch(runs[run_id]["floor"], index)
+        assert api(server, f"/runs/{run_id}/metrics", {"points": points}) == {"accepted": len(points)}
+
+    for index in (0, 1):
+        for run_id in runs:
+            send(run_id, index)
+    # Persist what is buffered: each run now has a file, so the rest lands in a second one.
+    assert api(server, "/admin/flush") == {"status": "ok"}
+    for run_id in runs:
+        send(run_id, 1)  # the same batch again: the store must hold each point once
+        send(run_id, 2)
+        send(run_id, 3)
+    for run_id in runs:
+        finished = api(server, f"/runs/{run_id}/finish", {"status": "finished"})
+        assert finished["status"] == "finished", finished
+    assert api(server, "/admin/flush") == {"status": "ok"}
+    return runs
+
+
+def metric_files(server: TrainlogServer) -> list[Path]:
+    return sorted(server.store.glob("projects/*/metrics/*/*.parquet"))
+
+
+def describe(files: list[Path]) -> str:
+    if not files:
+        return "  (no metric files)"
+    return "\n".join(f"  {f.relative_to(files[0].parents[4])}: {pq.read_metadata(f).num_rows} rows" for f in files)
+
+
+def test_one_project_folder_and_one_compacted_file_per_finished_run(trainlog_server, demo):
+    project_ids = {r["project_id"] for r in demo.values()}
+    assert len(project_ids) == 1, project_ids
+    project_id = project_ids.pop()
+    projects = sorted(p.name for p in (trainlog_server.store / "projects").iterdir())
+    assert projects == [str(project_id)]
+
+    metrics_dir = trainlog_server.store / "projects" / str(project_id) / "metrics"
+    assert sorted(p.name for p in metrics_dir.iterdir()) == sorted(demo)
+    files = metric_files(trainlog_server)
+    per_run = Counter(f.parent.name for f in files)
+    assert per_run == {run_id: 1 for run_id in demo}, (
+        f"expected one file per finished run, got:\n{describe(files)}\n--- server output ---\n{trainlog_server.log()}"
+    )
+    for f in files:
+        assert re.fullmatch(r"\d{20}\.parquet", f.name), f.name
+
+
+def test_no_point_is_stored_twice(trainlog_server, demo):
+    files = metric_files(trainlog_server)
+    rows = Counter()
+    for f in files:
+        t = pq.read_table(f, columns=["run_id", "key", "step"])
+        rows.update(zip(t["run_id"].to_pylist(), t["key"].to_pylist(), t["step"].to_pylist()))
+    repeated = {k: n for k, n in rows.items() if n > 1}
+    assert not repeated, (
+        f"{len(repeated)} (run_id, key, step) stored more than once, e.g. {sorted(repeated.items())[:3]}\n"
+        f"{describe(files)}\n--- server output ---\n{trainlog_server.log()}"
+    )
+    expected = {(run_id, key, step) for run_id, r in demo.items() for (key, step) in expected_points(r["floor"])}
+    assert set(rows) == expected
+
+
+def test_metric_files_have_the_documented_schema_order_and_values(trainlog_server, demo):
+    files = metric_files(trainlog_server)
+    assert {f.parent.name for f in files} == set(demo)
+    for f in files:
+        run_id = f.parent.name
+        sent = expected_points(demo[run_id]["floor"])
+        meta = pq.read_metadata(f)
+        kv = meta.metadata
+        assert kv[b"trainlog.schema_version"] == b"1", kv
+        assert json.loads(kv[b"trainlog.key_index"]) == {
+            "acc": [0, STEPS // ACC_EVERY, 0, STEPS - ACC_EVERY],
+            "loss": [STEPS // ACC_EVERY, STEPS, 0, STEPS - 1],
+        }
+
+        table = pq.read_table(f)
+        schema = table.schema
+        assert schema.names == METRICS_COLUMNS
+        for name in ("run_id", "key"):
+            t = schema.field(name).type
+            assert pa.types.is_dictionary(t) and t.value_type == pa.string(), f"{name}: {t}"
+        assert schema.field("step").type == pa.int64()
+        assert schema.field("timestamp").type == pa.int64()
+        assert schema.field("value").type == pa.float64()
+
+        assert table.num_rows == len(sent) == STEPS + STEPS // ACC_EVERY
+        assert set(table["run_id"].to_pylist()) == {run_id}
+        keys, steps = table["key"].to_pylist(), table["step"].to_pylist()
+        order = list(zip(keys, steps))
+        assert order == sorted(order), "rows are not sorted by (key, step)"
+        assert len(set(order)) == len(order), "a (key, step) repeats within the file"
+
+        stored = dict(zip(order, zip(table["timestamp"].to_pylist(), table["value"].to_pylist())))
+        assert stored.keys() == sent.keys()
+        wrong = [(k, stored[k], sent[k]) for k in sent
+                 if stored[k][0] != sent[k][0] or not same_float(stored[k][1], sent[k][1])]
+        assert not wrong, f"{len(wrong)} points differ from what was sent, e.g. {wrong[:3]}"
+        assert math.isnan(stored[("loss", NAN_STEP)][1]), "the NaN point was not stored as NaN"
+        assert sum(math.isnan(v) for v in table["value"].to_pylist()) == 1
+
+
+def test_runs_table_holds_params_tags_and_metric_summaries(trainlog_server, demo):
+    project_id = next(iter(demo.values()))["project_id"]
+    path = trainlog_server.store / "projects" / str(project_id) / "runs.parquet"
+    assert path.is_file(), f"{path} is missing"
+    assert pq.read_metadata(path).metadata[b"trainlog.schema_version"] == b"1"
+
+    table = pq.read_table(path)
+    schema = table.schema
+    assert schema.names == RUNS_COLUMNS
+    for name in ("start_time", "end_time"):
+        assert schema.field(name).type == pa.timestamp("ms", tz="UTC"), name
+    params = schema.field("params").type
+    assert {params.field(i).name: params.field(i).type for i in range(params.num_fields)} == {
+        "lr": pa.float64(),
+        "model.depth": pa.int64(),
+    }
+    tags = schema.field("tags").type
+    assert {tags.field(i).name: tags.field(i).type for i in range(tags.num_fields)} == {"team": pa.string()}
+    metrics = schema.field("metrics").type
+    assert sorted(metrics.field(i).name for i in range(metrics.num_fields)) == ["acc", "loss"]
+    summary = metrics.field("loss").type
+    summary_types = {summary.field(i).name: summary.field(i).type for i in range(summary.num_fields)}
+    assert list(summary_types) == ["last", "min", "max", "last_step", "count"]
+    assert summary_types["last"] == summary_types["min"] == summary_types["max"] == pa.float64()
+    assert summary_types["last_step"] == pa.int64()
+    assert pa.types.is_integer(summary_types["count"])
+
+    rows = {r["run_id"]: r for r in table.to_pylist()}
+    assert sorted(rows) == sorted(demo)
+    for run_id, want in demo.items():
+        row = rows[run_id]
+        assert (row["project"], row["name"], row["status"]) == (PROJECT, want["name"], "finished")
+        assert row["start_time"] is not None and row["end_time"] is not None
+        assert row["end_time"] >= row["start_time"]
+        assert row["parent_run_id"] is None
+        assert row["params"] == {"lr": want["lr"], "model.depth": want["depth"]}
+        assert row["tags"] == {"team": "a"}
+
+        floor = want["floor"]
+        sent_loss = [v for (k, _), (_, v) in expected_points(floor).items() if k == "loss"]
+        sent_min = min(v for v in sent_loss if not math.isnan(v))
+        assert sent_min == floor
+        assert row["metrics"]["loss"] == {
+            "last": loss(floor, STEPS - 1),
+            "min": sent_min,
+            "max": loss(floor, 0),
+            "last_step": STEPS - 1,
+            "count": STEPS,
+        }
+        assert row["metrics"]["acc"] == {
+            "last": acc(STEPS - ACC_EVERY),
+            "min": 0.0,
+            "max": acc(STEPS - ACC_EVERY),
+            "last_step": STEPS - ACC_EVERY,
+            "count": STEPS // ACC_EVERY,
+        }
+
+
+def one_liner() -> str:
+    lines = [ln for ln in ONE_LINER.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    assert len(lines) == 1, f"{ONE_LINER} must hold exactly one command line, found {len(lines)}"
+    return lines[0]
+
+
+def test_readme_duckdb_one_liner_lists_runs_by_best_loss(trainlog_server, demo):
+    env = dict(os.environ)
+    # `python3` in the one-liner must be the interpreter running the tests (it has duckdb).
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    done = subprocess.run(
+        ["bash", "-c", one_liner()], cwd=trainlog_server.cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, f"exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+
+    cells = [[c.strip() for c in line.strip().strip("│").split("│")]
+             for line in done.stdout.splitlines() if line.strip().startswith("│")]
+    assert cells[:2] == [["name", "lr", "best_loss"], ["varchar", "double", "double"]], done.stdout
+    got = [(name, float(lr), float(best)) for name, lr, best in cells[2:]]
+    assert got == [(name, lr, floor) for name, lr, _, floor in BY_BEST], done.stdout
+
+
+def test_duckdb_joins_params_with_metrics_exactly(trainlog_server, demo):
+    projects = (trainlog_server.store / "projects").as_posix()
+    sql = f"""
+        SELECT r.name, r.params.lr, r.params."model.depth", min(m.value) AS best_loss,
+               arg_min(m.step, m.value) AS best_step, count(*) AS points,
+               count(*) FILTER (WHERE isnan(m.value)) AS nans, max(m.step) AS last_step,
+               any_value(r.metrics.loss.min) AS summary_min
+        FROM '{projects}/*/runs.parquet' r
+        JOIN '{projects}/*/metrics/*/*.parquet' m USING (run_id)
+        WHERE m.key = 'loss'
+        GROUP BY ALL
+        ORDER BY best_loss
+    """
+    with duckdb.connect() as con:
+        rows = con.execute(sql).fetchall()
+    assert rows == [
+        (name, lr, depth, floor, BEST_STEP, STEPS, 1, STEPS - 1, floor) for name, lr, depth, floor in BY_BEST
+    ]
