@@ -1,1 +1,6 @@
-//! placeholder
+//! Building blocks of the trainlog benchmark binary (`src/main.rs`): synthetic metrics,
+//! async HTTP drivers and measurement helpers.
+
+pub mod client;
+pub mod data;
+pub mod measure;
