@@ -23,7 +23,10 @@ pub fn binary() -> PathBuf {
 /// The object store URL the storage tests run against: `TRAINLOG_TEST_STORE` (e.g. an
 /// `s3://bucket/prefix` served by a local S3-compatible server), else the local default.
 pub fn test_store_url(unique: &str) -> Option<String> {
-    std::env::var("TRAINLOG_TEST_STORE").ok().filter(|s| !s.is_empty()).map(|base| format!("{}/{unique}", base.trim_end_matches('/')))
+    std::env::var("TRAINLOG_TEST_STORE")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .map(|base| format!("{}/{unique}", base.trim_end_matches('/')))
 }
 
 pub struct TestServer {
@@ -71,7 +74,8 @@ impl TestServer {
             cmd.args(["--store", url]);
         }
         cmd.env_remove("TRAINLOG_PORT").env_remove("TRAINLOG_STORE").env_remove("TRAINLOG_DATA");
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("the trainlog binary starts");
+        let mut child =
+            cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("the trainlog binary starts");
         let stdout = child.stdout.take().expect("piped stdout");
         let mut lines = BufReader::new(stdout).lines();
         let url = loop {
@@ -82,7 +86,8 @@ impl TestServer {
         };
         let startup_ms = started.elapsed().as_millis();
         std::thread::spawn(move || for _ in lines {});
-        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build().expect("an HTTP client");
+        let client =
+            reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build().expect("an HTTP client");
         Self { url, data, store_url, child: Some(child), _dir: None, client, startup_ms }
     }
 

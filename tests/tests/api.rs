@@ -20,7 +20,11 @@ fn health_and_openapi_describe_every_route() {
         let path = line.split('"').nth(1).expect("a quoted path");
         let method = line.split("web::").nth(1).and_then(|m| m.split('(').next()).expect("a method");
         let op = &doc["paths"][format!("/api/v1{path}")][method];
-        assert!(op.is_object(), "openapi.json lacks {method} /api/v1{path}; it has {:?}", paths.keys().collect::<Vec<_>>());
+        assert!(
+            op.is_object(),
+            "openapi.json lacks {method} /api/v1{path}; it has {:?}",
+            paths.keys().collect::<Vec<_>>()
+        );
         count += 1;
     }
     assert!(count >= 18, "found only {count} routes");
@@ -38,7 +42,10 @@ fn run_lifecycle_with_typed_params_tags_and_status() {
     let id = run["id"].as_str().unwrap().to_owned();
     assert_eq!(run["status"], "running");
     assert_eq!(run["params"], json!({"lr": 3e-4, "model.depth": 50, "model.act": "relu", "amp": true}));
-    assert_eq!((run["user"].as_str(), run["host"].as_str(), run["group"].as_str()), (Some("ada"), Some("gpu-1"), Some("sweep-1")));
+    assert_eq!(
+        (run["user"].as_str(), run["host"].as_str(), run["group"].as_str()),
+        (Some("ada"), Some("gpu-1"), Some("sweep-1"))
+    );
 
     // Same value again is accepted; a different one is refused naming the key; overwrite replaces it.
     assert_eq!(s.post(&format!("/runs/{id}/params"), &json!({"params": {"lr": 3e-4}})).0, 200);
@@ -71,7 +78,8 @@ fn client_chosen_ids_resume_only_when_asked() {
     let (status, err) = s.post("/runs", &body);
     assert_eq!((status, &err["error"]["field"]), (409, &json!("id")));
     s.post("/runs/job-42_restart/finish", &json!({"status": "preempted"}));
-    let (status, run) = s.post("/runs", &json!({"project": "p", "id": "job-42_restart", "params": {"lr": 0.1}, "resume": true}));
+    let (status, run) =
+        s.post("/runs", &json!({"project": "p", "id": "job-42_restart", "params": {"lr": 0.1}, "resume": true}));
     assert_eq!((status, run["status"].as_str(), run["end_time"].is_null()), (200, Some("running"), true));
     let (status, err) = s.post("/runs", &json!({"id": "job-42_restart", "params": {"lr": 0.2}, "resume": true}));
     assert_eq!((status, &err["error"]["field"]), (409, &json!("params.lr")));
@@ -91,7 +99,8 @@ fn errors_are_json_with_status_code_and_field() {
     let (status, body) = s.get("/projects/missing/runs");
     assert_eq!((status, error_of(&body).0), (404, "not_found"));
 
-    let (status, body) = s.log(&run, json!([{"key": "a", "step": 0, "value": 1.0}, {"key": "a", "step": "one", "value": 2.0}]));
+    let (status, body) =
+        s.log(&run, json!([{"key": "a", "step": 0, "value": 1.0}, {"key": "a", "step": "one", "value": 2.0}]));
     assert_eq!((status, &body["error"]["field"]), (400, &json!("points[1].step")), "{body}");
     let (status, body) = s.log(&run, json!([{"key": "a", "step": 0, "valeu": 1.0}]));
     assert_eq!((status, error_of(&body).0), (400, "invalid_argument"), "{body}");
@@ -99,7 +108,8 @@ fn errors_are_json_with_status_code_and_field() {
     assert_eq!((status, error_of(&body).0), (400, "invalid_argument"), "{body}");
     let (status, body) = s.post_raw(&format!("/runs/{run}/metrics"), "text/csv", b"a,1,2".to_vec());
     assert_eq!((status, error_of(&body).0), (415, "unsupported_media_type"));
-    let (status, body) = s.post_raw(&format!("/runs/{run}/metrics"), "application/vnd.apache.arrow.stream", b"garbage".to_vec());
+    let (status, body) =
+        s.post_raw(&format!("/runs/{run}/metrics"), "application/vnd.apache.arrow.stream", b"garbage".to_vec());
     assert_eq!((status, &body["error"]["field"]), (400, &json!("body")));
     let (status, body) = s.get(&format!("/runs/{run}/metrics"));
     assert_eq!((status, &body["error"]["field"]), (400, &json!("key")));
@@ -129,7 +139,10 @@ fn search_filters_orders_and_paginates() {
         let (_, run) = s.post("/runs", &json!({"project": "sweep", "name": format!("r{i}"), "params": {"lr": lr, "opt": if i % 2 == 0 {"adam"} else {"sgd"}}, "tags": {"i": i.to_string()}}));
         let id = run["id"].as_str().unwrap().to_owned();
         let loss = 1.0 - i as f64 * 0.07;
-        s.log(&id, json!([{"key": "val_loss", "step": 0, "value": 2.0}, {"key": "val_loss", "step": 1, "value": loss}]));
+        s.log(
+            &id,
+            json!([{"key": "val_loss", "step": 0, "value": 2.0}, {"key": "val_loss", "step": 1, "value": loss}]),
+        );
         if i < 8 {
             s.post(&format!("/runs/{id}/finish"), &json!({"status": "finished"}));
         }
@@ -138,7 +151,10 @@ fn search_filters_orders_and_paginates() {
     s.create_run("other", "elsewhere");
 
     let filter = "metrics.val_loss < 0.7 and params.lr = 0.001 and status = 'finished'";
-    let (status, body) = s.get(&format!("/projects/sweep/runs?filter={}&order_by=metrics.val_loss%20asc", trainlog_tests::urlencode(filter)));
+    let (status, body) = s.get(&format!(
+        "/projects/sweep/runs?filter={}&order_by=metrics.val_loss%20asc",
+        trainlog_tests::urlencode(filter)
+    ));
     assert_eq!(status, 200, "{body}");
     let names: Vec<&str> = body["runs"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
     // lr 0.001: i in {0,3,6,9}; finished: i < 8; loss < 0.7: i > 4.28 → only 6.
@@ -155,7 +171,8 @@ fn search_filters_orders_and_paginates() {
     assert_eq!(names, vec!["r8", "r10"]);
     assert!(page2["next_page_token"].is_null());
 
-    let (status, body) = s.get(&format!("/projects/sweep/runs?filter={}", trainlog_tests::urlencode("metrics.val_loss <")));
+    let (status, body) =
+        s.get(&format!("/projects/sweep/runs?filter={}", trainlog_tests::urlencode("metrics.val_loss <")));
     assert_eq!((status, &body["error"]["field"]), (400, &json!("filter")), "{body}");
     let (status, body) = s.get("/projects/sweep/runs?order_by=bogus");
     assert_eq!((status, &body["error"]["field"]), (400, &json!("order_by")), "{body}");

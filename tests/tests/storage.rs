@@ -25,6 +25,11 @@ fn wal_segments(data: &Path) -> Vec<std::path::PathBuf> {
     v
 }
 
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries.flatten().flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] }).collect()
+}
+
 fn stats(s: &TestServer) -> Value {
     s.get("/admin/stats").1
 }
@@ -241,6 +246,10 @@ fn storage_finished_runs_are_compacted_into_one_file() {
     s.flush();
     let st = stats(&s);
     assert_eq!((st["files"].clone(), st["file_rows"].clone()), (json!(1), json!(10_000)));
+    let local_files =
+        walk(&s.data.join("store")).into_iter().filter(|p| p.to_string_lossy().contains("/metrics/")).count();
+    let expected_local = if trainlog_tests::test_store_url("x").is_some() { 0 } else { 1 };
+    assert_eq!(local_files, expected_local, "metric files live in the configured object store");
     assert_eq!(s.series(&run, "loss").len(), 5000);
     assert_eq!(values(&s.series(&run, "acc"))[4999], 4999.0 / 5000.0);
 }

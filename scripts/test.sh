@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every test: Rust unit and end-to-end tests, the storage tests again against an
+# S3-compatible server on 127.0.0.1, and the Python tests. Installs what it needs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+echo "== Python test environment"
+if [[ ! -x .venv/bin/python ]]; then
+    python3 -m venv .venv
+fi
+.venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+
+echo "== Build (release, once)"
+cargo build --release --workspace --locked
+
+echo "== Rust tests (local object store)"
+cargo test --release --workspace --locked
+
+echo "== Storage tests against S3 (moto_server on 127.0.0.1)"
+port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+.venv/bin/moto_server -H 127.0.0.1 -p "$port" >"${TMPDIR:-/tmp}/trainlog-moto-$port.log" 2>&1 &
+moto_pid=$!
+trap 'kill "$moto_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 1 150); do
+    curl -sf -o /dev/null "http://127.0.0.1:$port/" && break
+    sleep 0.2
+done
+curl -sf -X PUT "http://127.0.0.1:$port/trainlog-test" -o /dev/null
+AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 \
+AWS_ENDPOINT="http://127.0.0.1:$port" AWS_ALLOW_HTTP=true \
+TRAINLOG_TEST_STORE="s3://trainlog-test/run-$$" \
+    cargo test --release --locked -p trainlog-tests --test storage
+
+echo "== Python tests"
+TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q
