@@ -297,3 +297,25 @@ fn storage_sigterm_persists_buffered_points_and_empties_the_log() {
     assert_eq!((st["wal_replayed_records"].clone(), st["file_rows"].clone()), (json!(0), json!(1000)));
     assert_eq!(s.series(&run, "loss").len(), 1000);
 }
+
+#[test]
+fn storage_a_running_run_with_many_files_is_compacted_without_losing_points() {
+    let s = TestServer::spawn();
+    let run = s.create_run("p", "long");
+    for chunk in 0..20i64 {
+        let first = chunk * 100;
+        assert_eq!(s.log(&run, points("loss", first..first + 100, |i| i as f64)).0, 200);
+        if chunk == 10 {
+            // A rewrite of earlier steps lands in a newer file and must keep winning after merges.
+            assert_eq!(s.log(&run, points("loss", 0..10, |i| -(i as f64))).0, 200);
+        }
+        s.flush();
+    }
+    s.flush();
+    let files = stats(&s)["files"].as_u64().unwrap();
+    assert!(files <= 16, "the run was compacted while running: {files} files");
+    let series = s.series(&run, "loss");
+    assert_eq!(series.len(), 2000);
+    assert_eq!(values(&series)[..3], [0.0, -1.0, -2.0]);
+    assert_eq!(values(&series)[1999], 1999.0);
+}

@@ -55,6 +55,23 @@ pub struct MetaStore {
 
 const MAX_IDLE_READERS: usize = 8;
 
+/// Runs `f` again while SQLite answers "busy" without waiting (as it does for a stale WAL
+/// snapshot); every transaction here is all-or-nothing, so a retry is safe.
+fn retry_busy<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
+    let mut attempt = 0u32;
+    loop {
+        match f() {
+            Err(Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && attempt < 50 =>
+            {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(2 * u64::from(attempt)));
+            }
+            other => return other,
+        }
+    }
+}
+
 impl MetaStore {
     /// Opens (creating if needed) the database at `path` and applies pending migrations.
     pub fn open(path: &Path) -> Result<Self> {
@@ -66,12 +83,16 @@ impl MetaStore {
         Ok(Self { path: path.to_owned(), writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
     }
 
-    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+    pub(crate) fn write<T>(&self, mut f: impl FnMut(&mut Connection) -> Result<T>) -> Result<T> {
         let mut conn = self.writer.lock().map_err(|_| Error::Poisoned)?;
-        f(&mut conn)
+        retry_busy(|| f(&mut conn))
     }
 
-    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub(crate) fn read<T>(&self, mut f: impl FnMut(&Connection) -> Result<T>) -> Result<T> {
+        retry_busy(|| self.read_once(&mut f))
+    }
+
+    fn read_once<T>(&self, f: &mut impl FnMut(&Connection) -> Result<T>) -> Result<T> {
         let pooled = self.readers.lock().map_err(|_| Error::Poisoned)?.pop();
         let conn = match pooled {
             Some(c) => c,
@@ -80,7 +101,7 @@ impl MetaStore {
                     &self.path,
                     OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
                 )?;
-                c.execute_batch("PRAGMA busy_timeout = 10000;")?;
+                c.busy_timeout(std::time::Duration::from_secs(10))?;
                 c
             }
         };

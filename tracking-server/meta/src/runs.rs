@@ -376,7 +376,7 @@ impl MetaStore {
         })
     }
 
-    fn in_run_tx<T>(&self, id: &RunId, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+    fn in_run_tx<T>(&self, id: &RunId, f: impl Fn(&Transaction<'_>) -> Result<T>) -> Result<T> {
         self.write(|conn| {
             let tx = conn.transaction()?;
             let exists: Option<i64> = tx

@@ -56,7 +56,7 @@ impl Series {
         self.steps.capacity() * 8 + self.timestamps.capacity() * 8 + self.values.capacity() * 8
     }
 
-    fn is_strictly_sorted(&self) -> bool {
+    pub fn is_strictly_sorted(&self) -> bool {
         self.steps.windows(2).all(|w| w[0] < w[1])
     }
 

@@ -42,9 +42,9 @@ impl StoreConfig {
         Self {
             data_dir,
             store_url,
-            rotate_points: 1_000_000,
+            rotate_points: 500_000,
             rotate_after: Duration::from_secs(30),
-            max_frozen: 3,
+            max_frozen: 2,
             max_files_per_run: 16,
             cache_bytes: 128 << 20,
         }
@@ -93,7 +93,8 @@ pub(crate) struct Inner {
     wal_tx: Mutex<Option<SyncSender<WalCmd>>>,
     wal_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     persist_wanted: Notify,
-    compact_wanted: Mutex<HashSet<RunId>>,
+    /// Runs to compact: `true` merges every file (a finished run), `false` only the small recent ones.
+    compact_wanted: Mutex<HashMap<RunId, bool>>,
     projects_changed: Mutex<HashSet<i64>>,
     projects_summary_changed: Mutex<HashSet<i64>>,
     stopping: AtomicBool,
@@ -147,7 +148,7 @@ impl MetricsStore {
             wal_tx: Mutex::new(Some(tx)),
             wal_thread: Mutex::new(None),
             persist_wanted: Notify::new(),
-            compact_wanted: Mutex::new(HashSet::new()),
+            compact_wanted: Mutex::new(HashMap::new()),
             projects_changed: Mutex::new(HashSet::new()),
             projects_summary_changed: Mutex::new(HashSet::new()),
             stopping: AtomicBool::new(false),
@@ -259,7 +260,7 @@ impl MetricsStore {
 
     /// A run ended: persist its buffered points soon and compact its files.
     pub async fn run_finished(&self, run: &RunId) -> Result<()> {
-        lock(&self.inner.compact_wanted).insert(run.clone());
+        lock(&self.inner.compact_wanted).insert(run.clone(), true);
         if read(&self.inner.state).buffered(run) {
             self.rotate().await?;
         }
@@ -604,17 +605,22 @@ impl Inner {
             let run_owned = run.clone();
             let file = blocking(move || {
                 let buf = &gen.runs[&run_owned];
-                let mut keys: Vec<(&MetricKey, Series)> = buf
+                // Series logged in step order (the usual case) are encoded without a copy.
+                let mut keys: Vec<(&MetricKey, std::borrow::Cow<'_, Series>)> = buf
                     .series
                     .iter()
                     .map(|(k, s)| {
-                        let mut s = s.clone();
-                        s.normalize();
-                        (k, s)
+                        if s.is_strictly_sorted() {
+                            (k, std::borrow::Cow::Borrowed(s))
+                        } else {
+                            let mut s = s.clone();
+                            s.normalize();
+                            (k, std::borrow::Cow::Owned(s))
+                        }
                     })
                     .collect();
                 keys.sort_by(|a, b| a.0.cmp(b.0));
-                let refs: Vec<(&str, &Series)> = keys.iter().map(|(k, s)| (k.as_str(), s)).collect();
+                let refs: Vec<(&str, &Series)> = keys.iter().map(|(k, s)| (k.as_str(), s.as_ref())).collect();
                 parquet_io::encode_run(run_owned.as_str(), &refs, FLUSH_ZSTD_LEVEL)
             })
             .await?;
@@ -649,7 +655,12 @@ impl Inner {
                 state.frozen.pop_front();
             }
         }
-        lock(&self.compact_wanted).extend(over_limit);
+        {
+            let mut wanted = lock(&self.compact_wanted);
+            for run in over_limit {
+                wanted.entry(run).or_insert(false);
+            }
+        }
         for n in wal::list_segments(&self.wal_dir)?.into_iter().filter(|&n| n <= segment) {
             std::fs::remove_file(wal::segment_path(&self.wal_dir, n))
                 .map_err(io_err("removing a persisted write-ahead log segment"))?;
@@ -660,20 +671,34 @@ impl Inner {
     /// Compacts runs asked for, once none of their points wait in the buffer.
     async fn compact_pending(&self) -> Result<()> {
         let _guard = self.persist_lock.lock().await;
-        let wanted: Vec<RunId> = lock(&self.compact_wanted).iter().cloned().collect();
-        for run in wanted {
-            if read(&self.state).buffered(&run) {
+        let wanted: Vec<(RunId, bool)> = lock(&self.compact_wanted).iter().map(|(r, f)| (r.clone(), *f)).collect();
+        for (run, full) in wanted {
+            if full && read(&self.state).buffered(&run) {
                 continue;
             }
-            self.compact(&run).await?;
-            lock(&self.compact_wanted).remove(&run);
+            self.compact(&run, full).await?;
+            let mut pending = lock(&self.compact_wanted);
+            if pending.get(&run) == Some(&full) {
+                pending.remove(&run);
+            }
         }
         Ok(())
     }
 
-    /// Merges all files of a run into one, newest write winning for each (key, step).
-    async fn compact(&self, run: &RunId) -> Result<()> {
-        let files = read(&self.state).files.get(run).cloned().unwrap_or_default();
+    /// Merges files of a run into one, newest write winning for each (key, step): all of them
+    /// (`full`), or the newest ones while each older file is at most twice the rows taken so far,
+    /// so a long run's big files are not rewritten on every round.
+    async fn compact(&self, run: &RunId, full: bool) -> Result<()> {
+        let mut files = read(&self.state).files.get(run).cloned().unwrap_or_default();
+        if !full {
+            let mut taken_rows = 0u64;
+            let mut start = files.files.len();
+            while start > 0 && (files.files.len() - start < 2 || files.files[start - 1].rows <= 2 * taken_rows) {
+                start -= 1;
+                taken_rows += files.files[start].rows;
+            }
+            files.files.drain(..start);
+        }
         if files.files.len() <= 1 {
             return Ok(());
         }
