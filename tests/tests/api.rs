@@ -198,3 +198,25 @@ fn projects_are_listed_created_and_unique() {
     assert_eq!(summary, vec![("nlp".to_owned(), 1), ("vision".to_owned(), 1)]);
     assert_eq!(s.get("/projects/nlp").1["description"], "language models");
 }
+
+#[test]
+fn flags_are_read_from_trainlog_environment_variables() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("from-env");
+    let mut child = std::process::Command::new(trainlog_tests::binary())
+        .arg("server")
+        .env("TRAINLOG_HOST", "127.0.0.1")
+        .env("TRAINLOG_PORT", "0")
+        .env("TRAINLOG_DATA", &data)
+        .env_remove("TRAINLOG_STORE")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = BufReader::new(child.stdout.take().unwrap()).lines().next().unwrap().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains("listening on http://127.0.0.1:"), "{line}");
+    assert!(!line.contains(":7310 "), "TRAINLOG_PORT=0 picked a free port: {line}");
+    assert!(data.join("trainlog.db").exists() && data.join("wal").is_dir());
+}

@@ -319,3 +319,37 @@ fn storage_a_running_run_with_many_files_is_compacted_without_losing_points() {
     assert_eq!(values(&series)[..3], [0.0, -1.0, -2.0]);
     assert_eq!(values(&series)[1999], 1999.0);
 }
+
+#[test]
+fn storage_concurrent_batches_share_fsyncs() {
+    let s = TestServer::spawn();
+    let runs: Vec<String> = (0..16).map(|i| s.create_run("p", &format!("g{i}"))).collect();
+    let before = stats(&s);
+    let url = s.url.clone();
+    let writers: Vec<_> = runs
+        .iter()
+        .cloned()
+        .map(|run| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let client = reqwest::blocking::Client::new();
+                for b in 0..40i64 {
+                    let body = json!({"points": points("x", b * 10..b * 10 + 10, |i| i as f64)});
+                    let r = client.post(format!("{url}/api/v1/runs/{run}/metrics")).json(&body).send().unwrap();
+                    assert!(r.status().is_success());
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let after = stats(&s);
+    let records = after["wal_records"].as_u64().unwrap() - before["wal_records"].as_u64().unwrap();
+    let syncs = after["wal_syncs"].as_u64().unwrap() - before["wal_syncs"].as_u64().unwrap();
+    assert_eq!(records, 16 * 40);
+    assert!(syncs < records, "group commit: {records} batches took {syncs} fsyncs");
+    for run in &runs {
+        assert_eq!(s.series(run, "x").len(), 400);
+    }
+}

@@ -553,5 +553,7 @@ async fn stats(state: State) -> Result<HttpResponse> {
         "file_rows": s.file_rows,
         "wal_replayed_records": s.wal_replayed_records,
         "wal_cut_bytes": s.wal_cut_bytes,
+        "wal_records": s.wal_records,
+        "wal_syncs": s.wal_syncs,
     })))
 }

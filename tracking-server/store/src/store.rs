@@ -61,6 +61,9 @@ pub struct StoreStats {
     pub file_rows: u64,
     pub wal_replayed_records: usize,
     pub wal_cut_bytes: u64,
+    /// Batches written to the write-ahead log since start, and the fsyncs that made them durable.
+    pub wal_records: u64,
+    pub wal_syncs: u64,
 }
 
 enum WalCmd {
@@ -101,6 +104,8 @@ pub(crate) struct Inner {
     replay: (usize, u64),
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     persist_failures: AtomicU64,
+    wal_records: AtomicU64,
+    wal_syncs: AtomicU64,
     /// Serializes persisting and compacting, which the background task and `flush` both start.
     persist_lock: tokio::sync::Mutex<()>,
 }
@@ -155,6 +160,8 @@ impl MetricsStore {
             replay,
             tasks: Mutex::new(Vec::new()),
             persist_failures: AtomicU64::new(0),
+            wal_records: AtomicU64::new(0),
+            wal_syncs: AtomicU64::new(0),
             persist_lock: tokio::sync::Mutex::new(()),
         });
         let runtime = tokio::runtime::Handle::current();
@@ -319,6 +326,8 @@ impl MetricsStore {
             file_rows: rows,
             wal_replayed_records: self.inner.replay.0,
             wal_cut_bytes: self.inner.replay.1,
+            wal_records: self.inner.wal_records.load(Ordering::Relaxed),
+            wal_syncs: self.inner.wal_syncs.load(Ordering::Relaxed),
         }
     }
 }
@@ -434,6 +443,8 @@ fn wal_loop(inner: Arc<Inner>, mut segment: Segment, rx: mpsc::Receiver<WalCmd>,
             let written = segment.append_durable(&encoded);
             match written {
                 Ok(()) => {
+                    inner.wal_syncs.fetch_add(1, Ordering::Relaxed);
+                    inner.wal_records.fetch_add(group.len() as u64, Ordering::Relaxed);
                     {
                         let mut state = write(&inner.state);
                         for (run, project_id, batch, _) in &group {
