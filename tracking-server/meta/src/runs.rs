@@ -71,6 +71,8 @@ pub struct RunUpdate {
     pub name: Option<String>,
     pub notes: Option<String>,
     pub group: Option<String>,
+    pub set_tags: BTreeMap<TagKey, String>,
+    pub delete_tags: Vec<TagKey>,
 }
 
 const RUN_COLUMNS: &str = "r.id, r.project_id, p.name, r.name, r.status, r.start_ms, r.end_ms, r.user, r.host, r.group_name, r.parent_id, r.notes";
@@ -204,6 +206,14 @@ fn write_tags(tx: &Transaction<'_>, run_id: &str, tags: &BTreeMap<TagKey, String
     )?;
     for (key, value) in tags {
         stmt.execute(params![run_id, key.as_str(), value])?;
+    }
+    Ok(())
+}
+
+fn delete_tags(tx: &Transaction<'_>, run_id: &str, keys: &[TagKey]) -> Result<()> {
+    let mut stmt = tx.prepare_cached("DELETE FROM tags WHERE run_id = ?1 AND key = ?2")?;
+    for key in keys {
+        stmt.execute(params![run_id, key.as_str()])?;
     }
     Ok(())
 }
@@ -396,18 +406,6 @@ impl MetaStore {
         self.in_run_tx(id, |tx| write_params(tx, id.as_str(), params, overwrite))
     }
 
-    /// Sets tags; a `None` value deletes the tag.
-    pub fn set_tags(&self, id: &RunId, set: &BTreeMap<TagKey, String>, delete: &[TagKey]) -> Result<()> {
-        self.in_run_tx(id, |tx| {
-            write_tags(tx, id.as_str(), set)?;
-            let mut stmt = tx.prepare_cached("DELETE FROM tags WHERE run_id = ?1 AND key = ?2")?;
-            for key in delete {
-                stmt.execute(params![id.as_str(), key.as_str()])?;
-            }
-            Ok(())
-        })
-    }
-
     pub fn update_run(&self, id: &RunId, update: &RunUpdate) -> Result<()> {
         self.in_run_tx(id, |tx| {
             if let Some(name) = &update.name {
@@ -419,7 +417,8 @@ impl MetaStore {
             if let Some(group) = &update.group {
                 tx.execute("UPDATE runs SET group_name = ?2 WHERE id = ?1", params![id.as_str(), group])?;
             }
-            Ok(())
+            write_tags(tx, id.as_str(), &update.set_tags)?;
+            delete_tags(tx, id.as_str(), &update.delete_tags)
         })
     }
 

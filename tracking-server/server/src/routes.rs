@@ -55,6 +55,22 @@ async fn meta<T: Send + 'static>(
     Ok(web::block(move || f(&m)).await??)
 }
 
+/// Applies a change to a run in the metadata store and answers the run as it is afterwards;
+/// the project's runs table is rewritten soon after.
+async fn change_run(
+    state: &State,
+    id: RunId,
+    change: impl Fn(&MetaStore, &RunId) -> trainlog_meta::Result<()> + Send + 'static,
+) -> Result<Run> {
+    let run = meta(state, move |m| {
+        change(m, &id)?;
+        m.run(&id)
+    })
+    .await?;
+    state.store.project_changed(run.project_id);
+    Ok(run)
+}
+
 fn run_id(path: &str) -> Result<RunId> {
     RunId::parse("id", path).map_err(|_| ApiError::NotFound(format!("run {path:?}")))
 }
@@ -232,15 +248,9 @@ async fn update_run(
 ) -> Result<HttpResponse> {
     let id = run_id(&path)?;
     let body: UpdateRun = json_body(&req, payload).await?;
-    let (set, delete) = parse_tags("tags", &body.tags, true)?;
-    let update = RunUpdate { name: body.name, notes: body.notes, group: body.group };
-    let run = meta(&state, move |m| {
-        m.update_run(&id, &update)?;
-        m.set_tags(&id, &set, &delete)?;
-        m.run(&id)
-    })
-    .await?;
-    state.store.project_changed(run.project_id);
+    let (set_tags, delete_tags) = parse_tags("tags", &body.tags, true)?;
+    let update = RunUpdate { name: body.name, notes: body.notes, group: body.group, set_tags, delete_tags };
+    let run = change_run(&state, id, move |m, id| m.update_run(id, &update)).await?;
     Ok(HttpResponse::Ok().json(run_json(&state, &run).await?))
 }
 
@@ -261,12 +271,7 @@ async fn log_params(
     let id = run_id(&path)?;
     let body: LogParams = json_body(&req, payload).await?;
     let params = flatten_params("params", &body.params)?;
-    let run = meta(&state, move |m| {
-        m.set_params(&id, &params, body.overwrite)?;
-        m.run(&id)
-    })
-    .await?;
-    state.store.project_changed(run.project_id);
+    let run = change_run(&state, id, move |m, id| m.set_params(id, &params, body.overwrite)).await?;
     let params: serde_json::Map<String, Value> = run.params.iter().map(|(k, v)| (k.clone(), v.to_json())).collect();
     Ok(HttpResponse::Ok().json(json!({ "params": params })))
 }
@@ -285,13 +290,9 @@ async fn set_tags(
 ) -> Result<HttpResponse> {
     let id = run_id(&path)?;
     let body: SetTags = json_body(&req, payload).await?;
-    let (set, delete) = parse_tags("tags", &body.tags, true)?;
-    let run = meta(&state, move |m| {
-        m.set_tags(&id, &set, &delete)?;
-        m.run(&id)
-    })
-    .await?;
-    state.store.project_changed(run.project_id);
+    let (set_tags, delete_tags) = parse_tags("tags", &body.tags, true)?;
+    let update = RunUpdate { set_tags, delete_tags, ..RunUpdate::default() };
+    let run = change_run(&state, id, move |m, id| m.update_run(id, &update)).await?;
     Ok(HttpResponse::Ok().json(json!({ "tags": run.tags })))
 }
 
@@ -319,15 +320,7 @@ async fn finish_run(
             "finish takes a final status; resume a run by creating it again with \"resume\": true",
         ));
     }
-    let run = {
-        let id = id.clone();
-        meta(&state, move |m| {
-            m.set_status(&id, status, body.end_time)?;
-            m.run(&id)
-        })
-        .await?
-    };
-    state.store.project_changed(run.project_id);
+    let run = change_run(&state, id.clone(), move |m, id| m.set_status(id, status, body.end_time)).await?;
     state.store.run_finished(&id).await?;
     Ok(HttpResponse::Ok().json(run_json(&state, &run).await?))
 }
