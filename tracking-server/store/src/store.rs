@@ -209,7 +209,7 @@ impl MetricsStore {
                     if let Err(e) = inner.sync_summaries().await {
                         eprintln!("trainlog: writing metric summaries failed, will retry: {e}");
                     }
-                    let with_summaries = tick % 10 == 0;
+                    let with_summaries = tick.is_multiple_of(10);
                     if let Err(e) = inner.refresh_runs_tables(with_summaries).await {
                         eprintln!("trainlog: writing a runs table failed, will retry: {e}");
                     }
