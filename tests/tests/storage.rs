@@ -353,3 +353,28 @@ fn storage_concurrent_batches_share_fsyncs() {
         assert_eq!(s.series(run, "x").len(), 400);
     }
 }
+
+#[test]
+fn storage_files_left_unrecorded_by_a_crash_are_swept_at_start_up() {
+    let mut s = TestServer::spawn_local();
+    let run = s.create_run("p", "orphans");
+    assert_eq!(s.log(&run, points("loss", 0..100, |i| i as f64)).0, 200);
+    s.flush();
+    s.kill9();
+    let run_dir = s.data.join(format!("store/projects/1/metrics/{run}"));
+    let recorded: Vec<_> = std::fs::read_dir(&run_dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(recorded.len(), 1);
+    // As if a crash hit between uploading a file and recording it in the catalog.
+    let orphan = run_dir.join("00000000000000099999.parquet");
+    std::fs::copy(&recorded[0], &orphan).unwrap();
+    s.restart();
+    for _ in 0..200 {
+        if !orphan.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!orphan.exists(), "the unrecorded file is removed");
+    assert!(recorded[0].exists(), "the recorded file stays");
+    assert_eq!(s.series(&run, "loss").len(), 100);
+}

@@ -176,7 +176,23 @@ impl MetricsStore {
         Ok(store)
     }
 
+    /// Deletes metric files the catalog does not know: left by a crash between writing a file
+    /// and recording it, or between a compaction's commit and its deletes. Answers how many.
+    pub async fn sweep_orphans(&self) -> Result<usize> {
+        self.inner.sweep_orphans().await
+    }
+
     fn spawn_background(&self) {
+        let sweeper = {
+            let inner = self.inner.clone();
+            tokio::spawn(async move {
+                match inner.sweep_orphans().await {
+                    Ok(0) => {}
+                    Ok(n) => eprintln!("trainlog: removed {n} metric files left unrecorded by a crash"),
+                    Err(e) => eprintln!("trainlog: could not sweep unrecorded metric files: {e}"),
+                }
+            })
+        };
         let persister = {
             let inner = self.inner.clone();
             tokio::spawn(async move {
@@ -216,7 +232,7 @@ impl MetricsStore {
                 }
             })
         };
-        lock(&self.inner.tasks).extend([persister, maintenance]);
+        lock(&self.inner.tasks).extend([sweeper, persister, maintenance]);
     }
 
     /// Logs a batch for a run; answers once it is durable in the write-ahead log and queryable.
@@ -677,6 +693,26 @@ impl Inner {
                 .map_err(io_err("removing a persisted write-ahead log segment"))?;
         }
         Ok(())
+    }
+
+    async fn sweep_orphans(&self) -> Result<usize> {
+        use futures::TryStreamExt;
+        // Holding the persist lock: no file is between its upload and its catalog entry.
+        let _guard = self.persist_lock.lock().await;
+        let known: HashSet<ObjectPath> =
+            read(&self.state).files.values().flat_map(|f| f.files.iter().map(|m| m.path.clone())).collect();
+        let listed: Vec<object_store::ObjectMeta> =
+            self.objects.list(Some(&ObjectPath::from("projects"))).try_collect().await?;
+        let mut removed = 0;
+        for object in listed {
+            let path = object.location;
+            let is_metric_file = path.as_ref().contains("/metrics/") && path.as_ref().ends_with(".parquet");
+            if is_metric_file && !known.contains(&path) {
+                self.objects.delete(&path).await?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 
     /// Compacts runs asked for, once none of their points wait in the buffer.
