@@ -220,3 +220,26 @@ fn flags_are_read_from_trainlog_environment_variables() {
     assert!(!line.contains(":7310 "), "TRAINLOG_PORT=0 picked a free port: {line}");
     assert!(data.join("trainlog.db").exists() && data.join("wal").is_dir());
 }
+
+#[test]
+fn metadata_sections_are_stored_replaced_and_returned_with_the_run() {
+    let s = TestServer::spawn_local();
+    let run = s.create_run("p", "meta");
+    let put = |section: &str, body: &Value| {
+        let r = s.client.put(s.api(&format!("/runs/{run}/metadata/{section}"))).json(body).send().unwrap();
+        let status = r.status().as_u16();
+        (status, r.json::<Value>().unwrap_or(Value::Null))
+    };
+    assert_eq!(put("environment", &json!({"os": "linux", "gpus": []})).0, 200);
+    assert_eq!(put("code", &json!({"commit": "abc", "dirty": true})).0, 200);
+    assert_eq!(put("code", &json!({"commit": "def", "dirty": false})).0, 200);
+    let (_, body) = s.get(&format!("/runs/{run}"));
+    assert_eq!(
+        body["metadata"],
+        json!({"code": {"commit": "def", "dirty": false}, "environment": {"os": "linux", "gpus": []}})
+    );
+    assert_eq!(put("bad section", &json!({})).1["error"]["field"], "section");
+    assert_eq!(put("code", &json!([1, 2])).1["error"]["field"], "body");
+    let r = s.client.put(s.api("/runs/missing/metadata/code")).json(&json!({})).send().unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+}

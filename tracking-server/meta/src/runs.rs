@@ -434,6 +434,36 @@ impl MetaStore {
         })
     }
 
+    /// Stores one metadata section of a run (a JSON document), replacing an earlier one.
+    pub fn set_metadata(&self, id: &RunId, section: &str, value: &serde_json::Value) -> Result<()> {
+        let text = value.to_string();
+        self.in_run_tx(id, |tx| {
+            tx.execute(
+                "INSERT INTO run_metadata (run_id, section, value, updated_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (run_id, section) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms",
+                params![id.as_str(), section, text, now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Every metadata section of a run.
+    pub fn metadata(&self, id: &RunId) -> Result<BTreeMap<String, serde_json::Value>> {
+        self.read(|conn| {
+            let mut stmt =
+                conn.prepare_cached("SELECT section, value FROM run_metadata WHERE run_id = ?1 ORDER BY section")?;
+            let rows = stmt.query_map([id.as_str()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+            let mut out = BTreeMap::new();
+            for row in rows {
+                let (section, text) = row?;
+                let value = serde_json::from_str(&text)
+                    .map_err(|e| Error::Corrupt(format!("metadata {section} of run {id}: {e}")))?;
+                out.insert(section, value);
+            }
+            Ok(out)
+        })
+    }
+
     /// Runs matching `filter`, in `order_by` order, one page.
     pub fn search(
         &self,

@@ -31,6 +31,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/runs/{id}", web::get().to(get_run))
             .route("/runs/{id}", web::patch().to(update_run))
             .route("/runs/{id}/params", web::post().to(log_params))
+            .route("/runs/{id}/metadata/{section}", web::put().to(put_metadata))
             .route("/runs/{id}/tags", web::post().to(set_tags))
             .route("/runs/{id}/finish", web::post().to(finish_run))
             .route("/runs/{id}/metrics", web::post().to(log_metrics))
@@ -226,8 +227,39 @@ async fn create_run(state: State, req: HttpRequest, payload: web::Payload) -> Re
 
 async fn get_run(state: State, path: web::Path<String>) -> Result<HttpResponse> {
     let id = run_id(&path)?;
-    let run = meta(&state, move |m| m.run(&id)).await?;
-    Ok(HttpResponse::Ok().json(run_json(&state, &run).await?))
+    let (run, metadata) = meta(&state, move |m| Ok((m.run(&id)?, m.metadata(&id)?))).await?;
+    let mut body = run_json(&state, &run).await?;
+    body["metadata"] = json!(metadata);
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// Largest metadata document accepted, so a huge git diff cannot bloat the database.
+const MAX_METADATA_BYTES: usize = 4 << 20;
+
+async fn put_metadata(
+    state: State,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let (id, section) = path.into_inner();
+    let id = run_id(&id)?;
+    let valid_section = !section.is_empty()
+        && section.len() <= 64
+        && section.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !valid_section {
+        return Err(ApiError::invalid("section", "a metadata section has 1 to 64 characters from [A-Za-z0-9_-]"));
+    }
+    let bytes = read_body(&req, payload).await?;
+    if bytes.len() > MAX_METADATA_BYTES {
+        return Err(ApiError::TooLarge { limit: MAX_METADATA_BYTES });
+    }
+    let value: Value = crate::body::parse_json(&bytes)?;
+    if !value.is_object() {
+        return Err(ApiError::invalid("body", "a metadata section is a JSON object"));
+    }
+    change_run(&state, id, move |m, id| m.set_metadata(id, &section, &value)).await?;
+    Ok(HttpResponse::Ok().json(json!({"status": "ok"})))
 }
 
 #[derive(Deserialize)]
