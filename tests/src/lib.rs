@@ -67,9 +67,13 @@ impl TestServer {
     }
 
     fn start(data: PathBuf, store_url: Option<String>) -> Self {
+        Self::start_on(data, store_url, 0)
+    }
+
+    fn start_on(data: PathBuf, store_url: Option<String>, port: u16) -> Self {
         let started = Instant::now();
         let mut cmd = Command::new(binary());
-        cmd.args(["server", "--host", "127.0.0.1", "--port", "0", "--data"]).arg(&data);
+        cmd.args(["server", "--host", "127.0.0.1", "--port", &port.to_string(), "--data"]).arg(&data);
         if let Some(url) = &store_url {
             cmd.args(["--store", url]);
         }
@@ -123,6 +127,16 @@ impl TestServer {
         self.kill9();
         let dir = self._dir.take();
         let mut next = Self::start(self.data.clone(), self.store_url.clone());
+        next._dir = dir;
+        *self = next;
+    }
+
+    /// Like `restart`, on the same port, so clients that hold the URL reconnect.
+    pub fn restart_same_port(&mut self) {
+        self.kill9();
+        let port: u16 = self.url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port in the URL");
+        let dir = self._dir.take();
+        let mut next = Self::start_on(self.data.clone(), self.store_url.clone(), port);
         next._dir = dir;
         *self = next;
     }

@@ -1,1 +1,6 @@
-//! placeholder
+//! Collectors: what the SDK records by itself about the machine, the code and the cost.
+pub mod cost;
+pub mod environment;
+pub mod git;
+pub mod gpu;
+pub mod system;

@@ -32,11 +32,50 @@ enum Command {
         #[arg(long, env = "TRAINLOG_STORE")]
         store: Option<String>,
     },
+    /// Send the spools that runs left on this machine (offline runs, or runs whose process died
+    /// while the server was unreachable).
+    Sync {
+        /// Server to send to; default: the one each run was logging to.
+        #[arg(long, env = "TRAINLOG_SERVER")]
+        server: Option<String>,
+        /// Spool folder; default ~/.trainlog/spool (or $TRAINLOG_DIR/spool).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Also send spools of processes still running.
+        #[arg(long)]
+        include_live: bool,
+    },
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Sync { server, dir, include_live } => {
+            let dir = dir.unwrap_or_else(trainlog::spool::default_dir);
+            match trainlog::sync_all(&dir, server.as_deref(), include_live) {
+                Ok(report) => {
+                    println!(
+                        "synced {} run(s), {} request(s); {} still owned by a live process; {} failed",
+                        report.synced.len(),
+                        report.requests,
+                        report.live.len(),
+                        report.failed.len()
+                    );
+                    for (run, why) in &report.failed {
+                        eprintln!("trainlog: run {run}: {why}");
+                    }
+                    if report.failed.is_empty() {
+                        std::process::ExitCode::SUCCESS
+                    } else {
+                        std::process::ExitCode::FAILURE
+                    }
+                }
+                Err(e) => {
+                    eprintln!("trainlog: {e}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
         Command::Server { host, port, data, store } => {
             let config = ServerConfig { host, port, data_dir: data, store_url: store };
             let system = actix_web::rt::System::with_tokio_rt(|| {

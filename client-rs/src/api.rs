@@ -1,0 +1,110 @@
+//! Reading back: runs of a project by filter, one run with its params, summary and tags, and
+//! the history of a metric.
+
+use crate::http::Http;
+use crate::Result;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Read access to a server.
+pub struct Api {
+    http: Http,
+}
+
+/// A run as the server describes it.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    pub id: String,
+    pub json: Value,
+}
+
+impl RunInfo {
+    pub fn status(&self) -> &str {
+        self.json["status"].as_str().unwrap_or_default()
+    }
+    pub fn params(&self) -> &Value {
+        &self.json["params"]
+    }
+    pub fn summary(&self) -> &Value {
+        &self.json["summary"]
+    }
+    pub fn tags(&self) -> &Value {
+        &self.json["tags"]
+    }
+}
+
+/// One point of a metric's history; `value` is NaN or infinite where the run logged so.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HistoryPoint {
+    pub step: i64,
+    pub timestamp_ms: i64,
+    pub value: f64,
+}
+
+fn float(v: &Value) -> f64 {
+    v.as_f64().or_else(|| v.as_str().and_then(trainlog_schema::parse_non_finite)).unwrap_or(f64::NAN)
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+impl Api {
+    /// `server`: a URL, else `TRAINLOG_SERVER`, else the local default.
+    pub fn new(server: Option<&str>) -> Result<Self> {
+        Ok(Self { http: Http::new(&crate::server_url(server), Duration::from_secs(120))? })
+    }
+
+    /// Runs of a project matching `filter` (the server's search grammar), every page.
+    pub fn runs(&self, project: &str, filter: &str, order_by: Option<&str>) -> Result<Vec<RunInfo>> {
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut path = format!("/projects/{}/runs?limit=1000&filter={}", encode(project), encode(filter));
+            if let Some(o) = order_by {
+                path.push_str(&format!("&order_by={}", encode(o)));
+            }
+            if let Some(t) = &token {
+                path.push_str(&format!("&page_token={}", encode(t)));
+            }
+            let page = self.http.get(&path)?;
+            for run in page["runs"].as_array().into_iter().flatten() {
+                out.push(RunInfo { id: run["id"].as_str().unwrap_or_default().to_owned(), json: run.clone() });
+            }
+            match page["next_page_token"].as_str() {
+                Some(t) => token = Some(t.to_owned()),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    pub fn run(&self, id: &str) -> Result<RunInfo> {
+        let json = self.http.get(&format!("/runs/{}", encode(id)))?;
+        Ok(RunInfo { id: id.to_owned(), json })
+    }
+
+    /// The whole history of one metric of a run, sorted by step.
+    pub fn history(&self, run_id: &str, key: &str) -> Result<Vec<HistoryPoint>> {
+        let body = self.http.get(&format!("/runs/{}/metrics?key={}", encode(run_id), encode(key)))?;
+        Ok(body["points"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| HistoryPoint {
+                step: p["step"].as_i64().unwrap_or_default(),
+                timestamp_ms: p["timestamp"].as_i64().unwrap_or_default(),
+                value: float(&p["value"]),
+            })
+            .collect())
+    }
+
+    /// The raw JSON of any GET route under `/api/v1` (for what this type does not wrap yet).
+    pub fn get_json(&self, path: &str) -> Result<Value> {
+        self.http.get(path)
+    }
+}

@@ -1,0 +1,415 @@
+//! The code a run was started from: commit, branch, remote and uncommitted changes, read through
+//! the `git` command line (no libgit2).
+//!
+//! Each git command runs with a deadline (killed past it), no terminal prompt and no optional
+//! locks, so capturing never hangs the run or disturbs a concurrent `git` in the same checkout.
+//! Remote URLs are stored without credentials.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// How long one git command may run before it is killed.
+const GIT_DEADLINE: Duration = Duration::from_secs(10);
+/// Output kept from commands whose output is not the diff (hashes, names, URLs, file lists).
+const SMALL_OUTPUT: usize = 1 << 20;
+
+/// What a git command answered.
+struct GitOutput {
+    success: bool,
+    /// At most the requested number of bytes.
+    stdout: Vec<u8>,
+    /// Whether stdout was longer than what was kept.
+    truncated: bool,
+}
+
+impl GitOutput {
+    /// Trimmed stdout of a successful command, None when it failed or printed nothing.
+    fn line(self) -> Option<String> {
+        if !self.success {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&self.stdout).trim().to_owned();
+        (!text.is_empty()).then_some(text)
+    }
+}
+
+/// Runs `git -C dir args…`, keeping at most `keep` bytes of stdout (the rest is read and
+/// dropped so git can finish). None when git cannot be started or runs past the deadline.
+fn run_git(dir: &Path, args: &[&str], keep: usize) -> Option<GitOutput> {
+    run_git_within(dir, args, keep, GIT_DEADLINE)
+}
+
+fn run_git_within(dir: &Path, args: &[&str], keep: usize, limit: Duration) -> Option<GitOutput> {
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "core.quotepath=off", "-c", "color.ui=false"])
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_PAGER", "cat")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdout = child.stdout.take()?;
+    let (send, receive) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut truncated = false;
+        let mut buffer = [0u8; 64 * 1024];
+        loop {
+            match stdout.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let room = keep.saturating_sub(kept.len());
+                    if n > room {
+                        truncated = true;
+                    }
+                    kept.extend_from_slice(&buffer[..n.min(room)]);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = send.send((kept, truncated));
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    };
+    // git has exited; a grandchild still holding the pipe must not hold us either.
+    let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(500));
+    let (stdout, truncated) = receive.recv_timeout(remaining).ok()?;
+    Some(GitOutput { success: status.success(), stdout, truncated })
+}
+
+/// Removes credentials from a remote URL: `https://user:pass@host/x.git` and
+/// `https://token@host/x.git` become `https://host/x.git`. For `ssh://` URLs the user name is
+/// kept and only a password is removed; scp-like `git@host:x.git` and local paths are kept as is.
+pub fn strip_credentials(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let scheme = &url[..scheme_end];
+    if scheme.is_empty() || !scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) {
+        return url.to_owned();
+    }
+    let authority_start = scheme_end + 3;
+    let rest = &url[authority_start..];
+    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_len];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_owned();
+    };
+    let userinfo = &authority[..at];
+    let host_and_after = &rest[at + 1..];
+    let is_ssh = scheme.eq_ignore_ascii_case("ssh") || scheme.to_ascii_lowercase().contains("ssh");
+    let kept_user = match userinfo.split_once(':') {
+        Some((user, _password)) if is_ssh => Some(user),
+        None if is_ssh => Some(userinfo),
+        _ => None,
+    };
+    match kept_user {
+        Some(user) if !user.is_empty() => format!("{scheme}://{user}@{host_and_after}"),
+        _ => format!("{scheme}://{host_and_after}"),
+    }
+}
+
+/// Cuts `text` to at most `cap` bytes on a char boundary; true when something was cut.
+fn cap_text(text: &mut String, cap: usize) -> bool {
+    if text.len() <= cap {
+        return false;
+    }
+    let mut end = cap;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    true
+}
+
+/// The git state of the work tree containing `dir`, or None when `dir` is not in a git work tree
+/// or git is not installed.
+///
+/// The object: `commit` (null before the first commit), `branch` (null when detached), `remote_url`
+/// (origin's, else the first remote's; credentials stripped; null without remotes), `dirty`
+/// (uncommitted changes, untracked files included), `diff` (`git diff HEAD` followed by the list
+/// of untracked files, cut at `diff_cap_bytes` on a char boundary), `diff_truncated`, `root`.
+pub fn capture(dir: &Path, diff_cap_bytes: usize) -> Option<Value> {
+    let inside = run_git(dir, &["rev-parse", "--is-inside-work-tree"], SMALL_OUTPUT)?.line();
+    if inside.as_deref() != Some("true") {
+        return None;
+    }
+    let root = run_git(dir, &["rev-parse", "--show-toplevel"], SMALL_OUTPUT).and_then(GitOutput::line);
+    // From here on, work from the top of the work tree: some commands (ls-files) only look below
+    // the directory they run in.
+    let dir = root.as_deref().map(Path::new).unwrap_or(dir);
+    let commit =
+        run_git(dir, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], SMALL_OUTPUT).and_then(GitOutput::line);
+    let branch = run_git(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"], SMALL_OUTPUT).and_then(GitOutput::line);
+    let remote_url = remote_url(dir).map(|url| strip_credentials(&url));
+
+    let status = run_git(dir, &["status", "--porcelain", "--untracked-files=normal"], SMALL_OUTPUT);
+    let status_known = status.as_ref().is_some_and(|s| s.success);
+    let status_dirty = status.as_ref().is_some_and(|s| s.success && !s.stdout.is_empty());
+
+    // Before the first commit there is no HEAD: compare with the empty tree instead.
+    let base = match &commit {
+        Some(_) => Some("HEAD".to_owned()),
+        None => run_git(dir, &["hash-object", "-t", "tree", "--stdin"], SMALL_OUTPUT).and_then(GitOutput::line),
+    };
+    // One byte more than the cap tells whether the cap cut anything.
+    let keep = diff_cap_bytes.saturating_add(1);
+    let diff_output = base.and_then(|base| {
+        run_git(dir, &["diff", "--no-ext-diff", "--no-textconv", "--no-color", base.as_str(), "--"], keep)
+    });
+    let untracked = run_git(dir, &["ls-files", "--others", "--exclude-standard", "-z"], SMALL_OUTPUT);
+
+    let mut truncated = false;
+    let mut diff = String::new();
+    if let Some(output) = &diff_output {
+        truncated |= output.truncated;
+        diff.push_str(&String::from_utf8_lossy(&output.stdout));
+    }
+    let mut untracked_files: Vec<String> = Vec::new();
+    if let Some(output) = untracked.filter(|o| o.success) {
+        truncated |= output.truncated;
+        untracked_files = output
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|name| !name.is_empty())
+            .map(|name| String::from_utf8_lossy(name).into_owned())
+            .collect();
+    }
+    if !untracked_files.is_empty() {
+        if !diff.is_empty() && !diff.ends_with('\n') {
+            diff.push('\n');
+        }
+        diff.push_str("# Untracked files:\n");
+        for name in &untracked_files {
+            diff.push_str("#   ");
+            diff.push_str(name);
+            diff.push('\n');
+        }
+    }
+    truncated |= cap_text(&mut diff, diff_cap_bytes);
+
+    let diff_known = diff_output.as_ref().is_some_and(|o| o.success);
+    let dirty = if status_known {
+        Some(status_dirty)
+    } else if diff_known {
+        Some(!diff.is_empty())
+    } else {
+        None
+    };
+
+    Some(json!({
+        "commit": commit,
+        "branch": branch,
+        "remote_url": remote_url,
+        "dirty": dirty,
+        "diff": diff,
+        "diff_truncated": truncated,
+        "root": root,
+    }))
+}
+
+/// origin's URL, else the first remote's.
+fn remote_url(dir: &Path) -> Option<String> {
+    let remotes = run_git(dir, &["remote"], SMALL_OUTPUT)?.line()?;
+    let names: Vec<&str> = remotes.lines().map(str::trim).filter(|n| !n.is_empty()).collect();
+    let name = names.iter().find(|n| **n == "origin").or_else(|| names.first())?;
+    run_git(dir, &["remote", "get-url", name], SMALL_OUTPUT)?.line()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn strips_user_and_password() {
+        assert_eq!(strip_credentials("https://user:pass@host/x.git"), "https://host/x.git");
+        assert_eq!(strip_credentials("https://ghp_token123@github.com/org/repo"), "https://github.com/org/repo");
+        assert_eq!(strip_credentials("http://u:p%40ss@host:8080/a/b.git"), "http://host:8080/a/b.git");
+        assert_eq!(strip_credentials("https://user:p@ss@host/x.git"), "https://host/x.git");
+        assert_eq!(strip_credentials("ssh://git:secret@host:22/x.git"), "ssh://git@host:22/x.git");
+    }
+
+    #[test]
+    fn keeps_urls_without_credentials() {
+        for url in [
+            "git@github.com:org/repo.git",
+            "ssh://git@host/x.git",
+            "https://host/x.git",
+            "https://host/path/with@sign.git",
+            "/srv/git/repo.git",
+            "file:///srv/git/repo.git",
+        ] {
+            assert_eq!(strip_credentials(url), url);
+        }
+    }
+
+    #[test]
+    fn cap_respects_char_boundaries() {
+        let mut text = "aé€".to_owned(); // 1 + 2 + 3 bytes
+        assert!(cap_text(&mut text, 4));
+        assert_eq!(text, "aé");
+        let mut text = "abc".to_owned();
+        assert!(!cap_text(&mut text, 3));
+        assert_eq!(text, "abc");
+    }
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> TempDir {
+            let path = std::env::temp_dir().join(format!("trainlog-git-{tag}-{}", uuid::Uuid::new_v4()));
+            std::fs::create_dir_all(&path).unwrap();
+            TempDir(path)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let output = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+        assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    }
+
+    fn repo() -> TempDir {
+        let tmp = TempDir::new("repo");
+        let dir = tmp.0.as_path();
+        git(dir, &["init", "--quiet", "--initial-branch=trunk"]);
+        git(dir, &["config", "user.name", "Test"]);
+        git(dir, &["config", "user.email", "test@example.com"]);
+        git(dir, &["config", "commit.gpgsign", "false"]);
+        std::fs::write(dir.join("train.py"), "lr = 0.1\n").unwrap();
+        git(dir, &["add", "train.py"]);
+        git(dir, &["commit", "--quiet", "-m", "first"]);
+        git(dir, &["remote", "add", "origin", "https://user:secret@example.com/org/repo.git"]);
+        tmp
+    }
+
+    #[test]
+    fn captures_a_dirty_repository() {
+        let tmp = repo();
+        let dir = tmp.0.as_path();
+        std::fs::write(dir.join("train.py"), "lr = 0.2\n").unwrap();
+        std::fs::write(dir.join("notes.txt"), "untracked\n").unwrap();
+        std::fs::create_dir(dir.join("sub")).unwrap();
+
+        // From a subdirectory: the work tree is found above it.
+        let value = capture(&dir.join("sub"), 1 << 20).unwrap();
+        assert_eq!(value["commit"], git(dir, &["rev-parse", "HEAD"]).as_str());
+        assert_eq!(value["commit"].as_str().map(str::len), Some(40));
+        assert_eq!(value["branch"], "trunk");
+        assert_eq!(value["remote_url"], "https://example.com/org/repo.git");
+        assert!(!value.to_string().contains("secret"), "{value}");
+        assert_eq!(value["dirty"], true);
+        let diff = value["diff"].as_str().unwrap();
+        assert!(diff.contains("-lr = 0.1") && diff.contains("+lr = 0.2"), "{diff}");
+        assert!(diff.contains("notes.txt"), "untracked file listed: {diff}");
+        assert_eq!(value["diff_truncated"], false);
+        let root = PathBuf::from(value["root"].as_str().unwrap());
+        assert_eq!(root.canonicalize().unwrap(), dir.canonicalize().unwrap());
+    }
+
+    #[test]
+    fn clean_repository_is_not_dirty() {
+        let tmp = repo();
+        let value = capture(&tmp.0, 1 << 20).unwrap();
+        assert_eq!(value["dirty"], false);
+        assert_eq!(value["diff"], "");
+        assert_eq!(value["diff_truncated"], false);
+    }
+
+    #[test]
+    fn untracked_file_alone_makes_dirty() {
+        let tmp = repo();
+        std::fs::write(tmp.0.join("new.py"), "x = 1\n").unwrap();
+        let value = capture(&tmp.0, 1 << 20).unwrap();
+        assert_eq!(value["dirty"], true);
+        assert!(value["diff"].as_str().unwrap().contains("new.py"), "{value}");
+    }
+
+    #[test]
+    fn diff_is_capped() {
+        let tmp = repo();
+        let dir = tmp.0.as_path();
+        let big: String = (0..2000).map(|i| format!("line {i} é\n")).collect();
+        std::fs::write(dir.join("train.py"), big).unwrap();
+        let value = capture(dir, 100).unwrap();
+        let diff = value["diff"].as_str().unwrap();
+        assert!(diff.len() <= 100 && diff.len() > 50, "{}", diff.len());
+        assert!(diff.starts_with("diff --git"), "{diff}");
+        assert_eq!(value["diff_truncated"], true);
+        assert_eq!(value["dirty"], true);
+    }
+
+    #[test]
+    fn repository_without_commits() {
+        let tmp = TempDir::new("empty");
+        git(&tmp.0, &["init", "--quiet"]);
+        std::fs::write(tmp.0.join("a.txt"), "a\n").unwrap();
+        let value = capture(&tmp.0, 1 << 20).unwrap();
+        assert_eq!(value["commit"], Value::Null);
+        assert_eq!(value["remote_url"], Value::Null);
+        assert_eq!(value["dirty"], true);
+        assert!(value["diff"].as_str().unwrap().contains("a.txt"), "{value}");
+    }
+
+    #[test]
+    fn a_hanging_git_is_killed_at_the_deadline() {
+        let tmp = TempDir::new("hang");
+        let start = Instant::now();
+        let output = run_git_within(&tmp.0, &["-c", "alias.hang=!sleep 3", "hang"], 100, Duration::from_millis(200));
+        assert!(output.is_none());
+        assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+        // The same command within its time answers.
+        let output = run_git_within(&tmp.0, &["-c", "alias.fast=!echo hi", "fast"], 100, Duration::from_secs(10));
+        assert_eq!(output.and_then(GitOutput::line).as_deref(), Some("hi"));
+    }
+
+    #[test]
+    fn output_beyond_keep_is_dropped_and_flagged() {
+        let tmp = TempDir::new("keep");
+        let output = run_git_within(&tmp.0, &["-c", "alias.many=!seq 1 100000", "many"], 10, GIT_DEADLINE).unwrap();
+        assert!(output.success);
+        assert_eq!(output.stdout, b"1\n2\n3\n4\n5\n");
+        assert!(output.truncated);
+    }
+
+    #[test]
+    fn not_a_repository() {
+        let tmp = TempDir::new("plain");
+        // GIT_CEILING_DIRECTORIES is not needed: the temp dir is not inside a repository here;
+        // check that assumption so the test means what it says.
+        let above = Command::new("git").arg("-C").arg(&tmp.0).args(["rev-parse", "--git-dir"]).output().unwrap();
+        assert!(!above.status.success(), "temp dir unexpectedly inside a git repository");
+        assert_eq!(capture(&tmp.0, 1000), None);
+        assert_eq!(capture(&tmp.0.join("missing"), 1000), None);
+    }
+}

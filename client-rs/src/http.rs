@@ -1,0 +1,63 @@
+//! A small blocking HTTP layer over the server's API that turns answers into `Error`s.
+
+use crate::{Error, Result};
+use serde_json::Value;
+use std::time::Duration;
+
+#[derive(Clone)]
+pub struct Http {
+    pub base: String,
+    client: reqwest::blocking::Client,
+}
+
+impl Http {
+    pub fn new(base: &str, timeout: Duration) -> Result<Self> {
+        let client = reqwest::blocking::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(Duration::from_secs(3))
+            .build()
+            .map_err(|e| Error::Invalid(format!("could not build an HTTP client: {e}")))?;
+        Ok(Self { base: base.to_owned(), client })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/api/v1{}", self.base, path)
+    }
+
+    fn answer(&self, result: reqwest::Result<reqwest::blocking::Response>) -> Result<Value> {
+        let response = result.map_err(|e| Error::Unreachable { url: self.base.clone(), reason: e.to_string() })?;
+        let status = response.status().as_u16();
+        let text = response.text().map_err(|e| Error::Unreachable { url: self.base.clone(), reason: e.to_string() })?;
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        if (200..300).contains(&status) {
+            return Ok(body);
+        }
+        // Overload and outages are the network's problem, not the request's: retry later.
+        if status >= 500 || status == 429 || status == 408 {
+            return Err(Error::Unreachable { url: self.base.clone(), reason: format!("HTTP {status}: {body}") });
+        }
+        let e = &body["error"];
+        Err(Error::Server {
+            status,
+            code: e["code"].as_str().unwrap_or("unknown").to_owned(),
+            message: e["message"].as_str().map(str::to_owned).unwrap_or_else(|| body.to_string()),
+            field: e["field"].as_str().map(str::to_owned),
+        })
+    }
+
+    pub fn get(&self, path: &str) -> Result<Value> {
+        self.answer(self.client.get(self.url(path)).send())
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Result<Value> {
+        self.answer(self.client.post(self.url(path)).json(body).send())
+    }
+
+    pub fn post_bytes(&self, path: &str, content_type: &str, body: Vec<u8>) -> Result<Value> {
+        self.answer(self.client.post(self.url(path)).header("content-type", content_type).body(body).send())
+    }
+
+    pub fn put(&self, path: &str, body: &Value) -> Result<Value> {
+        self.answer(self.client.put(self.url(path)).json(body).send())
+    }
+}

@@ -1,0 +1,400 @@
+//! `Run` and its builder: creating or resuming a run, enqueueing points without blocking, and
+//! finishing within a bounded time.
+
+use crate::http::Http;
+use crate::sender::{Sender, Shared};
+use crate::spool::Spool;
+use crate::{Error, Result};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What to do when the run id already exists on the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Resume {
+    /// Refuse: the id must be new.
+    #[default]
+    Never,
+    /// Continue the run if it exists, create it otherwise.
+    Allow,
+    /// Continue the run; refuse if it does not exist.
+    Must,
+}
+
+impl Resume {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "never" => Ok(Self::Never),
+            "allow" => Ok(Self::Allow),
+            "must" => Ok(Self::Must),
+            other => Err(Error::Invalid(format!("resume must be \"allow\", \"must\" or \"never\", not {other:?}"))),
+        }
+    }
+}
+
+/// Online sends to the server (spooling through outages); offline only writes the spool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Online,
+    Offline,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "online" => Ok(Self::Online),
+            "offline" => Ok(Self::Offline),
+            other => Err(Error::Invalid(format!("mode must be \"online\" or \"offline\", not {other:?}"))),
+        }
+    }
+}
+
+/// Builds a run; `start` creates it.
+#[derive(Debug, Clone)]
+pub struct RunBuilder {
+    project: String,
+    name: Option<String>,
+    id: Option<String>,
+    config: Value,
+    tags: Map<String, Value>,
+    group: Option<String>,
+    notes: Option<String>,
+    parent_id: Option<String>,
+    server: Option<String>,
+    resume: Resume,
+    mode: Mode,
+    spool_dir: Option<std::path::PathBuf>,
+    metadata: BTreeMap<String, Value>,
+    system_interval: Option<Duration>,
+    capture_environment: bool,
+    capture_code: bool,
+    cost_per_hour: Option<f64>,
+    cost: bool,
+}
+
+impl RunBuilder {
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+    /// The run id; else `TRAINLOG_RUN_ID`; else a new random id.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+    /// Hyperparameters; nested objects become dotted keys.
+    pub fn config(mut self, config: Value) -> Self {
+        self.config = config;
+        self
+    }
+    pub fn tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.tags.insert(key.into(), Value::String(value.into()));
+        self
+    }
+    /// A label without a value, as W&B's tags are.
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.tags.insert(label.into(), Value::String(String::new()));
+        self
+    }
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+    pub fn notes(mut self, notes: impl Into<String>) -> Self {
+        self.notes = Some(notes.into());
+        self
+    }
+    pub fn parent(mut self, parent_id: impl Into<String>) -> Self {
+        self.parent_id = Some(parent_id.into());
+        self
+    }
+    /// The server URL; else `TRAINLOG_SERVER`; else `http://127.0.0.1:7310`.
+    pub fn server(mut self, url: impl Into<String>) -> Self {
+        self.server = Some(url.into());
+        self
+    }
+    pub fn resume(mut self, resume: Resume) -> Self {
+        self.resume = resume;
+        self
+    }
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+    /// Where spools go; default `~/.trainlog/spool` (or `$TRAINLOG_DIR/spool`).
+    pub fn spool_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.spool_dir = Some(dir.into());
+        self
+    }
+    /// A metadata section sent with the run (the Python package adds its interpreter and packages).
+    pub fn metadata(mut self, section: impl Into<String>, value: Value) -> Self {
+        self.metadata.insert(section.into(), value);
+        self
+    }
+    /// How often to sample system and GPU metrics; `None` turns sampling off. Default 10 s.
+    pub fn system_metrics(mut self, every: Option<Duration>) -> Self {
+        self.system_interval = every;
+        self
+    }
+    /// Record the environment (OS, CPU, RAM, GPUs, command line). Default on.
+    pub fn capture_environment(mut self, on: bool) -> Self {
+        self.capture_environment = on;
+        self
+    }
+    /// Record the git commit, branch, remote and uncommitted diff. Default on.
+    pub fn capture_code(mut self, on: bool) -> Self {
+        self.capture_code = on;
+        self
+    }
+    /// Price per hour of the machine; else `TRAINLOG_COST_PER_HOUR`, else the shipped price table.
+    pub fn cost_per_hour(mut self, usd: f64) -> Self {
+        self.cost_per_hour = Some(usd);
+        self
+    }
+    /// Account cost at all. Default on.
+    pub fn cost(mut self, on: bool) -> Self {
+        self.cost = on;
+        self
+    }
+
+    fn create_body(&self, id: &str, resume: bool) -> Value {
+        let mut body = json!({
+            "project": self.project,
+            "id": id,
+            "params": self.config,
+            "tags": Value::Object(self.tags.clone()),
+            "user": std::env::var("USER").unwrap_or_default(),
+            "host": hostname(),
+            "resume": resume,
+        });
+        for (field, value) in
+            [("name", &self.name), ("group", &self.group), ("notes", &self.notes), ("parent_id", &self.parent_id)]
+        {
+            if let Some(v) = value {
+                body[field] = json!(v);
+            }
+        }
+        body
+    }
+
+    /// Creates (or resumes) the run and starts its background sender. Refuses only what can
+    /// never work (a param conflict, `Resume::Must` for an unknown run, bad input); an
+    /// unreachable server is not an error: the run spools and sends later.
+    pub fn start(self) -> Result<Run> {
+        let id = self
+            .id
+            .clone()
+            .or_else(|| std::env::var("TRAINLOG_RUN_ID").ok().filter(|s| !s.is_empty()))
+            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        trainlog_schema::RunId::parse("id", &id).map_err(|e| Error::Invalid(e.to_string()))?;
+        let url = crate::server_url(self.server.as_deref());
+        let http = Http::new(&url, Duration::from_secs(10))?;
+        let offline = self.mode == Mode::Offline;
+        let spool_dir = self.spool_dir.clone().unwrap_or_else(crate::spool::default_dir);
+        let mut spool = Spool::open(&spool_dir, &id, &url)?;
+        let shared = Arc::new(Shared::new(id.clone(), offline));
+        let resume = self.resume != Resume::Never;
+        let mut run_json = Value::Null;
+        if offline {
+            spool.append(&json!({"op": "create", "body": self.create_body(&id, true)}))?;
+        } else {
+            let reached = (|| {
+                if self.resume == Resume::Must {
+                    http.get(&format!("/runs/{id}"))?;
+                }
+                http.post("/runs", &self.create_body(&id, resume))
+            })();
+            match reached {
+                Ok(run) => run_json = run,
+                Err(Error::Unreachable { reason, .. }) => {
+                    spool.append(&json!({"op": "create", "body": self.create_body(&id, true)}))?;
+                    shared.spooling.store(true, Ordering::Relaxed);
+                    shared.warn_once(&format!("the server at {url} cannot be reached ({reason})"));
+                }
+                Err(e) => {
+                    spool.remove();
+                    return Err(e);
+                }
+            }
+        }
+        let sender = Sender::new(shared.clone(), http, spool);
+        let sender_thread = std::thread::Builder::new()
+            .name("trainlog-sender".into())
+            .spawn(move || sender.run())
+            .map_err(crate::io_err("starting the sender thread"))?;
+        let run = Run {
+            shared,
+            id,
+            project: self.project.clone(),
+            server: url,
+            json: run_json,
+            sender: Mutex::new(Some(sender_thread)),
+            finished: AtomicBool::new(false),
+            sampler: Mutex::new(None),
+        };
+        let mut metadata = self.metadata.clone();
+        if self.capture_environment {
+            metadata.insert("environment".into(), crate::collect::environment::capture());
+        }
+        if self.capture_code {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            if let Some(code) = crate::collect::git::capture(&cwd, 1 << 20) {
+                metadata.insert("code".into(), code);
+            }
+        }
+        for (section, value) in metadata {
+            run.set_metadata(&section, value);
+        }
+        if self.system_interval.is_some() || self.cost {
+            let sampler =
+                crate::sampler::Sampler::start(&run, self.system_interval, self.cost.then_some(self.cost_per_hour));
+            *lock(&run.sampler) = Some(sampler);
+        }
+        Ok(run)
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_default()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A run being logged. Logging never blocks on the network and never fails.
+pub struct Run {
+    pub(crate) shared: Arc<Shared>,
+    id: String,
+    project: String,
+    server: String,
+    json: Value,
+    sender: Mutex<Option<JoinHandle<()>>>,
+    finished: AtomicBool,
+    sampler: Mutex<Option<crate::sampler::Sampler>>,
+}
+
+impl Run {
+    pub fn builder(project: impl Into<String>) -> RunBuilder {
+        RunBuilder {
+            project: project.into(),
+            name: None,
+            id: None,
+            config: Value::Object(Map::new()),
+            tags: Map::new(),
+            group: None,
+            notes: None,
+            parent_id: None,
+            server: None,
+            resume: Resume::Never,
+            mode: Mode::Online,
+            spool_dir: None,
+            metadata: BTreeMap::new(),
+            system_interval: Some(Duration::from_secs(10)),
+            capture_environment: true,
+            capture_code: true,
+            cost_per_hour: None,
+            cost: true,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn project(&self) -> &str {
+        &self.project
+    }
+
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The run as the server answered its creation (`Null` when it was spooled).
+    pub fn server_view(&self) -> &Value {
+        &self.json
+    }
+
+    /// Logs values at `step`, timestamped now.
+    pub fn log(&self, step: i64, values: &[(&str, f64)]) {
+        self.log_at(step, crate::now_ms(), values);
+    }
+
+    /// Logs values at `step` with an explicit timestamp (ms since the epoch). Only enqueues.
+    pub fn log_at(&self, step: i64, timestamp_ms: i64, values: &[(&str, f64)]) {
+        if self.is_finished() {
+            return;
+        }
+        self.shared.enqueue(step, timestamp_ms, values);
+    }
+
+    /// Stores a metadata section with the run (sent in order with the points).
+    pub fn set_metadata(&self, section: &str, value: Value) {
+        lock(&self.shared.pending).ops.push(json!({"op": "metadata", "section": section, "body": value}));
+        self.shared.wake.notify_one();
+    }
+
+    /// Points logged but not yet acknowledged by the server or written to the spool.
+    pub fn pending_points(&self) -> u64 {
+        self.shared.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Whether the run is writing to its spool (server unreachable, or offline mode).
+    pub fn is_spooling(&self) -> bool {
+        self.shared.spooling.load(Ordering::Relaxed)
+    }
+
+    /// Waits until everything logged so far is sent (or spooled), at most `timeout`.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        lock(&self.shared.pending).flushes.push(tx);
+        self.shared.wake.notify_one();
+        rx.recv_timeout(timeout).is_ok()
+    }
+
+    /// Ends the run as `finished`, waiting up to 60 s for what is queued.
+    pub fn finish(&self) -> Result<()> {
+        self.finish_with("finished", Duration::from_secs(60))
+    }
+
+    /// Ends the run with `status` (finished, failed, killed, preempted). Sends what is queued
+    /// until `timeout`, then spools the rest, so it returns in about `timeout` at most.
+    pub fn finish_with(&self, status: &str, timeout: Duration) -> Result<()> {
+        trainlog_schema::RunStatus::parse("status", status).map_err(|e| Error::Invalid(e.to_string()))?;
+        if self.finished.swap(true, Ordering::SeqCst) {
+            return Err(Error::Finished);
+        }
+        if let Some(sampler) = lock(&self.sampler).take() {
+            sampler.stop(self);
+        }
+        let deadline = Instant::now() + timeout;
+        let op = json!({"op": "finish", "body": {"status": status, "end_time": crate::now_ms()}});
+        lock(&self.shared.pending).finish = Some((op, deadline));
+        self.shared.wake.notify_one();
+        if let Some(handle) = lock(&self.sender).take() {
+            // The sender spools whatever is left at the deadline, so this join is bounded.
+            let _ = handle.join();
+        }
+        Ok(())
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if !self.is_finished() {
+            let status = if std::thread::panicking() { "failed" } else { "finished" };
+            let _ = self.finish_with(status, Duration::from_secs(30));
+        }
+    }
+}

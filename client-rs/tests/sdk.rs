@@ -1,0 +1,170 @@
+//! The Rust SDK against the real server binary.
+
+use serde_json::json;
+use std::time::Duration;
+use trainlog::{Api, Mode, Resume, Run};
+use trainlog_tests::TestServer;
+
+fn builder(s: &TestServer, project: &str, spool: &std::path::Path) -> trainlog::RunBuilder {
+    Run::builder(project).server(s.url.clone()).spool_dir(spool).system_metrics(None).cost(false).capture_code(false)
+}
+
+#[test]
+fn a_whole_run_lifecycle() {
+    let s = TestServer::spawn_local();
+    let spool = tempfile::tempdir().unwrap();
+    let run = builder(&s, "resnet", spool.path())
+        .name("lr-3e-4")
+        .config(json!({"lr": 3e-4, "model": {"depth": 50}}))
+        .label("baseline")
+        .start()
+        .unwrap();
+    for step in 0..1000 {
+        run.log(step, &[("train/loss", 1.0 / (step as f64 + 1.0)), ("lr", 3e-4)]);
+    }
+    run.log(1000, &[("train/loss", f64::NAN)]);
+    run.finish().unwrap();
+    let api = Api::new(Some(&s.url)).unwrap();
+    let info = api.run(run.id()).unwrap();
+    assert_eq!(info.status(), "finished");
+    assert_eq!(info.params()["model.depth"], 50);
+    assert_eq!(info.tags()["baseline"], "");
+    assert!(info.json["metadata"]["environment"]["cpu"].is_object(), "{}", info.json["metadata"]);
+    let history = api.history(run.id(), "train/loss").unwrap();
+    assert_eq!(history.len(), 1001);
+    assert_eq!(history[3].value, 0.25);
+    assert!(history[1000].value.is_nan());
+    assert_eq!(info.summary()["lr"]["count"], 1000);
+    let found = api.runs("resnet", "metrics.lr > 0.0001", None).unwrap();
+    assert_eq!(found.len(), 1);
+    assert!(!spool.path().join(format!("{}.spool", run.id())).exists(), "nothing left in the spool");
+}
+
+#[test]
+fn resuming_a_run_replays_steps_without_duplicates() {
+    let s = TestServer::spawn_local();
+    let spool = tempfile::tempdir().unwrap();
+    let first = builder(&s, "p", spool.path()).id("job-7").config(json!({"lr": 0.1})).start().unwrap();
+    for step in 0..100 {
+        first.log(step, &[("loss", step as f64)]);
+    }
+    first.finish_with("preempted", Duration::from_secs(30)).unwrap();
+    let api = Api::new(Some(&s.url)).unwrap();
+    assert_eq!(api.run("job-7").unwrap().status(), "preempted");
+
+    let again = builder(&s, "p", spool.path()).id("job-7").config(json!({"lr": 0.1})).start();
+    assert!(matches!(again, Err(trainlog::Error::Server { status: 409, .. })), "resume=never refuses an existing id");
+    let missing = builder(&s, "p", spool.path()).id("job-8").resume(Resume::Must).start();
+    assert!(matches!(missing, Err(trainlog::Error::Server { status: 404, .. })));
+
+    let resumed =
+        builder(&s, "p", spool.path()).id("job-7").config(json!({"lr": 0.1})).resume(Resume::Must).start().unwrap();
+    assert_eq!(api.run("job-7").unwrap().status(), "running");
+    for step in 80..150 {
+        resumed.log(step, &[("loss", -(step as f64))]);
+    }
+    resumed.finish().unwrap();
+    let h = api.history("job-7", "loss").unwrap();
+    assert_eq!(h.len(), 150);
+    assert_eq!((h[79].value, h[80].value, h[149].value), (79.0, -80.0, -149.0));
+    assert_eq!(api.run("job-7").unwrap().status(), "finished");
+}
+
+#[test]
+fn a_server_crash_mid_run_loses_and_duplicates_nothing() {
+    let mut s = TestServer::spawn_local();
+    let spool = tempfile::tempdir().unwrap();
+    let run = builder(&s, "crash", spool.path()).start().unwrap();
+    for step in 0..5000 {
+        run.log(step, &[("loss", step as f64)]);
+    }
+    assert!(run.flush(Duration::from_secs(30)));
+    s.kill9();
+    // Logging goes on while the server is down: it must neither fail nor block.
+    let started = std::time::Instant::now();
+    for step in 5000..10_000 {
+        run.log(step, &[("loss", step as f64)]);
+    }
+    assert!(started.elapsed() < Duration::from_millis(500), "logging during an outage took {:?}", started.elapsed());
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(run.is_spooling());
+    s.restart_same_port();
+    for step in 10_000..12_000 {
+        run.log(step, &[("loss", step as f64)]);
+    }
+    run.finish().unwrap();
+    let h = Api::new(Some(&s.url)).unwrap().history(run.id(), "loss").unwrap();
+    assert_eq!(h.len(), 12_000);
+    assert!(h.iter().enumerate().all(|(i, p)| p.step == i as i64 && p.value == i as f64));
+}
+
+#[test]
+fn offline_runs_are_sent_by_sync() {
+    let s = TestServer::spawn_local();
+    let spool = tempfile::tempdir().unwrap();
+    let run = builder(&s, "offline", spool.path()).mode(Mode::Offline).config(json!({"lr": 0.5})).start().unwrap();
+    for step in 0..3000 {
+        run.log(step, &[("loss", step as f64 * 0.5)]);
+    }
+    let id = run.id().to_owned();
+    run.finish().unwrap();
+    let api = Api::new(Some(&s.url)).unwrap();
+    assert!(matches!(api.run(&id), Err(trainlog::Error::Server { status: 404, .. })), "offline sends nothing");
+    let report = trainlog::sync_all(spool.path(), None, false).unwrap();
+    assert_eq!(report.synced, vec![id.clone()]);
+    let info = api.run(&id).unwrap();
+    assert_eq!((info.status(), info.params()["lr"].as_f64()), ("finished", Some(0.5)));
+    assert_eq!(api.history(&id, "loss").unwrap().len(), 3000);
+    assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 0, "synced spools are removed");
+    assert_eq!(trainlog::sync_all(spool.path(), None, false).unwrap().synced.len(), 0);
+}
+
+#[test]
+fn an_unreachable_server_at_start_spools_and_sync_sends_later() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let spool = tempfile::tempdir().unwrap();
+    let run =
+        Run::builder("later").server(dead).spool_dir(spool.path()).system_metrics(None).cost(false).start().unwrap();
+    for step in 0..100 {
+        run.log(step, &[("loss", 1.0)]);
+    }
+    assert!(run.is_spooling());
+    let id = run.id().to_owned();
+    run.finish_with("finished", Duration::from_secs(2)).unwrap();
+    let s = TestServer::spawn_local();
+    let report = trainlog::sync_all(spool.path(), Some(&s.url), false).unwrap();
+    assert_eq!(report.synced, vec![id.clone()]);
+    let api = Api::new(Some(&s.url)).unwrap();
+    assert_eq!(api.history(&id, "loss").unwrap().len(), 100);
+    assert_eq!(api.run(&id).unwrap().status(), "finished");
+}
+
+#[test]
+fn cost_accumulates_at_a_set_price_while_the_run_goes() {
+    let s = TestServer::spawn_local();
+    let spool = tempfile::tempdir().unwrap();
+    let run = Run::builder("cost")
+        .server(s.url.clone())
+        .spool_dir(spool.path())
+        .capture_code(false)
+        .system_metrics(Some(Duration::from_millis(100)))
+        .cost_per_hour(3600.0)
+        .start()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(run.flush(Duration::from_secs(10)));
+    let api = Api::new(Some(&s.url)).unwrap();
+    let live = api.run(run.id()).unwrap();
+    assert_eq!(live.status(), "running");
+    let usd = live.summary()["cost/usd"]["last"].as_f64().expect("cost in the summary while running");
+    assert!(usd > 0.4 && usd < 5.0, "about one dollar per second: {usd}");
+    assert!(live.summary()["sys/cpu.percent"].is_object(), "{}", live.summary());
+    assert!(live.summary()["sys/proc.rss_bytes"]["last"].as_f64().unwrap() > 1e6);
+    assert_eq!(live.json["metadata"]["cost"]["usd_per_hour"], 3600.0);
+    run.finish().unwrap();
+    let h = api.history(run.id(), "cost/usd").unwrap();
+    assert!(h.windows(2).all(|w| w[1].value >= w[0].value), "cost only grows");
+    assert!(h.len() >= 5);
+}
