@@ -1,6 +1,7 @@
 //! The trainlog tracking server: actix-web routes over the metadata and metrics stores.
 
 pub mod body;
+pub mod cli;
 pub mod error;
 mod json;
 mod routes;

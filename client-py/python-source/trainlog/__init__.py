@@ -1,0 +1,149 @@
+"""trainlog: experiment tracking for machine-learning training.
+
+    import trainlog
+    run = trainlog.init(project="resnet", config={"lr": 3e-4})
+    for step in range(steps):
+        run.log({"train/loss": loss}, step=step)
+    run.finish()
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterable, Mapping, Optional, Union
+
+from trainlog._api import Api, ApiRun
+from trainlog._environment import installed_packages, python_info
+from trainlog._run import Config, Run, _register
+from trainlog._trainlog import (
+    ConflictError,
+    InvalidArgumentError,
+    NativeRun,
+    NotFoundError,
+    ServerError,
+    TrainlogError,
+    UnreachableError,
+    __version__,
+)
+from trainlog._trainlog import sync as _sync
+
+__all__ = [
+    "Api",
+    "ApiRun",
+    "Config",
+    "ConflictError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "Run",
+    "ServerError",
+    "TrainlogError",
+    "UnreachableError",
+    "__version__",
+    "config",
+    "finish",
+    "init",
+    "log",
+    "run",
+    "sync",
+]
+
+#: The run started last by `init` in this process, or None.
+run: Optional[Run] = None
+#: Its config.
+config: Config = Config()
+
+
+def init(
+    project: Optional[str] = None,
+    name: Optional[str] = None,
+    config: Optional[Mapping[str, Any]] = None,
+    tags: Optional[Union[Iterable[str], Mapping[str, str]]] = None,
+    *,
+    run_id: Optional[str] = None,
+    resume: Optional[str] = None,
+    mode: str = "online",
+    server: Optional[str] = None,
+    group: Optional[str] = None,
+    notes: Optional[str] = None,
+    system_metrics_interval: Optional[float] = 10.0,
+    capture_environment: bool = True,
+    capture_packages: bool = True,
+    capture_code: bool = True,
+    cost: Union[bool, Mapping[str, float]] = True,
+    spool_dir: Optional[str] = None,
+    handle_sigterm: bool = True,
+) -> Run:
+    """Start a run (or continue one) and make it `trainlog.run`.
+
+    - `project`: else `TRAINLOG_PROJECT`, else "default". `server`: else `TRAINLOG_SERVER`, else local.
+    - `run_id` (else `TRAINLOG_RUN_ID`) with `resume` "allow" (continue or create; the default when
+      an id is given), "must" (continue, refuse if unknown) or "never" (refuse an existing id).
+    - `mode="offline"` only writes the local spool; `trainlog sync` sends it later.
+    - `cost={"per_hour": 2.5}` sets the price (else `TRAINLOG_COST_PER_HOUR`, else the shipped
+      price table for the detected GPUs); `cost=False` turns cost accounting off.
+    - On SIGTERM (a preemption notice) the run is flushed for a bounded time and marked `preempted`,
+      then the process's own SIGTERM handling goes on.
+    """
+    project = project or os.environ.get("TRAINLOG_PROJECT") or "default"
+    run_id = run_id or os.environ.get("TRAINLOG_RUN_ID") or None
+    if resume is None:
+        resume = os.environ.get("TRAINLOG_RESUME") or ("allow" if run_id else "never")
+    metadata: Dict[str, Any] = {}
+    if capture_environment:
+        metadata["python"] = python_info()
+        if capture_packages:
+            metadata["packages"] = installed_packages()
+    if isinstance(cost, Mapping):
+        per_hour: Optional[float] = float(cost["per_hour"]) if "per_hour" in cost else None
+        cost_on = True
+    else:
+        per_hour = None
+        cost_on = bool(cost)
+    tags_arg: Any = dict(tags) if isinstance(tags, Mapping) else (list(tags) if tags is not None else None)
+    native = NativeRun(
+        project,
+        name=name,
+        run_id=run_id,
+        config=dict(config or {}),
+        tags=tags_arg,
+        group=group,
+        notes=notes,
+        server=server,
+        resume=resume,
+        mode=mode,
+        spool_dir=spool_dir,
+        metadata=metadata,
+        system_interval=system_metrics_interval,
+        capture_environment=capture_environment,
+        capture_code=capture_code,
+        cost=cost_on,
+        cost_per_hour=per_hour,
+    )
+    new_run = Run(native, name, dict(config or {}))
+    _register(new_run, handle_sigterm)
+    _set_current(new_run)
+    return new_run
+
+
+def _set_current(r: Optional[Run]) -> None:
+    global run, config
+    run = r
+    config = r.config if r is not None else Config()
+
+
+def log(data: Mapping[str, Any], step: Optional[int] = None) -> None:
+    """Log to `trainlog.run`; raises TrainlogError only if no run was started."""
+    if run is None:
+        raise TrainlogError("trainlog.log needs a run: call trainlog.init() first")
+    run.log(data, step=step)
+
+
+def finish(status: str = "finished", timeout: float = 60.0) -> None:
+    """Finish `trainlog.run`, if any."""
+    if run is not None:
+        run.finish(status, timeout)
+
+
+def sync(dir: Optional[str] = None, server: Optional[str] = None, include_live: bool = False) -> Dict[str, Any]:
+    """Send spools left on this machine (what `trainlog sync` does)."""
+    return dict(_sync(dir, server, include_live))

@@ -1,0 +1,169 @@
+"""`Run`: the Python face of a run, and the process hooks that end it (exit, exception, SIGTERM)."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+import threading
+from types import TracebackType
+from typing import Any, Dict, Mapping, Optional, Type
+
+from trainlog._trainlog import NativeRun
+
+#: Seconds a SIGTERM (a spot preemption notice) leaves us to flush before the process goes on.
+PREEMPT_FLUSH_SECONDS = float(os.environ.get("TRAINLOG_PREEMPT_FLUSH_SECONDS", "10"))
+
+
+class Config(dict):  # type: ignore[type-arg]
+    """The run's hyperparameters; attribute access reads keys (`config.lr`)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Run:
+    """A run being logged. `log` never raises for a tracking problem and never waits on the network."""
+
+    def __init__(self, native: NativeRun, name: Optional[str], config: Mapping[str, Any]) -> None:
+        self._native = native
+        self.name = name
+        self.config = Config(config)
+        self._step = 0
+        self._lock = threading.Lock()
+
+    @property
+    def id(self) -> str:
+        return self._native.id
+
+    @property
+    def project(self) -> str:
+        return self._native.project
+
+    @property
+    def server(self) -> str:
+        return self._native.server
+
+    def log(self, data: Mapping[str, Any], step: Optional[int] = None) -> None:
+        """Log numbers at `step` (default: one past the last step this process logged).
+
+        Nested dicts become dotted keys; values that are not numbers are skipped with one warning.
+        """
+        with self._lock:
+            if step is None:
+                step = self._step
+            self._step = max(self._step, step + 1)
+        self._native.log(data if isinstance(data, dict) else dict(data), step)
+
+    def set_metadata(self, section: str, value: Dict[str, Any]) -> None:
+        self._native.set_metadata(section, value)
+
+    @property
+    def pending_points(self) -> int:
+        """Points logged and not yet acknowledged by the server or written to the spool."""
+        return self._native.pending_points()
+
+    @property
+    def is_spooling(self) -> bool:
+        return self._native.is_spooling()
+
+    @property
+    def finished(self) -> bool:
+        return self._native.is_finished()
+
+    def flush(self, timeout: float = 60.0) -> bool:
+        return self._native.flush(timeout)
+
+    def finish(self, status: str = "finished", timeout: float = 60.0) -> None:
+        """End the run (`finished`, `failed`, `killed`, `preempted`); waits at most `timeout` seconds."""
+        self._native.finish(status, timeout)
+        _forget(self)
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if self.finished:
+            return
+        if exc_type is None:
+            self.finish("finished")
+        elif issubclass(exc_type, KeyboardInterrupt):
+            self.finish("killed")
+        else:
+            self.finish("failed")
+
+    def __repr__(self) -> str:
+        return f"<trainlog.Run id={self.id!r} project={self.project!r}>"
+
+
+_active: "list[Run]" = []
+_hooks_installed = False
+_previous_excepthook = sys.excepthook
+_previous_sigterm: Any = None
+
+
+def _forget(run: Run) -> None:
+    if run in _active:
+        _active.remove(run)
+    import trainlog
+
+    if trainlog.run is run:
+        trainlog._set_current(None)
+
+
+def _finish_all(status: str, timeout: float) -> None:
+    for run in list(_active):
+        try:
+            if not run.finished:
+                run.finish(status, timeout)
+        except Exception as e:  # a tracking problem must not mask the program's own exit
+            print(f"trainlog: could not finish run {run.id}: {e}", file=sys.stderr)
+
+
+def _at_exit() -> None:
+    _finish_all("finished", 60.0)
+
+
+def _excepthook(exc_type: Type[BaseException], exc: BaseException, tb: Optional[TracebackType]) -> None:
+    _finish_all("killed" if issubclass(exc_type, KeyboardInterrupt) else "failed", 30.0)
+    _previous_excepthook(exc_type, exc, tb)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    _finish_all("preempted", PREEMPT_FLUSH_SECONDS)
+    previous = _previous_sigterm
+    if callable(previous):
+        previous(signum, frame)
+    elif previous == signal.SIG_IGN:
+        return
+    else:
+        # Default action: die of SIGTERM, as the process would have without us.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_hooks(handle_sigterm: bool) -> None:
+    global _hooks_installed, _previous_excepthook, _previous_sigterm
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(_at_exit)
+    _previous_excepthook = sys.excepthook
+    sys.excepthook = _excepthook
+    if handle_sigterm and threading.current_thread() is threading.main_thread():
+        _previous_sigterm = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _register(run: Run, handle_sigterm: bool) -> None:
+    _active.append(run)
+    _install_hooks(handle_sigterm)

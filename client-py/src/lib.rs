@@ -1,0 +1,343 @@
+//! `trainlog._trainlog`: the native module of the Python package, a thin layer over the Rust
+//! SDK. Logging only enqueues; blocking calls (start, flush, finish, reads) release the GIL.
+
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyList, PyString};
+use serde_json::Value;
+use std::time::Duration;
+
+pyo3::create_exception!(_trainlog, TrainlogError, PyException, "Base class of trainlog's errors.");
+pyo3::create_exception!(_trainlog, ServerError, TrainlogError, "The server refused a request.");
+pyo3::create_exception!(
+    _trainlog,
+    InvalidArgumentError,
+    ServerError,
+    "The server found the request malformed (HTTP 400)."
+);
+pyo3::create_exception!(_trainlog, NotFoundError, ServerError, "The run or project does not exist (HTTP 404).");
+pyo3::create_exception!(_trainlog, ConflictError, ServerError, "The request conflicts with what is stored (HTTP 409).");
+pyo3::create_exception!(_trainlog, UnreachableError, TrainlogError, "The server cannot be reached.");
+
+fn to_py_err(e: trainlog::Error) -> PyErr {
+    match &e {
+        trainlog::Error::Server { status, .. } => match status {
+            400 => InvalidArgumentError::new_err(e.to_string()),
+            404 => NotFoundError::new_err(e.to_string()),
+            409 => ConflictError::new_err(e.to_string()),
+            _ => ServerError::new_err(e.to_string()),
+        },
+        trainlog::Error::Unreachable { .. } => UnreachableError::new_err(e.to_string()),
+        _ => TrainlogError::new_err(e.to_string()),
+    }
+}
+
+/// Converts a Python value (dict, list, str, number, bool, None) to JSON.
+fn to_json(value: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if value.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = value.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if let Ok(i) = value.extract::<i64>() {
+        if !value.is_instance_of::<pyo3::types::PyFloat>() {
+            return Ok(Value::from(i));
+        }
+    }
+    if let Ok(s) = value.cast::<PyString>() {
+        return Ok(Value::String(s.to_cow()?.into_owned()));
+    }
+    if let Ok(d) = value.cast::<PyDict>() {
+        let mut map = serde_json::Map::new();
+        for (k, v) in d.iter() {
+            map.insert(k.str()?.to_cow()?.into_owned(), to_json(&v)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    if let Ok(l) = value.cast::<PyList>() {
+        return l.iter().map(|v| to_json(&v)).collect::<PyResult<Vec<_>>>().map(Value::Array);
+    }
+    if let Ok(t) = value.cast::<pyo3::types::PyTuple>() {
+        return t.iter().map(|v| to_json(&v)).collect::<PyResult<Vec<_>>>().map(Value::Array);
+    }
+    if let Ok(f) = value.extract::<f64>() {
+        return Ok(trainlog_schema_float(f));
+    }
+    Ok(Value::String(value.str()?.to_cow()?.into_owned()))
+}
+
+fn trainlog_schema_float(f: f64) -> Value {
+    if f.is_finite() {
+        serde_json::Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null)
+    } else {
+        Value::String(
+            if f.is_nan() {
+                "NaN"
+            } else if f > 0.0 {
+                "Infinity"
+            } else {
+                "-Infinity"
+            }
+            .into(),
+        )
+    }
+}
+
+fn to_py(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {
+    let json = py.import("json")?;
+    Ok(json.call_method1("loads", (value.to_string(),))?.unbind())
+}
+
+/// A run being logged. Created by `trainlog.init`; use the Python wrapper.
+#[pyclass(module = "trainlog._trainlog", frozen)]
+struct NativeRun {
+    run: trainlog::Run,
+}
+
+#[pymethods]
+impl NativeRun {
+    #[new]
+    #[pyo3(signature = (project, *, name=None, run_id=None, config=None, tags=None, group=None, notes=None,
+        server=None, resume="never", mode="online", spool_dir=None, metadata=None,
+        system_interval=Some(10.0), capture_environment=true, capture_code=true, cost=true, cost_per_hour=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        project: String,
+        name: Option<String>,
+        run_id: Option<String>,
+        config: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+        group: Option<String>,
+        notes: Option<String>,
+        server: Option<String>,
+        resume: &str,
+        mode: &str,
+        spool_dir: Option<String>,
+        metadata: Option<&Bound<'_, PyDict>>,
+        system_interval: Option<f64>,
+        capture_environment: bool,
+        capture_code: bool,
+        cost: bool,
+        cost_per_hour: Option<f64>,
+    ) -> PyResult<Self> {
+        let mut b = trainlog::Run::builder(project)
+            .resume(trainlog::Resume::parse(resume).map_err(to_py_err)?)
+            .mode(trainlog::Mode::parse(mode).map_err(to_py_err)?)
+            .system_metrics(system_interval.filter(|s| *s > 0.0).map(Duration::from_secs_f64))
+            .capture_environment(capture_environment)
+            .capture_code(capture_code)
+            .cost(cost);
+        if let Some(v) = name {
+            b = b.name(v);
+        }
+        if let Some(v) = run_id {
+            b = b.id(v);
+        }
+        if let Some(c) = config {
+            b = b.config(to_json(c)?);
+        }
+        match tags.map(to_json).transpose()? {
+            Some(Value::Array(labels)) => {
+                for l in labels {
+                    b = b.label(l.as_str().map(str::to_owned).unwrap_or_else(|| l.to_string()));
+                }
+            }
+            Some(Value::Object(map)) => {
+                for (k, v) in map {
+                    b = b.tag(k, v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string()));
+                }
+            }
+            Some(Value::Null) | None => {}
+            Some(_) => return Err(pyo3::exceptions::PyTypeError::new_err("tags must be a list of labels or a dict")),
+        }
+        if let Some(v) = group {
+            b = b.group(v);
+        }
+        if let Some(v) = notes {
+            b = b.notes(v);
+        }
+        if let Some(v) = server {
+            b = b.server(v);
+        }
+        if let Some(v) = spool_dir {
+            b = b.spool_dir(v);
+        }
+        if let Some(v) = cost_per_hour {
+            b = b.cost_per_hour(v);
+        }
+        if let Some(m) = metadata {
+            for (k, v) in m.iter() {
+                b = b.metadata(k.str()?.to_cow()?.into_owned(), to_json(&v)?);
+            }
+        }
+        let run = py.detach(move || b.start()).map_err(to_py_err)?;
+        Ok(Self { run })
+    }
+
+    #[getter]
+    fn id(&self) -> &str {
+        self.run.id()
+    }
+
+    #[getter]
+    fn project(&self) -> &str {
+        self.run.project()
+    }
+
+    #[getter]
+    fn server(&self) -> &str {
+        self.run.server()
+    }
+
+    /// The run as the server described it at creation (None when it was spooled).
+    fn server_view(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_py(py, self.run.server_view())
+    }
+
+    /// Enqueues `{key: number}` at `step`. Values that are not numbers are skipped and reported
+    /// once; this never raises for a tracking problem and never waits on the network.
+    fn log(&self, data: &Bound<'_, PyDict>, step: i64) -> PyResult<()> {
+        let mut items: Vec<(String, f64)> = Vec::with_capacity(data.len());
+        flatten_numbers(data, "", &mut items)?;
+        let refs: Vec<(&str, f64)> = items.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        self.run.log(step, &refs);
+        Ok(())
+    }
+
+    fn set_metadata(&self, section: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.run.set_metadata(section, to_json(value)?);
+        Ok(())
+    }
+
+    fn pending_points(&self) -> u64 {
+        self.run.pending_points()
+    }
+
+    fn is_spooling(&self) -> bool {
+        self.run.is_spooling()
+    }
+
+    fn is_finished(&self) -> bool {
+        self.run.is_finished()
+    }
+
+    /// Waits until everything logged is sent or spooled; False if `timeout` seconds passed first.
+    #[pyo3(signature = (timeout=60.0))]
+    fn flush(&self, py: Python<'_>, timeout: f64) -> bool {
+        py.detach(|| self.run.flush(Duration::from_secs_f64(timeout.max(0.0))))
+    }
+
+    /// Ends the run; sends what is queued for at most `timeout` seconds, then spools the rest.
+    #[pyo3(signature = (status="finished", timeout=60.0))]
+    fn finish(&self, py: Python<'_>, status: &str, timeout: f64) -> PyResult<()> {
+        match py.detach(|| self.run.finish_with(status, Duration::from_secs_f64(timeout.max(0.0)))) {
+            Ok(()) | Err(trainlog::Error::Finished) => Ok(()),
+            Err(e) => Err(to_py_err(e)),
+        }
+    }
+}
+
+/// Collects numbers from a (possibly nested) dict; nested keys are joined with '.'.
+fn flatten_numbers(data: &Bound<'_, PyDict>, prefix: &str, out: &mut Vec<(String, f64)>) -> PyResult<()> {
+    for (k, v) in data.iter() {
+        let key = match k.cast::<PyString>() {
+            Ok(s) => s.to_cow()?.into_owned(),
+            Err(_) => k.str()?.to_cow()?.into_owned(),
+        };
+        let key = if prefix.is_empty() { key } else { format!("{prefix}.{key}") };
+        if let Ok(inner) = v.cast::<PyDict>() {
+            flatten_numbers(inner, &key, out)?;
+        } else if let Ok(x) = v.extract::<f64>() {
+            out.push((key, x));
+        } else {
+            warn_skipped(&key, &v);
+        }
+    }
+    Ok(())
+}
+
+fn warn_skipped(key: &str, value: &Bound<'_, PyAny>) {
+    use std::sync::Mutex;
+    static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if !seen.iter().any(|k| k == key) {
+        let kind = value.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+        eprintln!("trainlog: skipping {key:?}: a {kind} is not a number");
+        seen.push(key.to_owned());
+    }
+}
+
+/// Read access to a server.
+#[pyclass(module = "trainlog._trainlog", frozen)]
+struct NativeApi {
+    api: trainlog::Api,
+}
+
+#[pymethods]
+impl NativeApi {
+    #[new]
+    #[pyo3(signature = (server=None))]
+    fn new(server: Option<String>) -> PyResult<Self> {
+        Ok(Self { api: trainlog::Api::new(server.as_deref()).map_err(to_py_err)? })
+    }
+
+    /// Runs of a project matching `filter`, as JSON-like dicts.
+    #[pyo3(signature = (project, filter="", order_by=None))]
+    fn runs(&self, py: Python<'_>, project: &str, filter: &str, order_by: Option<&str>) -> PyResult<Py<PyAny>> {
+        let runs = py.detach(|| self.api.runs(project, filter, order_by)).map_err(to_py_err)?;
+        to_py(py, &Value::Array(runs.into_iter().map(|r| r.json).collect()))
+    }
+
+    fn run(&self, py: Python<'_>, run_id: &str) -> PyResult<Py<PyAny>> {
+        let run = py.detach(|| self.api.run(run_id)).map_err(to_py_err)?;
+        to_py(py, &run.json)
+    }
+
+    /// `[(step, timestamp_ms, value)]` of one metric, sorted by step.
+    fn history(&self, py: Python<'_>, run_id: &str, key: &str) -> PyResult<Vec<(i64, i64, f64)>> {
+        let points = py.detach(|| self.api.history(run_id, key)).map_err(to_py_err)?;
+        Ok(points.into_iter().map(|p| (p.step, p.timestamp_ms, p.value)).collect())
+    }
+}
+
+/// Sends spools left on this machine; answers `{"synced": [...], "live": [...], "failed": [[run, why]], "requests": n}`.
+#[pyfunction]
+#[pyo3(signature = (dir=None, server=None, include_live=false))]
+fn sync(py: Python<'_>, dir: Option<String>, server: Option<String>, include_live: bool) -> PyResult<Py<PyAny>> {
+    let dir = dir.map(std::path::PathBuf::from).unwrap_or_else(trainlog::spool::default_dir);
+    let report = py.detach(|| trainlog::sync_all(&dir, server.as_deref(), include_live)).map_err(to_py_err)?;
+    to_py(
+        py,
+        &serde_json::json!({"synced": report.synced, "live": report.live, "failed": report.failed, "requests": report.requests}),
+    )
+}
+
+/// Runs the `trainlog` command line (`server`, `sync`) with `argv`; answers its exit code.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
+    let code = py.detach(|| trainlog_server::cli::main_with_args(argv));
+    if code == std::process::ExitCode::SUCCESS {
+        0
+    } else {
+        1
+    }
+}
+
+#[pymodule]
+fn _trainlog(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<NativeRun>()?;
+    m.add_class::<NativeApi>()?;
+    m.add_function(wrap_pyfunction!(sync, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add("TrainlogError", py.get_type::<TrainlogError>())?;
+    m.add("ServerError", py.get_type::<ServerError>())?;
+    m.add("InvalidArgumentError", py.get_type::<InvalidArgumentError>())?;
+    m.add("NotFoundError", py.get_type::<NotFoundError>())?;
+    m.add("ConflictError", py.get_type::<ConflictError>())?;
+    m.add("UnreachableError", py.get_type::<UnreachableError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
