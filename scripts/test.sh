@@ -32,5 +32,12 @@ AWS_ENDPOINT="http://127.0.0.1:$port" AWS_ALLOW_HTTP=true \
 TRAINLOG_TEST_STORE="s3://trainlog-test/run-$$" \
     cargo test --release --locked -p trainlog-tests --test storage
 
+echo "== Python package (maturin, into .venv) and its stubs"
+(cd client-py && VIRTUAL_ENV="$root/.venv" "$root/.venv/bin/maturin" develop --release --locked)
+.venv/bin/python -m mypy.stubtest trainlog._trainlog
+.venv/bin/python -m mypy client-py/python-source/trainlog
+
 echo "== Python tests"
+# Two sessions: each folder has its own conftest.
 TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q
+TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest client-py/tests -q

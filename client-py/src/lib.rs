@@ -100,7 +100,7 @@ impl NativeRun {
     #[new]
     #[pyo3(signature = (project, *, name=None, run_id=None, config=None, tags=None, group=None, notes=None,
         server=None, resume="never", mode="online", spool_dir=None, metadata=None,
-        system_interval=Some(10.0), capture_environment=true, capture_code=true, cost=true, cost_per_hour=None))]
+        system_interval=10.0, capture_environment=true, capture_code=true, cost=true, cost_per_hour=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -116,7 +116,7 @@ impl NativeRun {
         mode: &str,
         spool_dir: Option<String>,
         metadata: Option<&Bound<'_, PyDict>>,
-        system_interval: Option<f64>,
+        system_interval: f64,
         capture_environment: bool,
         capture_code: bool,
         cost: bool,
@@ -125,7 +125,7 @@ impl NativeRun {
         let mut b = trainlog::Run::builder(project)
             .resume(trainlog::Resume::parse(resume).map_err(to_py_err)?)
             .mode(trainlog::Mode::parse(mode).map_err(to_py_err)?)
-            .system_metrics(system_interval.filter(|s| *s > 0.0).map(Duration::from_secs_f64))
+            .system_metrics((system_interval > 0.0).then(|| Duration::from_secs_f64(system_interval)))
             .capture_environment(capture_environment)
             .capture_code(capture_code)
             .cost(cost);

@@ -113,7 +113,7 @@ def init(
         mode=mode,
         spool_dir=spool_dir,
         metadata=metadata,
-        system_interval=system_metrics_interval,
+        system_interval=float(system_metrics_interval or 0.0),
         capture_environment=capture_environment,
         capture_code=capture_code,
         cost=cost_on,

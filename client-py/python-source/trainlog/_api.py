@@ -60,7 +60,7 @@ class ApiRun:
     def history_arrow(self, keys: Iterable[str]) -> Any:
         """The histories of `keys` as one pyarrow Table with columns key, step, timestamp, value."""
         try:
-            import pyarrow as pa
+            import pyarrow as pa  # type: ignore[import-untyped]
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise ImportError("history_arrow needs pyarrow: pip install pyarrow") from e
         names: List[str] = []

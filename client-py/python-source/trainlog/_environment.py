@@ -23,7 +23,7 @@ def installed_packages() -> Dict[str, str]:
         return {}
     packages: Dict[str, str] = {}
     for dist in distributions():
-        name = dist.metadata.get("Name")
+        name = dist.metadata["Name"]
         if name:
             packages[name] = dist.version
     return dict(sorted(packages.items(), key=lambda kv: kv[0].lower()))

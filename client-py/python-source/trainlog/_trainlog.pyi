@@ -1,6 +1,20 @@
 """Type stubs of the native module `trainlog._trainlog`."""
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, final
+
+__all__ = [
+    "ConflictError",
+    "InvalidArgumentError",
+    "NativeApi",
+    "NativeRun",
+    "NotFoundError",
+    "ServerError",
+    "TrainlogError",
+    "UnreachableError",
+    "__version__",
+    "cli_main",
+    "sync",
+]
 
 __version__: str
 
@@ -11,6 +25,7 @@ class NotFoundError(ServerError): ...
 class ConflictError(ServerError): ...
 class UnreachableError(TrainlogError): ...
 
+@final
 class NativeRun:
     def __new__(
         cls,
@@ -27,7 +42,7 @@ class NativeRun:
         mode: str = "online",
         spool_dir: Optional[str] = None,
         metadata: Optional[Dict[str, Any]] = None,
-        system_interval: Optional[float] = 10.0,
+        system_interval: float = 10.0,
         capture_environment: bool = True,
         capture_code: bool = True,
         cost: bool = True,
@@ -48,6 +63,7 @@ class NativeRun:
     def flush(self, timeout: float = 60.0) -> bool: ...
     def finish(self, status: str = "finished", timeout: float = 60.0) -> None: ...
 
+@final
 class NativeApi:
     def __new__(cls, server: Optional[str] = None) -> "NativeApi": ...
     def runs(self, project: str, filter: str = "", order_by: Optional[str] = None) -> List[Dict[str, Any]]: ...

@@ -1,0 +1,90 @@
+"""Helpers for the client tests: the real trainlog server binary on 127.0.0.1, and scripts run in fresh interpreters."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+REPO = Path(__file__).resolve().parents[2]
+BINARY = Path(os.environ.get("TRAINLOG_BIN", REPO / "target" / "release" / "trainlog"))
+
+
+class Server:
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        self.proc: Optional[subprocess.Popen[str]] = None
+        self.port = 0
+        self.url = ""
+
+    def start(self, port: int = 0) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
+        self.proc = subprocess.Popen(
+            [str(BINARY), "server", "--host", "127.0.0.1", "--port", str(port), "--data", str(self.data)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        deadline = time.monotonic() + 30
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            match = re.search(r"listening on (http://127\.0\.0\.1:(\d+))", line)
+            if match:
+                self.url, self.port = match.group(1), int(match.group(2))
+                return
+            if not line and self.proc.poll() is not None:
+                break
+        raise RuntimeError("the server did not start")
+
+    def kill9(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+            self.proc = None
+
+    def restart_same_port(self) -> None:
+        port = self.port
+        self.kill9()
+        self.start(port)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None
+
+
+
+
+def run_script(code: str, env: dict, cwd: Optional[Path] = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Runs Python code in a fresh interpreter (the one running the tests) and waits for it."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
+    full_env.update(env)
+    return subprocess.run([sys.executable, "-c", code], env=full_env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def spawn_script(code: str, env: dict, cwd: Optional[Path] = None) -> subprocess.Popen:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
+    full_env.update(env)
+    return subprocess.Popen([sys.executable, "-c", code], env=full_env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_line(proc: subprocess.Popen, text: str, timeout: float = 30) -> None:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if text in line:
+            return
+        if not line and proc.poll() is not None:
+            break
+    raise AssertionError(f"{text!r} was not printed; stderr: {proc.stderr.read() if proc.stderr else ''}")

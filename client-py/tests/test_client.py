@@ -1,0 +1,207 @@
+"""The Python package against the real server binary: lifecycle, resume, outages, offline
+mode and sync, preemption, process hooks, environment and git capture, cost."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import trainlog
+from helpers import Server, run_script, spawn_script, wait_for_line
+
+
+def test_a_whole_run_lifecycle(server: Server, client_env: dict) -> None:
+    run = trainlog.init(project="resnet", name="lr-3e-4", config={"lr": 3e-4, "model": {"depth": 50}},
+                        tags=["baseline"], system_metrics_interval=None)
+    assert trainlog.run is run and trainlog.config.lr == 3e-4 and trainlog.config["model"] == {"depth": 50}
+    for step in range(500):
+        run.log({"train/loss": 1.0 / (step + 1), "lr": 3e-4}, step=step)
+    run.log({"train/loss": float("nan")}, step=500)
+    trainlog.log({"val": {"acc": 0.75}})  # step 501, nested key val.acc
+    run.finish()
+    assert trainlog.run is None
+
+    api = trainlog.Api()
+    r = api.run(run.id)
+    assert (r.status, r.name, r.params, r.tags) == ("finished", "lr-3e-4", {"lr": 3e-4, "model.depth": 50}, {"baseline": ""})
+    history = r.history("train/loss")
+    assert len(history) == 501 and history[3] == {"step": 3, "timestamp": history[3]["timestamp"], "value": 0.25}
+    assert math.isnan(history[500]["value"])
+    assert r.history("val.acc") == [{"step": 501, "timestamp": r.history("val.acc")[0]["timestamp"], "value": 0.75}]
+    assert r.summary["lr"]["count"] == 500
+    assert [x.id for x in api.runs("resnet", filter="metrics.lr > 0.0001 and status = 'finished'")] == [run.id]
+    assert api.runs("resnet", filter="metrics.lr > 1") == []
+    assert r.metadata["python"]["version"].startswith(f"{sys.version_info.major}.{sys.version_info.minor}")
+    assert "pytest" in {name.lower() for name in r.metadata["packages"]}
+
+
+def test_history_arrow_gives_a_pyarrow_table(server: Server, client_env: dict) -> None:
+    pa = pytest.importorskip("pyarrow")
+    with trainlog.init(project="p", system_metrics_interval=None) as run:
+        for step in range(10):
+            run.log({"a": step, "b": -step}, step=step)
+    table = trainlog.Api().run(run.id).history_arrow(["a", "b"])
+    assert isinstance(table, pa.Table)
+    assert table.num_rows == 20
+    assert table.column("value").to_pylist()[10:12] == [0.0, -1.0]
+
+
+def test_context_manager_marks_failures(server: Server, client_env: dict) -> None:
+    with pytest.raises(RuntimeError):
+        with trainlog.init(project="p", system_metrics_interval=None) as run:
+            run.log({"loss": 1.0})
+            raise RuntimeError("diverged")
+    assert trainlog.Api().run(run.id).status == "failed"
+
+
+def test_resume_replays_steps_and_accepts_same_params(server: Server, client_env: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINLOG_RUN_ID", "slurm-job-123")
+    first = trainlog.init(project="p", config={"lr": 0.1}, system_metrics_interval=None)
+    assert first.id == "slurm-job-123"
+    for step in range(100):
+        first.log({"loss": float(step)}, step=step)
+    first.finish("preempted")
+    assert trainlog.Api().run("slurm-job-123").status == "preempted"
+
+    again = trainlog.init(project="p", config={"lr": 0.1}, system_metrics_interval=None)  # resume="allow" by default
+    assert trainlog.Api().run("slurm-job-123").status == "running"
+    for step in range(80, 150):
+        again.log({"loss": -float(step)}, step=step)
+    again.finish()
+    values = [p["value"] for p in trainlog.Api().run("slurm-job-123").history("loss")]
+    assert len(values) == 150 and values[79] == 79.0 and values[80] == -80.0
+
+    with pytest.raises(trainlog.ConflictError):
+        trainlog.init(project="p", config={"lr": 0.2}, system_metrics_interval=None)
+    with pytest.raises(trainlog.NotFoundError):
+        trainlog.init(project="p", run_id="never-seen", resume="must", system_metrics_interval=None)
+    assert issubclass(trainlog.ConflictError, trainlog.ServerError) and issubclass(trainlog.ServerError, trainlog.TrainlogError)
+
+
+def test_a_server_crash_mid_run_loses_and_duplicates_nothing(server: Server, client_env: dict) -> None:
+    run = trainlog.init(project="crash", system_metrics_interval=None)
+    for step in range(3000):
+        run.log({"loss": float(step)}, step=step)
+    assert run.flush(30)
+    server.kill9()
+    started = time.perf_counter()
+    for step in range(3000, 6000):
+        run.log({"loss": float(step)}, step=step)  # never raises, never blocks
+    assert time.perf_counter() - started < 1.0
+    time.sleep(1.5)
+    assert run.is_spooling
+    server.restart_same_port()
+    for step in range(6000, 7000):
+        run.log({"loss": float(step)}, step=step)
+    run.finish()
+    history = trainlog.Api().run(run.id).history("loss")
+    assert [p["step"] for p in history] == list(range(7000))
+    assert all(p["value"] == p["step"] for p in history)
+
+
+def test_offline_mode_then_trainlog_sync(server: Server, client_env: dict, tmp_path: Path) -> None:
+    run = trainlog.init(project="offline", mode="offline", config={"lr": 0.5}, system_metrics_interval=None)
+    for step in range(2000):
+        run.log({"loss": step * 0.5}, step=step)
+    run.finish()
+    with pytest.raises(trainlog.NotFoundError):
+        trainlog.Api().run(run.id)
+    cli = Path(sys.executable).parent / "trainlog"
+    out = subprocess.run([str(cli), "sync"], env={**client_env, "PATH": ""}, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "synced 1 run(s)" in out.stdout
+    r = trainlog.Api().run(run.id)
+    assert (r.status, r.params["lr"], len(r.history("loss"))) == ("finished", 0.5, 2000)
+
+
+SIGTERM_SCRIPT = """
+import time, trainlog
+run = trainlog.init(project="spot", system_metrics_interval=None)
+for step in range(20000):
+    run.log({"loss": float(step)}, step=step)
+print("logged", flush=True)
+time.sleep(60)
+"""
+
+
+def test_sigterm_flushes_and_marks_the_run_preempted(server: Server, client_env: dict) -> None:
+    proc = spawn_script(SIGTERM_SCRIPT, client_env)
+    wait_for_line(proc, "logged")
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGTERM, "the default SIGTERM action still ends the process"
+    runs = trainlog.Api().runs("spot")
+    assert len(runs) == 1
+    assert runs[0].status == "preempted"
+    assert len(runs[0].history("loss")) == 20000
+
+
+def test_exit_finishes_and_an_uncaught_exception_fails(server: Server, client_env: dict) -> None:
+    ok = run_script("import trainlog\nrun = trainlog.init(project='hooks', name='ok', system_metrics_interval=None)\nrun.log({'a': 1.0})\n", client_env)
+    assert ok.returncode == 0, ok.stderr
+    bad = run_script("import trainlog\nrun = trainlog.init(project='hooks', name='bad', system_metrics_interval=None)\nrun.log({'a': 1.0})\nraise ValueError('boom')\n", client_env)
+    assert bad.returncode == 1 and "ValueError: boom" in bad.stderr
+    statuses = {r.name: r.status for r in trainlog.Api().runs("hooks")}
+    assert statuses == {"ok": "finished", "bad": "failed"}
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_environment_and_git_are_recorded_with_credentials_stripped(server: Server, client_env: dict, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "T")
+    (repo / "train.py").write_text("lr = 0.1\n")
+    git(repo, "add", "train.py")
+    git(repo, "commit", "-q", "-m", "first")
+    git(repo, "remote", "add", "origin", "https://alice:s3cr3t-token@git.example.com/team/model.git")
+    (repo / "train.py").write_text("lr = 0.2\n")
+    commit = git(repo, "rev-parse", "HEAD")
+    code = "import trainlog\nrun = trainlog.init(project='env', system_metrics_interval=None)\nprint(run.id)\nrun.finish()\n"
+    out = run_script(code, client_env, cwd=repo)
+    assert out.returncode == 0, out.stderr
+    r = trainlog.Api().run(out.stdout.strip())
+    code_meta = r.metadata["code"]
+    assert code_meta["commit"] == commit and code_meta["branch"] == "main" and code_meta["dirty"] is True
+    assert code_meta["remote_url"] == "https://git.example.com/team/model.git"
+    assert "-lr = 0.1" in code_meta["diff"] and "+lr = 0.2" in code_meta["diff"]
+    assert "s3cr3t" not in json.dumps(r.metadata)
+    env = r.metadata["environment"]
+    assert env["hostname"] and env["cpu"]["logical_cores"] >= 1 and env["ram_total_bytes"] > 0
+    assert env["gpu"]["available"] is False and "NVML" in env["gpu"]["reason"]
+    assert any("train" in a or "-c" in a for a in env["command_line"])
+
+
+def test_cost_accumulates_at_a_set_price_while_running(server: Server, client_env: dict) -> None:
+    run = trainlog.init(project="cost", cost={"per_hour": 3600.0}, system_metrics_interval=0.1)
+    time.sleep(0.8)
+    assert run.flush(10)
+    live = trainlog.Api().run(run.id)
+    assert live.status == "running"
+    usd = live.summary["cost/usd"]["last"]
+    assert 0.4 < usd < 5.0, usd
+    assert live.metadata["cost"]["usd_per_hour"] == 3600.0
+    assert live.summary["sys/ram.used_bytes"]["last"] > 0
+    run.finish()
+
+
+def test_log_never_raises_for_tracking_problems(server: Server, client_env: dict) -> None:
+    run = trainlog.init(project="robust", system_metrics_interval=None)
+    run.log({"text": "not a number", "ok": 1.0, "": 2.0})
+    server.kill9()
+    for step in range(100):
+        run.log({"loss": 1.0}, step=step)
+    run.finish(timeout=2)
+    with pytest.raises(trainlog.TrainlogError):
+        trainlog.log({"x": 1.0})
