@@ -18,6 +18,8 @@ const SKIPPED_KEY: u32 = u32::MAX;
 
 /// Points per request.
 pub const BATCH_POINTS: usize = 10_000;
+/// Points per chunk of the pending queue.
+const CHUNK_POINTS: usize = 16_384;
 /// Points waiting in memory past which the sender writes them to the spool instead.
 pub const MAX_PENDING_POINTS: usize = 2_000_000;
 
@@ -32,7 +34,11 @@ pub struct PendingPoint {
 /// What `Run` hands the sender, behind one mutex.
 #[derive(Default)]
 pub struct Pending {
+    /// The chunk being filled; full chunks move to `full`, so `log` never copies earlier points.
     pub points: Vec<PendingPoint>,
+    pub full: Vec<Vec<PendingPoint>>,
+    /// Emptied chunks given back by the sender: reusing them keeps `log` off fresh memory pages.
+    pub spare: Vec<Vec<PendingPoint>>,
     pub ops: Vec<Value>,
     pub flushes: Vec<SyncSender<()>>,
     /// Set by `finish`: send everything, then the finish request, then stop; after `deadline`,
@@ -103,6 +109,16 @@ impl Shared {
             }
         }
         let mut pending = lock(&self.pending);
+        if pending.points.len() + values.len() > pending.points.capacity() {
+            let fresh = match pending.spare.pop() {
+                Some(chunk) if chunk.capacity() >= values.len() => chunk,
+                _ => Vec::with_capacity(CHUNK_POINTS.max(values.len())),
+            };
+            let full = std::mem::replace(&mut pending.points, fresh);
+            if !full.is_empty() {
+                pending.full.push(full);
+            }
+        }
         let before = pending.points.len();
         for (&key, (_, value)) in ids.iter().zip(values) {
             if key != SKIPPED_KEY {
@@ -110,7 +126,7 @@ impl Shared {
             }
         }
         let added = pending.points.len() - before;
-        let wake = pending.points.len() >= BATCH_POINTS;
+        let wake = !pending.full.is_empty() || pending.points.len() >= BATCH_POINTS;
         drop(pending);
         self.waiting.fetch_add(added as u64, Ordering::Relaxed);
         if wake {
@@ -273,13 +289,37 @@ impl Sender {
         }
     }
 
+    /// Joins queued chunks into one batch and gives the emptied chunks back for reuse.
+    fn join_chunks(&self, full: Vec<Vec<PendingPoint>>, mut current: Vec<PendingPoint>) -> Vec<PendingPoint> {
+        const MAX_SPARE: usize = 8;
+        let total = full.iter().map(Vec::len).sum::<usize>() + current.len();
+        let mut all = Vec::with_capacity(total);
+        let mut emptied = Vec::with_capacity(full.len() + 1);
+        for mut chunk in full {
+            all.extend_from_slice(&chunk);
+            chunk.clear();
+            emptied.push(chunk);
+        }
+        all.extend_from_slice(&current);
+        current.clear();
+        emptied.push(current);
+        let mut pending = lock(&self.shared.pending);
+        for chunk in emptied {
+            if pending.spare.len() < MAX_SPARE && chunk.capacity() >= CHUNK_POINTS {
+                pending.spare.push(chunk);
+            }
+        }
+        all
+    }
+
     /// The sender thread's loop; returns once the run is finished.
     pub fn run(mut self) {
         loop {
             let (points, ops, flushes, finish) = {
                 let mut pending = lock(&self.shared.pending);
                 let started = Instant::now();
-                while pending.points.len() < BATCH_POINTS
+                while pending.full.is_empty()
+                    && pending.points.len() < BATCH_POINTS
                     && pending.ops.is_empty()
                     && pending.flushes.is_empty()
                     && pending.finish.is_none()
@@ -295,13 +335,18 @@ impl Sender {
                         .map(|(g, _)| g)
                         .unwrap_or_else(|p| p.into_inner().0);
                 }
+                let full = std::mem::take(&mut pending.full);
+                let fresh = pending.spare.pop().unwrap_or_else(|| Vec::with_capacity(CHUNK_POINTS));
+                let current = std::mem::replace(&mut pending.points, fresh);
                 (
-                    std::mem::take(&mut pending.points),
+                    (full, current),
                     std::mem::take(&mut pending.ops),
                     std::mem::take(&mut pending.flushes),
                     pending.finish.clone(),
                 )
             };
+            // Joined outside the lock, so `log` never waits for this copy.
+            let points = self.join_chunks(points.0, points.1);
             let names: Vec<Arc<str>> = lock(&self.shared.keys).names.clone();
             let deadline = finish.as_ref().map(|f| f.1);
             if !points.is_empty() {
@@ -324,7 +369,11 @@ impl Sender {
             }
             if let Some((op, _)) = finish {
                 // Points logged after `finish` was called are still sent.
-                let late = std::mem::take(&mut lock(&self.shared.pending).points);
+                let late = {
+                    let mut pending = lock(&self.shared.pending);
+                    (std::mem::take(&mut pending.full), std::mem::take(&mut pending.points))
+                };
+                let late = self.join_chunks(late.0, late.1);
                 if !late.is_empty() {
                     let names: Vec<Arc<str>> = lock(&self.shared.keys).names.clone();
                     self.send_points(&late, &names, deadline);
