@@ -6,7 +6,6 @@ use crate::spool::Spool;
 use crate::{Error, Result};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex};
@@ -149,22 +148,39 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Encodes points as the metrics route's JSON body.
-fn points_json(points: &[PendingPoint], names: &[Arc<str>]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(points.len() * 64 + 16);
-    out.extend_from_slice(b"{\"points\":[");
-    for (i, p) in points.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+/// Encodes points as an Arrow IPC stream (key dictionary, step, timestamp, value), the
+/// cheapest body for both ends.
+fn points_arrow(points: &[PendingPoint], names: &[Arc<str>]) -> Result<Vec<u8>> {
+    use arrow_array::types::Int32Type;
+    use arrow_array::{ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
+    // A dictionary of just the keys in this batch.
+    let mut remap = vec![u32::MAX; names.len()];
+    let mut used: Vec<&str> = Vec::new();
+    let mut key_ids = Vec::with_capacity(points.len());
+    for p in points {
+        let slot = &mut remap[p.key as usize];
+        if *slot == u32::MAX {
+            *slot = used.len() as u32;
+            used.push(&names[p.key as usize]);
         }
-        out.extend_from_slice(b"{\"key\":");
-        let _ = serde_json::to_writer(&mut out, &*names[p.key as usize]);
-        let _ = write!(out, ",\"step\":{},\"timestamp\":{},\"value\":", p.step, p.timestamp_ms);
-        let _ = serde_json::to_writer(&mut out, &json_f64(p.value));
-        out.push(b'}');
+        key_ids.push(*slot as i32);
     }
-    out.extend_from_slice(b"]}");
-    out
+    let arrow_err = |e: arrow_schema::ArrowError| Error::Invalid(format!("encoding a batch: {e}"));
+    let keys = DictionaryArray::<Int32Type>::try_new(Int32Array::from(key_ids), Arc::new(StringArray::from(used)))
+        .map_err(arrow_err)?;
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("key", Arc::new(keys)),
+        ("step", Arc::new(points.iter().map(|p| p.step).collect::<Int64Array>())),
+        ("timestamp", Arc::new(points.iter().map(|p| p.timestamp_ms).collect::<Int64Array>())),
+        ("value", Arc::new(points.iter().map(|p| p.value).collect::<Float64Array>())),
+    ];
+    let batch = RecordBatch::try_from_iter(columns).map_err(arrow_err)?;
+    let mut out = Vec::with_capacity(points.len() * 28 + 1024);
+    let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut out, &batch.schema()).map_err(arrow_err)?;
+    writer.write(&batch).map_err(arrow_err)?;
+    writer.finish().map_err(arrow_err)?;
+    drop(writer);
+    Ok(out)
 }
 
 /// A spool record holding points, as `[key, step, timestamp, value]` rows.
@@ -240,9 +256,11 @@ impl Sender {
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     break;
                 }
-                let body = points_json(chunk, names);
                 let path = format!("/runs/{}/metrics", self.shared.run_id);
-                match self.http.post_bytes(&path, "application/json", body) {
+                let sent_ok = points_arrow(chunk, names).and_then(|body| {
+                    self.http.post_bytes(&path, trainlog_schema::arrow::ARROW_STREAM_MEDIA_TYPE, body)
+                });
+                match sent_ok {
                     Ok(_) => sent += chunk.len(),
                     Err(Error::Server { message, .. }) => {
                         eprintln!(
@@ -404,18 +422,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn points_encode_as_the_metrics_route_takes_them() {
-        let names: Vec<Arc<str>> = vec![Arc::from("train/loss"), Arc::from("acc")];
+    fn points_encode_as_an_arrow_stream_with_a_dictionary_of_the_batch_keys() {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{Float64Type, Int64Type};
+        let names: Vec<Arc<str>> = vec![Arc::from("unused"), Arc::from("train/loss"), Arc::from("acc")];
         let points = [
-            PendingPoint { key: 0, step: 3, timestamp_ms: 7, value: 0.5 },
-            PendingPoint { key: 1, step: 4, timestamp_ms: 8, value: f64::NAN },
+            PendingPoint { key: 1, step: 3, timestamp_ms: 7, value: 0.5 },
+            PendingPoint { key: 2, step: 4, timestamp_ms: 8, value: f64::NAN },
+            PendingPoint { key: 1, step: 5, timestamp_ms: 9, value: -1.0 },
         ];
-        let raw = points_json(&points, &names);
-        let body: Value =
-            serde_json::from_slice(&raw).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&raw)));
-        assert_eq!(
-            body,
-            json!({"points": [{"key": "train/loss", "step": 3, "timestamp": 7, "value": 0.5}, {"key": "acc", "step": 4, "timestamp": 8, "value": "NaN"}]})
-        );
+        let bytes = points_arrow(&points, &names).unwrap();
+        let mut reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None).unwrap();
+        let batch = reader.next().unwrap().unwrap();
+        let keys = batch.column_by_name("key").unwrap().as_any_dictionary();
+        let dict: Vec<&str> = keys.values().as_string::<i32>().iter().map(|v| v.unwrap()).collect();
+        assert_eq!(dict, vec!["train/loss", "acc"]);
+        assert_eq!(keys.normalized_keys(), vec![0, 1, 0]);
+        assert_eq!(batch.column_by_name("step").unwrap().as_primitive::<Int64Type>().values().to_vec(), vec![3, 4, 5]);
+        let values = batch.column_by_name("value").unwrap().as_primitive::<Float64Type>();
+        assert!(values.value(1).is_nan() && values.value(2) == -1.0);
     }
 }
