@@ -1,0 +1,47 @@
+"""The examples run against a spawned server and leave the runs they describe."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+import trainlog
+from helpers import REPO
+
+
+def run_example(cmd: "list[str]", env: dict) -> subprocess.CompletedProcess:
+    out = subprocess.run(cmd, env={**env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def test_the_dependency_free_python_example(server, client_env: dict) -> None:
+    out = run_example([sys.executable, "examples/python/train.py", "--steps", "300"], client_env)
+    run_id = out.stdout.split()[1].rstrip(":")
+    run = trainlog.Api().run(run_id)
+    assert run.status == "finished" and run.params == {"lr": 0.05, "model.kind": "linear"}
+    loss = run.history("train/loss")
+    assert len(loss) == 300 and loss[-1]["value"] < 0.02 < loss[0]["value"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+def test_the_pytorch_example(server, client_env: dict) -> None:
+    out = run_example([sys.executable, "examples/python/pytorch_train.py", "--epochs", "2"], client_env)
+    run_id = out.stdout.split()[1]
+    run = trainlog.Api().run(run_id)
+    assert run.status == "finished" and len(run.history("train/loss")) == 64
+    assert run.history("val/accuracy")[-1]["value"] > 0.6
+
+
+def test_the_rust_example(server, client_env: dict) -> None:
+    binary = REPO / "target" / "release" / "examples" / "train"
+    assert binary.exists(), "build it with cargo test --release --workspace (or cargo build --release -p trainlog --example train)"
+    out = run_example([str(binary)], client_env)
+    run_id = out.stdout.split()[1].rstrip(":")
+    run = trainlog.Api().run(run_id)
+    assert run.status == "finished" and run.tags == {"example": ""}
+    loss = run.history("train/loss")
+    assert len(loss) == 500 and loss[-1]["value"] < 1e-3
