@@ -205,3 +205,39 @@ def test_log_never_raises_for_tracking_problems(server: Server, client_env: dict
     run.finish(timeout=2)
     with pytest.raises(trainlog.TrainlogError):
         trainlog.log({"x": 1.0})
+
+
+OWN_HANDLER_SCRIPT = """
+import signal, sys, time, trainlog
+def own(signum, frame):
+    print("own handler ran", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, own)
+run = trainlog.init(project="spot-own", system_metrics_interval=None)
+for step in range(500):
+    run.log({"loss": float(step)}, step=step)
+print("logged", flush=True)
+time.sleep(60)
+"""
+
+
+def test_sigterm_then_the_programs_own_handler_runs(server: Server, client_env: dict) -> None:
+    proc = spawn_script(OWN_HANDLER_SCRIPT, client_env)
+    wait_for_line(proc, "logged")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "own handler ran" in out
+    (run,) = trainlog.Api().runs("spot-own")
+    assert run.status == "preempted" and len(run.history("loss")) == 500
+
+
+def test_the_wheel_ships_the_server_command(tmp_path: Path) -> None:
+    cli = Path(sys.executable).parent / "trainlog"
+    proc = subprocess.Popen([str(cli), "server", "--port", "0", "--data", str(tmp_path / "d")], stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(proc, "listening on http://127.0.0.1:")
+        assert (tmp_path / "d" / "trainlog.db").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0

@@ -56,8 +56,21 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(routes::configure))
         .workers(workers)
         .shutdown_timeout(30)
+        .disable_signals()
         .listen(listener)?
         .run();
+    // Signal handlers are in place before the ready line, so a SIGTERM sent as soon as the
+    // server says it is ready still stops it gracefully.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let handle = server.handle();
+    actix_web::rt::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+        handle.stop(true).await;
+    });
     let replay = store.stats();
     println!(
         "trainlog server listening on http://{addr} (data {}, started in {} ms, replayed {} log records)",
