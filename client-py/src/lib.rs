@@ -67,6 +67,15 @@ fn to_json(value: &Bound<'_, PyAny>) -> PyResult<Value> {
     Ok(Value::String(value.str()?.to_cow()?.into_owned()))
 }
 
+/// Params are typed and have no null; Python configs often hold `None`, kept as the text "None".
+fn nulls_as_text(value: Value) -> Value {
+    match value {
+        Value::Null => Value::String("None".into()),
+        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, nulls_as_text(v))).collect()),
+        other => other,
+    }
+}
+
 fn trainlog_schema_float(f: f64) -> Value {
     if f.is_finite() {
         serde_json::Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null)
@@ -136,7 +145,7 @@ impl NativeRun {
             b = b.id(v);
         }
         if let Some(c) = config {
-            b = b.config(to_json(c)?);
+            b = b.config(nulls_as_text(to_json(c)?));
         }
         match tags.map(to_json).transpose()? {
             Some(Value::Array(labels)) => {

@@ -42,6 +42,12 @@ def test_a_whole_run_lifecycle(server: Server, client_env: dict) -> None:
     assert "pytest" in {name.lower() for name in r.metadata["packages"]}
 
 
+def test_config_values_of_none_are_kept_as_text(server: Server, client_env: dict) -> None:
+    with trainlog.init(project="p", config={"scheduler": None, "opt": {"betas": (0.9, 0.99)}}, system_metrics_interval=None) as run:
+        pass
+    assert trainlog.Api().run(run.id).params == {"scheduler": "None", "opt.betas": "[0.9,0.99]"}
+
+
 def test_history_arrow_gives_a_pyarrow_table(server: Server, client_env: dict) -> None:
     pa = pytest.importorskip("pyarrow")
     with trainlog.init(project="p", system_metrics_interval=None) as run:
