@@ -55,7 +55,7 @@ pub fn key_index_from_json(text: &str) -> Result<KeyIndex> {
 pub const FLUSH_ZSTD_LEVEL: i32 = 3;
 pub const COMPACT_ZSTD_LEVEL: i32 = 9;
 
-fn writer_properties(zstd_level: i32, key_index_json: &str) -> Result<WriterProperties> {
+fn writer_properties(zstd_level: i32) -> Result<WriterProperties> {
     let level = ZstdLevel::try_new(zstd_level).map_err(Error::Parquet)?;
     Ok(WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
@@ -66,10 +66,10 @@ fn writer_properties(zstd_level: i32, key_index_json: &str) -> Result<WriterProp
         .set_column_encoding(ColumnPath::from(COL_TIMESTAMP), Encoding::DELTA_BINARY_PACKED)
         .set_column_encoding(ColumnPath::from(COL_VALUE), Encoding::BYTE_STREAM_SPLIT)
         .set_max_row_group_row_count(Some(1 << 20))
-        .set_key_value_metadata(Some(vec![
-            KeyValue::new(SCHEMA_VERSION_KEY.to_owned(), METRICS_SCHEMA_VERSION.to_string()),
-            KeyValue::new(KEY_INDEX_KEY.to_owned(), key_index_json.to_owned()),
-        ]))
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            SCHEMA_VERSION_KEY.to_owned(),
+            METRICS_SCHEMA_VERSION.to_string(),
+        )]))
         .build())
 }
 
@@ -80,54 +80,78 @@ pub struct EncodedFile {
     pub rows: u64,
 }
 
+/// Writes one run's series into a metric points file, one key at a time in key order, so a
+/// file is built without holding all of its series in memory. The key index goes in at the end.
+pub struct RunFileWriter {
+    run_id: String,
+    writer: ArrowWriter<Vec<u8>>,
+    index: KeyIndex,
+    rows: u64,
+}
+
+/// Rows per Arrow batch handed to the Parquet writer.
+const WRITE_BATCH_ROWS: usize = 1 << 16;
+
+impl RunFileWriter {
+    pub fn new(run_id: &str, zstd_level: i32) -> Result<Self> {
+        let writer = ArrowWriter::try_new(Vec::new(), metrics_schema(), Some(writer_properties(zstd_level)?))?;
+        Ok(Self { run_id: run_id.to_owned(), writer, index: KeyIndex::new(), rows: 0 })
+    }
+
+    /// Appends a normalized series; keys must come in ascending order.
+    pub fn write_key(&mut self, key: &str, series: &Series) -> Result<()> {
+        if series.is_empty() {
+            return Ok(());
+        }
+        if self.index.keys().next_back().is_some_and(|last| last.as_str() >= key) {
+            return Err(Error::Corrupt(format!("metric file keys out of order at {key:?}")));
+        }
+        let n = series.len();
+        self.index.insert(
+            key.to_owned(),
+            KeyRange { first_row: self.rows, rows: n as u64, min_step: series.steps[0], max_step: series.steps[n - 1] },
+        );
+        let run_values = Arc::new(StringArray::from(vec![self.run_id.as_str()]));
+        let key_values = Arc::new(StringArray::from(vec![key]));
+        for start in (0..n).step_by(WRITE_BATCH_ROWS) {
+            let end = (start + WRITE_BATCH_ROWS).min(n);
+            let len = end - start;
+            let batch = RecordBatch::try_new(
+                metrics_schema(),
+                vec![
+                    Arc::new(DictionaryArray::<Int32Type>::try_new(
+                        Int32Array::from(vec![0; len]),
+                        run_values.clone(),
+                    )?),
+                    Arc::new(DictionaryArray::<Int32Type>::try_new(
+                        Int32Array::from(vec![0; len]),
+                        key_values.clone(),
+                    )?),
+                    Arc::new(Int64Array::from(series.steps[start..end].to_vec())),
+                    Arc::new(Int64Array::from(series.timestamps[start..end].to_vec())),
+                    Arc::new(Float64Array::from(series.values[start..end].to_vec())),
+                ],
+            )?;
+            self.writer.write(&batch)?;
+        }
+        self.rows += n as u64;
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> Result<EncodedFile> {
+        self.writer.append_key_value_metadata(KeyValue::new(KEY_INDEX_KEY.to_owned(), key_index_to_json(&self.index)));
+        let bytes = self.writer.into_inner()?;
+        Ok(EncodedFile { bytes: Bytes::from(bytes), index: self.index, rows: self.rows })
+    }
+}
+
 /// Encodes normalized series of one run, given in key order, as one Parquet file.
 pub fn encode_run(run_id: &str, series: &[(&str, &Series)], zstd_level: i32) -> Result<EncodedFile> {
-    let rows: usize = series.iter().map(|(_, s)| s.len()).sum();
-    let mut index = KeyIndex::new();
-    let mut key_ids = Vec::with_capacity(rows);
-    let mut steps = Vec::with_capacity(rows);
-    let mut timestamps = Vec::with_capacity(rows);
-    let mut values = Vec::with_capacity(rows);
-    let mut key_names = Vec::with_capacity(series.len());
-    for (key, s) in series.iter().filter(|(_, s)| !s.is_empty()) {
-        let id = key_names.len() as i32;
-        key_names.push(*key);
-        index.insert(
-            (*key).to_owned(),
-            KeyRange {
-                first_row: steps.len() as u64,
-                rows: s.len() as u64,
-                min_step: s.steps[0],
-                max_step: s.steps[s.len() - 1],
-            },
-        );
-        key_ids.extend(std::iter::repeat_n(id, s.len()));
-        steps.extend_from_slice(&s.steps);
-        timestamps.extend_from_slice(&s.timestamps);
-        values.extend_from_slice(&s.values);
+    let mut writer = RunFileWriter::new(run_id, zstd_level)?;
+    for (key, s) in series {
+        writer.write_key(key, s)?;
     }
-    let n = steps.len();
-    let run_col =
-        DictionaryArray::<Int32Type>::try_new(Int32Array::from(vec![0; n]), Arc::new(StringArray::from(vec![run_id])))?;
-    let key_col =
-        DictionaryArray::<Int32Type>::try_new(Int32Array::from(key_ids), Arc::new(StringArray::from(key_names)))?;
-    let schema = metrics_schema();
-    let batch = RecordBatch::try_new(
-        schema.clone(),
-        vec![
-            Arc::new(run_col),
-            Arc::new(key_col),
-            Arc::new(Int64Array::from(steps)),
-            Arc::new(Int64Array::from(timestamps)),
-            Arc::new(Float64Array::from(values)),
-        ],
-    )?;
-    let json = key_index_to_json(&index);
-    let mut buf = Vec::with_capacity(n * 4 + 4096);
-    let mut writer = ArrowWriter::try_new(&mut buf, schema, Some(writer_properties(zstd_level, &json)?))?;
-    writer.write(&batch)?;
-    writer.close()?;
-    Ok(EncodedFile { bytes: Bytes::from(buf), index, rows: n as u64 })
+    writer.finish()
 }
 
 fn columns_of(batch: &RecordBatch) -> Result<(&Int64Array, &Int64Array, &Float64Array)> {
@@ -163,41 +187,23 @@ pub fn read_rows(bytes: Bytes, first: u64, rows: u64) -> Result<Series> {
     Ok(out)
 }
 
-/// Reads a whole metric file back as its series, by key.
-pub fn read_all(bytes: Bytes, index: &KeyIndex) -> Result<BTreeMap<String, Series>> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
-    let mask = ProjectionMask::columns(builder.parquet_schema(), [COL_STEP, COL_TIMESTAMP, COL_VALUE]);
-    let reader = builder.with_projection(mask).with_batch_size(1 << 16).build()?;
-    let mut all = Series::default();
-    for batch in reader {
-        let batch = batch?;
-        let (s, t, v) = columns_of(&batch)?;
-        all.steps.extend_from_slice(s.values());
-        all.timestamps.extend_from_slice(t.values());
-        all.values.extend_from_slice(v.values());
-    }
-    index
-        .iter()
-        .map(|(key, r)| {
-            let (a, b) = (r.first_row as usize, (r.first_row + r.rows) as usize);
-            if b > all.len() {
-                return Err(Error::Corrupt(format!("key index of {key} points past the file's end")));
-            }
-            Ok((
-                key.clone(),
-                Series {
-                    steps: all.steps[a..b].to_vec(),
-                    timestamps: all.timestamps[a..b].to_vec(),
-                    values: all.values[a..b].to_vec(),
-                },
-            ))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_must_come_in_order_and_big_series_span_several_batches() {
+        let mut big = Series::default();
+        for i in 0..200_000 {
+            big.push(i, i, i as f64);
+        }
+        let mut w = RunFileWriter::new("r", FLUSH_ZSTD_LEVEL).unwrap();
+        w.write_key("b", &big).unwrap();
+        assert!(w.write_key("a", &big).is_err());
+        let file = w.finish().unwrap();
+        let r = file.index["b"];
+        assert_eq!(read_rows(file.bytes, r.first_row, r.rows).unwrap(), big);
+    }
 
     #[test]
     fn a_file_round_trips_by_key_with_its_version_and_index() {
@@ -219,8 +225,9 @@ mod tests {
 
         let r = file.index["loss"];
         assert_eq!(read_rows(file.bytes.clone(), r.first_row, r.rows).unwrap(), loss);
-        let all = read_all(file.bytes, &file.index).unwrap();
-        assert!(all["acc"].values[7].is_nan());
-        assert_eq!(all["acc"].steps, acc.steps);
+        let r = file.index["acc"];
+        let back = read_rows(file.bytes, r.first_row, r.rows).unwrap();
+        assert!(back.values[7].is_nan());
+        assert_eq!(back.steps, acc.steps);
     }
 }

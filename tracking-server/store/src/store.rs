@@ -749,16 +749,13 @@ impl Inner {
         if files.files.len() <= 1 {
             return Ok(());
         }
-        let mut layers: BTreeMap<String, Vec<Series>> = BTreeMap::new();
+        // Compressed file bytes are held; decoded series only one key at a time.
+        let mut blobs = Vec::with_capacity(files.files.len());
         for f in &files.files {
-            let bytes = self.objects.get(&f.path).await?.bytes().await?;
-            let f2 = f.clone();
-            let by_key = blocking(move || parquet_io::read_all(bytes, &f2.index)).await?;
-            for (k, s) in by_key {
-                layers.entry(k).or_default().push(s);
-            }
+            blobs.push((f.clone(), self.objects.get(&f.path).await?.bytes().await?));
         }
-        let merged: Vec<(String, Series)> = layers.into_iter().map(|(k, l)| (k, Series::merge(l))).collect();
+        let keys: std::collections::BTreeSet<String> =
+            files.files.iter().flat_map(|f| f.index.keys().cloned()).collect();
         let ord = files.files.iter().map(|f| f.ord).max().unwrap_or(0);
         let project_id = files.files[0].project_id;
         let meta = self.meta.clone();
@@ -766,8 +763,17 @@ impl Inner {
         let path = objects::metric_file_path(project_id, run.as_str(), number);
         let run_owned = run.clone();
         let file = blocking(move || {
-            let refs: Vec<(&str, &Series)> = merged.iter().map(|(k, s)| (k.as_str(), s)).collect();
-            parquet_io::encode_run(run_owned.as_str(), &refs, COMPACT_ZSTD_LEVEL)
+            let mut writer = parquet_io::RunFileWriter::new(run_owned.as_str(), COMPACT_ZSTD_LEVEL)?;
+            for key in keys {
+                let layers = blobs
+                    .iter()
+                    .filter_map(|(f, bytes)| {
+                        f.index.get(&key).map(|r| parquet_io::read_rows(bytes.clone(), r.first_row, r.rows))
+                    })
+                    .collect::<Result<Vec<Series>>>()?;
+                writer.write_key(&key, &Series::merge(layers))?;
+            }
+            writer.finish()
         })
         .await?;
         let bytes = file.bytes.len() as u64;
