@@ -132,6 +132,36 @@ impl TagKey {
     }
 }
 
+/// A file's path inside a run's artifacts: relative, `/`-separated, no empty, `.` or `..`
+/// segment, no NUL, backslash or control character; at most 1024 bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ArtifactPath(String);
+string_newtype!(ArtifactPath);
+
+impl ArtifactPath {
+    pub const MAX_LEN: usize = 1024;
+
+    pub fn parse(field: &str, s: &str) -> Result<Self> {
+        if s.is_empty() || s.len() > Self::MAX_LEN {
+            return Err(Error::new(field, format!("an artifact path has 1 to {} bytes", Self::MAX_LEN)));
+        }
+        if s.starts_with('/') {
+            return Err(Error::new(field, "an artifact path must be relative, not start with '/'"));
+        }
+        if s.contains('\\') || s.chars().any(char::is_control) {
+            return Err(Error::new(field, "an artifact path must not contain backslashes, NUL or control characters"));
+        }
+        if s.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") {
+            return Err(Error::new(field, "an artifact path must not contain empty, '.' or '..' segments"));
+        }
+        Ok(Self(s.to_owned()))
+    }
+
+    pub fn from_trusted(s: String) -> Self {
+        Self(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +172,14 @@ mod tests {
         for bad in ["", "../x", "a/b", "a b", "é", &"x".repeat(65)] {
             let err = RunId::parse("id", bad).unwrap_err();
             assert_eq!(err.field, "id");
+        }
+    }
+
+    #[test]
+    fn artifact_paths_refuse_traversal_absolute_paths_and_nul() {
+        assert!(ArtifactPath::parse("path", "checkpoints/step-10/model.pt").is_ok());
+        for bad in ["", "/etc/passwd", "../x", "a/../b", "a/./b", "a//b", "a/", "a\0b", "a\\b", &"x".repeat(1025)] {
+            assert_eq!(ArtifactPath::parse("path", bad).unwrap_err().field, "path", "{bad:?}");
         }
     }
 

@@ -6,7 +6,7 @@ mod ids;
 mod params;
 mod points;
 
-pub use ids::{MetricKey, ParamKey, ProjectName, RunId, TagKey};
+pub use ids::{ArtifactPath, MetricKey, ParamKey, ProjectName, RunId, TagKey};
 pub use params::{flatten_params, ParamValue};
 pub use points::{
     json_f64, parse_non_finite, BatchPoint, MetricPoint, MetricSummary, PointBatch, RunStatus, COST_PREFIX,

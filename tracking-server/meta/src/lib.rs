@@ -1,11 +1,13 @@
 //! The metadata store: projects, runs, params, tags, metric summaries and the catalog of metric
 //! files, in one SQLite database with numbered migrations. Blocking; callers run it off async executors.
 
+mod artifacts;
 mod catalog;
 mod migrate;
 mod runs;
 pub mod search;
 
+pub use artifacts::ArtifactRow;
 pub use catalog::{MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
 pub use runs::{NewRun, Project, Run, RunExport, RunHead, RunUpdate};
 

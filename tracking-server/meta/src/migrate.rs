@@ -3,8 +3,11 @@
 use crate::{Error, Result};
 use rusqlite::Connection;
 
-const MIGRATIONS: &[(i64, &str)] =
-    &[(1, include_str!("migrations/0001_core.sql")), (2, include_str!("migrations/0002_run_metadata.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("migrations/0001_core.sql")),
+    (2, include_str!("migrations/0002_run_metadata.sql")),
+    (3, include_str!("migrations/0003_artifacts.sql")),
+];
 
 pub(crate) fn apply(conn: &mut Connection) -> Result<()> {
     let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;

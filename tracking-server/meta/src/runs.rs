@@ -386,7 +386,8 @@ impl MetaStore {
         })
     }
 
-    fn in_run_tx<T>(&self, id: &RunId, f: impl Fn(&Transaction<'_>) -> Result<T>) -> Result<T> {
+    /// Runs `f` in a write transaction on an existing run; 404 when it does not exist.
+    pub(crate) fn in_run_tx<T>(&self, id: &RunId, f: impl Fn(&Transaction<'_>) -> Result<T>) -> Result<T> {
         self.write(|conn| {
             let tx = conn.transaction()?;
             let exists: Option<i64> = tx

@@ -3,6 +3,7 @@
 //! Parquet files through object_store. Also keeps per-series summaries current and writes the
 //! per-project runs table. Never imports actix.
 
+pub mod artifacts;
 mod buffer;
 mod objects;
 mod parquet_io;
@@ -12,6 +13,7 @@ mod store;
 mod summaries;
 pub mod wal;
 
+pub use artifacts::{ArtifactStore, Uploaded};
 pub use objects::{metric_file_path, runs_table_path};
 pub use parquet_io::{KeyIndex, KeyRange};
 pub use series::{Bucket, Series, StepRange};
@@ -35,6 +37,8 @@ pub enum Error {
     Corrupt(String),
     #[error("the metrics store is shutting down")]
     ShuttingDown,
+    #[error("the request body could not be read: {0}")]
+    Body(String),
     #[error("a background task failed: {0}")]
     Task(String),
 }

@@ -1,0 +1,68 @@
+//! The record of each run's artifacts: path, size and sha256 of files in the object store.
+
+use crate::{not_found, now_ms, MetaStore, Result};
+use rusqlite::{params, OptionalExtension};
+use trainlog_schema::{ArtifactPath, RunId};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArtifactRow {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+    pub created_ms: i64,
+}
+
+impl MetaStore {
+    /// Records an artifact whose bytes are in the object store (replacing an earlier record).
+    pub fn put_artifact(&self, run: &RunId, path: &ArtifactPath, size: u64, sha256: &str) -> Result<ArtifactRow> {
+        let created_ms = now_ms();
+        self.in_run_tx(run, |tx| {
+            tx.execute(
+                "INSERT INTO artifacts (run_id, path, size, sha256, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (run_id, path) DO UPDATE SET size = excluded.size, sha256 = excluded.sha256, created_ms = excluded.created_ms",
+                params![run.as_str(), path.as_str(), size as i64, sha256, created_ms],
+            )?;
+            Ok(())
+        })?;
+        Ok(ArtifactRow { path: path.to_string(), size, sha256: sha256.to_owned(), created_ms })
+    }
+
+    /// Artifacts of a run under `prefix` (all when empty), by path.
+    pub fn artifacts(&self, run: &RunId, prefix: &str) -> Result<Vec<ArtifactRow>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT path, size, sha256, created_ms FROM artifacts WHERE run_id = ?1 AND substr(path, 1, length(?2)) = ?2 ORDER BY path",
+            )?;
+            let rows = stmt.query_map(params![run.as_str(), prefix], |r| {
+                Ok(ArtifactRow { path: r.get(0)?, size: r.get::<_, i64>(1)? as u64, sha256: r.get(2)?, created_ms: r.get(3)? })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    pub fn artifact(&self, run: &RunId, path: &ArtifactPath) -> Result<ArtifactRow> {
+        self.read(|conn| {
+            conn.prepare_cached("SELECT path, size, sha256, created_ms FROM artifacts WHERE run_id = ?1 AND path = ?2")?
+                .query_row(params![run.as_str(), path.as_str()], |r| {
+                    Ok(ArtifactRow {
+                        path: r.get(0)?,
+                        size: r.get::<_, i64>(1)? as u64,
+                        sha256: r.get(2)?,
+                        created_ms: r.get(3)?,
+                    })
+                })
+                .optional()?
+                .ok_or_else(|| not_found(format!("artifact {path:?} of run {run}")))
+        })
+    }
+
+    /// Forgets an artifact; answers whether there was one.
+    pub fn delete_artifact(&self, run: &RunId, path: &ArtifactPath) -> Result<bool> {
+        self.in_run_tx(run, |tx| {
+            Ok(tx.execute(
+                "DELETE FROM artifacts WHERE run_id = ?1 AND path = ?2",
+                params![run.as_str(), path.as_str()],
+            )? > 0)
+        })
+    }
+}
