@@ -200,6 +200,11 @@ impl NativeRun {
         self.run.server()
     }
 
+    /// One past the highest step already logged (by an earlier process, for a resumed run).
+    fn next_step(&self) -> i64 {
+        self.run.next_step()
+    }
+
     /// The run as the server described it at creation (None when it was spooled).
     fn server_view(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         to_py(py, self.run.server_view())

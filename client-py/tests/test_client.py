@@ -84,6 +84,11 @@ def test_resume_replays_steps_and_accepts_same_params(server: Server, client_env
     values = [p["value"] for p in trainlog.Api().run("slurm-job-123").history("loss")]
     assert len(values) == 150 and values[79] == 79.0 and values[80] == -80.0
 
+    third = trainlog.init(project="p", config={"lr": 0.1}, system_metrics_interval=None)
+    third.log({"loss": 0.5})  # no step: continues after the last one logged
+    third.finish()
+    assert trainlog.Api().run("slurm-job-123").history("loss")[-1]["step"] == 150
+
     with pytest.raises(trainlog.ConflictError):
         trainlog.init(project="p", config={"lr": 0.2}, system_metrics_interval=None)
     with pytest.raises(trainlog.NotFoundError):

@@ -196,7 +196,13 @@ impl RunBuilder {
         let offline = self.mode == Mode::Offline;
         let spool_dir = self.spool_dir.clone().unwrap_or_else(crate::spool::default_dir);
         let mut spool = Spool::open(&spool_dir, &id, &url)?;
+        // A spool left by an earlier process of this run (it died during an outage) is sent
+        // before anything new, so its older points never land after newer ones.
+        let inherited = !spool.is_empty();
         let shared = Arc::new(Shared::new(id.clone(), offline));
+        if inherited {
+            shared.spooling.store(true, Ordering::Relaxed);
+        }
         let resume = self.resume != Resume::Never;
         let mut run_json = Value::Null;
         if offline {
@@ -209,6 +215,11 @@ impl RunBuilder {
                 http.post("/runs", &self.create_body(&id, resume))
             })();
             match reached {
+                Ok(run) if inherited => {
+                    run_json = run;
+                    // Order: the create answered, but the inherited records go before new ones.
+                    spool.append(&json!({"op": "create", "body": self.create_body(&id, true)}))?;
+                }
                 Ok(run) => run_json = run,
                 Err(Error::Unreachable { reason, .. }) => {
                     spool.append(&json!({"op": "create", "body": self.create_body(&id, true)}))?;
@@ -216,7 +227,11 @@ impl RunBuilder {
                     shared.warn_once(&format!("the server at {url} cannot be reached ({reason})"));
                 }
                 Err(e) => {
-                    spool.remove();
+                    if inherited {
+                        let _ = spool.release(&url);
+                    } else {
+                        spool.remove();
+                    }
                     return Err(e);
                 }
             }
@@ -250,12 +265,54 @@ impl RunBuilder {
             run.set_metadata(&section, value);
         }
         if self.system_interval.is_some() || self.cost {
-            let sampler =
-                crate::sampler::Sampler::start(&run, self.system_interval, self.cost.then_some(self.cost_per_hour));
+            let resumed = Resumed::from_summary(&run.json["summary"]);
+            let cost = self.cost.then_some(self.cost_per_hour);
+            let sampler = crate::sampler::Sampler::start(&run, self.system_interval, cost, resumed);
             *lock(&run.sampler) = Some(sampler);
         }
         Ok(run)
     }
+}
+
+/// Where a resumed run's own series left off: the sampler continues after them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Resumed {
+    /// One past the highest step of the `sys/` and `cost/` series.
+    pub sampler_step: i64,
+    /// The cost already accounted.
+    pub cost_usd: f64,
+}
+
+impl Resumed {
+    pub fn from_summary(summary: &Value) -> Self {
+        let Some(map) = summary.as_object() else { return Self::default() };
+        let sampler_step = map
+            .iter()
+            .filter(|(k, _)| {
+                k.starts_with(trainlog_schema::SYSTEM_PREFIX) || k.starts_with(trainlog_schema::COST_PREFIX)
+            })
+            .filter_map(|(_, s)| s["last_step"].as_i64())
+            .max()
+            .map_or(0, |m| m + 1);
+        let cost_usd = map.get("cost/usd").and_then(|s| s["last"].as_f64()).unwrap_or(0.0);
+        Self { sampler_step, cost_usd }
+    }
+}
+
+/// One past the highest step the run logged outside the `sys/` and `cost/` series (0 for a new run).
+fn next_user_step(summary: &Value) -> i64 {
+    summary
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| {
+                    !k.starts_with(trainlog_schema::SYSTEM_PREFIX) && !k.starts_with(trainlog_schema::COST_PREFIX)
+                })
+                .filter_map(|(_, s)| s["last_step"].as_i64())
+                .max()
+                .map_or(0, |m| m + 1)
+        })
+        .unwrap_or(0)
 }
 
 fn hostname() -> String {
@@ -315,6 +372,12 @@ impl Run {
 
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// One past the highest step already logged (by an earlier process, for a resumed run):
+    /// where a caller that counts steps itself should continue.
+    pub fn next_step(&self) -> i64 {
+        next_user_step(&self.json["summary"])
     }
 
     /// The run as the server answered its creation (`Null` when it was spooled).

@@ -19,7 +19,12 @@ pub struct Sampler {
 impl Sampler {
     /// Starts sampling: system metrics every `interval` (None: off), and cost when `cost` is
     /// `Some(explicit price per hour or None to look it up)`.
-    pub fn start(run: &Run, interval: Option<Duration>, cost: Option<Option<f64>>) -> Self {
+    pub fn start(
+        run: &Run,
+        interval: Option<Duration>,
+        cost: Option<Option<f64>>,
+        resumed: crate::run::Resumed,
+    ) -> Self {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let shared = run.shared.clone();
         let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
@@ -44,7 +49,8 @@ impl Sampler {
         let handle = std::thread::Builder::new()
             .name("trainlog-sampler".into())
             .spawn(move || {
-                sample_loop(shared, interval.is_some(), gpus, price.map(|p| cost::CostMeter::new(p.0)), every, stop2)
+                let meter = price.map(|p| cost::CostMeter::new(p.0));
+                sample_loop(shared, interval.is_some(), gpus, meter, resumed, every, stop2)
             })
             .unwrap_or_else(|_| std::thread::spawn(|| {}));
         Self { stop, handle }
@@ -64,12 +70,14 @@ fn sample_loop(
     system_on: bool,
     mut gpus: Option<gpu::GpuSampler>,
     meter: Option<cost::CostMeter>,
+    resumed: crate::run::Resumed,
     every: Duration,
     stop: Arc<(Mutex<bool>, Condvar)>,
 ) {
     let started = Instant::now();
     let mut sys = system_on.then(system::SystemSampler::new);
-    let mut step = 0i64;
+    let mut step = resumed.sampler_step;
+    let cost_at = |elapsed: f64, m: &cost::CostMeter| resumed.cost_usd + m.accumulated_usd(elapsed);
     loop {
         let mut values: Vec<(String, f64)> = Vec::new();
         if let Some(s) = sys.as_mut() {
@@ -79,7 +87,7 @@ fn sample_loop(
             }
         }
         if let Some(m) = &meter {
-            values.push(("cost/usd".to_owned(), m.accumulated_usd(started.elapsed().as_secs_f64())));
+            values.push(("cost/usd".to_owned(), cost_at(started.elapsed().as_secs_f64(), m)));
         }
         let refs: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         shared.enqueue(step, crate::now_ms(), &refs);
@@ -94,11 +102,7 @@ fn sample_loop(
             // One last reading at the end.
             drop(guard);
             if let Some(m) = &meter {
-                shared.enqueue(
-                    step,
-                    crate::now_ms(),
-                    &[("cost/usd", m.accumulated_usd(started.elapsed().as_secs_f64()))],
-                );
+                shared.enqueue(step, crate::now_ms(), &[("cost/usd", cost_at(started.elapsed().as_secs_f64(), m))]);
             }
             return;
         }

@@ -43,6 +43,8 @@ pub struct Pending {
     /// Set by `finish`: send everything, then the finish request, then stop; after `deadline`,
     /// spool whatever is left instead of waiting for the server.
     pub finish: Option<(Value, Instant)>,
+    /// Set when the sender took its last points: later points are refused, never stranded.
+    pub closed: bool,
 }
 
 /// Interned metric keys: `Run::log` maps a key to a number once.
@@ -108,6 +110,9 @@ impl Shared {
             }
         }
         let mut pending = lock(&self.pending);
+        if pending.closed {
+            return;
+        }
         if pending.points.len() + values.len() > pending.points.capacity() {
             let fresh = match pending.spare.pop() {
                 Some(chunk) if chunk.capacity() >= values.len() => chunk,
@@ -389,6 +394,7 @@ impl Sender {
                 // Points logged after `finish` was called are still sent.
                 let late = {
                     let mut pending = lock(&self.shared.pending);
+                    pending.closed = true;
                     (std::mem::take(&mut pending.full), std::mem::take(&mut pending.points))
                 };
                 let late = self.join_chunks(late.0, late.1);

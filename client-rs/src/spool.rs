@@ -41,8 +41,18 @@ impl Spool {
             .append(true)
             .open(path(dir, run_id, "spool"))
             .map_err(io_err("opening the spool"))?;
+        let spool_path = path(dir, run_id, "spool");
+        // A process killed mid-append leaves a torn record: cut it, or records appended after
+        // it could never be read back.
+        let whole = read_records(&spool_path, 0)?.last().map_or(0, |(_, end)| *end);
         let len = file.metadata().map_err(io_err("reading the spool's size"))?.len();
-        Ok(Self { dir: dir.to_owned(), run_id: run_id.to_owned(), file, len })
+        if len > whole {
+            file.set_len(whole).map_err(io_err("cutting a torn spool tail"))?;
+        }
+        if read_offset(dir, run_id) > whole {
+            write_offset(dir, run_id, whole)?;
+        }
+        Ok(Self { dir: dir.to_owned(), run_id: run_id.to_owned(), file, len: whole })
     }
 
     pub fn path(&self) -> PathBuf {
@@ -73,10 +83,17 @@ impl Spool {
     /// Sends unsent requests in order; stops at the first failure. On success the spool is emptied.
     pub fn send(&mut self, http: &Http) -> Result<usize> {
         let sent = send_from_offset(&self.dir, &self.run_id, http)?;
+        // The offset goes back to 0 before the file empties: a crash in between resends
+        // (harmless: last write wins) instead of skipping.
+        write_offset(&self.dir, &self.run_id, 0)?;
         self.file.set_len(0).map_err(io_err("emptying the spool"))?;
         self.len = 0;
-        write_offset(&self.dir, &self.run_id, 0)?;
         Ok(sent)
+    }
+
+    /// Whether the spool holds no record at all (sent or not).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// Gives the spool up: this process will not send it any more, so `trainlog sync` may.
@@ -262,6 +279,21 @@ mod tests {
     #[test]
     fn crc_matches_the_ieee_check_value() {
         assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    }
+
+    #[test]
+    fn reopening_cuts_a_torn_tail_so_later_records_are_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spool = Spool::open(dir.path(), "r2", "http://x").unwrap();
+        spool.append(&json!({"op": "points", "points": [["a", 0, 0, 1.0]]})).unwrap();
+        let path = spool.path();
+        OpenOptions::new().append(true).open(&path).unwrap().write_all(&[50, 0, 0, 0, 9]).unwrap();
+        drop(spool);
+        let mut again = Spool::open(dir.path(), "r2", "http://x").unwrap();
+        again.append(&json!({"op": "points", "points": [["a", 1, 0, 2.0]]})).unwrap();
+        let steps: Vec<i64> =
+            read_records(&path, 0).unwrap().iter().map(|(op, _)| op["points"][0][1].as_i64().unwrap()).collect();
+        assert_eq!(steps, vec![0, 1]);
     }
 
     #[test]

@@ -168,3 +168,65 @@ fn cost_accumulates_at_a_set_price_while_the_run_goes() {
     assert!(h.windows(2).all(|w| w[1].value >= w[0].value), "cost only grows");
     assert!(h.len() >= 5);
 }
+
+#[test]
+fn a_resumed_run_continues_its_system_steps_and_cost() {
+    let s = TestServer::spawn_local();
+    let spool = tempfile::tempdir().unwrap();
+    let start = || {
+        Run::builder("resume-cost")
+            .server(s.url.clone())
+            .spool_dir(spool.path())
+            .id("spot-1")
+            .resume(Resume::Allow)
+            .capture_code(false)
+            .system_metrics(Some(Duration::from_millis(100)))
+            .cost_per_hour(3600.0)
+            .start()
+            .unwrap()
+    };
+    let first = start();
+    for step in 0..100 {
+        first.log(step, &[("loss", 1.0)]);
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    first.finish_with("preempted", Duration::from_secs(10)).unwrap();
+    let api = Api::new(Some(&s.url)).unwrap();
+    let cost_before = api.run("spot-1").unwrap().summary()["cost/usd"]["last"].as_f64().unwrap();
+    let second = start();
+    assert_eq!(second.next_step(), 100);
+    std::thread::sleep(Duration::from_millis(600));
+    second.finish().unwrap();
+    let cost = api.history("spot-1", "cost/usd").unwrap();
+    assert!(cost.windows(2).all(|w| w[1].step == w[0].step + 1), "one point per sample, none overwritten");
+    assert!(
+        cost.windows(2).all(|w| w[1].value >= w[0].value),
+        "cost only grows across the restart: {:?}",
+        cost.iter().map(|p| (p.step, p.value)).collect::<Vec<_>>()
+    );
+    assert!(cost.last().unwrap().value > cost_before + 0.3, "the second attempt adds to the first");
+}
+
+#[test]
+fn a_spool_left_by_a_dead_process_is_sent_before_the_new_processs_points() {
+    let s = TestServer::spawn_local();
+    let spool = tempfile::tempdir().unwrap();
+    // The first process logged offline (as if the server were down) and died.
+    let first = builder(&s, "inherit", spool.path()).id("job-9").mode(Mode::Offline).start().unwrap();
+    for step in 0..100 {
+        first.log(step, &[("loss", 1.0)]);
+    }
+    first.finish_with("preempted", Duration::from_secs(5)).unwrap();
+    // The restarted process resumes from step 50 with the server reachable.
+    let second = builder(&s, "inherit", spool.path()).id("job-9").resume(Resume::Allow).start().unwrap();
+    for step in 50..150 {
+        second.log(step, &[("loss", 2.0)]);
+    }
+    second.finish().unwrap();
+    let api = Api::new(Some(&s.url)).unwrap();
+    let h = api.history("job-9", "loss").unwrap();
+    assert_eq!(h.len(), 150);
+    assert_eq!((h[49].value, h[50].value, h[149].value), (1.0, 2.0, 2.0), "the newer process's values win");
+    assert_eq!(api.run("job-9").unwrap().status(), "finished");
+    assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 0);
+}

@@ -33,7 +33,8 @@ class Run:
         self._native = native
         self.name = name
         self.config = Config(config)
-        self._step = 0
+        # A resumed run continues after the steps an earlier process logged.
+        self._step = native.next_step()
         self._lock = threading.Lock()
 
     @property

@@ -103,6 +103,7 @@ impl From<trainlog_store::Error> for ApiError {
         match e {
             S::Meta(m) => m.into(),
             S::ShuttingDown => ApiError::Unavailable("the server is shutting down".into()),
+            S::Body(reason) => ApiError::invalid("body", reason),
             other => ApiError::Internal(other.to_string()),
         }
     }

@@ -6,13 +6,14 @@ use crate::error::{ApiError, Result};
 use crate::{json, AppState};
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
+use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use trainlog_meta::{MetaStore, NewRun, Run, RunUpdate};
 use trainlog_schema::arrow::ARROW_STREAM_MEDIA_TYPE;
-use trainlog_schema::{flatten_params, ProjectName, RunId, RunStatus, TagKey};
+use trainlog_schema::{flatten_params, ArtifactPath, ProjectName, RunId, RunStatus, TagKey};
 use trainlog_store::StepRange;
 
 pub const OPENAPI: &str = include_str!("openapi.json");
@@ -32,6 +33,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/runs/{id}", web::patch().to(update_run))
             .route("/runs/{id}/params", web::post().to(log_params))
             .route("/runs/{id}/metadata/{section}", web::put().to(put_metadata))
+            .route("/runs/{id}/artifacts", web::get().to(list_artifacts))
+            .route("/runs/{id}/artifacts/{path:.*}", web::put().to(put_artifact))
+            .route("/runs/{id}/artifacts/{path:.*}", web::get().to(get_artifact))
+            .route("/runs/{id}/artifacts/{path:.*}", web::delete().to(delete_artifact))
             .route("/runs/{id}/tags", web::post().to(set_tags))
             .route("/runs/{id}/finish", web::post().to(finish_run))
             .route("/runs/{id}/metrics", web::post().to(log_metrics))
@@ -561,6 +566,72 @@ async fn search_runs(state: State, req: HttpRequest, payload: web::Payload) -> R
     let (limit, offset) = page(body.limit, body.page_token.as_deref())?;
     search(&state, SearchRequest { project: body.project, filter: body.filter, order_by: body.order_by, limit, offset })
         .await
+}
+
+fn artifact_json(a: &trainlog_meta::ArtifactRow) -> Value {
+    json!({"path": a.path, "size": a.size, "sha256": a.sha256, "created_time": a.created_ms})
+}
+
+/// The run and artifact path of an artifact route, parsed once. The path is percent-decoded by
+/// the router, so an encoded `..` is refused here like a plain one.
+async fn artifact_target(state: &State, path: &web::Path<(String, String)>) -> Result<(RunId, i64, ArtifactPath)> {
+    let (id, artifact) = (&path.0, &path.1);
+    let run = run_id(id)?;
+    let artifact = ArtifactPath::parse("path", artifact)?;
+    let project_id = run_project(state, &run).await?;
+    Ok((run, project_id, artifact))
+}
+
+async fn list_artifacts(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    let id = run_id(&path)?;
+    run_project(&state, &id).await?;
+    let pairs = query_pairs(&req)?;
+    let prefix = query_one(&pairs, "prefix").unwrap_or("").to_owned();
+    let rows = meta(&state, move |m| m.artifacts(&id, &prefix)).await?;
+    let list: Vec<Value> = rows.iter().map(artifact_json).collect();
+    Ok(HttpResponse::Ok().json(json!({ "artifacts": list })))
+}
+
+/// Streams the body into the object store (never whole in memory), then records it.
+async fn put_artifact(state: State, path: web::Path<(String, String)>, payload: web::Payload) -> Result<HttpResponse> {
+    let (run, project_id, artifact) = artifact_target(&state, &path).await?;
+    let artifacts = state.store.artifacts();
+    let location = trainlog_store::ArtifactStore::location(project_id, &run, &artifact)?;
+    let uploaded = artifacts.upload(&location, payload).await?;
+    let row = meta(&state, move |m| m.put_artifact(&run, &artifact, uploaded.size, &uploaded.sha256)).await?;
+    Ok(HttpResponse::Created().json(artifact_json(&row)))
+}
+
+async fn get_artifact(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
+    let (run, project_id, artifact) = artifact_target(&state, &path).await?;
+    let location = trainlog_store::ArtifactStore::location(project_id, &run, &artifact)?;
+    let row = meta(&state, move |m| m.artifact(&run, &artifact)).await?;
+    let body = match state.store.artifacts().download(&location).await {
+        Ok(body) => body,
+        Err(trainlog_store::Error::ObjectStore(object_store::Error::NotFound { .. })) => {
+            return Err(ApiError::NotFound(format!("the bytes of artifact {:?} are missing from the store", row.path)))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(HttpResponse::Ok()
+        .content_type("application/octet-stream")
+        .insert_header(("x-trainlog-sha256", row.sha256.clone()))
+        .no_chunking(row.size)
+        .streaming(body.map(|chunk| chunk.map_err(|e| ApiError::Internal(e.to_string())))))
+}
+
+async fn delete_artifact(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
+    let (run, project_id, artifact) = artifact_target(&state, &path).await?;
+    let location = trainlog_store::ArtifactStore::location(project_id, &run, &artifact)?;
+    let existed = {
+        let (run, artifact) = (run.clone(), artifact.clone());
+        meta(&state, move |m| m.delete_artifact(&run, &artifact)).await?
+    };
+    if !existed {
+        return Err(ApiError::NotFound(format!("artifact {artifact:?} of run {run}")));
+    }
+    state.store.artifacts().delete(&location).await?;
+    Ok(HttpResponse::Ok().json(json!({"status": "ok"})))
 }
 
 async fn flush(state: State) -> Result<HttpResponse> {

@@ -108,6 +108,8 @@ pub(crate) struct Inner {
     wal_syncs: AtomicU64,
     /// Serializes persisting and compacting, which the background task and `flush` both start.
     persist_lock: tokio::sync::Mutex<()>,
+    /// Serializes writing summaries, so an older snapshot never lands after a newer one.
+    summary_sync_lock: tokio::sync::Mutex<()>,
 }
 
 /// The metrics store; cheap to clone.
@@ -125,6 +127,15 @@ fn catalog_row(run: &RunId, path: &ObjectPath, ord: i64, rows: u64, bytes: u64, 
         bytes: bytes as i64,
         key_index: index_json,
     }
+}
+
+/// Whether `path` has the exact layout of a metric file, `projects/{id}/metrics/{run}/{20 digits}.parquet`.
+fn is_metric_file_path(path: &str) -> bool {
+    let parts: Vec<&str> = path.split('/').collect();
+    matches!(parts.as_slice(), ["projects", project, "metrics", run, file]
+        if project.bytes().all(|b| b.is_ascii_digit())
+            && !run.is_empty()
+            && file.strip_suffix(".parquet").is_some_and(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit())))
 }
 
 fn project_of_path(path: &str) -> i64 {
@@ -163,6 +174,7 @@ impl MetricsStore {
             wal_records: AtomicU64::new(0),
             wal_syncs: AtomicU64::new(0),
             persist_lock: tokio::sync::Mutex::new(()),
+            summary_sync_lock: tokio::sync::Mutex::new(()),
         });
         let runtime = tokio::runtime::Handle::current();
         let thread_inner = inner.clone();
@@ -323,6 +335,11 @@ impl MetricsStore {
             t.abort();
         }
         flushed
+    }
+
+    /// Artifact bytes, in the same object store as the metric files.
+    pub fn artifacts(&self) -> crate::ArtifactStore {
+        crate::ArtifactStore::new(self.inner.objects.clone())
     }
 
     pub fn stats(&self) -> StoreStats {
@@ -558,6 +575,7 @@ impl Inner {
     }
 
     async fn sync_summaries(&self) -> Result<()> {
+        let _guard = self.summary_sync_lock.lock().await;
         let rows = lock(&self.summaries).take_dirty();
         if rows.is_empty() {
             return Ok(());
@@ -615,7 +633,11 @@ impl Inner {
     }
 
     async fn persist(&self, generation: &Arc<Generation>) -> Result<()> {
-        // Summaries first: once the log segment is gone, they must already hold its points.
+        // Summaries first: once the log segment is gone, they must already hold its points,
+        // including those that made a summary stale (a rewritten step).
+        for run in generation.runs.keys() {
+            self.refresh_stale(run).await?;
+        }
         self.sync_summaries().await?;
         let meta = self.meta.clone();
         let count = generation.runs.len() as i64;
@@ -706,7 +728,7 @@ impl Inner {
         let mut removed = 0;
         for object in listed {
             let path = object.location;
-            let is_metric_file = path.as_ref().contains("/metrics/") && path.as_ref().ends_with(".parquet");
+            let is_metric_file = is_metric_file_path(path.as_ref());
             if is_metric_file && !known.contains(&path) {
                 self.objects.delete(&path).await?;
                 removed += 1;
@@ -876,5 +898,19 @@ impl Inner {
             }
         }
         Ok(series)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_metric_file_path;
+
+    #[test]
+    fn only_the_exact_metric_file_layout_counts_as_a_metric_file() {
+        assert!(is_metric_file_path("projects/1/metrics/abc/00000000000000000007.parquet"));
+        assert!(!is_metric_file_path("projects/1/artifacts/abc/eval/metrics/preds.parquet"));
+        assert!(!is_metric_file_path("projects/1/metrics/abc/sub/00000000000000000007.parquet"));
+        assert!(!is_metric_file_path("projects/1/metrics/abc/7.parquet"));
+        assert!(!is_metric_file_path("projects/1/runs.parquet"));
     }
 }

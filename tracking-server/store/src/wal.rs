@@ -181,6 +181,8 @@ pub fn replay_segment(path: &Path) -> Result<Replayed> {
 pub struct Segment {
     pub number: u64,
     file: File,
+    /// Bytes of whole, synced records: a failed write is cut back to this length.
+    len: u64,
 }
 
 impl Segment {
@@ -192,13 +194,28 @@ impl Segment {
             .open(&path)
             .map_err(io_err("creating a write-ahead log segment"))?;
         sync_dir(dir)?;
-        Ok(Self { number, file })
+        let len = file.metadata().map_err(io_err("reading a write-ahead log segment"))?.len();
+        Ok(Self { number, file, len })
     }
 
-    /// Writes encoded records and waits until they are on disk.
+    /// Writes encoded records and waits until they are on disk. On failure the segment is cut
+    /// back to its last whole record, so later records never follow a torn one.
     pub fn append_durable(&mut self, bytes: &[u8]) -> Result<()> {
-        self.file.write_all(bytes).map_err(io_err("writing the write-ahead log"))?;
-        self.file.sync_data().map_err(io_err("syncing the write-ahead log"))
+        let written = self
+            .file
+            .write_all(bytes)
+            .map_err(io_err("writing the write-ahead log"))
+            .and_then(|()| self.file.sync_data().map_err(io_err("syncing the write-ahead log")));
+        match written {
+            Ok(()) => {
+                self.len += bytes.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = self.file.set_len(self.len).and_then(|()| self.file.sync_data());
+                Err(e)
+            }
+        }
     }
 }
 
