@@ -8,7 +8,7 @@ use std::time::Duration;
 
 /// Read access to a server.
 pub struct Api {
-    http: Http,
+    pub(crate) http: Http,
 }
 
 /// A run as the server describes it.
@@ -45,7 +45,7 @@ fn float(v: &Value) -> f64 {
     v.as_f64().or_else(|| v.as_str().and_then(trainlog_schema::parse_non_finite)).unwrap_or(f64::NAN)
 }
 
-fn encode(s: &str) -> String {
+pub(crate) fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),

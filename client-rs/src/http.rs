@@ -57,6 +57,37 @@ impl Http {
         self.answer(self.client.post(self.url(path)).header("content-type", content_type).body(body).send())
     }
 
+    /// Streams a local file as the body of a PUT.
+    pub fn put_file(&self, path: &str, file: &std::path::Path) -> Result<Value> {
+        let f = std::fs::File::open(file).map_err(crate::io_err(format!("opening {}", file.display())))?;
+        let len = f.metadata().map_err(crate::io_err(format!("reading {}", file.display())))?.len();
+        let body = reqwest::blocking::Body::sized(f, len);
+        self.answer(
+            self.client.put(self.url(path)).header("content-type", "application/octet-stream").body(body).send(),
+        )
+    }
+
+    /// A GET whose body the caller streams; errors are turned into `Error`s first.
+    pub fn get_stream(&self, path: &str) -> Result<reqwest::blocking::Response> {
+        let response = self
+            .client
+            .get(self.url(path))
+            .send()
+            .map_err(|e| Error::Unreachable { url: self.base.clone(), reason: e.to_string() })?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let result: Result<reqwest::blocking::Response> = Err(match self.answer(Ok(response)) {
+            Err(e) => e,
+            Ok(v) => Error::Invalid(format!("unexpected answer {v}")),
+        });
+        result
+    }
+
+    pub fn delete(&self, path: &str) -> Result<Value> {
+        self.answer(self.client.delete(self.url(path)).send())
+    }
+
     pub fn put(&self, path: &str, body: &Value) -> Result<Value> {
         self.answer(self.client.put(self.url(path)).json(body).send())
     }

@@ -16,6 +16,7 @@
 //! ```
 
 pub mod api;
+mod artifacts;
 pub mod collect;
 mod http;
 mod run;
@@ -24,6 +25,7 @@ mod sender;
 pub mod spool;
 
 pub use api::{Api, HistoryPoint, RunInfo};
+pub use artifacts::Retention;
 pub use run::{Mode, Resume, Run, RunBuilder};
 pub use spool::{sync_all, SyncReport};
 
@@ -41,6 +43,9 @@ pub enum Error {
     Invalid(String),
     #[error("{context}: {source}")]
     Io { context: String, source: std::io::Error },
+    /// A downloaded file does not match its recorded checksum: it is not to be used.
+    #[error("{path} is corrupt: sha256 {actual}, expected {expected}")]
+    Corrupt { path: String, expected: String, actual: String },
     #[error("the run was already finished")]
     Finished,
 }

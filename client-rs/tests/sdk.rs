@@ -230,3 +230,64 @@ fn a_spool_left_by_a_dead_process_is_sent_before_the_new_processs_points() {
     assert_eq!(api.run("job-9").unwrap().status(), "finished");
     assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn checkpoints_are_kept_by_retention_restored_verified_and_corruption_is_reported() {
+    let s = TestServer::spawn_local();
+    let spool = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let run = builder(&s, "ckpt", spool.path()).start().unwrap();
+    let retention = trainlog::Retention {
+        keep_last: Some(2),
+        keep_best: Some(1),
+        metric: Some("val/loss".into()),
+        maximize: false,
+    };
+    for (step, loss) in [(10, 0.5), (20, 0.2), (30, 0.4), (40, 0.6)] {
+        let dir = work.path().join(format!("ckpt-{step}"));
+        std::fs::create_dir_all(dir.join("optimizer")).unwrap();
+        std::fs::write(dir.join("model.bin"), vec![step as u8; 100_000]).unwrap();
+        std::fs::write(dir.join("optimizer/state.json"), format!("{{\"step\": {step}}}")).unwrap();
+        run.log(step, &[("val/loss", loss)]);
+        let saved = run.log_checkpoint(&dir, step, json!({"epoch": step / 10}), &retention).unwrap();
+        assert_eq!(saved["files"].as_array().unwrap().len(), 2);
+    }
+    let api = Api::new(Some(&s.url)).unwrap();
+    let names: Vec<String> =
+        api.checkpoints(run.id()).unwrap().iter().map(|c| c["name"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(
+        names,
+        vec!["step-000000000040", "step-000000000030", "step-000000000020"],
+        "last two, and the best val/loss"
+    );
+    assert!(
+        api.list_artifacts(run.id(), "checkpoints/step-000000000010/").unwrap().is_empty(),
+        "a dropped checkpoint loses its files"
+    );
+
+    let latest = run.latest_checkpoint().unwrap().unwrap();
+    assert_eq!((latest["step"].as_i64(), latest["metadata"]["epoch"].as_i64()), (Some(40), Some(4)));
+    let dest = work.path().join("restored");
+    api.restore_checkpoint(run.id(), &dest, None).unwrap();
+    assert_eq!(std::fs::read(dest.join("model.bin")).unwrap(), vec![40u8; 100_000]);
+    assert_eq!(std::fs::read_to_string(dest.join("optimizer/state.json")).unwrap(), "{\"step\": 40}");
+
+    // Corrupt the stored bytes behind the server's back: the restore refuses them.
+    let stored =
+        s.data.join(format!("store/projects/1/artifacts/{}/checkpoints/step-000000000030/model.bin", run.id()));
+    let mut bytes = std::fs::read(&stored).unwrap();
+    bytes[500] ^= 0xFF;
+    std::fs::write(&stored, bytes).unwrap();
+    let bad = work.path().join("bad");
+    match api.restore_checkpoint(run.id(), &bad, Some("step-000000000030")) {
+        Err(trainlog::Error::Corrupt { path, .. }) => assert!(path.ends_with("model.bin")),
+        other => panic!("expected a corrupt checkpoint, got {other:?}"),
+    }
+    assert!(!bad.join("model.bin").exists(), "a corrupt file is never left in place");
+
+    // A checkpoint whose file was deleted says so.
+    api.delete_artifact(run.id(), "checkpoints/step-000000000020/model.bin").unwrap();
+    let gone = api.restore_checkpoint(run.id(), &work.path().join("gone"), Some("step-000000000020"));
+    assert!(matches!(gone, Err(trainlog::Error::Server { status: 404, .. })), "{gone:?}");
+    run.finish().unwrap();
+}

@@ -3,12 +3,14 @@
 
 mod artifacts;
 mod catalog;
+mod checkpoints;
 mod migrate;
 mod runs;
 pub mod search;
 
 pub use artifacts::ArtifactRow;
 pub use catalog::{MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
+pub use checkpoints::{CheckpointRow, Retention};
 pub use runs::{NewRun, Project, Run, RunExport, RunHead, RunUpdate};
 
 use rusqlite::{Connection, OpenFlags};

@@ -7,6 +7,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/0001_core.sql")),
     (2, include_str!("migrations/0002_run_metadata.sql")),
     (3, include_str!("migrations/0003_artifacts.sql")),
+    (4, include_str!("migrations/0004_checkpoints.sql")),
 ];
 
 pub(crate) fn apply(conn: &mut Connection) -> Result<()> {

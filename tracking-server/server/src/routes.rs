@@ -33,6 +33,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/runs/{id}", web::patch().to(update_run))
             .route("/runs/{id}/params", web::post().to(log_params))
             .route("/runs/{id}/metadata/{section}", web::put().to(put_metadata))
+            .route("/runs/{id}/checkpoints", web::post().to(put_checkpoint))
+            .route("/runs/{id}/checkpoints", web::get().to(list_checkpoints))
+            .route("/runs/{id}/checkpoints/latest", web::get().to(latest_checkpoint))
             .route("/runs/{id}/artifacts", web::get().to(list_artifacts))
             .route("/runs/{id}/artifacts/{path:.*}", web::put().to(put_artifact))
             .route("/runs/{id}/artifacts/{path:.*}", web::get().to(get_artifact))
@@ -632,6 +635,127 @@ async fn delete_artifact(state: State, path: web::Path<(String, String)>) -> Res
     }
     state.store.artifacts().delete(&location).await?;
     Ok(HttpResponse::Ok().json(json!({"status": "ok"})))
+}
+
+fn checkpoint_json(c: &trainlog_meta::CheckpointRow) -> Value {
+    json!({
+        "name": c.name,
+        "step": c.step,
+        "files": c.files,
+        "metadata": c.metadata,
+        "metric": c.metric_key,
+        "metric_value": c.metric_value.map(trainlog_schema::json_f64),
+        "created_time": c.created_ms,
+        "prefix": format!("checkpoints/{}/", c.name),
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckpointFile {
+    path: String,
+    size: u64,
+    sha256: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewCheckpoint {
+    step: i64,
+    name: Option<String>,
+    files: Vec<CheckpointFile>,
+    #[serde(default)]
+    metadata: Value,
+    keep_last: Option<usize>,
+    keep_best: Option<usize>,
+    metric: Option<String>,
+    mode: Option<String>,
+}
+
+/// Records a checkpoint whose files were uploaded under `checkpoints/{name}/`, then applies
+/// retention: the checkpoints it drops lose their rows and their artifacts.
+async fn put_checkpoint(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let id = run_id(&path)?;
+    let project_id = run_project(&state, &id).await?;
+    let body: NewCheckpoint = json_body(&req, payload).await?;
+    let name = body.name.clone().unwrap_or_else(|| format!("step-{:012}", body.step));
+    if name.contains('/') {
+        return Err(ApiError::invalid("name", "a checkpoint name has no '/'"));
+    }
+    ArtifactPath::parse("name", &format!("checkpoints/{name}"))?;
+    for (i, f) in body.files.iter().enumerate() {
+        ArtifactPath::parse(&format!("files[{i}].path"), &f.path)?;
+    }
+    let minimize = match body.mode.as_deref() {
+        None | Some("min") => true,
+        Some("max") => false,
+        Some(other) => return Err(ApiError::invalid("mode", format!("expected \"min\" or \"max\", got {other:?}"))),
+    };
+    if body.keep_best.is_some() && body.metric.is_none() {
+        return Err(ApiError::invalid("metric", "keep_best needs the metric to rank checkpoints by"));
+    }
+    let metric_value = match &body.metric {
+        Some(metric) => {
+            let key = trainlog_schema::MetricKey::parse("metric", metric)?;
+            let upto = StepRange { min: None, max: Some(body.step) };
+            state.store.series(&id, &key, upto).await?.values.last().copied()
+        }
+        None => None,
+    };
+    let row = trainlog_meta::CheckpointRow {
+        name,
+        step: body.step,
+        files: Value::Array(
+            body.files.iter().map(|f| json!({"path": f.path, "size": f.size, "sha256": f.sha256})).collect(),
+        ),
+        metadata: body.metadata,
+        metric_key: body.metric.clone(),
+        metric_value,
+        created_ms: now_ms(),
+    };
+    let retention = trainlog_meta::Retention {
+        keep_last: body.keep_last,
+        keep_best: body.keep_best,
+        metric: body.metric,
+        minimize,
+    };
+    let dropped = {
+        let (id, row) = (id.clone(), row.clone());
+        meta(&state, move |m| m.put_checkpoint(&id, &row, &retention)).await?
+    };
+    let artifacts = state.store.artifacts();
+    for c in &dropped {
+        for f in c.files.as_array().into_iter().flatten() {
+            let rel = f["path"].as_str().unwrap_or_default();
+            if let Ok(p) = ArtifactPath::parse("path", &format!("checkpoints/{}/{rel}", c.name)) {
+                let location = trainlog_store::ArtifactStore::location(project_id, &id, &p)?;
+                artifacts.delete(&location).await?;
+            }
+        }
+    }
+    let dropped_names: Vec<&str> = dropped.iter().map(|c| c.name.as_str()).collect();
+    Ok(HttpResponse::Created().json(json!({"checkpoint": checkpoint_json(&row), "dropped": dropped_names})))
+}
+
+async fn list_checkpoints(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+    let id = run_id(&path)?;
+    let rows = meta(&state, move |m| m.checkpoints(&id)).await?;
+    Ok(HttpResponse::Ok().json(json!({"checkpoints": rows.iter().map(checkpoint_json).collect::<Vec<_>>()})))
+}
+
+async fn latest_checkpoint(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+    let id = run_id(&path)?;
+    let rows = {
+        let id = id.clone();
+        meta(&state, move |m| m.checkpoints(&id)).await?
+    };
+    let latest = rows.first().ok_or_else(|| ApiError::NotFound(format!("a checkpoint of run {id}")))?;
+    Ok(HttpResponse::Ok().json(checkpoint_json(latest)))
 }
 
 async fn flush(state: State) -> Result<HttpResponse> {
