@@ -18,6 +18,12 @@ pyo3::create_exception!(
 pyo3::create_exception!(_trainlog, NotFoundError, ServerError, "The run or project does not exist (HTTP 404).");
 pyo3::create_exception!(_trainlog, ConflictError, ServerError, "The request conflicts with what is stored (HTTP 409).");
 pyo3::create_exception!(_trainlog, UnreachableError, TrainlogError, "The server cannot be reached.");
+pyo3::create_exception!(
+    _trainlog,
+    ChecksumError,
+    TrainlogError,
+    "A downloaded file does not match its recorded sha256."
+);
 
 fn to_py_err(e: trainlog::Error) -> PyErr {
     match &e {
@@ -28,6 +34,7 @@ fn to_py_err(e: trainlog::Error) -> PyErr {
             _ => ServerError::new_err(e.to_string()),
         },
         trainlog::Error::Unreachable { .. } => UnreachableError::new_err(e.to_string()),
+        trainlog::Error::Corrupt { .. } => ChecksumError::new_err(e.to_string()),
         _ => TrainlogError::new_err(e.to_string()),
     }
 }
@@ -225,6 +232,38 @@ impl NativeRun {
         Ok(())
     }
 
+    /// Uploads a file as the run's artifact `path`; answers `{path, size, sha256}`.
+    fn log_artifact(&self, py: Python<'_>, local: std::path::PathBuf, path: &str) -> PyResult<Py<PyAny>> {
+        let stored = py.detach(|| self.run.log_artifact(&local, path)).map_err(to_py_err)?;
+        to_py(py, &stored)
+    }
+
+    /// Uploads a file or folder as a checkpoint at `step` and records it; answers the checkpoint.
+    #[pyo3(signature = (local, step, metadata=None, keep_last=None, keep_best=None, metric=None, maximize=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn log_checkpoint(
+        &self,
+        py: Python<'_>,
+        local: std::path::PathBuf,
+        step: i64,
+        metadata: Option<&Bound<'_, PyAny>>,
+        keep_last: Option<usize>,
+        keep_best: Option<usize>,
+        metric: Option<String>,
+        maximize: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let metadata = metadata.map(to_json).transpose()?.unwrap_or(Value::Object(Default::default()));
+        let retention = trainlog::Retention { keep_last, keep_best, metric, maximize };
+        let saved = py.detach(|| self.run.log_checkpoint(&local, step, metadata, &retention)).map_err(to_py_err)?;
+        to_py(py, &saved)
+    }
+
+    /// The run's newest checkpoint, or None.
+    fn latest_checkpoint(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let latest = py.detach(|| self.run.latest_checkpoint()).map_err(to_py_err)?;
+        to_py(py, &latest.unwrap_or(Value::Null))
+    }
+
     fn pending_points(&self) -> u64 {
         self.run.pending_points()
     }
@@ -309,6 +348,35 @@ impl NativeApi {
         to_py(py, &run.json)
     }
 
+    #[pyo3(signature = (run_id, prefix=""))]
+    fn artifacts(&self, py: Python<'_>, run_id: &str, prefix: &str) -> PyResult<Py<PyAny>> {
+        let list = py.detach(|| self.api.list_artifacts(run_id, prefix)).map_err(to_py_err)?;
+        to_py(py, &Value::Array(list))
+    }
+
+    /// Downloads an artifact to `dest`, verified against its sha256; answers its size.
+    fn download_artifact(&self, py: Python<'_>, run_id: &str, path: &str, dest: std::path::PathBuf) -> PyResult<u64> {
+        py.detach(|| self.api.download_artifact(run_id, path, &dest, None)).map_err(to_py_err)
+    }
+
+    fn checkpoints(&self, py: Python<'_>, run_id: &str) -> PyResult<Py<PyAny>> {
+        let list = py.detach(|| self.api.checkpoints(run_id)).map_err(to_py_err)?;
+        to_py(py, &Value::Array(list))
+    }
+
+    /// Restores a checkpoint (the latest when `name` is None) into `dest`, every file verified.
+    #[pyo3(signature = (run_id, dest, name=None))]
+    fn restore_checkpoint(
+        &self,
+        py: Python<'_>,
+        run_id: &str,
+        dest: std::path::PathBuf,
+        name: Option<&str>,
+    ) -> PyResult<Py<PyAny>> {
+        let restored = py.detach(|| self.api.restore_checkpoint(run_id, &dest, name)).map_err(to_py_err)?;
+        to_py(py, &restored)
+    }
+
     /// `[(step, timestamp_ms, value)]` of one metric, sorted by step.
     fn history(&self, py: Python<'_>, run_id: &str, key: &str) -> PyResult<Vec<(i64, i64, f64)>> {
         let points = py.detach(|| self.api.history(run_id, key)).map_err(to_py_err)?;
@@ -352,6 +420,7 @@ fn _trainlog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NotFoundError", py.get_type::<NotFoundError>())?;
     m.add("ConflictError", py.get_type::<ConflictError>())?;
     m.add("UnreachableError", py.get_type::<UnreachableError>())?;
+    m.add("ChecksumError", py.get_type::<ChecksumError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

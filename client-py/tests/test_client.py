@@ -252,3 +252,26 @@ def test_the_wheel_ships_the_server_command(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     assert proc.returncode == 0
+
+
+def test_artifacts_and_checkpoints_from_python(server: Server, client_env: dict, tmp_path: Path) -> None:
+    model = tmp_path / "model.bin"
+    model.write_bytes(bytes(range(256)) * 100)
+    with trainlog.init(project="ckpt", system_metrics_interval=None) as run:
+        stored = run.log_artifact(model)
+        assert stored["path"] == "model.bin" and stored["size"] == 25600
+        for step, acc in [(1, 0.5), (2, 0.9), (3, 0.7)]:
+            run.log({"val/acc": acc}, step=step)
+            run.log_checkpoint(model, step=step, metadata={"acc": acc}, keep_best=1, metric="val/acc", mode="max")
+        assert run.latest_checkpoint()["step"] == 2, "only the best by accuracy is kept"
+    api_run = trainlog.Api().run(run.id)
+    assert [a["path"] for a in api_run.artifacts()] == ["checkpoints/step-000000000002/model.bin", "model.bin"]
+    dest = tmp_path / "restored"
+    restored = trainlog.restore_checkpoint(run.id, str(dest))
+    assert restored["metadata"] == {"acc": 0.9}
+    assert (dest / "model.bin").read_bytes() == model.read_bytes()
+    stored_bytes = server.data / "store" / "projects" / "1" / "artifacts" / run.id / "model.bin"
+    stored_bytes.write_bytes(b"tampered")
+    with pytest.raises(trainlog.ChecksumError):
+        api_run.download_artifact("model.bin", str(tmp_path / "copy.bin"))
+    assert not (tmp_path / "copy.bin").exists()

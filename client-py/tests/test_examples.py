@@ -45,3 +45,9 @@ def test_the_rust_example(server, client_env: dict) -> None:
     assert run.status == "finished" and run.tags == {"example": ""}
     loss = run.history("train/loss")
     assert len(loss) == 500 and loss[-1]["value"] < 1e-3
+
+
+def test_resume_after_preemption_example(server, client_env: dict) -> None:
+    out = run_example([sys.executable, "examples/python/resume_after_preemption.py", "--steps", "200", "--every", "20"], client_env)
+    assert "no duplicate, no gap, status finished" in out.stdout, out.stdout
+    assert "preempted: exit" in out.stdout

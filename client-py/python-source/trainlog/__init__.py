@@ -16,6 +16,7 @@ from trainlog._api import Api, ApiRun
 from trainlog._environment import installed_packages, python_info
 from trainlog._run import Config, Run, _register
 from trainlog._trainlog import (
+    ChecksumError,
     ConflictError,
     InvalidArgumentError,
     NativeRun,
@@ -30,6 +31,7 @@ from trainlog._trainlog import sync as _sync
 __all__ = [
     "Api",
     "ApiRun",
+    "ChecksumError",
     "Config",
     "ConflictError",
     "InvalidArgumentError",
@@ -43,6 +45,7 @@ __all__ = [
     "finish",
     "init",
     "log",
+    "restore_checkpoint",
     "run",
     "sync",
 ]
@@ -147,3 +150,9 @@ def finish(status: str = "finished", timeout: float = 60.0) -> None:
 def sync(dir: Optional[str] = None, server: Optional[str] = None, include_live: bool = False) -> Dict[str, Any]:
     """Send spools left on this machine (what `trainlog sync` does)."""
     return dict(_sync(dir, server, include_live))
+
+
+def restore_checkpoint(run_id: str, dest: str, name: Optional[str] = None, server: Optional[str] = None) -> Dict[str, Any]:
+    """Download a run's checkpoint (the latest when `name` is None) into `dest`, every file
+    verified against its recorded sha256: a corrupted checkpoint raises ChecksumError, never loads."""
+    return dict(Api(server)._native.restore_checkpoint(run_id, os.fspath(dest), name))

@@ -50,6 +50,17 @@ class ApiRun:
     def metadata(self) -> Dict[str, Any]:
         return dict(self._data.get("metadata", {}))
 
+    def artifacts(self, prefix: str = "") -> List[Dict[str, Any]]:
+        """The run's artifacts: `[{"path", "size", "sha256", "created_time"}]`."""
+        return list(self._api._native.artifacts(self.id, prefix))
+
+    def download_artifact(self, path: str, dest: str) -> int:
+        """Download an artifact to `dest`, verified against its sha256 (ChecksumError if not)."""
+        return int(self._api._native.download_artifact(self.id, path, dest))
+
+    def checkpoints(self) -> List[Dict[str, Any]]:
+        return list(self._api._native.checkpoints(self.id))
+
     def history(self, key: str) -> List[Dict[str, Any]]:
         """Every point of one metric: `[{"step", "timestamp", "value"}]`, sorted by step."""
         return [

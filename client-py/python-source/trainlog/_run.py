@@ -60,6 +60,34 @@ class Run:
             self._step = max(self._step, step + 1)
         self._native.log(data if isinstance(data, dict) else dict(data), step)
 
+    def log_artifact(self, path: "str | os.PathLike[str]", name: Optional[str] = None) -> Dict[str, Any]:
+        """Upload a file as an artifact of the run (blocking); `name` defaults to the file's name."""
+        local = os.fspath(path)
+        return self._native.log_artifact(local, name or os.path.basename(local))
+
+    def log_checkpoint(
+        self,
+        path: "str | os.PathLike[str]",
+        step: Optional[int] = None,
+        metadata: Optional[Dict[str, Any]] = None,
+        keep_last: Optional[int] = None,
+        keep_best: Optional[int] = None,
+        metric: Optional[str] = None,
+        mode: str = "min",
+    ) -> Dict[str, Any]:
+        """Save a file or folder as a checkpoint at `step` (default: the last step logged), with
+        checksums. `keep_last`/`keep_best` (ranked by `metric`, `mode` "min" or "max") drop older
+        checkpoints on the server. Blocks until stored; returns the checkpoint record."""
+        if mode not in ("min", "max"):
+            raise ValueError('mode must be "min" or "max"')
+        if step is None:
+            step = max(self._step - 1, 0)
+        return self._native.log_checkpoint(os.fspath(path), step, metadata, keep_last, keep_best, metric, mode == "max")
+
+    def latest_checkpoint(self) -> Optional[Dict[str, Any]]:
+        """The newest checkpoint of this run (after a preemption: the one to resume from), or None."""
+        return self._native.latest_checkpoint()
+
     def set_metadata(self, section: str, value: Dict[str, Any]) -> None:
         self._native.set_metadata(section, value)
 

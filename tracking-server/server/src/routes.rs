@@ -609,8 +609,10 @@ async fn get_artifact(state: State, path: web::Path<(String, String)>) -> Result
     let (run, project_id, artifact) = artifact_target(&state, &path).await?;
     let location = trainlog_store::ArtifactStore::location(project_id, &run, &artifact)?;
     let row = meta(&state, move |m| m.artifact(&run, &artifact)).await?;
-    let body = match state.store.artifacts().download(&location).await {
-        Ok(body) => body,
+    // The stored object's own size, so bytes changed behind the server's back still arrive
+    // whole and fail the client's checksum instead of breaking the response.
+    let (size, body) = match state.store.artifacts().download(&location).await {
+        Ok(found) => found,
         Err(trainlog_store::Error::ObjectStore(object_store::Error::NotFound { .. })) => {
             return Err(ApiError::NotFound(format!("the bytes of artifact {:?} are missing from the store", row.path)))
         }
@@ -619,7 +621,7 @@ async fn get_artifact(state: State, path: web::Path<(String, String)>) -> Result
     Ok(HttpResponse::Ok()
         .content_type("application/octet-stream")
         .insert_header(("x-trainlog-sha256", row.sha256.clone()))
-        .no_chunking(row.size)
+        .no_chunking(size)
         .streaming(body.map(|chunk| chunk.map_err(|e| ApiError::Internal(e.to_string())))))
 }
 

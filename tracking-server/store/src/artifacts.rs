@@ -93,10 +93,14 @@ impl ArtifactStore {
         }
     }
 
-    /// A stream of the object's bytes.
-    pub async fn download(&self, location: &ObjectPath) -> Result<impl Stream<Item = Result<Bytes>> + Send + 'static> {
+    /// The object's size as stored, and a stream of its bytes.
+    pub async fn download(
+        &self,
+        location: &ObjectPath,
+    ) -> Result<(u64, impl Stream<Item = Result<Bytes>> + Send + 'static)> {
         let got = self.objects.get(location).await?;
-        Ok(got.into_stream().map(|r| r.map_err(Error::from)))
+        let size = got.meta.size;
+        Ok((size, got.into_stream().map(|r| r.map_err(Error::from))))
     }
 
     pub async fn delete(&self, location: &ObjectPath) -> Result<()> {
@@ -124,7 +128,9 @@ mod tests {
             assert_eq!(up.size, size as u64);
             assert_eq!(up.sha256, hex(ring::digest::digest(&ring::digest::SHA256, &data).as_ref()));
             let mut back = Vec::new();
-            let mut s = Box::pin(store.download(&location).await.unwrap());
+            let (stored_size, s) = store.download(&location).await.unwrap();
+            assert_eq!(stored_size, size as u64);
+            let mut s = Box::pin(s);
             while let Some(c) = s.next().await {
                 back.extend_from_slice(&c.unwrap());
             }
