@@ -30,7 +30,7 @@ curl -sf -X PUT "http://127.0.0.1:$port/trainlog-test" -o /dev/null
 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 \
 AWS_ENDPOINT="http://127.0.0.1:$port" AWS_ALLOW_HTTP=true \
 TRAINLOG_TEST_STORE="s3://trainlog-test/run-$$" \
-    cargo test --release --locked --workspace --test storage --test artifacts
+    cargo test --release --locked --workspace --test storage --test artifacts --test registry
 
 echo "== Python package (maturin, into .venv) and its stubs"
 (cd client-py && VIRTUAL_ENV="$root/.venv" "$root/.venv/bin/maturin" develop --release --locked)

@@ -14,12 +14,21 @@ fn health_and_openapi_describe_every_route() {
     let (status, doc) = s.get("/openapi.json");
     assert_eq!(status, 200);
     let paths = doc["paths"].as_object().expect("paths");
-    let routes = include_str!("../../tracking-server/server/src/routes.rs");
+    let routes = [
+        include_str!("../../tracking-server/server/src/routes.rs"),
+        include_str!("../../tracking-server/server/src/registry_routes.rs"),
+    ];
     let mut count = 0;
-    for line in routes.lines().filter(|l| l.trim_start().starts_with(".route(\"")) {
+    for line in routes
+        .iter()
+        .flat_map(|r| r.lines())
+        .map(|l| l.trim_start().trim_start_matches("cfg"))
+        .filter(|l| l.starts_with(".route(\""))
+    {
         let path = line.split('"').nth(1).expect("a quoted path").replace("{path:.*}", "{path}");
         let method = line.split("web::").nth(1).and_then(|m| m.split('(').next()).expect("a method");
-        let op = &doc["paths"][format!("/api/v1{path}")][method];
+        let full = format!("/api/v1{path}");
+        let op = &doc["paths"][full][method];
         assert!(
             op.is_object(),
             "openapi.json lacks {method} /api/v1{path}; it has {:?}",
@@ -27,7 +36,7 @@ fn health_and_openapi_describe_every_route() {
         );
         count += 1;
     }
-    assert!(count >= 18, "found only {count} routes");
+    assert!(count >= 35, "found only {count} routes");
 }
 
 #[test]

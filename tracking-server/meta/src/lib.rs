@@ -5,12 +5,14 @@ mod artifacts;
 mod catalog;
 mod checkpoints;
 mod migrate;
+mod registry;
 mod runs;
 pub mod search;
 
 pub use artifacts::ArtifactRow;
 pub use catalog::{MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
 pub use checkpoints::{CheckpointRow, Retention};
+pub use registry::{ModelRow, NewVersion, VersionRef, VersionRow, VersionUpdate};
 pub use runs::{NewRun, Project, Run, RunExport, RunHead, RunUpdate};
 
 use rusqlite::{Connection, OpenFlags};

@@ -8,6 +8,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("migrations/0002_run_metadata.sql")),
     (3, include_str!("migrations/0003_artifacts.sql")),
     (4, include_str!("migrations/0004_checkpoints.sql")),
+    (5, include_str!("migrations/0005_registry.sql")),
 ];
 
 pub(crate) fn apply(conn: &mut Connection) -> Result<()> {

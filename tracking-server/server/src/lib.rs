@@ -3,7 +3,8 @@
 pub mod body;
 pub mod cli;
 pub mod error;
-mod json;
+pub(crate) mod json;
+mod registry_routes;
 mod routes;
 
 use actix_web::{web, App, HttpServer};

@@ -46,7 +46,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/runs/{id}/metrics", web::get().to(get_metrics))
             .route("/metrics", web::get().to(get_metrics_many))
             .route("/admin/flush", web::post().to(flush))
-            .route("/admin/stats", web::get().to(stats)),
+            .route("/admin/stats", web::get().to(stats))
+            .configure(crate::registry_routes::configure),
     )
     .default_service(web::to(|req: HttpRequest| async move {
         Err::<HttpResponse, _>(ApiError::NotFound(format!("route {} {}", req.method(), req.path())))
