@@ -25,6 +25,8 @@ pyo3::create_exception!(
     "A downloaded file does not match its recorded sha256."
 );
 
+pyo3::create_exception!(_trainlog, SourceDeletedError, TrainlogError, "A model version's files were deleted.");
+
 fn to_py_err(e: trainlog::Error) -> PyErr {
     match &e {
         trainlog::Error::Server { status, .. } => match status {
@@ -35,6 +37,7 @@ fn to_py_err(e: trainlog::Error) -> PyErr {
         },
         trainlog::Error::Unreachable { .. } => UnreachableError::new_err(e.to_string()),
         trainlog::Error::Corrupt { .. } => ChecksumError::new_err(e.to_string()),
+        trainlog::Error::SourceDeleted { .. } => SourceDeletedError::new_err(e.to_string()),
         _ => TrainlogError::new_err(e.to_string()),
     }
 }
@@ -377,6 +380,99 @@ impl NativeApi {
         to_py(py, &restored)
     }
 
+    /// Adds a version of model `name` from a run's checkpoint (a name or a step; the latest
+    /// when None) or artifact path.
+    #[pyo3(signature = (name, run_id, checkpoint=None, artifact=None, alias=None, description="", tags=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn register_model(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        run_id: &str,
+        checkpoint: Option<&Bound<'_, PyAny>>,
+        artifact: Option<String>,
+        alias: Option<String>,
+        description: &str,
+        tags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let source = match (checkpoint, artifact) {
+            (Some(_), Some(_)) => {
+                return Err(pyo3::exceptions::PyValueError::new_err("give checkpoint or artifact, not both"))
+            }
+            (None, Some(path)) => trainlog::ModelSource::Artifact(path),
+            (None, None) => trainlog::ModelSource::LatestCheckpoint,
+            (Some(c), None) => match to_json(c)? {
+                Value::Number(n) => trainlog::ModelSource::Step(n.as_i64().unwrap_or_default()),
+                Value::String(s) => trainlog::ModelSource::Checkpoint(s),
+                Value::Object(m) => match m.get("name").and_then(Value::as_str) {
+                    Some(n) => trainlog::ModelSource::Checkpoint(n.to_owned()),
+                    None => {
+                        return Err(pyo3::exceptions::PyValueError::new_err("a checkpoint dict needs its \"name\""))
+                    }
+                },
+                _ => {
+                    return Err(pyo3::exceptions::PyValueError::new_err(
+                        "checkpoint: a step, a name, or what log_checkpoint returned",
+                    ))
+                }
+            },
+        };
+        let tags = tags.map(to_json).transpose()?.unwrap_or(Value::Null);
+        let v = py
+            .detach(|| self.api.register_model(name, run_id, &source, alias.as_deref(), description, tags))
+            .map_err(to_py_err)?;
+        to_py(py, &v)
+    }
+
+    #[pyo3(signature = (search=""))]
+    fn models(&self, py: Python<'_>, search: &str) -> PyResult<Py<PyAny>> {
+        let list = py.detach(|| self.api.models(search)).map_err(to_py_err)?;
+        to_py(py, &Value::Array(list))
+    }
+
+    fn model(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+        let m = py.detach(|| self.api.model(name)).map_err(to_py_err)?;
+        to_py(py, &m)
+    }
+
+    fn model_versions(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+        let list = py.detach(|| self.api.model_versions(name)).map_err(to_py_err)?;
+        to_py(py, &Value::Array(list))
+    }
+
+    fn model_version(&self, py: Python<'_>, name: &str, version: &str) -> PyResult<Py<PyAny>> {
+        let v = py.detach(|| self.api.model_version(name, version)).map_err(to_py_err)?;
+        to_py(py, &v)
+    }
+
+    fn set_model_alias(&self, py: Python<'_>, name: &str, alias: &str, version: &str) -> PyResult<Py<PyAny>> {
+        let v = py.detach(|| self.api.set_model_alias(name, alias, version)).map_err(to_py_err)?;
+        to_py(py, &v)
+    }
+
+    fn update_model_version(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        version: &str,
+        changes: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let changes = to_json(changes)?;
+        let v = py.detach(|| self.api.update_model_version(name, version, &changes)).map_err(to_py_err)?;
+        to_py(py, &v)
+    }
+
+    fn download_model_version(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        version: &str,
+        dest: std::path::PathBuf,
+    ) -> PyResult<Py<PyAny>> {
+        let v = py.detach(|| self.api.download_model_version(name, version, &dest)).map_err(to_py_err)?;
+        to_py(py, &v)
+    }
+
     /// `[(step, timestamp_ms, value)]` of one metric, sorted by step.
     fn history(&self, py: Python<'_>, run_id: &str, key: &str) -> PyResult<Vec<(i64, i64, f64)>> {
         let points = py.detach(|| self.api.history(run_id, key)).map_err(to_py_err)?;
@@ -421,6 +517,7 @@ fn _trainlog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConflictError", py.get_type::<ConflictError>())?;
     m.add("UnreachableError", py.get_type::<UnreachableError>())?;
     m.add("ChecksumError", py.get_type::<ChecksumError>())?;
+    m.add("SourceDeletedError", py.get_type::<SourceDeletedError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -88,6 +88,10 @@ impl Http {
         self.answer(self.client.delete(self.url(path)).send())
     }
 
+    pub fn patch(&self, path: &str, body: &Value) -> Result<Value> {
+        self.answer(self.client.patch(self.url(path)).json(body).send())
+    }
+
     pub fn put(&self, path: &str, body: &Value) -> Result<Value> {
         self.answer(self.client.put(self.url(path)).json(body).send())
     }

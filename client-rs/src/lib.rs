@@ -19,6 +19,7 @@ pub mod api;
 mod artifacts;
 pub mod collect;
 mod http;
+mod registry;
 mod run;
 mod sampler;
 mod sender;
@@ -26,6 +27,7 @@ pub mod spool;
 
 pub use api::{Api, HistoryPoint, RunInfo};
 pub use artifacts::Retention;
+pub use registry::ModelSource;
 pub use run::{Mode, Resume, Run, RunBuilder};
 pub use spool::{sync_all, SyncReport};
 
@@ -46,6 +48,9 @@ pub enum Error {
     /// A downloaded file does not match its recorded checksum: it is not to be used.
     #[error("{path} is corrupt: sha256 {actual}, expected {expected}")]
     Corrupt { path: String, expected: String, actual: String },
+    /// A model version whose files were deleted (its checkpoint fell to retention, say).
+    #[error("version {version} of model {model:?} cannot be downloaded: its files were deleted ({})", missing.join(", "))]
+    SourceDeleted { model: String, version: i64, missing: Vec<String> },
     #[error("the run was already finished")]
     Finished,
 }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
-from trainlog._api import Api, ApiRun
+from trainlog._api import Api, ApiRun, Model, ModelVersion
 from trainlog._environment import installed_packages, python_info
 from trainlog._run import Config, Run, _register
 from trainlog._trainlog import (
@@ -22,6 +22,7 @@ from trainlog._trainlog import (
     NativeRun,
     NotFoundError,
     ServerError,
+    SourceDeletedError,
     TrainlogError,
     UnreachableError,
     __version__,
@@ -35,9 +36,12 @@ __all__ = [
     "Config",
     "ConflictError",
     "InvalidArgumentError",
+    "Model",
+    "ModelVersion",
     "NotFoundError",
     "Run",
     "ServerError",
+    "SourceDeletedError",
     "TrainlogError",
     "UnreachableError",
     "__version__",
@@ -45,6 +49,7 @@ __all__ = [
     "finish",
     "init",
     "log",
+    "register_model",
     "restore_checkpoint",
     "run",
     "sync",
@@ -156,3 +161,29 @@ def restore_checkpoint(run_id: str, dest: str, name: Optional[str] = None, serve
     """Download a run's checkpoint (the latest when `name` is None) into `dest`, every file
     verified against its recorded sha256: a corrupted checkpoint raises ChecksumError, never loads."""
     return dict(Api(server)._native.restore_checkpoint(run_id, os.fspath(dest), name))
+
+
+def register_model(
+    name: str,
+    run_id: Optional[str] = None,
+    checkpoint: Any = None,
+    artifact: Optional[str] = None,
+    alias: Optional[str] = None,
+    description: str = "",
+    tags: Optional[Mapping[str, str]] = None,
+    server: Optional[str] = None,
+) -> ModelVersion:
+    """Register a new version of model `name` from a run (default: `trainlog.run`).
+
+    `checkpoint` is what `run.log_checkpoint` returned, its name, or a step (default: the run's
+    latest checkpoint); or give `artifact`, a file path or folder of the run's artifacts.
+    `alias` (e.g. "champion") then points at the new version.
+    """
+    if run_id is None:
+        if run is None:
+            raise TrainlogError("register_model needs run_id= or a run started with trainlog.init()")
+        run_id = run.id
+        server = server or run.server
+    api = Api(server)
+    data = api._native.register_model(name, run_id, checkpoint, artifact, alias, description, dict(tags or {}))
+    return ModelVersion(api, data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Iterable, List, Optional
 
 from trainlog._trainlog import NativeApi
@@ -97,6 +98,104 @@ class ApiRun:
         return f"<trainlog.ApiRun id={self.id!r} status={self.status!r}>"
 
 
+class ModelVersion:
+    """One version of a registered model, with its lineage back to the run."""
+
+    def __init__(self, api: "Api", data: Dict[str, Any]) -> None:
+        self._api = api
+        self._data = data
+
+    @property
+    def model(self) -> str:
+        return str(self._data["model"])
+
+    @property
+    def version(self) -> int:
+        return int(self._data["version"])
+
+    @property
+    def run_id(self) -> str:
+        return str(self._data["run_id"])
+
+    @property
+    def status(self) -> str:
+        return str(self._data["status"])
+
+    @property
+    def aliases(self) -> List[str]:
+        return list(self._data.get("aliases", []))
+
+    @property
+    def tags(self) -> Dict[str, str]:
+        return dict(self._data.get("tags", {}))
+
+    @property
+    def lineage(self) -> Dict[str, Any]:
+        """The run at registration: run, params, metrics, tags, code, environment, python, packages."""
+        return dict(self._data.get("lineage", {}))
+
+    @property
+    def source(self) -> Dict[str, Any]:
+        return dict(self._data.get("source", {}))
+
+    @property
+    def source_available(self) -> bool:
+        return bool(self._data.get("source_available", False))
+
+    def download(self, dest: str) -> "ModelVersion":
+        """Download the version's files into `dest`, each verified against its sha256."""
+        self._api._native.download_model_version(self.model, str(self.version), os.fspath(dest))
+        return self
+
+    def set_alias(self, alias: str) -> "ModelVersion":
+        self._data = self._api._native.set_model_alias(self.model, alias, str(self.version))
+        return self
+
+    def archive(self) -> "ModelVersion":
+        self._data = self._api._native.update_model_version(self.model, str(self.version), {"status": "archived"})
+        return self
+
+    def __repr__(self) -> str:
+        return f"<trainlog.ModelVersion {self.model} v{self.version} aliases={self.aliases}>"
+
+
+class Model:
+    """A registered model."""
+
+    def __init__(self, api: "Api", data: Dict[str, Any]) -> None:
+        self._api = api
+        self._data = data
+
+    @property
+    def name(self) -> str:
+        return str(self._data["name"])
+
+    @property
+    def description(self) -> str:
+        return str(self._data.get("description", ""))
+
+    @property
+    def aliases(self) -> Dict[str, int]:
+        return dict(self._data.get("aliases", {}))
+
+    @property
+    def tags(self) -> Dict[str, str]:
+        return dict(self._data.get("tags", {}))
+
+    def versions(self) -> List[ModelVersion]:
+        return [ModelVersion(self._api, v) for v in self._api._native.model_versions(self.name)]
+
+    def version(self, version: "int | str") -> ModelVersion:
+        """A version by number or alias (`model.version("champion")`)."""
+        return ModelVersion(self._api, self._api._native.model_version(self.name, str(version)))
+
+    def set_alias(self, alias: str, version: "int | str") -> ModelVersion:
+        return ModelVersion(self._api, self._api._native.set_model_alias(self.name, alias, str(version)))
+
+    def __repr__(self) -> str:
+        return f"<trainlog.Model {self.name!r} aliases={self.aliases}>"
+
+
 class Api:
     """Read access: `Api(server=None)` uses `TRAINLOG_SERVER`, else the local default."""
 
@@ -109,3 +208,10 @@ class Api:
 
     def run(self, run_id: str) -> ApiRun:
         return ApiRun(self, self._native.run(run_id))
+
+    def model(self, name: str) -> Model:
+        return Model(self, self._native.model(name))
+
+    def models(self, search: str = "") -> List[Model]:
+        """Registered models whose name or tags contain `search`."""
+        return [Model(self, m) for m in self._native.models(search)]

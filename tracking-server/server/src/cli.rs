@@ -29,6 +29,14 @@ enum Command {
         #[arg(long, env = "TRAINLOG_STORE")]
         store: Option<String>,
     },
+    /// The model registry: list, show, alias, download.
+    Models {
+        /// Server URL; default TRAINLOG_SERVER, else the local default.
+        #[arg(long, env = "TRAINLOG_SERVER", global = true)]
+        server: Option<String>,
+        #[command(subcommand)]
+        action: ModelsCommand,
+    },
     /// Send the spools that runs left on this machine (offline runs, or runs whose process died
     /// while the server was unreachable).
     Sync {
@@ -44,6 +52,61 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum ModelsCommand {
+    /// Registered models, optionally those whose name or tags contain SEARCH.
+    List { search: Option<String> },
+    /// A model with its versions, or one version (by number or alias) with its lineage.
+    Show { name: String, version: Option<String> },
+    /// Point ALIAS (champion, staging, …) at VERSION.
+    Alias { name: String, alias: String, version: String },
+    /// Download a version's files into DEST, verified against their checksums.
+    Download { name: String, version: String, dest: PathBuf },
+}
+
+fn models(server: Option<&str>, action: ModelsCommand) -> Result<String, trainlog::Error> {
+    let api = trainlog::Api::new(server)?;
+    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    Ok(match action {
+        ModelsCommand::List { search } => {
+            let mut out = String::new();
+            for m in api.models(search.as_deref().unwrap_or(""))? {
+                let aliases: Vec<String> = m["aliases"]
+                    .as_object()
+                    .map(|a| a.iter().map(|(k, v)| format!("{k}=v{v}")).collect())
+                    .unwrap_or_default();
+                out.push_str(&format!(
+                    "{}\t{} version(s)\tlatest v{}\t{}\n",
+                    m["name"].as_str().unwrap_or_default(),
+                    m["version_count"],
+                    m["latest_version"],
+                    aliases.join(" ")
+                ));
+            }
+            out
+        }
+        ModelsCommand::Show { name, version: Some(v) } => pretty(&api.model_version(&name, &v)?),
+        ModelsCommand::Show { name, version: None } => {
+            let mut model = api.model(&name)?;
+            model["versions"] = serde_json::Value::Array(api.model_versions(&name)?);
+            pretty(&model)
+        }
+        ModelsCommand::Alias { name, alias, version } => {
+            let v = api.set_model_alias(&name, &alias, &version)?;
+            format!("{alias} -> version {} of {name}", v["version"])
+        }
+        ModelsCommand::Download { name, version, dest } => {
+            let v = api.download_model_version(&name, &version, &dest)?;
+            format!(
+                "downloaded version {} of {name} ({} file(s)) to {}",
+                v["version"],
+                v["files"].as_array().map_or(0, Vec::len),
+                dest.display()
+            )
+        }
+    })
+}
+
 /// Runs the `trainlog` command with `args` (the first is the program name); answers the exit code.
 pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
     let cli = match Cli::try_parse_from(args) {
@@ -54,6 +117,16 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
         }
     };
     match cli.command {
+        Command::Models { server, action } => match models(server.as_deref(), action) {
+            Ok(text) => {
+                println!("{}", text.trim_end());
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("trainlog: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
         Command::Sync { server, dir, include_live } => {
             let dir = dir.unwrap_or_else(trainlog::spool::default_dir);
             match trainlog::sync_all(&dir, server.as_deref(), include_live) {
