@@ -17,7 +17,12 @@ cargo build --release --workspace --locked
 echo "== Rust tests (local object store)"
 cargo test --release --workspace --locked
 
-echo "== Storage tests against S3 (moto_server on 127.0.0.1)"
+echo "== Python package (maturin, into .venv) and its stubs"
+(cd client-py && VIRTUAL_ENV="$root/.venv" "$root/.venv/bin/maturin" develop --release --locked)
+.venv/bin/python -m mypy.stubtest trainlog._trainlog
+.venv/bin/python -m mypy client-py/python-source/trainlog
+
+echo "== Storage, artifact, registry tests against S3 (moto_server on 127.0.0.1)"
 port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 .venv/bin/moto_server -H 127.0.0.1 -p "$port" >"${TMPDIR:-/tmp}/trainlog-moto-$port.log" 2>&1 &
 moto_pid=$!
@@ -31,11 +36,10 @@ AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 \
 AWS_ENDPOINT="http://127.0.0.1:$port" AWS_ALLOW_HTTP=true \
 TRAINLOG_TEST_STORE="s3://trainlog-test/run-$$" \
     cargo test --release --locked --workspace --test storage --test artifacts --test registry
-
-echo "== Python package (maturin, into .venv) and its stubs"
-(cd client-py && VIRTUAL_ENV="$root/.venv" "$root/.venv/bin/maturin" develop --release --locked)
-.venv/bin/python -m mypy.stubtest trainlog._trainlog
-.venv/bin/python -m mypy client-py/python-source/trainlog
+AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 \
+AWS_ENDPOINT="http://127.0.0.1:$port" AWS_ALLOW_HTTP=true \
+TRAINLOG_TEST_STORE="s3://trainlog-test/py-$$" TRAINLOG_BIN="$root/target/release/trainlog" \
+    .venv/bin/pytest client-py/tests/test_registry.py "client-py/tests/test_examples.py::test_resume_after_preemption_example" -q
 
 echo "== Python tests"
 # Two sessions: each folder has its own conftest.

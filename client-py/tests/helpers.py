@@ -24,8 +24,14 @@ class Server:
 
     def start(self, port: int = 0) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
+        cmd = [str(BINARY), "server", "--host", "127.0.0.1", "--port", str(port), "--data", str(self.data)]
+        # TRAINLOG_TEST_STORE (an s3:// URL, with the AWS_* variables) puts the server's files there.
+        if os.environ.get("TRAINLOG_TEST_STORE"):
+            if not hasattr(self, "store_url"):
+                self.store_url = f"{os.environ['TRAINLOG_TEST_STORE'].rstrip('/')}/{self.data.parent.name}-{os.getpid()}"
+            cmd += ["--store", self.store_url]
         self.proc = subprocess.Popen(
-            [str(BINARY), "server", "--host", "127.0.0.1", "--port", str(port), "--data", str(self.data)],
+            cmd,
             stdout=subprocess.PIPE,
             text=True,
             env=env,

@@ -79,3 +79,6 @@ def test_registry_lifecycle_from_python_and_the_cli(server: Server, client_env: 
     assert (out / "model.onnx").read_bytes() == bytes([3]) * 4096
     failed = cli(client_env, "download", "resnet", "1", str(tmp_path / "x"))
     assert failed.returncode != 0 and "deleted" in failed.stderr
+    # The files live in the store the server was given (S3 under TRAINLOG_TEST_STORE).
+    local = [p for p in (server.data / "store").glob("projects/*/artifacts/**/*") if p.is_file()]
+    assert (len(local) == 0) == bool(getattr(server, "store_url", None)), local
