@@ -95,6 +95,30 @@ impl TestServer {
         Self { url, data, store_url, child: Some(child), _dir: None, client, startup_ms }
     }
 
+    /// The object store URL the server was started with (None: the local folder under `data`).
+    pub fn store_url(&self) -> Option<&str> {
+        self.store_url.as_deref()
+    }
+
+    /// Replaces the bytes of an object in the server's store behind its back (a corruption).
+    pub fn tamper_object(&self, key: &str, bytes: &[u8]) {
+        match self.store_url() {
+            None => std::fs::write(self.data.join("store").join(key), bytes).expect("the object is a local file"),
+            Some(url) => {
+                use object_store::ObjectStoreExt;
+                // A signed write with the same AWS_* settings the server uses.
+                let full = format!("{}/{key}", url.trim_end_matches('/'));
+                let parsed = url_parts(&full);
+                let store =
+                    object_store::aws::AmazonS3Builder::from_env().with_url(&full).build().expect("an S3 client");
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+                runtime
+                    .block_on(store.put(&object_store::path::Path::from(parsed), bytes.to_vec().into()))
+                    .expect("tampering with the object");
+            }
+        }
+    }
+
     pub fn api(&self, path: &str) -> String {
         format!("{}/api/v1{}", self.url, path)
     }
@@ -198,6 +222,11 @@ impl TestServer {
         let (status, body) = self.post("/admin/flush", &json!({}));
         assert_eq!(status, 200, "{body}");
     }
+}
+
+/// The key part of `s3://bucket/key`.
+fn url_parts(url: &str) -> String {
+    url.trim_start_matches("s3://").split_once('/').map(|(_, k)| k.to_owned()).unwrap_or_default()
 }
 
 pub fn urlencode(s: &str) -> String {

@@ -135,3 +135,24 @@ fn storage_artifact_paths_with_traversal_absolute_or_nul_are_refused() {
     let (_, list) = s.get(&format!("/runs/{run}/artifacts"));
     assert_eq!(list["artifacts"], json!([]));
 }
+
+#[test]
+fn storage_a_corrupted_artifact_is_detected_on_download() {
+    let s = TestServer::spawn();
+    let run = s.create_run("p", "corrupt");
+    let good: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(put(&s, &run, "ckpt/model.bin", good.clone()).0, 201);
+    let api = trainlog::Api::new(Some(&s.url)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    api.download_artifact(&run, "ckpt/model.bin", &dir.path().join("ok.bin"), None).unwrap();
+    assert_eq!(std::fs::read(dir.path().join("ok.bin")).unwrap(), good);
+
+    let mut bad = good.clone();
+    bad[777] ^= 1;
+    s.tamper_object(&format!("projects/1/artifacts/{run}/ckpt/model.bin"), &bad);
+    match api.download_artifact(&run, "ckpt/model.bin", &dir.path().join("bad.bin"), None) {
+        Err(trainlog::Error::Corrupt { expected, actual, .. }) => assert_ne!(expected, actual),
+        other => panic!("expected the corruption to be detected, got {other:?}"),
+    }
+    assert!(!dir.path().join("bad.bin").exists());
+}
