@@ -235,14 +235,14 @@ impl Sender {
     }
 
     /// Tries to send what the spool holds; leaves spooling mode once it is all sent.
-    fn drain_spool(&mut self, force: bool) {
+    fn drain_spool(&mut self, force: bool, deadline: Option<Instant>) {
         if self.shared.offline || !self.shared.spooling.load(Ordering::Relaxed) {
             return;
         }
         if !force && Instant::now() < self.retry_at {
             return;
         }
-        match self.spool.send(&self.http) {
+        match self.spool.send(&self.http, deadline) {
             Ok(_) => {
                 self.shared.spooling.store(false, Ordering::Relaxed);
                 self.backoff = Duration::from_millis(250);
@@ -287,7 +287,7 @@ impl Sender {
         if sent < points.len() {
             self.spool_points(&points[sent..], names);
             if deadline.is_none() {
-                self.drain_spool(false);
+                self.drain_spool(false, None);
             }
         }
     }
@@ -383,9 +383,9 @@ impl Sender {
             if past_deadline {
                 // Out of time: what is left stays in the spool for `trainlog sync` or a resumed run.
             } else if !flushes.is_empty() || finish.is_some() {
-                self.drain_spool(true);
+                self.drain_spool(true, deadline);
             } else {
-                self.drain_spool(false);
+                self.drain_spool(false, None);
             }
             for f in flushes {
                 let _ = f.send(());

@@ -81,8 +81,8 @@ impl Spool {
     }
 
     /// Sends unsent requests in order; stops at the first failure. On success the spool is emptied.
-    pub fn send(&mut self, http: &Http) -> Result<usize> {
-        let sent = send_from_offset(&self.dir, &self.run_id, http)?;
+    pub fn send(&mut self, http: &Http, deadline: Option<std::time::Instant>) -> Result<usize> {
+        let sent = send_from_offset(&self.dir, &self.run_id, http, deadline)?;
         // The offset goes back to 0 before the file empties: a crash in between resends
         // (harmless: last write wins) instead of skipping.
         write_offset(&self.dir, &self.run_id, 0)?;
@@ -204,11 +204,18 @@ fn send_op(http: &Http, run_id: &str, op: &Value) -> Result<()> {
     }
 }
 
-fn send_from_offset(dir: &Path, run_id: &str, http: &Http) -> Result<usize> {
+/// Sends from the acknowledged offset on; stops (leaving the rest for later) once `deadline` passes.
+fn send_from_offset(dir: &Path, run_id: &str, http: &Http, deadline: Option<std::time::Instant>) -> Result<usize> {
     let offset = read_offset(dir, run_id);
     let records = read_records(&path(dir, run_id, "spool"), offset)?;
     let n = records.len();
     for (op, end) in records {
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(Error::Unreachable {
+                url: http.base.clone(),
+                reason: "out of time; the rest stays in the spool".into(),
+            });
+        }
         send_op(http, run_id, &op)?;
         write_offset(dir, run_id, end)?;
     }
@@ -254,7 +261,7 @@ pub fn sync_all(dir: &Path, server: Option<&str>, include_live: bool) -> Result<
         let outcome = Http::new(&url, Duration::from_secs(60)).and_then(|http| {
             let records = read_records(&path(dir, &run_id, "spool"), 0)?;
             let finished = records.iter().any(|(op, _)| op["op"] == "finish");
-            let n = send_from_offset(dir, &run_id, &http)?;
+            let n = send_from_offset(dir, &run_id, &http, None)?;
             if !finished && !alive {
                 http.post(&format!("/runs/{run_id}/finish"), &json!({"status": "failed"}))?;
             }

@@ -366,6 +366,9 @@ async fn finish_run(
     Ok(HttpResponse::Ok().json(run_json(&state, &run).await?))
 }
 
+/// Entries in the run → project cache before it starts over.
+const MAX_CACHED_RUN_PROJECTS: usize = 100_000;
+
 /// The project of a run, from a cache filled on first use (a run never changes project).
 async fn run_project(state: &State, id: &RunId) -> Result<i64> {
     if let Some(&p) = state.run_projects.lock().map_err(|_| ApiError::Internal("lock poisoned".into()))?.get(id) {
@@ -373,11 +376,11 @@ async fn run_project(state: &State, id: &RunId) -> Result<i64> {
     }
     let owned = id.clone();
     let head = meta(state, move |m| m.run_head(&owned)).await?;
-    state
-        .run_projects
-        .lock()
-        .map_err(|_| ApiError::Internal("lock poisoned".into()))?
-        .insert(id.clone(), head.project_id);
+    let mut cache = state.run_projects.lock().map_err(|_| ApiError::Internal("lock poisoned".into()))?;
+    if cache.len() >= MAX_CACHED_RUN_PROJECTS {
+        cache.clear();
+    }
+    cache.insert(id.clone(), head.project_id);
     Ok(head.project_id)
 }
 

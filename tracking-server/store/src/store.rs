@@ -642,6 +642,23 @@ impl Inner {
         let meta = self.meta.clone();
         let count = generation.runs.len() as i64;
         let first = blocking(move || Ok(meta.reserve(NEXT_FILE_NUMBER, count)?)).await?;
+        let mut uploaded: Vec<ObjectPath> = Vec::new();
+        let outcome = self.persist_files(generation, first, &mut uploaded).await;
+        if outcome.is_err() {
+            // Nothing points at these yet; a retry writes new ones.
+            for path in uploaded {
+                let _ = self.objects.delete(&path).await;
+            }
+        }
+        outcome
+    }
+
+    async fn persist_files(
+        &self,
+        generation: &Arc<Generation>,
+        first: i64,
+        uploaded: &mut Vec<ObjectPath>,
+    ) -> Result<()> {
         let mut rows = Vec::new();
         let mut metas = Vec::new();
         let mut runs: Vec<&RunId> = generation.runs.keys().collect();
@@ -675,6 +692,7 @@ impl Inner {
             .await?;
             let bytes = file.bytes.len() as u64;
             self.objects.put(&path, PutPayload::from_bytes(file.bytes)).await?;
+            uploaded.push(path.clone());
             rows.push(catalog_row(run, &path, number, file.rows, bytes, key_index_to_json(&file.index)));
             metas.push((
                 run.clone(),
@@ -691,6 +709,8 @@ impl Inner {
         let meta = self.meta.clone();
         let segment = generation.wal_segment;
         blocking(move || Ok(meta.commit_files(&rows, &[], Some(segment))?)).await?;
+        // From here the catalog points at the files: a later failure must not delete them.
+        uploaded.clear();
         let mut over_limit = Vec::new();
         {
             let mut state = write(&self.state);
@@ -743,9 +763,16 @@ impl Inner {
         let wanted: Vec<(RunId, bool)> = lock(&self.compact_wanted).iter().map(|(r, f)| (r.clone(), *f)).collect();
         for (run, full) in wanted {
             if full && read(&self.state).buffered(&run) {
+                // Still receiving points (resumed before it was compacted): keep its file count
+                // down meanwhile, and merge everything once the buffer has drained.
+                self.compact(&run, false).await?;
                 continue;
             }
             self.compact(&run, full).await?;
+            if full {
+                // A finished, compacted run's summaries are in SQLite; they load again on use.
+                lock(&self.summaries).evict_clean(&run);
+            }
             let mut pending = lock(&self.compact_wanted);
             if pending.get(&run) == Some(&full) {
                 pending.remove(&run);

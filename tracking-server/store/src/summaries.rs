@@ -139,6 +139,13 @@ impl Summaries {
         }
     }
 
+    /// Forgets a run's summaries if they are all written and exact (they load again on use).
+    pub fn evict_clean(&mut self, run: &RunId) {
+        if self.runs.get(run).is_some_and(|r| r.keys.values().all(|e| !e.dirty && !e.stale)) {
+            self.runs.remove(run);
+        }
+    }
+
     pub fn current(&self, run: &RunId) -> Option<BTreeMap<String, MetricSummary>> {
         let r = self.runs.get(run)?;
         Some(r.keys.iter().filter(|(_, e)| e.summary.count > 0).map(|(k, e)| (k.to_string(), e.summary)).collect())
