@@ -252,3 +252,19 @@ fn metadata_sections_are_stored_replaced_and_returned_with_the_run() {
     let r = s.client.put(s.api("/runs/missing/metadata/code")).json(&json!({})).send().unwrap();
     assert_eq!(r.status().as_u16(), 404);
 }
+
+#[test]
+fn the_ui_is_served_from_the_binary() {
+    let s = TestServer::spawn_local();
+    let page = s.client.get(format!("{}/", s.url)).send().unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    let html = page.text().unwrap();
+    assert!(html.contains("/ui/app.js") && html.contains("/ui/app.css"), "{html}");
+    for (path, kind) in [("/ui/app.js", "text/javascript"), ("/ui/app.css", "text/css")] {
+        let r = s.client.get(format!("{}{path}", s.url)).send().unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{path}");
+        assert!(r.headers()["content-type"].to_str().unwrap().starts_with(kind), "{path}");
+        assert!(r.text().unwrap().len() > 100, "{path} has content");
+    }
+}

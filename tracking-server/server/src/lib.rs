@@ -6,6 +6,7 @@ pub mod error;
 pub(crate) mod json;
 mod registry_routes;
 mod routes;
+mod ui;
 
 use actix_web::{web, App, HttpServer};
 use std::collections::HashMap;
@@ -54,12 +55,14 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let listener = TcpListener::bind((config.host.as_str(), config.port))?;
     let addr = listener.local_addr()?;
     let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(2);
-    let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(routes::configure))
-        .workers(workers)
-        .shutdown_timeout(30)
-        .disable_signals()
-        .listen(listener)?
-        .run();
+    let server = HttpServer::new(move || {
+        App::new().app_data(state.clone()).configure(ui::configure).configure(routes::configure)
+    })
+    .workers(workers)
+    .shutdown_timeout(30)
+    .disable_signals()
+    .listen(listener)?
+    .run();
     // Signal handlers are in place before the ready line, so a SIGTERM sent as soon as the
     // server says it is ready still stops it gracefully.
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
