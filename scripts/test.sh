@@ -45,3 +45,11 @@ echo "== Python tests"
 # Two sessions: each folder has its own conftest.
 TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q
 TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest client-py/tests -q
+
+echo "== UI tests in headless Chromium"
+if [[ ! -x /usr/bin/chromium ]]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+(cd ui/tests && npm ci --no-audit --no-fund --silent)
+(cd ui/tests && TRAINLOG_BIN="$root/target/release/trainlog" node --test browser.test.mjs)

@@ -498,6 +498,12 @@ function createChart(key, series, opts = {}) {
 
     const drawn = data.filter((s) => s.buckets.some((b) => Number.isFinite(b.min) || Number.isFinite(b.max) || Number.isFinite(b.last)));
     canvas.setAttribute('data-series-count', String(drawn.length));
+    // What the chart shows, for tests and tools: the largest value drawn, the buckets and the step range.
+    let yMax = -Infinity, nBuckets = 0;
+    for (const s of drawn) for (const b of s.buckets) { nBuckets++; if (Number.isFinite(b.max) && b.max > yMax) yMax = b.max; }
+    canvas.setAttribute('data-y-max', Number.isFinite(yMax) ? String(yMax) : '');
+    canvas.setAttribute('data-buckets', String(nBuckets));
+    canvas.setAttribute('data-range', range ? `${Math.floor(range[0])}-${Math.ceil(range[1])}` : 'all');
     if (!drawn.length) {
       ctx.fillStyle = '#6b7280';
       ctx.fillText(msg.textContent === 'loading…' ? 'loading…' : 'no data', w / 2 - 20, h / 2);
