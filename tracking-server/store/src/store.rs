@@ -867,6 +867,14 @@ impl Inner {
             (layers, state.files.get(run).cloned().unwrap_or_default())
         };
         let from_files = self.file_series(run, key, &files).await?;
+        if layers.is_empty() {
+            // Nothing buffered: a step range is copied straight out of the cached series.
+            return Ok(if range == StepRange::default() {
+                Arc::unwrap_or_clone(from_files)
+            } else {
+                from_files.slice(range)
+            });
+        }
         let mut all = Vec::with_capacity(layers.len() + 1);
         all.push(Arc::unwrap_or_clone(from_files));
         all.append(&mut layers);

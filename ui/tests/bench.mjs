@@ -1,0 +1,68 @@
+/* UI benchmark in headless Chromium against the real server: first paint of a 10,000-run table,
+ * drawing an overlay of 20 runs x 1,000,000 points (downsampled by the server), and a zoom refetch.
+ * Prints medians; asserts nothing. Usage: node ui/tests/bench.mjs (needs .venv with trainlog). */
+
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const data = mkdtempSync(path.join(tmpdir(), 'trainlog-uibench-'));
+const server = spawn(path.join(repo, 'target/release/trainlog'), ['server', '--port', '0', '--data', data], { stdio: ['ignore', 'pipe', 'ignore'] });
+const base = await new Promise((resolve) => {
+  let out = '';
+  server.stdout.on('data', (c) => { out += c; const m = out.match(/listening on (http:\S+)/); if (m) resolve(m[1]); });
+});
+const t0 = Date.now();
+const longIds = execFileSync(path.join(repo, '.venv/bin/python'), [path.join(repo, 'ui/tests/seed_bench.py'), base], { encoding: 'utf8', maxBuffer: 1 << 26 })
+  .trim().split('\n').pop();
+await fetch(`${base}/api/v1/admin/flush`, { method: 'POST' });
+console.log(`seeded 10,000 runs and 20 x 1,000,000 points in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+
+const browser = await chromium.launch({ executablePath: '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const reps = 5;
+
+const table = [];
+for (let i = 0; i < reps; i++) {
+  await page.goto('about:blank');
+  const start = Date.now();
+  await page.goto(`${base}/#/p/many`);
+  await page.getByTestId('row-count').filter({ hasText: '10000 runs' }).waitFor({ timeout: 60000 });
+  await page.locator('[data-testid=run-row]').first().waitFor();
+  table.push(Date.now() - start);
+}
+
+const overlay = [];
+const zoom = [];
+for (let i = 0; i < reps; i++) {
+  await page.goto('about:blank');
+  const start = Date.now();
+  await page.goto(`${base}/#/compare/long/${longIds}`);
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-series-count') === '20', null, { timeout: 60000 });
+  overlay.push(Date.now() - start);
+  const chart = page.locator('[data-testid=chart][data-key=loss]');
+  const box = await chart.boundingBox();
+  const x = (f) => box.x + 58 + f * (box.width - 70);
+  await page.mouse.move(x(0.7), box.y + box.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(x(0.85), box.y + box.height / 2, { steps: 3 });
+  const zs = Date.now();
+  await page.mouse.up();
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-range') !== 'all');
+  zoom.push(Date.now() - zs);
+}
+await page.screenshot({ path: path.join(repo, 'target/ui-screenshots/bench-overlay-zoomed.png') });
+await browser.close();
+server.kill('SIGTERM');
+console.log('| figure | median of 5 | target |');
+console.log('|---|---:|---|');
+console.log(`| first paint of a 10,000-run table (navigation to rows shown) | ${median(table)} ms | <= 1000 ms |`);
+console.log(`| overlay of 20 runs x 1,000,000 points drawn | ${median(overlay)} ms | <= 1000 ms |`);
+console.log(`| zoom refetch (mouse up to redraw) | ${median(zoom)} ms | <= 200 ms |`);
+console.log(`all: table ${table.join(', ')}; overlay ${overlay.join(', ')}; zoom ${zoom.join(', ')}`);
