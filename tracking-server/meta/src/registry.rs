@@ -162,36 +162,34 @@ fn set_alias_tx(tx: &Transaction<'_>, id: i64, alias: &str, version: i64) -> Res
     Ok(())
 }
 
+/// Sets and deletes tags in `table`, whose rows are keyed by `key_columns` (comma-separated,
+/// one per value in `ids`) plus `key`.
 fn write_tags(
     tx: &Transaction<'_>,
     table: &str,
-    keys: &str,
+    key_columns: &str,
     ids: &[i64],
     set: &BTreeMap<String, String>,
     delete: &[String],
 ) -> Result<()> {
-    let (cols, marks): (String, String) = match ids.len() {
-        1 => (keys.to_owned(), "?1".into()),
-        _ => (keys.to_owned(), "?1, ?2".into()),
-    };
     let n = ids.len();
+    let marks: Vec<String> = (1..=n).map(|i| format!("?{i}")).collect();
+    let matches: Vec<String> = key_columns.split(", ").zip(&marks).map(|(c, m)| format!("{c} = {m}")).collect();
+    let insert = format!(
+        "INSERT INTO {table} ({key_columns}, key, value) VALUES ({}, ?{}, ?{}) ON CONFLICT DO UPDATE SET value = excluded.value",
+        marks.join(", "),
+        n + 1,
+        n + 2
+    );
+    let remove = format!("DELETE FROM {table} WHERE {} AND key = ?{}", matches.join(" AND "), n + 1);
+    let with = |extra: &[&String]| -> Vec<rusqlite::types::Value> {
+        ids.iter().map(|i| (*i).into()).chain(extra.iter().map(|s| (*s).clone().into())).collect()
+    };
     for (k, v) in set {
-        let sql = format!(
-            "INSERT INTO {table} ({cols}, key, value) VALUES ({marks}, ?{}, ?{}) ON CONFLICT DO UPDATE SET value = excluded.value",
-            n + 1,
-            n + 2
-        );
-        let mut p: Vec<rusqlite::types::Value> = ids.iter().map(|i| (*i).into()).collect();
-        p.push(k.clone().into());
-        p.push(v.clone().into());
-        tx.execute(&sql, rusqlite::params_from_iter(p))?;
+        tx.execute(&insert, rusqlite::params_from_iter(with(&[k, v])))?;
     }
     for k in delete {
-        let cond: Vec<String> = cols.split(", ").enumerate().map(|(i, c)| format!("{c} = ?{}", i + 1)).collect();
-        let sql = format!("DELETE FROM {table} WHERE {} AND key = ?{}", cond.join(" AND "), n + 1);
-        let mut p: Vec<rusqlite::types::Value> = ids.iter().map(|i| (*i).into()).collect();
-        p.push(k.clone().into());
-        tx.execute(&sql, rusqlite::params_from_iter(p))?;
+        tx.execute(&remove, rusqlite::params_from_iter(with(&[k])))?;
     }
     Ok(())
 }

@@ -2,12 +2,12 @@
 
 use crate::body::json_body;
 use crate::error::{ApiError, Result};
-use crate::AppState;
+use crate::routes::{meta, query_one, query_pairs, State};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use trainlog_meta::{MetaStore, ModelRow, NewVersion, VersionRef, VersionRow, VersionUpdate};
+use trainlog_meta::{ModelRow, NewVersion, VersionRef, VersionRow, VersionUpdate};
 use trainlog_schema::{ProjectName, RunId};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -23,16 +23,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/models/{name}/versions/{version}", web::delete().to(delete_version))
         .route("/models/{name}/aliases/{alias}", web::put().to(set_alias))
         .route("/models/{name}/aliases/{alias}", web::delete().to(delete_alias));
-}
-
-type State = web::Data<AppState>;
-
-async fn meta<T: Send + 'static>(
-    state: &State,
-    f: impl FnOnce(&MetaStore) -> trainlog_meta::Result<T> + Send + 'static,
-) -> Result<T> {
-    let m = state.meta.clone();
-    Ok(web::block(move || f(&m)).await??)
 }
 
 fn model_name(s: &str) -> Result<String> {
@@ -112,9 +102,8 @@ async fn create_model(state: State, req: HttpRequest, payload: web::Payload) -> 
 }
 
 async fn list_models(state: State, req: HttpRequest) -> Result<HttpResponse> {
-    let q = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
-        .map_err(|e| ApiError::invalid("query", e.to_string()))?;
-    let search = q.iter().find(|(k, _)| k == "search").map(|(_, v)| v.clone()).unwrap_or_default();
+    let pairs = query_pairs(&req)?;
+    let search = query_one(&pairs, "search").unwrap_or_default().to_owned();
     let models = meta(&state, move |m| m.models(&search)).await?;
     Ok(HttpResponse::Ok().json(json!({"models": models.iter().map(model_json).collect::<Vec<_>>()})))
 }
@@ -242,9 +231,8 @@ async fn create_version(
 
 async fn list_versions(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
-    let q = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
-        .map_err(|e| ApiError::invalid("query", e.to_string()))?;
-    let status = q.iter().find(|(k, _)| k == "status").map(|(_, v)| v.clone());
+    let pairs = query_pairs(&req)?;
+    let status = query_one(&pairs, "status").map(str::to_owned);
     let rows = meta(&state, move |m| m.versions(&name, status.as_deref())).await?;
     let mut list = Vec::with_capacity(rows.len());
     for r in rows {

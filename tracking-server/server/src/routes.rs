@@ -54,10 +54,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     }));
 }
 
-type State = web::Data<AppState>;
+pub(crate) type State = web::Data<AppState>;
 
 /// Runs a metadata-store call on the blocking pool.
-async fn meta<T: Send + 'static>(
+pub(crate) async fn meta<T: Send + 'static>(
     state: &State,
     f: impl FnOnce(&MetaStore) -> trainlog_meta::Result<T> + Send + 'static,
 ) -> Result<T> {
@@ -94,13 +94,13 @@ async fn run_json(state: &State, run: &Run) -> Result<Value> {
     Ok(json::run(run, &summaries))
 }
 
-fn query_pairs(req: &HttpRequest) -> Result<Vec<(String, String)>> {
+pub(crate) fn query_pairs(req: &HttpRequest) -> Result<Vec<(String, String)>> {
     web::Query::<Vec<(String, String)>>::from_query(req.query_string())
         .map(|q| q.into_inner())
         .map_err(|e| ApiError::invalid("query", e.to_string()))
 }
 
-fn query_one<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(crate) fn query_one<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
     pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
