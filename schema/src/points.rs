@@ -109,14 +109,26 @@ mod tests {
     }
 
     #[test]
+    fn summary_mean_skips_nan_values() {
+        let mut s = MetricSummary::first(0, 0, f64::NAN);
+        assert_eq!(s.mean(), None);
+        s.push_newer(1, 0, 1.0);
+        s.push_newer(2, 0, f64::NAN);
+        s.push_newer(3, 0, 3.0);
+        assert_eq!((s.count, s.sum_count, s.mean()), (4, 2, Some(2.0)));
+        let of = MetricSummary::of_sorted(&[0, 1, 2, 3], &[0; 4], &[f64::NAN, 1.0, f64::NAN, 3.0]).unwrap();
+        assert_eq!((of.sum, of.sum_count), (4.0, 2));
+    }
+
+    #[test]
     fn statuses_parse_and_refuse_unknown() {
         assert_eq!(RunStatus::parse("status", "preempted").unwrap(), RunStatus::Preempted);
         assert_eq!(RunStatus::parse("status", "done").unwrap_err().field, "status");
     }
 }
 
-/// Summary of one metric series of a run: the value at the highest step, and min and max over
-/// the non-NaN values (NaN when every value is NaN).
+/// Summary of one metric series of a run: the value at the highest step, and min, max and sum
+/// over the non-NaN values (min and max are NaN when every value is NaN).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MetricSummary {
     pub last: f64,
@@ -125,11 +137,29 @@ pub struct MetricSummary {
     pub min: f64,
     pub max: f64,
     pub count: u64,
+    /// Sum of the non-NaN values, and how many there are.
+    pub sum: f64,
+    pub sum_count: u64,
 }
 
 impl MetricSummary {
     pub fn first(step: i64, timestamp_ms: i64, value: f64) -> Self {
-        Self { last: value, last_step: step, last_ms: timestamp_ms, min: value, max: value, count: 1 }
+        let counted = !value.is_nan();
+        Self {
+            last: value,
+            last_step: step,
+            last_ms: timestamp_ms,
+            min: value,
+            max: value,
+            count: 1,
+            sum: if counted { value } else { 0.0 },
+            sum_count: counted as u64,
+        }
+    }
+
+    /// The mean of the non-NaN values; None when there are none.
+    pub fn mean(&self) -> Option<f64> {
+        (self.sum_count > 0).then(|| self.sum / self.sum_count as f64)
     }
 
     /// Folds in a point whose step is above `last_step`, so it cannot replace an earlier one.
@@ -142,6 +172,8 @@ impl MetricSummary {
         if !value.is_nan() {
             self.min = if self.min.is_nan() { value } else { self.min.min(value) };
             self.max = if self.max.is_nan() { value } else { self.max.max(value) };
+            self.sum += value;
+            self.sum_count += 1;
         }
     }
 
@@ -153,10 +185,14 @@ impl MetricSummary {
         }
         let mut min = f64::NAN;
         let mut max = f64::NAN;
+        let mut sum = 0.0;
+        let mut sum_count = 0;
         for &v in values {
             if !v.is_nan() {
                 min = if min.is_nan() { v } else { min.min(v) };
                 max = if max.is_nan() { v } else { max.max(v) };
+                sum += v;
+                sum_count += 1;
             }
         }
         Some(Self {
@@ -166,6 +202,8 @@ impl MetricSummary {
             min,
             max,
             count: n as u64,
+            sum,
+            sum_count,
         })
     }
 }

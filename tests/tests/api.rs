@@ -169,6 +169,15 @@ fn search_filters_orders_and_paginates() {
     // lr 0.001: i in {0,3,6,9}; finished: i < 8; loss < 0.7: i > 4.28 → only 6.
     assert_eq!(names, vec!["r6"]);
     assert_eq!(body["runs"][0]["summary"]["val_loss"]["last"], json!(1.0 - 6.0 * 0.07));
+    assert_eq!(body["runs"][0]["summary"]["val_loss"]["mean"], json!((2.0 + 1.0 - 6.0 * 0.07) / 2.0));
+    let (status, body) = s.get(&format!(
+        "/projects/sweep/runs?filter={}&order_by=metrics_mean.val_loss%20asc",
+        trainlog_tests::urlencode("metrics_mean.val_loss < 1.2")
+    ));
+    assert_eq!(status, 200, "{body}");
+    let names: Vec<&str> = body["runs"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    // mean = (2 + 1 - 0.07 i) / 2 < 1.2 → i > 8.57, lowest mean (highest i) first.
+    assert_eq!(names, vec!["r11", "r10", "r9"]);
 
     let (status, page1) = s.post("/runs/search", &json!({"project": "sweep", "filter": "params.opt = 'adam'", "order_by": ["metrics.val_loss desc"], "limit": 4}));
     assert_eq!(status, 200, "{page1}");

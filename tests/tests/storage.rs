@@ -278,6 +278,12 @@ fn storage_downsampling_keeps_spikes_first_and_last() {
     assert!(spike[0]["step_min"].as_i64().unwrap() <= 77_777 && spike[0]["step_max"].as_i64().unwrap() >= 77_777);
     assert_eq!(buckets[0]["step_min"], 0);
     assert_eq!(buckets[999]["step_max"], n - 1);
+    // Each bucket carries the timestamps of its first and last points, for wall-time charts.
+    assert_eq!(
+        (&buckets[0]["time_first"], &buckets[999]["time_last"]),
+        (&json!(1_700_000_000_000i64), &json!(1_700_000_000_000i64 + n - 1))
+    );
+    assert_eq!(buckets[1]["time_first"], json!(1_700_000_000_000i64 + buckets[1]["step_min"].as_i64().unwrap()));
     assert_eq!(buckets[999]["last"], json!(1.0 + ((n - 1) % 10) as f64 * 0.01));
     // Zooming into the spike's neighbourhood gives finer buckets that still hold it.
     let (_, zoom) = s.get(&format!("/runs/{run}/metrics?key=loss&buckets=10&step_min=77000&step_max=78000"));

@@ -9,6 +9,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("migrations/0003_artifacts.sql")),
     (4, include_str!("migrations/0004_checkpoints.sql")),
     (5, include_str!("migrations/0005_registry.sql")),
+    (6, include_str!("migrations/0006_summary_mean.sql")),
 ];
 
 pub(crate) fn apply(conn: &mut Connection) -> Result<()> {

@@ -499,10 +499,11 @@ impl MetaStore {
             let tx = conn.transaction()?;
             {
                 let mut stmt = tx.prepare_cached(
-                    "INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                    "INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                      ON CONFLICT (run_id, key) DO UPDATE SET last = excluded.last, last_step = excluded.last_step,
-                       last_ms = excluded.last_ms, min = excluded.min, max = excluded.max, count = excluded.count",
+                       last_ms = excluded.last_ms, min = excluded.min, max = excluded.max, count = excluded.count,
+                       sum = excluded.sum, sum_count = excluded.sum_count",
                 )?;
                 for (run, key, s) in rows {
                     stmt.execute(params![
@@ -513,7 +514,9 @@ impl MetaStore {
                         s.last_ms,
                         nan_to_null(s.min),
                         nan_to_null(s.max),
-                        s.count as i64
+                        s.count as i64,
+                        nan_to_null(s.sum),
+                        s.sum_count as i64
                     ])?;
                 }
             }
@@ -553,7 +556,8 @@ impl MetaStore {
 
 fn load_summaries(conn: &Connection, run_id: &str) -> Result<BTreeMap<String, MetricSummary>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT key, last, last_step, last_ms, min, max, count FROM metric_summaries WHERE run_id = ?1 ORDER BY key",
+        "SELECT key, last, last_step, last_ms, min, max, count, sum, sum_count FROM metric_summaries
+         WHERE run_id = ?1 ORDER BY key",
     )?;
     let rows = stmt.query_map([run_id], |r| {
         Ok((
@@ -565,6 +569,8 @@ fn load_summaries(conn: &Connection, run_id: &str) -> Result<BTreeMap<String, Me
                 min: null_to_nan(r.get(4)?),
                 max: null_to_nan(r.get(5)?),
                 count: r.get::<_, i64>(6)? as u64,
+                sum: null_to_nan(r.get(7)?),
+                sum_count: r.get::<_, i64>(8)? as u64,
             },
         ))
     })?;

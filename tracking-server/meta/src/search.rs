@@ -11,7 +11,7 @@
 //!             | field "is" ["not"] "null"
 //! op         := "=" | "==" | "!=" | "<>" | "<" | "<=" | ">" | ">=" | ["not"] "like" | ["not"] "ilike"
 //! value      := number | 'string' | "string" | true | false
-//! field      := metrics.KEY | metrics_min.KEY | metrics_max.KEY | metrics_step.KEY
+//! field      := metrics.KEY | metrics_min.KEY | metrics_max.KEY | metrics_mean.KEY | metrics_step.KEY
 //!             | params.KEY | tags.KEY | [attributes.]ATTRIBUTE
 //! KEY        := [A-Za-z0-9_./:-]+ | `quoted` | "quoted"
 //! ATTRIBUTE  := status | name | user | host | group | id | run_id | parent_id | notes
@@ -19,7 +19,7 @@
 //! ```
 //!
 //! Semantics:
-//! - `metrics.KEY` is the last value, `metrics_min`/`metrics_max` the extremes, `metrics_step` the last step.
+//! - `metrics.KEY` is the last value, `metrics_min`/`metrics_max` the extremes, `metrics_mean` the mean, `metrics_step` the last step.
 //!   They compare with numbers only. A NaN summary (stored as NULL) never matches a comparison.
 //! - `params.KEY` compares the numeric value when the literal is a number or bool (true = 1, false = 0)
 //!   and the canonical text when the literal is quoted (`params.lr = '0.001'` compares text).
@@ -72,7 +72,8 @@ const MAX_ORDER_ITEMS: usize = 16;
 /// SQLite's bundled build accepts 32766 parameters; leave room for the fixed ones.
 const MAX_BOUND_VALUES: usize = 32_000;
 
-const FIELD_HINT: &str = "a field (metrics.KEY, metrics_min.KEY, metrics_max.KEY, metrics_step.KEY, params.KEY, \
+const FIELD_HINT: &str =
+    "a field (metrics.KEY, metrics_min.KEY, metrics_max.KEY, metrics_mean.KEY, metrics_step.KEY, params.KEY, \
                           tags.KEY or one of status, name, user, host, group, id, run_id, parent_id, notes, \
                           start_time, end_time, duration)";
 
@@ -160,6 +161,7 @@ enum MetricColumn {
     Last,
     Min,
     Max,
+    Mean,
     Step,
 }
 
@@ -169,6 +171,7 @@ impl MetricColumn {
             MetricColumn::Last => "last",
             MetricColumn::Min => "min",
             MetricColumn::Max => "max",
+            MetricColumn::Mean => "mean",
             MetricColumn::Step => "last_step",
         }
     }
@@ -629,6 +632,7 @@ impl<'a> Parser<'a> {
                 "metrics" | "metric" => Field::Metric { column: MetricColumn::Last, key: self.parse_key(&name)? },
                 "metrics_min" => Field::Metric { column: MetricColumn::Min, key: self.parse_key(&name)? },
                 "metrics_max" => Field::Metric { column: MetricColumn::Max, key: self.parse_key(&name)? },
+                "metrics_mean" => Field::Metric { column: MetricColumn::Mean, key: self.parse_key(&name)? },
                 "metrics_step" => Field::Metric { column: MetricColumn::Step, key: self.parse_key(&name)? },
                 "params" | "param" => Field::Param { key: self.parse_key(&name)? },
                 "tags" | "tag" => Field::Tag { key: self.parse_key(&name)? },
@@ -652,7 +656,7 @@ impl<'a> Parser<'a> {
                     return Err(self.error(
                         start,
                         format!(
-                            "unknown field prefix '{name}.'; expected metrics., metrics_min., metrics_max., \
+                            "unknown field prefix '{name}.'; expected metrics., metrics_min., metrics_max., metrics_mean., \
                              metrics_step., params., tags. or attributes."
                         ),
                     ));
@@ -1067,7 +1071,9 @@ mod tests {
         CREATE INDEX params_by_key ON params(key, num);
         CREATE TABLE tags (run_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (run_id, key)) WITHOUT ROWID;
         CREATE TABLE metric_summaries (run_id TEXT NOT NULL, key TEXT NOT NULL, last REAL, last_step INTEGER NOT NULL,
-          last_ms INTEGER NOT NULL, min REAL, max REAL, count INTEGER NOT NULL, PRIMARY KEY (run_id, key)) WITHOUT ROWID;
+          last_ms INTEGER NOT NULL, min REAL, max REAL, count INTEGER NOT NULL, sum REAL,
+          sum_count INTEGER NOT NULL DEFAULT 0, mean REAL GENERATED ALWAYS AS (sum / NULLIF(sum_count, 0)) VIRTUAL,
+          PRIMARY KEY (run_id, key)) WITHOUT ROWID;
         CREATE INDEX metric_summaries_by_key ON metric_summaries(key, last);
     ";
 
@@ -1116,7 +1122,8 @@ mod tests {
         max: Option<f64>,
     ) {
         conn.execute(
-            "INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count) VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, 10)",
+            "INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count)
+             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, 10, (?5 + ?6) * 5, 10)",
             params![run, key, last, step, min, max],
         )
         .unwrap();
@@ -1352,6 +1359,9 @@ mod tests {
     fn metric_columns_keys_and_attributes() {
         let conn = fixture();
         assert_eq!(ids(&conn, "metrics_min.val_loss <= 0.3"), ["r2", "r1"]);
+        // The fixture's means are (min + max) / 2: 0.55, 0.75 and 1.0.
+        assert_eq!(ids(&conn, "metrics_mean.val_loss < 0.7"), ["r1"]);
+        assert_eq!(ids(&conn, "metrics_mean.val_loss > 0.7"), ["r3", "r2"]);
         assert_eq!(ids(&conn, "metrics_max.val_loss > 1"), ["r3", "r2"]);
         assert_eq!(ids(&conn, "metrics_step.val_loss >= 50"), ["r2", "r1"]);
         assert_eq!(ids(&conn, "metrics.train/loss < 0.3"), ["r2", "r1"]);

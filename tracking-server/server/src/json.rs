@@ -16,6 +16,7 @@ pub fn summary(s: &MetricSummary) -> Value {
         "last_step": s.last_step,
         "last_timestamp": s.last_ms,
         "count": s.count,
+        "mean": s.mean().map(json_f64),
     })
 }
 
@@ -117,9 +118,11 @@ struct BucketJson<'a>(&'a Bucket);
 impl Serialize for BucketJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let b = self.0;
-        let mut m = s.serialize_map(Some(6))?;
+        let mut m = s.serialize_map(Some(8))?;
         m.serialize_entry("step_min", &b.step_min)?;
         m.serialize_entry("step_max", &b.step_max)?;
+        m.serialize_entry("time_first", &b.time_first)?;
+        m.serialize_entry("time_last", &b.time_last)?;
         m.serialize_entry("min", &F(b.min))?;
         m.serialize_entry("max", &F(b.max))?;
         m.serialize_entry("last", &F(b.last))?;

@@ -25,12 +25,15 @@ impl StepRange {
     }
 }
 
-/// One downsampled bucket: the steps it covers that hold points, their min and max (NaN ignored
-/// unless every value is NaN), the value at its highest step, and how many points it holds.
+/// One downsampled bucket: the steps it covers that hold points, the timestamps at those two
+/// steps, their min and max (NaN ignored unless every value is NaN), the value at its highest
+/// step, and how many points it holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bucket {
     pub step_min: i64,
     pub step_max: i64,
+    pub time_first: i64,
+    pub time_last: i64,
     pub min: f64,
     pub max: f64,
     pub last: f64,
@@ -126,11 +129,22 @@ impl Series {
         while i < self.steps.len() {
             let end = end_of(self.steps[i]);
             let v = self.values[i];
-            let mut b = Bucket { step_min: self.steps[i], step_max: self.steps[i], min: v, max: v, last: v, count: 1 };
+            let t = self.timestamps[i];
+            let mut b = Bucket {
+                step_min: self.steps[i],
+                step_max: self.steps[i],
+                time_first: t,
+                time_last: t,
+                min: v,
+                max: v,
+                last: v,
+                count: 1,
+            };
             i += 1;
             while i < self.steps.len() && (self.steps[i] as i128) < end {
                 let v = self.values[i];
                 b.step_max = self.steps[i];
+                b.time_last = self.timestamps[i];
                 b.last = v;
                 b.count += 1;
                 if !v.is_nan() {

@@ -37,7 +37,9 @@ impl Summaries {
             keys: stored
                 .into_iter()
                 .map(|(k, summary)| {
-                    (MetricKey::from_trusted(k), Entry { summary, stale: false, dirty: false, generation: 0 })
+                    // Rows stored before sums were kept have a NULL sum: recompute them on first read.
+                    let stale = summary.sum.is_nan() && summary.sum_count == 0 && summary.count > 0;
+                    (MetricKey::from_trusted(k), Entry { summary, stale, dirty: false, generation: 0 })
                 })
                 .collect(),
         });
@@ -58,6 +60,8 @@ impl Summaries {
                             min: f64::NAN,
                             max: f64::NAN,
                             count: 0,
+                            sum: 0.0,
+                            sum_count: 0,
                         },
                         stale: false,
                         dirty: true,
