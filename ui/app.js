@@ -1,6 +1,7 @@
 /* trainlog web UI: a hash-routed single page (no build step, no dependencies).
  * Routes: #/ projects, #/p/NAME runs table, #/compare/NAME/id1,id2 compare,
- * #/run/ID run page, #/models model registry. Talks to the JSON API under /api/v1. */
+ * #/run/ID run page, #/models model registry. Talks to the JSON API under /api/v1.
+ * Charts live in charts.js. */
 'use strict';
 
 const API = '/api/v1';
@@ -166,25 +167,69 @@ function projectsView() {
 
 /* ---------- #/p/NAME runs table ---------- */
 
-// Per-project UI state kept while the page is open (filter, sort, selection).
+// Per-project UI state kept while the page is open (filter, sort, selection, grouping).
 const runsState = new Map();
 
-function loadHiddenCols(project) {
-  try { return new Set(JSON.parse(localStorage.getItem('trainlog.hiddenCols.' + project) || '[]')); }
-  catch (e) { return new Set(); }
+/** Column choices per project: ids explicitly hidden and ids explicitly shown (over the defaults). */
+function loadColumnPrefs(project) {
+  try {
+    const v = JSON.parse(localStorage.getItem('trainlog.columns.' + project) || 'null');
+    if (v && typeof v === 'object') return { hidden: new Set(v.hidden || []), shown: new Set(v.shown || []) };
+  } catch (e) { /* unreadable: defaults */ }
+  return { hidden: new Set(), shown: new Set() };
 }
-function saveHiddenCols(project, hidden) {
-  try { localStorage.setItem('trainlog.hiddenCols.' + project, JSON.stringify([...hidden])); } catch (e) { /* ignore */ }
+function saveColumnPrefs(project, prefs) {
+  try {
+    localStorage.setItem('trainlog.columns.' + project, JSON.stringify({ hidden: [...prefs.hidden], shown: [...prefs.shown] }));
+  } catch (e) { /* storage full or disabled */ }
+}
+
+/** Mean GPU utilization of a run: the mean over its GPUs of each one's mean `sys/gpu.N.util`. */
+function gpuUtil(run) {
+  const means = [];
+  for (const [k, s] of Object.entries(run.summary || {})) {
+    if (/^sys\/gpu\.\d+\.util$/.test(k) && s.mean !== null && s.mean !== undefined) means.push(toNum(s.mean));
+  }
+  const ok = means.filter(Number.isFinite);
+  return ok.length ? ok.reduce((a, b) => a + b, 0) / ok.length : null;
+}
+
+function runCost(run) {
+  const s = (run.summary || {})[COST_KEY];
+  return s ? toNum(s.last) : null;
+}
+
+const METRIC_COLUMNS = { last: 'metrics', min: 'metrics_min', max: 'metrics_max', mean: 'metrics_mean' };
+
+/** The value a column shows for a run, as used for group means and client-side sorting. */
+function columnValue(c, r) {
+  switch (c.id) {
+    case 'duration': return runDuration(r);
+    case 'cost': return runCost(r);
+    case 'gpu_util': return gpuUtil(r);
+    default:
+      if (c.group === 'param') return (r.params || {})[c.key];
+      if (c.group === 'metric') { const s = (r.summary || {})[c.key]; return s ? toNum(s[c.stat]) : null; }
+      return null;
+  }
+}
+
+/** What a run is grouped under for a group-by choice ("status", "user", "group", "params.K", "tags.K"). */
+function groupValue(r, by) {
+  if (by.startsWith('params.')) return (r.params || {})[by.slice(7)];
+  if (by.startsWith('tags.')) return (r.tags || {})[by.slice(5)];
+  return r[by];
 }
 
 function runsView(project, initialFilter) {
   if (!runsState.has(project)) {
-    runsState.set(project, { filter: '', sortKey: null, sortDir: 'asc', selected: new Set() });
+    runsState.set(project, { filter: '', sortKey: null, sortDir: 'asc', selected: new Set(), groupBy: '', collapsed: new Set() });
   }
   const st = runsState.get(project);
   if (initialFilter !== null && initialFilter !== undefined) st.filter = initialFilter; // #/p/NAME?filter=...
-  const hidden = loadHiddenCols(project);
+  const prefs = loadColumnPrefs(project);
   let runs = [];
+  let items = [];          // rows on screen: {run} or {group: {label, runs}}
   let columns = [];
   let loadGen = 0;
   let rafPending = false;
@@ -201,6 +246,8 @@ function runsView(project, initialFilter) {
     if (!st.selected.size) return;
     location.hash = '#/compare/' + enc(project) + '/' + [...st.selected].map(enc).join(',');
   } });
+  const groupSel = el('select', { 'data-testid': 'group-by', title: 'group rows by a param, tag or attribute' });
+  groupSel.addEventListener('change', () => { st.groupBy = groupSel.value; st.collapsed.clear(); buildItems(); renderHeader(); renderRows(); });
   const colMenu = el('div', { class: 'menu' });
   const colDetails = el('details', { class: 'columns' }, el('summary', {}, 'Columns ▾'), colMenu);
   const message = el('div', {});
@@ -217,7 +264,7 @@ function runsView(project, initialFilter) {
       filterInput,
       el('button', { onclick: applyFilter }, 'Apply'),
       el('button', { onclick: () => { filterInput.value = ''; applyFilter(); } }, 'Clear'),
-      compareBtn, colDetails, rowCount),
+      compareBtn, el('label', {}, 'group by ', groupSel), colDetails, rowCount),
     filterError, message, scroller);
 
   function applyFilter() {
@@ -231,37 +278,79 @@ function runsView(project, initialFilter) {
   }
 
   function discoverColumns() {
-    const params = new Set(), metrics = new Set();
+    const params = new Set(), metrics = new Set(), tags = new Set();
     for (const r of runs) {
       for (const k in (r.params || {})) params.add(k);
       for (const k in (r.summary || {})) metrics.add(k);
+      for (const k in (r.tags || {})) tags.add(k);
     }
     const base = [
       { id: 'sel', label: '', width: 34 },
       { id: 'name', label: 'name', sort: 'name', width: 200 },
       { id: 'status', label: 'status', sort: 'status', width: 90 },
       { id: 'duration', label: 'duration', sort: 'duration', width: 90, num: true },
-      { id: 'user', label: 'user', width: 100 },
+      { id: 'user', label: 'user', sort: 'user', width: 100 },
       { id: 'tags', label: 'tags', width: 160 },
+      { id: 'cost', label: 'cost', sort: 'metrics.' + COST_KEY, width: 80, num: true },
+      { id: 'gpu_util', label: 'GPU util', sort: 'gpu_util', clientSort: true, width: 80, num: true },
     ];
     const p = [...params].sort().map((k) => ({ id: 'params.' + k, key: k, group: 'param', label: k, sort: 'params.' + k, width: 110 }));
-    const m = [...metrics].sort().map((k) => ({ id: 'metrics.' + k, key: k, group: 'metric', label: k, sort: 'metrics.' + k, width: 120, num: true }));
+    const m = [];
+    for (const k of [...metrics].sort()) {
+      if (k === COST_KEY) continue;
+      for (const [stat, prefix] of Object.entries(METRIC_COLUMNS)) {
+        m.push({
+          id: prefix + '.' + k, key: k, stat, group: 'metric', label: stat === 'last' ? k : `${k} (${stat})`,
+          sort: prefix + '.' + k, width: 120, num: true, defaultHidden: stat !== 'last' || isSystemKey(k),
+        });
+      }
+    }
     const all = base.concat(p, m);
     buildColumnMenu(all);
-    columns = all.filter((c) => !hidden.has(c.id));
+    columns = all.filter((c) => prefs.shown.has(c.id) || (!prefs.hidden.has(c.id) && !c.defaultHidden));
+
+    const choices = [['', '(none)'], ['status', 'status'], ['user', 'user'], ['group', 'run group']]
+      .concat([...params].sort().map((k) => ['params.' + k, 'params.' + k]), [...tags].sort().map((k) => ['tags.' + k, 'tags.' + k]));
+    groupSel.replaceChildren(...choices.map(([v, label]) => el('option', { value: v }, label)));
+    if (!choices.some(([v]) => v === st.groupBy)) st.groupBy = '';
+    groupSel.value = st.groupBy;
   }
 
   function buildColumnMenu(all) {
     colMenu.replaceChildren(...all.filter((c) => c.id !== 'sel' && c.id !== 'name').map((c) => {
-      const cb = el('input', { type: 'checkbox' });
-      cb.checked = !hidden.has(c.id);
+      const cb = el('input', { type: 'checkbox', 'data-column': c.id });
+      cb.checked = prefs.shown.has(c.id) || (!prefs.hidden.has(c.id) && !c.defaultHidden);
       cb.addEventListener('change', () => {
-        if (cb.checked) hidden.delete(c.id); else hidden.add(c.id);
-        saveHiddenCols(project, hidden);
+        prefs.hidden.delete(c.id); prefs.shown.delete(c.id);
+        if (cb.checked && c.defaultHidden) prefs.shown.add(c.id);
+        if (!cb.checked && !c.defaultHidden) prefs.hidden.add(c.id);
+        saveColumnPrefs(project, prefs);
         discoverColumns(); renderHeader(); renderRows();
       });
-      return el('label', {}, cb, ' ', c.group ? `${c.group}s.${c.label}` : c.label);
+      return el('label', {}, cb, ' ', c.group === 'param' ? `params.${c.label}` : c.group === 'metric' ? `metrics.${c.label}` : c.label);
     }));
+  }
+
+  /** Rows to show: the runs in order, or groups (in order of their values) each followed by its runs. */
+  function buildItems() {
+    if (!st.groupBy) { items = runs.map((run) => ({ run })); return; }
+    const groups = new Map();
+    for (const r of runs) {
+      const v = groupValue(r, st.groupBy);
+      const label = v === undefined || v === null || v === '' ? '(none)' : fmtValue(v);
+      if (!groups.has(label)) groups.set(label, { label, value: v, runs: [] });
+      groups.get(label).runs.push(r);
+    }
+    const ordered = [...groups.values()].sort((a, b) => {
+      const [x, y] = [a.value, b.value];
+      if (typeof x === 'number' && typeof y === 'number') return x - y;
+      return a.label.localeCompare(b.label, undefined, { numeric: true });
+    });
+    items = [];
+    for (const g of ordered) {
+      items.push({ group: g });
+      if (!st.collapsed.has(g.label)) for (const run of g.runs) items.push({ run });
+    }
   }
 
   function gridTemplate() { return columns.map((c) => c.width + 'px').join(' '); }
@@ -286,6 +375,7 @@ function runsView(project, initialFilter) {
       const cell = el('div', {
         class: 'cell' + (c.sort ? ' sortable' : '') + (c.group ? ' grp-' + c.group : '') + (c.num ? ' num' : ''),
         title: (c.group ? c.group + 's.' : '') + c.label + (c.sort ? ' (click to sort)' : ''),
+        'data-column': c.id,
       }, c.label + arrow);
       if (c.sort) cell.addEventListener('click', () => {
         if (st.sortKey === c.sort) st.sortDir = st.sortDir === 'asc' ? 'desc' : 'asc';
@@ -295,7 +385,7 @@ function runsView(project, initialFilter) {
       return cell;
     }));
     tbody.style.width = totalWidth() + 'px';
-    tbody.style.height = runs.length * ROW_H + 'px';
+    tbody.style.height = items.length * ROW_H + 'px';
   }
 
   function cellFor(c, r) {
@@ -315,8 +405,16 @@ function runsView(project, initialFilter) {
       case 'duration': return el('div', { class: 'cell num' }, fmtDuration(runDuration(r)));
       case 'user': return el('div', { class: 'cell', title: r.user || '' }, r.user || '');
       case 'tags': {
-        const t = Object.entries(r.tags || {}).map(([k, v]) => `${k}=${fmtValue(v)}`).join(', ');
+        const t = Object.entries(r.tags || {}).map(([k, v]) => (v === '' ? k : `${k}=${fmtValue(v)}`)).join(', ');
         return el('div', { class: 'cell tags', title: t }, t);
+      }
+      case 'cost': {
+        const v = runCost(r);
+        return el('div', { class: 'cell num' }, v === null ? '' : '$' + fmtNum(Number(v.toFixed(2))));
+      }
+      case 'gpu_util': {
+        const v = gpuUtil(r);
+        return el('div', { class: 'cell num' }, v === null ? '' : v.toFixed(0) + '%');
       }
       default:
         if (c.group === 'param') {
@@ -327,10 +425,43 @@ function runsView(project, initialFilter) {
           if (!s) return el('div', { class: 'cell num' });
           return el('div', {
             class: 'cell num',
-            title: `last ${fmtNum(s.last)} @ step ${s.last_step}\nmin ${fmtNum(s.min)}\nmax ${fmtNum(s.max)}\ncount ${s.count}`,
-          }, fmtNum(s.last));
+            title: `last ${fmtNum(s.last)} @ step ${s.last_step}\nmin ${fmtNum(s.min)}\nmax ${fmtNum(s.max)}\nmean ${fmtNum(s.mean)}\ncount ${s.count}`,
+          }, fmtNum(toNum(s[c.stat])));
         }
     }
+  }
+
+  /** A group's header row: a fold toggle, its value and size, and the mean of each numeric column. */
+  function groupRow(g, i, tmpl, width) {
+    const collapsed = st.collapsed.has(g.label);
+    return el('div', {
+      class: 'trow group-row', 'data-testid': 'group-row', 'data-group': g.label, 'data-count': String(g.runs.length),
+      style: `top:${i * ROW_H}px;width:${width};grid-template-columns:${tmpl}`,
+    }, columns.map((c) => {
+      if (c.id === 'sel') {
+        const cb = el('input', { type: 'checkbox', title: 'select the runs of this group' });
+        cb.checked = g.runs.every((r) => st.selected.has(r.id));
+        cb.addEventListener('change', () => {
+          g.runs.forEach((r) => (cb.checked ? st.selected.add(r.id) : st.selected.delete(r.id)));
+          updateCompareBtn(); renderRows();
+        });
+        return el('div', { class: 'cell sel' }, cb);
+      }
+      if (c.id === 'name') {
+        return el('div', { class: 'cell group-name', title: `${st.groupBy} = ${g.label}`, onclick: () => {
+          if (collapsed) st.collapsed.delete(g.label); else st.collapsed.add(g.label);
+          buildItems(); renderHeader(); renderRows();
+        } }, `${collapsed ? '▸' : '▾'} ${g.label} (${g.runs.length})`);
+      }
+      if (c.num || c.group === 'metric') {
+        const vals = g.runs.map((r) => columnValue(c, r)).map((v) => (typeof v === 'number' ? v : NaN)).filter(Number.isFinite);
+        if (!vals.length) return el('div', { class: 'cell num' });
+        const mean = vals.reduce((a, b) => a + b, 0) / vals.length;
+        const text = c.id === 'duration' ? fmtDuration(mean) : c.id === 'cost' ? '$' + mean.toFixed(2) : c.id === 'gpu_util' ? mean.toFixed(0) + '%' : fmtNum(mean);
+        return el('div', { class: 'cell num group-mean', title: `mean of ${vals.length}` }, text);
+      }
+      return el('div', { class: 'cell' });
+    }));
   }
 
   function scheduleRows() {
@@ -344,18 +475,19 @@ function runsView(project, initialFilter) {
     const top = scroller.scrollTop;
     const h = scroller.clientHeight || 600;
     const first = Math.max(0, Math.floor(top / ROW_H) - 8);
-    const last = Math.min(runs.length, Math.ceil((top + h) / ROW_H) + 8);
+    const last = Math.min(items.length, Math.ceil((top + h) / ROW_H) + 8);
     const tmpl = gridTemplate();
     const width = totalWidth() + 'px';
     const rows = [];
     for (let i = first; i < last; i++) {
-      const r = runs[i];
-      const row = el('div', {
+      const item = items[i];
+      if (item.group) { rows.push(groupRow(item.group, i, tmpl, width)); continue; }
+      const r = item.run;
+      rows.push(el('div', {
         class: 'trow' + (st.selected.has(r.id) ? ' selected' : ''),
         'data-testid': 'run-row', 'data-run-id': r.id,
         style: `top:${i * ROW_H}px;width:${width};grid-template-columns:${tmpl}`,
-      }, columns.map((c) => cellFor(c, r)));
-      rows.push(row);
+      }, columns.map((c) => cellFor(c, r))));
     }
     tbody.replaceChildren(...rows);
   }
@@ -367,11 +499,12 @@ function runsView(project, initialFilter) {
     rowCount.textContent = 'loading…';
     const acc = [];
     let token = null;
+    const clientSort = st.sortKey === 'gpu_util';
     try {
       do {
         const q = new URLSearchParams({ limit: String(PAGE_LIMIT) });
         if (st.filter) q.set('filter', st.filter);
-        if (st.sortKey) q.set('order_by', `${st.sortKey} ${st.sortDir}`);
+        if (st.sortKey && !clientSort) q.set('order_by', `${st.sortKey} ${st.sortDir}`);
         if (token) q.set('page_token', token);
         const res = await api(`/projects/${enc(project)}/runs?${q}`);
         if (gen !== loadGen) return;
@@ -393,12 +526,23 @@ function runsView(project, initialFilter) {
       rowCount.textContent = '';
       return;
     }
+    if (clientSort) {
+      // Computed columns sort here; runs without a value go last either way.
+      const dir = st.sortDir === 'asc' ? 1 : -1;
+      const val = (r) => gpuUtil(r);
+      acc.sort((a, b) => {
+        const [x, y] = [val(a), val(b)];
+        if (x === null || y === null) return (x === null) - (y === null);
+        return (x - y) * dir;
+      });
+    }
     runs = acc;
     const ids = new Set(runs.map((r) => r.id));
     for (const id of [...st.selected]) if (!ids.has(id)) st.selected.delete(id);
     rowCount.textContent = `${runs.length} run${runs.length === 1 ? '' : 's'}`;
     if (!runs.length) message.replaceChildren(el('p', { class: 'muted' }, st.filter ? 'No runs match this filter.' : 'No runs in this project.'));
     discoverColumns();
+    buildItems();
     renderHeader();
     updateCompareBtn();
     scroller.scrollTop = 0;
@@ -413,241 +557,6 @@ function runsView(project, initialFilter) {
   };
 }
 
-/* ---------- charts (canvas, min/max bands + last line) ---------- */
-
-function niceTicks(lo, hi, n) {
-  if (!(hi > lo)) return [lo];
-  const raw = (hi - lo) / n;
-  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
-  const r = raw / mag;
-  const step = (r >= 5 ? 10 : r >= 2 ? 5 : r >= 1 ? 2 : 1) * mag;
-  const out = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
-  return out;
-}
-
-/**
- * A metric chart for one key and several runs.
- * series: [{run_id, name, color}]. Fetches GET /metrics?key=K&runs=...&buckets=W.
- * Drag to zoom into a step range (re-fetches finer buckets), double-click to reset.
- */
-function createChart(key, series, opts = {}) {
-  const canvas = el('canvas', { 'data-testid': 'chart', 'data-key': key, 'data-series-count': '0' });
-  const msg = el('div', { class: 'chart-msg muted' });
-  const logCb = el('input', { type: 'checkbox' });
-  const box = el('div', { class: 'chart-box' },
-    el('div', { class: 'chart-head' },
-      el('span', { class: 'title' }, key),
-      el('label', {}, logCb, ' log'),
-      el('span', { class: 'hint' }, 'drag to zoom · double-click to reset')),
-    canvas, msg);
-
-  const M = { l: 58, r: 12, t: 8, b: 24 };
-  let data = [];           // [{color, name, buckets}]
-  let range = null;        // [stepMin, stepMax] when zoomed
-  let seq = 0;
-  let drag = null;         // {x0, x1} in css px
-  let view = null;         // last computed scales
-  const colorOf = new Map(series.map((s) => [s.run_id, s]));
-
-  logCb.addEventListener('change', draw);
-
-  function size() {
-    const w = Math.max(200, canvas.clientWidth || 480);
-    const h = canvas.clientHeight || 240;
-    return { w, h };
-  }
-
-  async function fetchData() {
-    const my = ++seq;
-    const { w } = size();
-    const q = new URLSearchParams({ key, runs: series.map((s) => s.run_id).join(','),
-      buckets: String(Math.max(20, Math.round(w - M.l - M.r))) });
-    if (range) { q.set('step_min', String(Math.floor(range[0]))); q.set('step_max', String(Math.ceil(range[1]))); }
-    msg.textContent = 'loading…';
-    try {
-      const res = await api('/metrics?' + q);
-      if (my !== seq) return;
-      data = (res.series || []).map((s) => {
-        const meta = colorOf.get(s.run_id) || { name: s.run_id, color: '#888' };
-        return { name: meta.name, color: meta.color, buckets: (s.buckets || []).map((b) => ({
-          step_min: b.step_min, step_max: b.step_max, min: toNum(b.min), max: toNum(b.max), last: toNum(b.last), count: b.count,
-        })) };
-      });
-      msg.textContent = range ? `steps ${Math.floor(range[0])}–${Math.ceil(range[1])}` : '';
-      msg.className = 'chart-msg muted';
-    } catch (e) {
-      if (my !== seq) return;
-      data = [];
-      msg.textContent = 'Could not load ' + key + ': ' + e.message;
-      msg.className = 'chart-msg error';
-    }
-    draw();
-  }
-
-  function draw() {
-    const { w, h } = size();
-    const dpr = window.devicePixelRatio || 1;
-    if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
-      canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
-    }
-    const ctx = canvas.getContext('2d');
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, w, h);
-    ctx.font = '11px system-ui, sans-serif';
-
-    const drawn = data.filter((s) => s.buckets.some((b) => Number.isFinite(b.min) || Number.isFinite(b.max) || Number.isFinite(b.last)));
-    canvas.setAttribute('data-series-count', String(drawn.length));
-    // What the chart shows, for tests and tools: the largest value drawn, the buckets and the step range.
-    let yMax = -Infinity, nBuckets = 0;
-    for (const s of drawn) for (const b of s.buckets) { nBuckets++; if (Number.isFinite(b.max) && b.max > yMax) yMax = b.max; }
-    canvas.setAttribute('data-y-max', Number.isFinite(yMax) ? String(yMax) : '');
-    canvas.setAttribute('data-buckets', String(nBuckets));
-    canvas.setAttribute('data-range', range ? `${Math.floor(range[0])}-${Math.ceil(range[1])}` : 'all');
-    if (!drawn.length) {
-      ctx.fillStyle = '#6b7280';
-      ctx.fillText(msg.textContent === 'loading…' ? 'loading…' : 'no data', w / 2 - 20, h / 2);
-      view = null;
-      return;
-    }
-
-    // x domain
-    let x0 = Infinity, x1 = -Infinity;
-    for (const s of drawn) for (const b of s.buckets) { x0 = Math.min(x0, b.step_min); x1 = Math.max(x1, b.step_max); }
-    if (range) { x0 = range[0]; x1 = range[1]; }
-    if (!(x1 > x0)) { x0 -= 1; x1 += 1; }
-
-    // y domain (log only uses positive values)
-    let log = logCb.checked;
-    const ok = (v) => Number.isFinite(v) && (!log || v > 0);
-    let y0 = Infinity, y1 = -Infinity;
-    const scan = () => {
-      for (const s of drawn) for (const b of s.buckets) for (const v of [b.min, b.max, b.last]) {
-        if (ok(v)) { y0 = Math.min(y0, v); y1 = Math.max(y1, v); }
-      }
-    };
-    scan();
-    if (log && !(y1 >= y0)) { log = false; scan(); msg.textContent = 'no positive values: log scale not possible'; }
-    if (!(y1 >= y0)) { y0 = 0; y1 = 1; }
-    const T = log ? Math.log10 : (v) => v;
-    let ty0 = T(y0), ty1 = T(y1);
-    if (ty1 === ty0) { ty0 -= 0.5; ty1 += 0.5; }
-    const pad = (ty1 - ty0) * 0.05; ty0 -= pad; ty1 += pad;
-
-    const pw = w - M.l - M.r, ph = h - M.t - M.b;
-    const sx = (x) => M.l + ((x - x0) / (x1 - x0)) * pw;
-    const sy = (v) => M.t + ph - ((T(v) - ty0) / (ty1 - ty0)) * ph;
-    view = { x0, x1, pw };
-
-    // grid + axes
-    ctx.strokeStyle = '#e5e7eb'; ctx.fillStyle = '#6b7280'; ctx.lineWidth = 1;
-    ctx.textAlign = 'right'; ctx.textBaseline = 'middle';
-    let yt;
-    if (log) {
-      yt = [];
-      for (let p = Math.ceil(ty0); p <= Math.floor(ty1); p++) yt.push(Math.pow(10, p));
-      if (yt.length < 2) yt = niceTicks(Math.pow(10, ty0), Math.pow(10, ty1), 4).filter((v) => v > 0);
-    } else yt = niceTicks(ty0, ty1, 5);
-    for (const v of yt) {
-      const y = Math.round(sy(v)) + 0.5;
-      if (y < M.t - 1 || y > M.t + ph + 1) continue;
-      ctx.beginPath(); ctx.moveTo(M.l, y); ctx.lineTo(M.l + pw, y); ctx.stroke();
-      ctx.fillText(fmtNum(v), M.l - 4, y);
-    }
-    ctx.textAlign = 'center'; ctx.textBaseline = 'top';
-    for (const v of niceTicks(x0, x1, Math.max(2, Math.floor(pw / 90)))) {
-      const x = Math.round(sx(v)) + 0.5;
-      ctx.beginPath(); ctx.moveTo(x, M.t); ctx.lineTo(x, M.t + ph); ctx.stroke();
-      ctx.fillText(fmtNum(v), x, M.t + ph + 4);
-    }
-    ctx.strokeStyle = '#9ca3af';
-    ctx.strokeRect(M.l + 0.5, M.t + 0.5, pw, ph);
-
-    ctx.save();
-    ctx.beginPath(); ctx.rect(M.l, M.t, pw, ph); ctx.clip();
-    for (const s of drawn) {
-      // min–max band: one rectangle per bucket, at least 1px wide/high so spikes stay visible
-      ctx.globalAlpha = 0.25; ctx.fillStyle = s.color;
-      for (const b of s.buckets) {
-        if (!ok(b.min) || !ok(b.max)) continue;
-        const xa = sx(b.step_min), xb = Math.max(sx(b.step_max + 1), xa + 1);
-        const ya = sy(b.max), yb = Math.max(sy(b.min), ya + 1);
-        ctx.fillRect(xa, ya, xb - xa, yb - ya);
-      }
-      // last-value line
-      ctx.globalAlpha = 1; ctx.strokeStyle = s.color; ctx.lineWidth = 1.5;
-      ctx.beginPath();
-      let pen = false;
-      for (const b of s.buckets) {
-        if (!ok(b.last)) { pen = false; continue; }
-        const x = sx(b.step_max), y = sy(b.last);
-        if (pen) ctx.lineTo(x, y); else { ctx.moveTo(x, y); pen = true; }
-      }
-      ctx.stroke();
-      if (s.buckets.length === 1 && ok(s.buckets[0].last)) {
-        ctx.fillStyle = s.color;
-        ctx.beginPath(); ctx.arc(sx(s.buckets[0].step_max), sy(s.buckets[0].last), 3, 0, 2 * Math.PI); ctx.fill();
-      }
-    }
-    ctx.restore();
-
-    if (drag) {
-      ctx.fillStyle = 'rgba(37,99,235,0.15)';
-      const a = Math.min(drag.x0, drag.x1), b = Math.max(drag.x0, drag.x1);
-      ctx.fillRect(a, M.t, b - a, ph);
-    }
-  }
-
-  function stepAt(px) {
-    if (!view) return 0;
-    const f = Math.min(1, Math.max(0, (px - M.l) / view.pw));
-    return view.x0 + f * (view.x1 - view.x0);
-  }
-  const localX = (e) => e.clientX - canvas.getBoundingClientRect().left;
-
-  canvas.addEventListener('mousedown', (e) => {
-    if (!view || e.button !== 0) return;
-    drag = { x0: localX(e), x1: localX(e) };
-    e.preventDefault();
-  });
-  const onMove = (e) => { if (drag) { drag.x1 = localX(e); draw(); } };
-  const onUp = () => {
-    if (!drag) return;
-    const d = drag; drag = null;
-    if (Math.abs(d.x1 - d.x0) < 5) { draw(); return; }
-    let a = stepAt(Math.min(d.x0, d.x1)), b = stepAt(Math.max(d.x0, d.x1));
-    if (b - a < 1) b = a + 1;
-    range = [a, b];
-    fetchData();
-  };
-  window.addEventListener('mousemove', onMove);
-  window.addEventListener('mouseup', onUp);
-  canvas.addEventListener('dblclick', () => { range = null; fetchData(); });
-
-  let resizeTimer = null;
-  const onResize = () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(draw, 100); };
-  window.addEventListener('resize', onResize);
-
-  return {
-    node: box,
-    start: fetchData,
-    destroy: () => {
-      seq++;
-      window.removeEventListener('mousemove', onMove);
-      window.removeEventListener('mouseup', onUp);
-      window.removeEventListener('resize', onResize);
-    },
-  };
-}
-
-/** Renders charts for keys into a container already in the DOM; returns a cleanup fn. */
-function mountCharts(container, keys, series) {
-  const charts = keys.map((k) => createChart(k, series));
-  container.replaceChildren(...charts.map((c) => c.node));
-  charts.forEach((c) => c.start());
-  return () => charts.forEach((c) => c.destroy());
-}
-
 function legendEl(series) {
   return el('div', { class: 'legend', 'data-testid': 'legend' }, series.map((s) =>
     el('span', {}, el('span', { class: 'swatch', style: `background:${s.color}` }),
@@ -656,6 +565,25 @@ function legendEl(series) {
 
 /* ---------- #/compare/NAME/ids ---------- */
 
+const isSystemKey = (k) => k.startsWith('sys/');
+const isCostKey = (k) => k.startsWith('cost/');
+const COST_KEY = 'cost/usd';
+
+/** System keys in display order: per GPU its utilization, memory and power first, then the rest. */
+function orderSystemKeys(keys) {
+  const rank = (k) => {
+    const m = k.match(/^sys\/gpu\.(\d+)\.(.+)$/);
+    if (!m) return [1, 0, 0, k];
+    const q = ['util', 'mem_used_bytes', 'power_w'].indexOf(m[2]);
+    return [0, Number(m[1]), q < 0 ? 9 : q, k];
+  };
+  return [...keys].sort((a, b) => {
+    const [x, y] = [rank(a), rank(b)];
+    for (let i = 0; i < 4; i++) if (x[i] !== y[i]) return x[i] < y[i] ? -1 : 1;
+    return 0;
+  });
+}
+
 function compareView(project, ids) {
   const body = el('div', {}, el('p', { class: 'muted' }, `Loading ${ids.length} runs…`));
   const node = el('div', {},
@@ -663,7 +591,7 @@ function compareView(project, ids) {
       el('a', { href: '#/p/' + enc(project) }, project), ' / '),
     el('h1', {}, `Compare ${ids.length} run${ids.length === 1 ? '' : 's'}`),
     body);
-  let cleanupCharts = null;
+  const mounted = [];
   let alive = true;
 
   async function load() {
@@ -675,46 +603,187 @@ function compareView(project, ids) {
     if (errors.length) body.append(el('div', { class: 'error' }, errors.map((e) => el('div', {}, e))));
     if (!runs.length) return;
 
-    const series = runs.map((r, i) => ({ run_id: r.id, name: r.name || r.id, color: COLORS[i % COLORS.length] }));
+    const series = runs.map((r, i) => ({ run_id: r.id, name: r.name || r.id, color: COLORS[i % COLORS.length], start_time: r.start_time }));
     const keys = [...new Set(runs.flatMap((r) => Object.keys(r.summary || {})))].sort();
-    const chartsEl = el('div', { class: 'charts' });
+    const metricKeys = keys.filter((k) => !isSystemKey(k) && !isCostKey(k));
+    const systemKeys = orderSystemKeys(keys.filter(isSystemKey));
+    const settings = chartSettings();
+    const systemSettings = chartSettings({ xMode: 'relative' });
+    const chartsEl = el('div', { class: 'charts', 'data-testid': 'metric-charts' });
+    const systemEl = el('div', { class: 'charts', 'data-testid': 'system-charts' });
     body.append(legendEl(series),
       el('h2', {}, 'Metrics'),
-      keys.length ? chartsEl : el('p', { class: 'muted' }, 'These runs have no metrics.'),
-      el('h2', {}, 'Parameters'),
-      diffTable(runs, series));
-    if (keys.length) cleanupCharts = mountCharts(chartsEl, keys, series);
+      metricKeys.length ? el('div', {}, chartControls(settings), chartsEl) : el('p', { class: 'muted' }, 'These runs have no metrics.'),
+      el('h2', {}, 'Parallel coordinates'),
+      parallelCoords(runs, metricKeys),
+      el('h2', {}, 'Differences'),
+      diffTable(runs, series),
+      el('h2', {}, 'System'),
+      el('div', { 'data-testid': 'system-panel' }, systemKeys.length
+        ? el('div', {}, chartControls(systemSettings), systemEl)
+        : el('p', { class: 'muted' }, 'These runs recorded no system metrics.')),
+      el('h2', {}, 'Cost'),
+      costPanel(runs, series, metricKeys));
+    if (metricKeys.length) mounted.push(mountCharts(chartsEl, metricKeys, series, settings));
+    if (systemKeys.length) mounted.push(mountCharts(systemEl, systemKeys, series, systemSettings));
   }
   load().catch((e) => body.replaceChildren(errorEl(e)));
-  return { node, cleanup: () => { alive = false; if (cleanupCharts) cleanupCharts(); } };
+  return { node, cleanup: () => { alive = false; mounted.forEach((m) => m.destroy()); } };
+}
+
+/** The rows a diff table compares: params, tags, code version, environment, python and packages. */
+function diffRows(runs) {
+  const rows = [];
+  const keysOf = (get) => [...new Set(runs.flatMap((r) => Object.keys(get(r) || {})))].sort();
+  const section = (name, prefix, get) => {
+    for (const k of keysOf(get)) rows.push({ section: name, label: prefix + k, vals: runs.map((r) => (get(r) || {})[k]) });
+  };
+  const md = (r) => r.metadata || {};
+  section('params', '', (r) => r.params);
+  section('tags', 'tags.', (r) => r.tags);
+  section('code', 'code.', (r) => {
+    const c = md(r).code;
+    if (!c || typeof c !== 'object') return null;
+    const { diff, ...rest } = c;
+    if (typeof diff === 'string' && diff) rest.diff = `${diff.split('\n').length} lines, ${diffDigest(diff)}`;
+    return rest;
+  });
+  section('environment', 'environment.', (r) => md(r).environment);
+  section('python', 'python.', (r) => md(r).python);
+  section('packages', 'packages.', (r) => md(r).packages);
+  for (const [sec, val] of Object.entries(runs.reduce((acc, r) => Object.assign(acc, md(r)), {}))) {
+    if (['code', 'environment', 'python', 'packages'].includes(sec) || val === null || typeof val !== 'object') continue;
+    section(sec, sec + '.', (r) => md(r)[sec]);
+  }
+  return rows;
+}
+
+/** A short fingerprint of a text, so two diffs can be told apart in a table cell. */
+function diffDigest(text) {
+  let h = 2166136261;
+  for (let i = 0; i < text.length; i++) { h ^= text.charCodeAt(i); h = Math.imul(h, 16777619); }
+  return (h >>> 0).toString(16).padStart(8, '0');
 }
 
 function diffTable(runs, series) {
-  const rowsAll = [];
-  const keysOf = (field) => [...new Set(runs.flatMap((r) => Object.keys(r[field] || {})))].sort();
-  for (const k of keysOf('params')) rowsAll.push({ label: k, vals: runs.map((r) => (r.params || {})[k]) });
-  for (const k of keysOf('tags')) rowsAll.push({ label: 'tags.' + k, vals: runs.map((r) => (r.tags || {})[k]) });
+  const rowsAll = diffRows(runs);
   const norm = (v) => (v === undefined ? '\u0000missing' : JSON.stringify(v));
   for (const row of rowsAll) row.differs = new Set(row.vals.map(norm)).size > 1;
 
-  const showAll = el('input', { type: 'checkbox' });
+  const showAll = el('input', { type: 'checkbox', 'data-testid': 'diff-show-all' });
   const wrap = el('div', { class: 'diff-wrap' });
   function render() {
     const rows = showAll.checked ? rowsAll : rowsAll.filter((r) => r.differs);
+    let lastSection = null;
+    const body = [];
+    for (const r of rows) {
+      if (r.section !== lastSection) {
+        lastSection = r.section;
+        body.push(el('tr', { class: 'diff-section' }, el('th', { colspan: String(series.length + 1) }, r.section)));
+      }
+      body.push(el('tr', {},
+        el('td', { class: 'mono' }, r.label),
+        r.vals.map((v) => el('td', r.differs ? { class: 'diff', 'data-testid': 'diff-cell' } : {},
+          v === undefined ? el('span', { class: 'muted' }, '—') : fmtValue(v)))));
+    }
     const table = el('table', { class: 'list diff', 'data-testid': 'diff-table' },
       el('thead', {}, el('tr', {}, el('th', {}, 'key'),
         series.map((s) => el('th', {}, el('span', { class: 'swatch', style: `display:inline-block;width:10px;height:10px;margin-right:4px;background:${s.color}` }), s.name)))),
-      el('tbody', {}, rows.length ? rows.map((r) => el('tr', {},
-        el('td', { class: 'mono' }, r.label),
-        r.vals.map((v) => el('td', r.differs ? { class: 'diff', 'data-testid': 'diff-cell' } : {},
-          v === undefined ? el('span', { class: 'muted' }, '—') : fmtValue(v)))))
+      el('tbody', {}, body.length ? body
         : el('tr', {}, el('td', { colspan: String(series.length + 1), class: 'muted' },
-          rowsAll.length ? 'All parameters are identical.' : 'No parameters.'))));
+          rowsAll.length ? 'Params, config, code and environment are identical.' : 'Nothing recorded to compare.'))));
     wrap.replaceChildren(table);
   }
   showAll.addEventListener('change', render);
   render();
   return el('div', {}, el('label', {}, showAll, ' show all keys (not only those that differ)'), wrap);
+}
+
+/* ---------- cost panel ---------- */
+
+/** The value of a cumulative series at a time, interpolated between its points; null before the first. */
+function valueAtTime(points, t) {
+  let prev = null;
+  for (const p of points) {
+    const v = toNum(p.value);
+    if (!Number.isFinite(v)) continue;
+    if (p.timestamp === t) return v;
+    if (p.timestamp > t) {
+      if (!prev) return null;
+      return prev.v + ((v - prev.v) * (t - prev.t)) / (p.timestamp - prev.t);
+    }
+    prev = { t: p.timestamp, v };
+  }
+  return prev ? prev.v : null;
+}
+
+/**
+ * Where a run's metric first crossed a threshold: finds the first bucket that crosses, then reads
+ * that bucket's points to find the exact step. Returns {step, timestamp, value} or null.
+ */
+async function firstCrossing(runId, key, below, threshold) {
+  const crosses = (v) => Number.isFinite(v) && (below ? v < threshold : v > threshold);
+  const q = new URLSearchParams({ key, buckets: '1000' });
+  const res = await api(`/runs/${enc(runId)}/metrics?${q}`);
+  const bucket = (res.buckets || []).find((b) => crosses(toNum(below ? b.min : b.max)));
+  if (!bucket) return null;
+  const pq = new URLSearchParams({ key, step_min: String(bucket.step_min), step_max: String(bucket.step_max) });
+  const pts = await api(`/runs/${enc(runId)}/metrics?${pq}`);
+  const p = (pts.points || []).find((x) => crosses(toNum(x.value)));
+  return p ? { step: p.step, timestamp: p.timestamp, value: toNum(p.value) } : null;
+}
+
+function costPanel(runs, series, metricKeys) {
+  const costOf = (r) => { const s = (r.summary || {})[COST_KEY]; return s ? toNum(s.last) : NaN; };
+  const withCost = runs.filter((r) => Number.isFinite(costOf(r)));
+  const node = el('div', { 'data-testid': 'cost-panel' });
+  if (!withCost.length) {
+    node.append(el('p', { class: 'muted' }, `These runs recorded no cost (the ${COST_KEY} series).`));
+    return node;
+  }
+  const total = withCost.reduce((a, r) => a + costOf(r), 0);
+  node.append(el('p', {}, `Total: $${total.toFixed(2)} over ${withCost.length} run${withCost.length === 1 ? '' : 's'}.`),
+    barList(runs.map((r, i) => ({ label: series[i].name, value: costOf(r), color: series[i].color })), (v) => '$' + v.toFixed(2), 'cost-bars'));
+  if (!metricKeys.length) return node;
+
+  const keySel = el('select', { 'data-testid': 'cost-metric' }, metricKeys.map((k) => el('option', { value: k }, k)));
+  const dirSel = el('select', { 'data-testid': 'cost-direction' }, el('option', { value: 'below' }, 'first below'), el('option', { value: 'above' }, 'first above'));
+  const thr = el('input', { type: 'text', size: '8', 'data-testid': 'cost-threshold', placeholder: 'threshold' });
+  const out = el('div', { 'data-testid': 'cost-until' });
+  let gen = 0;
+  async function compute() {
+    const my = ++gen;
+    const threshold = Number(thr.value);
+    if (thr.value.trim() === '' || !Number.isFinite(threshold)) { out.replaceChildren(errorEl('The threshold must be a number.')); return; }
+    const key = keySel.value, below = dirSel.value === 'below';
+    out.replaceChildren(el('p', { class: 'muted' }, 'Computing…'));
+    const rows = await Promise.all(runs.map(async (r, i) => {
+      try {
+        const hit = await firstCrossing(r.id, key, below, threshold);
+        if (!hit) return { i, reached: false };
+        const cost = await api(`/runs/${enc(r.id)}/metrics?key=${enc(COST_KEY)}`).then((c) => valueAtTime(c.points || [], hit.timestamp)).catch(() => null);
+        return { i, reached: true, hit, cost, elapsed: r.start_time ? hit.timestamp - r.start_time : null };
+      } catch (e) { return { i, error: e.message }; }
+    }));
+    if (my !== gen) return;
+    out.replaceChildren(el('table', { class: 'list' },
+      el('thead', {}, el('tr', {}, ['run', 'first step', 'value', 'time to reach', 'cost to reach', 'total cost'].map((h) => el('th', {}, h)))),
+      el('tbody', {}, rows.map((row) => {
+        const r = runs[row.i];
+        const name = el('td', {}, el('span', { class: 'swatch', style: `display:inline-block;width:10px;height:10px;margin-right:4px;background:${series[row.i].color}` }), series[row.i].name);
+        const totalCell = el('td', { class: 'num' }, Number.isFinite(costOf(r)) ? '$' + costOf(r).toFixed(2) : '—');
+        if (row.error) return el('tr', { 'data-testid': 'cost-until-row' }, name, el('td', { colspan: '4', class: 'error' }, row.error), totalCell);
+        if (!row.reached) return el('tr', { 'data-testid': 'cost-until-row', 'data-reached': 'false' }, name, el('td', { colspan: '4', class: 'muted' }, 'not reached'), totalCell);
+        return el('tr', { 'data-testid': 'cost-until-row', 'data-reached': 'true', 'data-step': String(row.hit.step), 'data-cost': row.cost === null ? '' : String(row.cost) },
+          name, el('td', { class: 'num' }, String(row.hit.step)), el('td', { class: 'num' }, fmtNum(row.hit.value)),
+          el('td', { class: 'num' }, fmtDuration(row.elapsed)),
+          el('td', { class: 'num' }, row.cost === null ? '—' : '$' + row.cost.toFixed(2)), totalCell);
+      }))));
+  }
+  thr.addEventListener('keydown', (e) => { if (e.key === 'Enter') compute(); });
+  node.append(el('h3', {}, 'Cost until a metric crossed a threshold'),
+    el('div', { class: 'toolbar' }, keySel, dirSel, thr, el('button', { onclick: compute, 'data-testid': 'cost-compute' }, 'Compute')), out);
+  return node;
 }
 
 /* ---------- #/run/ID ---------- */
@@ -729,11 +798,154 @@ function kvTable(obj, testid, keepOrder) {
         el('td', { class: 'mono' }, typeof v === 'object' && v !== null ? JSON.stringify(v) : fmtValue(v))))));
 }
 
+/** How often a running run's page re-reads the run and its charts. */
+const LIVE_MS = 2000;
+
+function summaryTable(run, keys) {
+  if (!keys.length) return el('p', { class: 'muted' }, 'No metrics logged.');
+  return el('table', { class: 'list', 'data-testid': 'summary-table' },
+    el('thead', {}, el('tr', {}, ['key', 'last', 'min', 'max', 'mean', 'last step', 'count'].map((h) => el('th', {}, h)))),
+    el('tbody', {}, keys.map((k) => {
+      const s = run.summary[k];
+      return el('tr', {}, el('td', { class: 'mono' }, k), el('td', { class: 'num' }, fmtNum(s.last)),
+        el('td', { class: 'num' }, fmtNum(s.min)), el('td', { class: 'num' }, fmtNum(s.max)),
+        el('td', { class: 'num' }, fmtNum(s.mean)),
+        el('td', { class: 'num' }, fmtNum(s.last_step)), el('td', { class: 'num' }, fmtNum(s.count)));
+    })));
+}
+
+function metadataSections(md) {
+  const out = [];
+  if (md.environment) out.push(el('div', {}, el('h3', {}, 'environment'), kvTable(md.environment)));
+  if (md.code) {
+    const { diff, ...rest } = md.code;
+    out.push(el('div', {}, el('h3', {}, 'code'), kvTable(rest),
+      diff ? el('pre', { class: 'diff-text', 'data-testid': 'code-diff' }, diff) : null));
+  }
+  for (const [sec, val] of Object.entries(md)) {
+    if (sec === 'environment' || sec === 'code') continue;
+    out.push(el('div', {}, el('h3', {}, sec),
+      val && typeof val === 'object' && !Array.isArray(val) && Object.values(val).every((v) => typeof v !== 'object' || v === null)
+        ? kvTable(val) : el('pre', { class: 'json' }, JSON.stringify(val, null, 2))));
+  }
+  return out;
+}
+
+function artifactsTable(id, arts) {
+  if (arts.status === 'rejected') return errorEl('Could not load artifacts: ' + arts.reason.message);
+  if (!(arts.value.artifacts || []).length) return el('p', { class: 'muted' }, 'No artifacts.');
+  return el('table', { class: 'list', 'data-testid': 'artifacts' },
+    el('thead', {}, el('tr', {}, el('th', {}, 'path'), el('th', {}, 'size'), el('th', {}, 'sha256'), el('th', {}, 'created'))),
+    el('tbody', {}, arts.value.artifacts.map((a) => el('tr', {},
+      el('td', {}, el('a', { href: `${API}/runs/${enc(id)}/artifacts/${a.path.split('/').map(enc).join('/')}`, download: '' }, a.path)),
+      el('td', { class: 'num' }, fmtBytes(a.size)),
+      el('td', { class: 'mono muted', title: a.sha256 || '' }, (a.sha256 || '').slice(0, 12)),
+      el('td', { class: 'muted' }, fmtTime(a.created_time))))));
+}
+
+function checkpointsTable(id, ckpts) {
+  if (ckpts.status === 'rejected') return errorEl('Could not load checkpoints: ' + ckpts.reason.message);
+  if (!(ckpts.value.checkpoints || []).length) return el('p', { class: 'muted' }, 'No checkpoints.');
+  return el('table', { class: 'list', 'data-testid': 'checkpoints' },
+    el('thead', {}, el('tr', {}, el('th', {}, 'name'), el('th', {}, 'step'), el('th', {}, 'files'), el('th', {}, 'metadata'))),
+    el('tbody', {}, ckpts.value.checkpoints.map((c) => el('tr', {},
+      el('td', {}, c.name), el('td', { class: 'num' }, fmtNum(c.step)),
+      el('td', {}, Array.isArray(c.files) ? c.files.map((f) => el('div', {}, el('a', {
+        href: `${API}/runs/${enc(id)}/artifacts/${((c.prefix ? c.prefix.replace(/\/$/, '') + '/' : '') + (f.path || f)).split('/').map(enc).join('/')}`,
+      }, f.path || f))) : fmtValue(c.files)),
+      el('td', { class: 'mono' }, c.metadata ? JSON.stringify(c.metadata) : '')))));
+}
+
 function runView(id) {
   const body = el('div', {}, el('p', { class: 'muted' }, 'Loading run…'));
   const node = el('div', {}, body);
-  let cleanupCharts = null;
+  let mounted = [];
   let alive = true;
+  let liveTimer = null;
+  let shownKeys = '';
+  let parts = null; // the pieces a live update rewrites
+
+  const unmount = () => { mounted.forEach((m) => m.destroy()); mounted = []; };
+
+  function runInfo(run) {
+    return kvTable({
+      id: run.id, user: run.user, host: run.host, group: run.group,
+      started: fmtTime(run.start_time), ended: fmtTime(run.end_time), duration: fmtDuration(runDuration(run)),
+      cost: (run.summary || {})[COST_KEY] ? '$' + toNum(run.summary[COST_KEY].last).toFixed(2) : null,
+    }, 'run-info', true);
+  }
+
+  async function render(run) {
+    const [arts, ckpts] = await Promise.allSettled([
+      api(`/runs/${enc(id)}/artifacts`), api(`/runs/${enc(id)}/checkpoints`)]);
+    if (!alive) return;
+    unmount();
+    const keys = Object.keys(run.summary || {}).sort();
+    const metricKeys = keys.filter((k) => !isSystemKey(k));
+    const systemKeys = orderSystemKeys(keys.filter(isSystemKey));
+    shownKeys = keys.join('\n');
+    const series = [{ run_id: run.id, name: run.name || run.id, color: COLORS[0], start_time: run.start_time }];
+    const settings = chartSettings();
+    const systemSettings = chartSettings({ xMode: 'relative' });
+    const chartsEl = el('div', { class: 'charts', 'data-testid': 'metric-charts' });
+    const systemEl = el('div', { class: 'charts', 'data-testid': 'system-charts' });
+    parts = {
+      status: el('span', {}, statusEl(run.status)),
+      info: el('div', {}, runInfo(run)),
+      summary: el('div', {}, summaryTable(run, metricKeys)),
+      live: el('span', { class: 'muted live', 'data-testid': 'live-status' }),
+    };
+    const md = run.metadata || {};
+    const meta = metadataSections(md);
+    body.replaceChildren(
+      el('div', { class: 'breadcrumb' }, el('a', { href: '#/' }, 'Projects'), ' / ',
+        el('a', { href: '#/p/' + enc(run.project) }, run.project), ' / '),
+      el('h1', { 'data-testid': 'run-title' }, run.name || run.id, ' ', parts.status, ' ', parts.live),
+      el('div', { class: 'panel' }, parts.info, run.notes ? el('p', { 'data-testid': 'run-notes' }, run.notes) : null),
+      el('div', { class: 'grid2' },
+        el('div', {}, el('h2', {}, 'Parameters'), kvTable(run.params, 'params-table')),
+        el('div', {}, el('h2', {}, 'Tags'), kvTable(run.tags, 'tags-table'))),
+      el('h2', {}, 'Metrics'),
+      parts.summary,
+      metricKeys.length ? el('div', { style: 'margin-top:12px' }, chartControls(settings), chartsEl) : null,
+      systemKeys.length ? el('h2', {}, 'System') : null,
+      systemKeys.length ? el('div', { 'data-testid': 'system-panel' }, chartControls(systemSettings), systemEl) : null,
+      el('h2', {}, 'Metadata'),
+      meta.length ? el('div', { class: 'grid2' }, meta) : el('p', { class: 'muted' }, 'No metadata.'),
+      el('h2', {}, 'Artifacts'), artifactsTable(id, arts),
+      el('h2', {}, 'Checkpoints'), checkpointsTable(id, ckpts));
+    if (metricKeys.length) mounted.push(mountCharts(chartsEl, metricKeys, series, settings));
+    if (systemKeys.length) mounted.push(mountCharts(systemEl, systemKeys, series, systemSettings));
+    follow(run);
+  }
+
+  /** While the run is running, re-read it every LIVE_MS: new keys re-render, otherwise charts refresh. */
+  function follow(run) {
+    const live = run.status === 'running';
+    body.setAttribute('data-live', live ? 'on' : 'off');
+    if (parts) parts.live.textContent = live ? '● live' : '';
+    if (live && alive) liveTimer = setTimeout(poll, LIVE_MS);
+  }
+
+  async function poll() {
+    liveTimer = null;
+    let run;
+    try {
+      run = await api('/runs/' + enc(id));
+    } catch (e) {
+      if (!alive) return;
+      parts.live.textContent = 'live updates paused: ' + e.message;
+      liveTimer = setTimeout(poll, LIVE_MS);
+      return;
+    }
+    if (!alive) return;
+    if (Object.keys(run.summary || {}).sort().join('\n') !== shownKeys) { await render(run); return; }
+    parts.status.replaceChildren(statusEl(run.status));
+    parts.info.replaceChildren(runInfo(run));
+    parts.summary.replaceChildren(summaryTable(run, Object.keys(run.summary || {}).sort().filter((k) => !isSystemKey(k))));
+    mounted.forEach((m) => m.refresh());
+    follow(run);
+  }
 
   async function load() {
     let run;
@@ -745,92 +957,17 @@ function runView(id) {
         errorEl(e.status === 404 ? `Run "${id}" was not found.` : e));
       return;
     }
-    const [arts, ckpts] = await Promise.allSettled([
-      api(`/runs/${enc(id)}/artifacts`), api(`/runs/${enc(id)}/checkpoints`)]);
-    if (!alive) return;
-
-    const summaryKeys = Object.keys(run.summary || {}).sort();
-    const chartsEl = el('div', { class: 'charts' });
-    const md = run.metadata || {};
-
-    const summary = summaryKeys.length ? el('table', { class: 'list' },
-      el('thead', {}, el('tr', {}, ['key', 'last', 'min', 'max', 'last step', 'count'].map((h) => el('th', {}, h)))),
-      el('tbody', {}, summaryKeys.map((k) => {
-        const s = run.summary[k];
-        return el('tr', {}, el('td', { class: 'mono' }, k), el('td', { class: 'num' }, fmtNum(s.last)),
-          el('td', { class: 'num' }, fmtNum(s.min)), el('td', { class: 'num' }, fmtNum(s.max)),
-          el('td', { class: 'num' }, fmtNum(s.last_step)), el('td', { class: 'num' }, fmtNum(s.count)));
-      }))) : el('p', { class: 'muted' }, 'No metrics logged.');
-
-    const metaSections = [];
-    if (md.environment) metaSections.push(el('div', {}, el('h3', {}, 'environment'), kvTable(md.environment)));
-    if (md.code) {
-      const { diff, ...rest } = md.code;
-      metaSections.push(el('div', {}, el('h3', {}, 'code'), kvTable(rest),
-        diff ? el('pre', { class: 'diff-text', 'data-testid': 'code-diff' }, diff) : null));
-    }
-    for (const [sec, val] of Object.entries(md)) {
-      if (sec === 'environment' || sec === 'code') continue;
-      metaSections.push(el('div', {}, el('h3', {}, sec),
-        val && typeof val === 'object' && !Array.isArray(val) && Object.values(val).every((v) => typeof v !== 'object' || v === null)
-          ? kvTable(val) : el('pre', { class: 'json' }, JSON.stringify(val, null, 2))));
-    }
-
-    let artifactsEl;
-    if (arts.status === 'rejected') artifactsEl = errorEl('Could not load artifacts: ' + arts.reason.message);
-    else if (!(arts.value.artifacts || []).length) artifactsEl = el('p', { class: 'muted' }, 'No artifacts.');
-    else artifactsEl = el('table', { class: 'list', 'data-testid': 'artifacts' },
-      el('thead', {}, el('tr', {}, el('th', {}, 'path'), el('th', {}, 'size'), el('th', {}, 'sha256'), el('th', {}, 'created'))),
-      el('tbody', {}, arts.value.artifacts.map((a) => el('tr', {},
-        el('td', {}, el('a', { href: `${API}/runs/${enc(id)}/artifacts/${a.path.split('/').map(enc).join('/')}`, download: '' }, a.path)),
-        el('td', { class: 'num' }, fmtBytes(a.size)),
-        el('td', { class: 'mono muted', title: a.sha256 || '' }, (a.sha256 || '').slice(0, 12)),
-        el('td', { class: 'muted' }, fmtTime(a.created_time))))));
-
-    let ckptEl;
-    if (ckpts.status === 'rejected') ckptEl = errorEl('Could not load checkpoints: ' + ckpts.reason.message);
-    else if (!(ckpts.value.checkpoints || []).length) ckptEl = el('p', { class: 'muted' }, 'No checkpoints.');
-    else ckptEl = el('table', { class: 'list', 'data-testid': 'checkpoints' },
-      el('thead', {}, el('tr', {}, el('th', {}, 'name'), el('th', {}, 'step'), el('th', {}, 'files'), el('th', {}, 'metadata'))),
-      el('tbody', {}, ckpts.value.checkpoints.map((c) => el('tr', {},
-        el('td', {}, c.name), el('td', { class: 'num' }, fmtNum(c.step)),
-        el('td', {}, Array.isArray(c.files) ? c.files.map((f) => el('div', {}, el('a', {
-          href: `${API}/runs/${enc(id)}/artifacts/${((c.prefix ? c.prefix.replace(/\/$/, '') + '/' : '') + (f.path || f)).split('/').map(enc).join('/')}`,
-        }, f.path || f))) : fmtValue(c.files)),
-        el('td', { class: 'mono' }, c.metadata ? JSON.stringify(c.metadata) : '')))));
-
-    body.replaceChildren(
-      el('div', { class: 'breadcrumb' }, el('a', { href: '#/' }, 'Projects'), ' / ',
-        el('a', { href: '#/p/' + enc(run.project) }, run.project), ' / '),
-      el('h1', { 'data-testid': 'run-title' }, run.name || run.id, ' ', statusEl(run.status)),
-      el('div', { class: 'panel' }, kvTable({
-        id: run.id, user: run.user, host: run.host, group: run.group,
-        started: fmtTime(run.start_time), ended: fmtTime(run.end_time), duration: fmtDuration(runDuration(run)),
-      }, 'run-info', true), run.notes ? el('p', {}, run.notes) : null),
-      el('div', { class: 'grid2' },
-        el('div', {}, el('h2', {}, 'Parameters'), kvTable(run.params, 'params-table')),
-        el('div', {}, el('h2', {}, 'Tags'), kvTable(run.tags, 'tags-table'))),
-      el('h2', {}, 'Metrics'),
-      summary,
-      summaryKeys.length ? chartsEl : null,
-      el('h2', {}, 'Metadata'),
-      metaSections.length ? el('div', { class: 'grid2' }, metaSections) : el('p', { class: 'muted' }, 'No metadata.'),
-      el('h2', {}, 'Artifacts'), artifactsEl,
-      el('h2', {}, 'Checkpoints'), ckptEl);
-    if (summaryKeys.length) {
-      chartsEl.style.marginTop = '12px';
-      cleanupCharts = mountCharts(chartsEl, summaryKeys, [{ run_id: run.id, name: run.name || run.id, color: COLORS[0] }]);
-    }
+    await render(run);
   }
   load().catch((e) => body.replaceChildren(errorEl(e)));
-  return { node, cleanup: () => { alive = false; if (cleanupCharts) cleanupCharts(); } };
+  return { node, cleanup: () => { alive = false; clearTimeout(liveTimer); unmount(); } };
 }
 
 function fmtBytes(n) {
   if (typeof n !== 'number') return '';
   const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let i = 0;
-  while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+  while (Math.abs(n) >= 1024 && i < u.length - 1) { n /= 1024; i++; }
   return (i ? n.toFixed(1) : String(n)) + ' ' + u[i];
 }
 
@@ -841,6 +978,30 @@ function fmtSource(src) {
   if (typeof src !== 'object') return String(src);
   const bits = [src.kind, src.name, src.step !== undefined && src.step !== null ? `step ${src.step}` : null, src.path];
   return bits.filter((b) => b !== undefined && b !== null && b !== '').join(' · ') || JSON.stringify(src);
+}
+
+/** What a model version was trained from, as recorded when it was registered. */
+function lineageEl(v) {
+  const l = v.lineage;
+  if (!l || typeof l !== 'object') return el('span', { class: 'muted' }, 'none recorded');
+  const run = l.run || {};
+  const code = l.code && typeof l.code === 'object' ? l.code : {};
+  const env = l.environment && typeof l.environment === 'object' ? l.environment : {};
+  const metrics = Object.fromEntries(Object.entries(l.metrics || {})
+    .filter(([k]) => !isSystemKey(k)).map(([k, s]) => [k, s && typeof s === 'object' ? fmtNum(toNum(s.last)) : fmtValue(s)]));
+  const codeLine = [code.commit ? String(code.commit).slice(0, 12) : null, code.branch, code.dirty ? 'dirty' : null].filter(Boolean).join(' · ');
+  return el('details', { class: 'lineage', 'data-testid': 'lineage' },
+    el('summary', {}, run.id ? `run ${run.name || run.id}` : 'lineage', codeLine ? ` · ${codeLine}` : ''),
+    el('div', { class: 'lineage-body' },
+      kvTable({ run: run.id, project: run.project, status: run.status, user: run.user, host: run.host,
+        started: fmtTime(run.start_time), ended: fmtTime(run.end_time) }, 'lineage-run', true),
+      run.id ? el('p', {}, el('a', { href: '#/run/' + enc(run.id), 'data-testid': 'lineage-run-link' }, 'open the run →')) : null,
+      el('h3', {}, 'params'), kvTable(l.params, 'lineage-params'),
+      el('h3', {}, 'metrics at registration'), kvTable(metrics),
+      Object.keys(code).length ? el('h3', {}, 'code') : null,
+      Object.keys(code).length ? kvTable(Object.fromEntries(Object.entries(code).filter(([k]) => k !== 'diff'))) : null,
+      Object.keys(env).length ? el('h3', {}, 'environment') : null,
+      Object.keys(env).length ? kvTable(env) : null));
 }
 
 function modelsView() {
@@ -854,14 +1015,15 @@ function modelsView() {
       api(`/models/${enc(m.name)}/versions`).then((vr) => {
         const vs = vr.versions || [];
         versions.replaceChildren(vs.length ? el('table', { class: 'list' },
-          el('thead', {}, el('tr', {}, ['version', 'aliases', 'status', 'run', 'source'].map((h) => el('th', {}, h)))),
+          el('thead', {}, el('tr', {}, ['version', 'aliases', 'status', 'run', 'source', 'lineage'].map((h) => el('th', {}, h)))),
           el('tbody', {}, vs.map((v) => el('tr', {},
             el('td', { class: 'num' }, String(v.version)),
             el('td', {}, (v.aliases || []).map((a) => el('span', { class: 'alias' }, a))),
             el('td', {}, v.status || ''),
-            el('td', {}, v.run_id ? el('a', { href: '#/run/' + enc(v.run_id) }, v.run_id) : ''),
+            el('td', {}, v.run_id ? el('a', { href: '#/run/' + enc(v.run_id) }, (v.lineage && v.lineage.run && v.lineage.run.name) || v.run_id) : ''),
             el('td', { class: 'mono' }, fmtSource(v.source),
-              v.source_available === false ? el('span', { class: 'error' }, ' (unavailable)') : null)))))
+              v.source_available === false ? el('span', { class: 'error' }, ' (unavailable)') : null),
+            el('td', {}, lineageEl(v))))))
           : el('p', { class: 'muted' }, 'No versions.'));
       }).catch((e) => versions.replaceChildren(errorEl(e)));
       return el('div', { class: 'panel model' },

@@ -270,7 +270,9 @@ fn the_ui_is_served_from_the_binary() {
     assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
     let html = page.text().unwrap();
     assert!(html.contains("/ui/app.js") && html.contains("/ui/app.css"), "{html}");
-    for (path, kind) in [("/ui/app.js", "text/javascript"), ("/ui/app.css", "text/css")] {
+    for (path, kind) in
+        [("/ui/app.js", "text/javascript"), ("/ui/charts.js", "text/javascript"), ("/ui/app.css", "text/css")]
+    {
         let r = s.client.get(format!("{}{path}", s.url)).send().unwrap();
         assert_eq!(r.status().as_u16(), 200, "{path}");
         assert!(r.headers()["content-type"].to_str().unwrap().starts_with(kind), "{path}");

@@ -43,16 +43,43 @@ async function post(p, body) {
 /** The last loss of run i: a permutation of 0.10 … 0.39, so sorting is not creation order. */
 const lastLoss = (i) => 0.1 + 0.01 * ((i * 7) % RUNS);
 
+/** The loss of run i at step s; run SPIKE_RUN has a spike at SPIKE_STEP. */
+const lossAt = (i, s) => {
+  if (s === 1999) return lastLoss(i);
+  if (i === SPIKE_RUN && s === SPIKE_STEP) return 50;
+  return lastLoss(i) + 2 * Math.exp(-s / 300) * (1 - s / 2000);
+};
+/** Runs 0..SYS_RUNS-1 also record GPU metrics and cost: one sample every 10 s of their clock. */
+const SYS_RUNS = 3;
+const MS_PER_STEP = 1000;
+const USD_PER_SAMPLE = 0.05;
+const starts = [];
+
+async function put(p, body) {
+  const r = await fetch(`${base}/api/v1${p}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  if (!r.ok) throw new Error(`${p}: ${r.status} ${await r.text()}`);
+  return r.json();
+}
+
 before(async () => {
   ({ proc: server, url: base } = await startServer());
   for (let i = 0; i < RUNS; i++) {
     const name = `run-${String(i).padStart(2, '0')}`;
-    const run = await post('/runs', { project: 'demo', name, params: { lr: 0.001 * (i + 1), batch: 64 }, tags: { team: 'a' } });
+    const run = await post('/runs', { project: 'demo', name, params: { lr: 0.001 * (i + 1), batch: 64 }, tags: { team: i < 15 ? 'a' : 'b' } });
+    const t0 = run.start_time;
+    starts.push(t0);
     const points = [];
-    for (let s = 0; s < 2000; s++) {
-      let v = lastLoss(i) + 2 * Math.exp(-s / 300) * (1 - s / 2000);
-      if (i === SPIKE_RUN && s === SPIKE_STEP) v = 50;
-      points.push({ key: 'loss', step: s, value: s === 1999 ? lastLoss(i) : v });
+    for (let s = 0; s < 2000; s++) points.push({ key: 'loss', step: s, value: lossAt(i, s), timestamp: t0 + s * MS_PER_STEP });
+    if (i < SYS_RUNS) {
+      for (let k = 0; k <= 200; k++) {
+        const timestamp = t0 + k * 10 * MS_PER_STEP;
+        points.push({ key: 'sys/gpu.0.util', step: k, value: 50 + 10 * i + (k % 5), timestamp });
+        points.push({ key: 'sys/gpu.0.mem_used_bytes', step: k, value: 1e9 * (4 + i), timestamp });
+        points.push({ key: 'sys/gpu.0.power_w', step: k, value: 200 + 20 * i, timestamp });
+        points.push({ key: 'cost/usd', step: k, value: k * USD_PER_SAMPLE * (i + 1), timestamp });
+      }
+      await put(`/runs/${run.id}/metadata/environment`, { os: 'Linux', python: i === 0 ? '3.11.9' : '3.12.4', gpu: 'H100' });
+      await put(`/runs/${run.id}/metadata/code`, { commit: `abc${i}def`, branch: 'main', dirty: false });
     }
     await post(`/runs/${run.id}/metrics`, { points });
     await post(`/runs/${run.id}/finish`, { status: 'finished' });
@@ -126,4 +153,98 @@ test('an unknown run is reported in words', async () => {
   await page.goto(`${base}/#/run/no-such-run`);
   await page.getByText('not found').first().waitFor();
   await page.screenshot({ path: path.join(shots, 'unknown-run.png') });
+});
+
+test('group by a tag folds the table into groups with their means', async () => {
+  await page.goto(`${base}/#/p/demo?filter=`);
+  await page.getByTestId('row-count').filter({ hasText: `${RUNS} runs` }).waitFor();
+  await page.getByTestId('group-by').selectOption('tags.team');
+  const groups = page.locator('[data-testid=group-row]');
+  await groups.first().waitFor();
+  assert.deepEqual(await groups.evaluateAll((rows) => rows.map((r) => [r.dataset.group, r.dataset.count])), [['a', '15'], ['b', '15']]);
+  // The group's loss cell is the mean of its runs' last losses.
+  const expected = (lo, hi) => { let t = 0; for (let i = lo; i < hi; i++) t += lastLoss(i); return t / (hi - lo); };
+  const lossMean = await page.locator('[data-testid=group-row][data-group=b] .group-mean').last().innerText();
+  assert.ok(Math.abs(Number(lossMean) - expected(15, 30)) < 1e-3, `group b mean loss ${lossMean}`);
+  await page.locator('[data-testid=group-row][data-group=a] .group-name').click();
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid=run-row]').length === 15);
+  const names = await page.locator('[data-testid=run-row]').evaluateAll((rows) => rows.map((r) => r.innerText));
+  assert.ok(names.every((t) => /run-(1[5-9]|2\d)/.test(t)), 'only group b is unfolded');
+  await page.screenshot({ path: path.join(shots, 'runs-grouped.png') });
+  await page.getByTestId('group-by').selectOption('');
+});
+
+test('compare shows parallel coordinates, time axes, smoothing, GPU and cost panels', async () => {
+  const chosen = ids.slice(0, SYS_RUNS);
+  await page.goto(`${base}/#/compare/demo/${chosen.join(',')}`);
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-series-count') === '3');
+  // Parallel coordinates: one line per run, axes for the param that differs (lr) and the metric.
+  assert.equal(await page.locator('[data-testid=parcoords-line]').count(), 3);
+  assert.deepEqual(await page.locator('[data-testid=parcoords-axis] text.pc-label').evaluateAll((ts) => ts.map((t) => t.textContent)), ['lr', 'loss']);
+  // The diff table shows the environment and code rows that differ, not those that are equal.
+  const diffKeys = await page.locator('[data-testid=diff-table] tbody td.mono').allInnerTexts();
+  assert.deepEqual(diffKeys, ['lr', 'code.commit', 'environment.python']);
+  // Wall-time and relative-time axes, and smoothing, redraw the same series.
+  await page.getByTestId('x-axis').first().selectOption('wall');
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-x-mode') === 'wall');
+  await page.getByTestId('x-axis').first().selectOption('relative');
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-x-mode') === 'relative');
+  await page.getByTestId('smoothing').first().fill('0.9');
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-smoothing') === '0.9');
+  assert.equal(await page.locator('[data-testid=chart][data-key=loss]').getAttribute('data-series-count'), '3');
+  // The system panel: utilization, memory and power of GPU 0 for each run, over relative time.
+  const sys = page.locator('[data-testid=system-charts] [data-testid=chart]');
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=system-charts] [data-testid=chart]')].every((c) => c.getAttribute('data-series-count') === '3'));
+  assert.deepEqual((await sys.evaluateAll((cs) => cs.map((c) => c.dataset.key))).slice(0, 3), ['sys/gpu.0.util', 'sys/gpu.0.mem_used_bytes', 'sys/gpu.0.power_w']);
+  assert.equal(await sys.first().getAttribute('data-x-mode'), 'relative');
+  // Cost per run, then the cost until the loss first fell below 0.5.
+  const bars = await page.locator('[data-testid=cost-bars-row] .bar-value').allInnerTexts();
+  assert.deepEqual(bars, [0, 1, 2].map((i) => '$' + (200 * USD_PER_SAMPLE * (i + 1)).toFixed(2)));
+  await page.getByTestId('cost-metric').selectOption('loss');
+  await page.getByTestId('cost-direction').selectOption('below');
+  await page.getByTestId('cost-threshold').fill('0.5');
+  await page.getByTestId('cost-compute').click();
+  const rows = page.locator('[data-testid=cost-until-row]');
+  await rows.first().waitFor();
+  for (let i = 0; i < SYS_RUNS; i++) {
+    let step = 0;
+    while (!(lossAt(i, step) < 0.5)) step++;
+    const row = rows.nth(i);
+    assert.equal(await row.getAttribute('data-step'), String(step), `run ${i} first below 0.5`);
+    const cost = (step * MS_PER_STEP) / (10 * MS_PER_STEP) * USD_PER_SAMPLE * (i + 1);
+    assert.ok(Math.abs(Number(await row.getAttribute('data-cost')) - cost) < 1e-9, `run ${i} cost ${await row.getAttribute('data-cost')} vs ${cost}`);
+  }
+  await page.screenshot({ path: path.join(shots, 'compare-panels.png'), fullPage: true });
+});
+
+test('a running run\'s page updates its charts live', async () => {
+  const run = await post('/runs', { project: 'demo', name: 'live-run' });
+  const batch = (from, to) => ({ points: Array.from({ length: to - from }, (_, k) => ({ key: 'acc', step: from + k, value: (from + k) / 100 })) });
+  await post(`/runs/${run.id}/metrics`, batch(0, 50));
+  await page.goto(`${base}/#/run/${run.id}`);
+  const chart = '[data-testid=chart][data-key=acc]';
+  await page.waitForFunction((c) => document.querySelector(c)?.getAttribute('data-buckets') === '50', chart);
+  assert.equal(await page.locator('[data-live]').getAttribute('data-live'), 'on');
+  await post(`/runs/${run.id}/metrics`, batch(50, 100));
+  await page.waitForFunction((c) => document.querySelector(c)?.getAttribute('data-buckets') === '100', chart, { timeout: 10000 });
+  await post(`/runs/${run.id}/metrics`, { points: [{ key: 'grad_norm', step: 0, value: 1 }] });
+  await page.locator('[data-testid=chart][data-key=grad_norm]').waitFor({ timeout: 10000 });
+  await post(`/runs/${run.id}/finish`, { status: 'finished' });
+  await page.waitForFunction(() => document.querySelector('[data-live]')?.getAttribute('data-live') === 'off', null, { timeout: 10000 });
+  await page.screenshot({ path: path.join(shots, 'run-live.png') });
+});
+
+test('the models page shows a version\'s lineage back to its run', async () => {
+  await put(`/runs/${ids[0]}/artifacts/model.bin`, 'weights');
+  await post('/models', { name: 'demo-model', description: 'for the UI test' });
+  await post('/models/demo-model/versions', { run_id: ids[0], artifact: 'model.bin', alias: 'prod' });
+  await page.goto(`${base}/#/models`);
+  const lineage = page.getByTestId('lineage').first();
+  await lineage.waitFor();
+  assert.match(await lineage.locator('summary').innerText(), /run run-00 · abc0def · main/);
+  await lineage.locator('summary').click();
+  assert.match(await page.getByTestId('lineage-params').innerText(), /lr\s+0\.001/);
+  await page.getByTestId('lineage-run-link').click();
+  await page.getByTestId('run-title').filter({ hasText: 'run-00' }).waitFor();
+  await page.screenshot({ path: path.join(shots, 'models-lineage.png') });
 });

@@ -5,11 +5,13 @@ use actix_web::{web, HttpResponse};
 
 const INDEX_HTML: &str = include_str!("../../../ui/index.html");
 const APP_JS: &str = include_str!("../../../ui/app.js");
+const CHARTS_JS: &str = include_str!("../../../ui/charts.js");
 const APP_CSS: &str = include_str!("../../../ui/app.css");
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/", web::get().to(|| asset("text/html; charset=utf-8", INDEX_HTML)))
         .route("/ui/app.js", web::get().to(|| asset("text/javascript; charset=utf-8", APP_JS)))
+        .route("/ui/charts.js", web::get().to(|| asset("text/javascript; charset=utf-8", CHARTS_JS)))
         .route("/ui/app.css", web::get().to(|| asset("text/css; charset=utf-8", APP_CSS)));
 }
 
