@@ -8,12 +8,14 @@ mod migrate;
 mod registry;
 mod runs;
 pub mod search;
+mod sweeps;
 
 pub use artifacts::ArtifactRow;
 pub use catalog::{MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
 pub use checkpoints::{CheckpointRow, Retention};
 pub use registry::{ModelRow, NewVersion, VersionRef, VersionRow, VersionUpdate};
 pub use runs::{NewRun, Project, Run, RunExport, RunHead, RunUpdate};
+pub use sweeps::{Placement, SweepRow, TrialEnd, TrialRow};
 
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};

@@ -10,6 +10,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("migrations/0004_checkpoints.sql")),
     (5, include_str!("migrations/0005_registry.sql")),
     (6, include_str!("migrations/0006_summary_mean.sql")),
+    (7, include_str!("migrations/0007_sweeps.sql")),
 ];
 
 pub(crate) fn apply(conn: &mut Connection) -> Result<()> {

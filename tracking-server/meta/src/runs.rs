@@ -230,7 +230,83 @@ fn project_by_name_tx(conn: &Connection, name: &str) -> Result<Option<Project>> 
         .optional()?)
 }
 
-fn ensure_project(tx: &Transaction<'_>, name: &str) -> Result<Project> {
+/// `create_run` inside a transaction the caller commits.
+pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId, bool)> {
+    let existing = match &new.id {
+        Some(id) => tx
+            .query_row("SELECT project_id, deleted FROM runs WHERE id = ?1", [id.as_str()], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+            })
+            .optional()?,
+        None => None,
+    };
+    if let (Some(id), Some((project_id, deleted))) = (&new.id, existing) {
+        if deleted != 0 {
+            return Err(Error::Conflict { field: "id".into(), reason: format!("run {id} was deleted") });
+        }
+        if !new.resume {
+            return Err(Error::Conflict {
+                field: "id".into(),
+                reason: format!("run {id} already exists; send \"resume\": true to continue it"),
+            });
+        }
+        if let Some(project) = &new.project {
+            let actual: String = tx.query_row("SELECT name FROM projects WHERE id = ?1", [project_id], |r| r.get(0))?;
+            if actual != project.as_str() {
+                return Err(Error::Conflict {
+                    field: "project".into(),
+                    reason: format!("run {id} belongs to project {actual:?}, not {:?}", project.as_str()),
+                });
+            }
+        }
+        write_params(&tx, id.as_str(), &new.params, new.overwrite_params)?;
+        write_tags(&tx, id.as_str(), &new.tags)?;
+        tx.execute(
+            "UPDATE runs SET status = 'running', end_ms = NULL, updated_ms = ?2 WHERE id = ?1",
+            params![id.as_str(), now_ms()],
+        )?;
+        return Ok((id.clone(), false));
+    }
+    let project = new
+        .project
+        .as_ref()
+        .ok_or_else(|| Error::Invalid { field: "project".into(), reason: "a new run needs a project".into() })?;
+    let project = ensure_project_in(&tx, project.as_str())?;
+    if let Some(parent) = &new.parent_id {
+        let exists: Option<i64> =
+            tx.query_row("SELECT 1 FROM runs WHERE id = ?1", [parent.as_str()], |r| r.get(0)).optional()?;
+        if exists.is_none() {
+            return Err(not_found(format!("parent run {parent}")));
+        }
+    }
+    let id = new.id.clone().unwrap_or_else(new_run_id);
+    let name = match &new.name {
+        Some(n) if !n.is_empty() => n.clone(),
+        _ => id.as_str().chars().take(8).collect(),
+    };
+    let now = now_ms();
+    tx.execute(
+        "INSERT INTO runs (id, project_id, name, status, start_ms, user, host, group_name, parent_id, notes, updated_ms)
+         VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            id.as_str(),
+            project.id,
+            name,
+            new.start_ms.unwrap_or(now),
+            new.user,
+            new.host,
+            new.group,
+            new.parent_id.as_ref().map(|p| p.as_str()),
+            new.notes,
+            now
+        ],
+    )?;
+    write_params(&tx, id.as_str(), &new.params, true)?;
+    write_tags(&tx, id.as_str(), &new.tags)?;
+    Ok((id, true))
+}
+
+pub(crate) fn ensure_project_in(tx: &Transaction<'_>, name: &str) -> Result<Project> {
     if let Some(p) = project_by_name_tx(tx, name)? {
         return Ok(p);
     }
@@ -289,80 +365,9 @@ impl MetaStore {
     pub fn create_run(&self, new: &NewRun) -> Result<(Run, bool)> {
         let id = self.write(|conn| {
             let tx = conn.transaction()?;
-            let existing = match &new.id {
-                Some(id) => tx
-                    .query_row("SELECT project_id, deleted FROM runs WHERE id = ?1", [id.as_str()], |r| {
-                        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
-                    })
-                    .optional()?,
-                None => None,
-            };
-            if let (Some(id), Some((project_id, deleted))) = (&new.id, existing) {
-                if deleted != 0 {
-                    return Err(Error::Conflict { field: "id".into(), reason: format!("run {id} was deleted") });
-                }
-                if !new.resume {
-                    return Err(Error::Conflict {
-                        field: "id".into(),
-                        reason: format!("run {id} already exists; send \"resume\": true to continue it"),
-                    });
-                }
-                if let Some(project) = &new.project {
-                    let actual: String = tx.query_row("SELECT name FROM projects WHERE id = ?1", [project_id], |r| r.get(0))?;
-                    if actual != project.as_str() {
-                        return Err(Error::Conflict {
-                            field: "project".into(),
-                            reason: format!("run {id} belongs to project {actual:?}, not {:?}", project.as_str()),
-                        });
-                    }
-                }
-                write_params(&tx, id.as_str(), &new.params, new.overwrite_params)?;
-                write_tags(&tx, id.as_str(), &new.tags)?;
-                tx.execute(
-                    "UPDATE runs SET status = 'running', end_ms = NULL, updated_ms = ?2 WHERE id = ?1",
-                    params![id.as_str(), now_ms()],
-                )?;
-                tx.commit()?;
-                return Ok((id.clone(), false));
-            }
-            let project = new
-                .project
-                .as_ref()
-                .ok_or_else(|| Error::Invalid { field: "project".into(), reason: "a new run needs a project".into() })?;
-            let project = ensure_project(&tx, project.as_str())?;
-            if let Some(parent) = &new.parent_id {
-                let exists: Option<i64> =
-                    tx.query_row("SELECT 1 FROM runs WHERE id = ?1", [parent.as_str()], |r| r.get(0)).optional()?;
-                if exists.is_none() {
-                    return Err(not_found(format!("parent run {parent}")));
-                }
-            }
-            let id = new.id.clone().unwrap_or_else(new_run_id);
-            let name = match &new.name {
-                Some(n) if !n.is_empty() => n.clone(),
-                _ => id.as_str().chars().take(8).collect(),
-            };
-            let now = now_ms();
-            tx.execute(
-                "INSERT INTO runs (id, project_id, name, status, start_ms, user, host, group_name, parent_id, notes, updated_ms)
-                 VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![
-                    id.as_str(),
-                    project.id,
-                    name,
-                    new.start_ms.unwrap_or(now),
-                    new.user,
-                    new.host,
-                    new.group,
-                    new.parent_id.as_ref().map(|p| p.as_str()),
-                    new.notes,
-                    now
-                ],
-            )?;
-            write_params(&tx, id.as_str(), &new.params, true)?;
-            write_tags(&tx, id.as_str(), &new.tags)?;
+            let created = create_run_in(&tx, new)?;
             tx.commit()?;
-            Ok((id, true))
+            Ok(created)
         })?;
         let (id, created) = id;
         Ok((self.run(&id)?, created))
