@@ -210,6 +210,11 @@ impl NativeRun {
         self.run.server()
     }
 
+    /// Whether the sweep this run is a trial of wants it to stop (asks at most once a second).
+    fn should_stop(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.run.should_stop())
+    }
+
     /// One past the highest step already logged (by an earlier process, for a resumed run).
     fn next_step(&self) -> i64 {
         self.run.next_step()

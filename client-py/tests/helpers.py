@@ -22,9 +22,9 @@ class Server:
         self.port = 0
         self.url = ""
 
-    def start(self, port: int = 0) -> None:
+    def start(self, port: int = 0, extra_args: tuple = ()) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
-        cmd = [str(BINARY), "server", "--host", "127.0.0.1", "--port", str(port), "--data", str(self.data)]
+        cmd = [str(BINARY), "server", "--host", "127.0.0.1", "--port", str(port), "--data", str(self.data), *extra_args]
         # TRAINLOG_TEST_STORE (an s3:// URL, with the AWS_* variables) puts the server's files there.
         if os.environ.get("TRAINLOG_TEST_STORE"):
             if not hasattr(self, "store_url"):

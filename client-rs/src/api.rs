@@ -103,6 +103,27 @@ impl Api {
             .collect())
     }
 
+    /// Creates a sweep from a sweep file's text; the server validates it (errors name the line).
+    pub fn create_sweep(&self, config: &str, project: Option<&str>, name: Option<&str>) -> Result<Value> {
+        self.http.post("/sweeps", &serde_json::json!({"config": config, "project": project, "name": name}))
+    }
+
+    /// A sweep with its counts, best trial, spending and best-so-far curve.
+    pub fn sweep(&self, id: &str) -> Result<Value> {
+        self.http.get(&format!("/sweeps/{}", encode(id)))
+    }
+
+    pub fn sweep_trials(&self, id: &str) -> Result<Vec<Value>> {
+        let body = self.http.get(&format!("/sweeps/{}/trials", encode(id)))?;
+        Ok(body["trials"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Stops a sweep (no new trials; running ones are asked to stop) or resumes it.
+    pub fn set_sweep_running(&self, id: &str, running: bool) -> Result<Value> {
+        let action = if running { "resume" } else { "stop" };
+        self.http.post(&format!("/sweeps/{}/{action}", encode(id)), &serde_json::json!({}))
+    }
+
     /// The raw JSON of any GET route under `/api/v1` (for what this type does not wrap yet).
     pub fn get_json(&self, path: &str) -> Result<Value> {
         self.http.get(path)

@@ -15,6 +15,7 @@
 //! # Ok::<(), trainlog::Error>(())
 //! ```
 
+pub mod agent;
 pub mod api;
 mod artifacts;
 pub mod collect;

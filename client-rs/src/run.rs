@@ -161,6 +161,26 @@ impl RunBuilder {
         self
     }
 
+    /// Inside a sweep trial (the agent sets `TRAINLOG_SWEEP_ID`), the run is the trial's: its
+    /// project and run id, resumed, with the trial's params over the given config.
+    fn join_sweep_trial(&mut self) {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let (Some(_), Some(run_id)) = (env("TRAINLOG_SWEEP_ID"), env("TRAINLOG_RUN_ID")) else { return };
+        if let Some(project) = env("TRAINLOG_PROJECT") {
+            self.project = project;
+        }
+        self.id = Some(run_id);
+        if self.resume != Resume::Must {
+            self.resume = Resume::Allow;
+        }
+        let params = env("TRAINLOG_SWEEP_PARAMS").and_then(|p| serde_json::from_str::<Value>(&p).ok());
+        if let (Some(Value::Object(params)), Value::Object(config)) = (params, &mut self.config) {
+            config.extend(params);
+        } else if let Some(params) = env("TRAINLOG_SWEEP_PARAMS").and_then(|p| serde_json::from_str::<Value>(&p).ok()) {
+            self.config = params;
+        }
+    }
+
     fn create_body(&self, id: &str, resume: bool) -> Value {
         let mut body = json!({
             "project": self.project,
@@ -184,7 +204,8 @@ impl RunBuilder {
     /// Creates (or resumes) the run and starts its background sender. Refuses only what can
     /// never work (a param conflict, `Resume::Must` for an unknown run, bad input); an
     /// unreachable server is not an error: the run spools and sends later.
-    pub fn start(self) -> Result<Run> {
+    pub fn start(mut self) -> Result<Run> {
+        self.join_sweep_trial();
         let id = self
             .id
             .clone()
@@ -250,6 +271,7 @@ impl RunBuilder {
             sender: Mutex::new(Some(sender_thread)),
             finished: AtomicBool::new(false),
             sampler: Mutex::new(None),
+            stop_check: Mutex::new((false, None)),
         };
         let mut metadata = self.metadata.clone();
         if self.capture_environment {
@@ -315,7 +337,7 @@ fn next_user_step(summary: &Value) -> i64 {
         .unwrap_or(0)
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_owned())
         .or_else(|_| std::env::var("HOSTNAME"))
@@ -336,6 +358,8 @@ pub struct Run {
     sender: Mutex<Option<JoinHandle<()>>>,
     finished: AtomicBool,
     sampler: Mutex<Option<crate::sampler::Sampler>>,
+    /// The last answer of `should_stop` and when it was asked.
+    stop_check: Mutex<(bool, Option<std::time::Instant>)>,
 }
 
 impl Run {
@@ -364,6 +388,24 @@ impl Run {
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Whether the sweep this run is a trial of wants it to stop (it was pruned, or the sweep
+    /// was stopped). Asks the server at most once a second; false outside a sweep, offline, or
+    /// while the server cannot be reached: tracking never stops training by itself.
+    pub fn should_stop(&self) -> bool {
+        if std::env::var_os("TRAINLOG_SWEEP_ID").is_none() {
+            return false;
+        }
+        let mut check = lock(&self.stop_check);
+        if check.0 || check.1.is_some_and(|at| at.elapsed() < Duration::from_secs(1)) {
+            return check.0;
+        }
+        check.1 = Some(std::time::Instant::now());
+        let answer = Http::new(&self.server, Duration::from_secs(2))
+            .and_then(|http| http.get(&format!("/runs/{}/sweep", crate::api::encode(&self.id))));
+        check.0 = answer.is_ok_and(|a| a["stop"] == true);
+        check.0
     }
 
     pub fn project(&self) -> &str {

@@ -17,6 +17,7 @@ fn health_and_openapi_describe_every_route() {
     let routes = [
         include_str!("../../tracking-server/server/src/routes.rs"),
         include_str!("../../tracking-server/server/src/registry_routes.rs"),
+        include_str!("../../tracking-server/server/src/sweep_routes.rs"),
     ];
     let mut count = 0;
     for line in routes

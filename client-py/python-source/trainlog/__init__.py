@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
@@ -93,6 +94,10 @@ def init(
       then the process's own SIGTERM handling goes on.
     """
     project = project or os.environ.get("TRAINLOG_PROJECT") or "default"
+    sweep_params = os.environ.get("TRAINLOG_SWEEP_PARAMS") if os.environ.get("TRAINLOG_SWEEP_ID") else None
+    if sweep_params:
+        # A sweep trial: the trial's params win over the script's defaults.
+        config = {**dict(config or {}), **json.loads(sweep_params)}
     run_id = run_id or os.environ.get("TRAINLOG_RUN_ID") or None
     if resume is None:
         resume = os.environ.get("TRAINLOG_RESUME") or ("allow" if run_id else "never")

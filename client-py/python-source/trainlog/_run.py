@@ -49,6 +49,13 @@ class Run:
     def server(self) -> str:
         return self._native.server
 
+    def should_stop(self) -> bool:
+        """True when the sweep this run is a trial of pruned it (or was stopped): save and exit.
+
+        Asks the server at most once a second; False outside a sweep or while the server is down.
+        """
+        return self._native.should_stop()
+
     def log(self, data: Mapping[str, Any], step: Optional[int] = None) -> None:
         """Log numbers at `step` (default: one past the last step this process logged).
 

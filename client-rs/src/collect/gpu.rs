@@ -134,6 +134,11 @@ impl NvmlBackend {
     }
 }
 
+/// How many GPUs NVML sees on this machine (all of them, whatever `CUDA_VISIBLE_DEVICES` says).
+pub fn device_count() -> Result<u32, String> {
+    NvmlBackend::init()?.device_count()
+}
+
 fn err_string(e: nvml_wrapper::error::NvmlError) -> String {
     e.to_string()
 }

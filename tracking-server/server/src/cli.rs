@@ -1,5 +1,5 @@
-//! The `trainlog` command line: `trainlog server`, `trainlog sync`. Shared by the binary and the
-//! Python package's console script.
+//! The `trainlog` command line: `trainlog server`, `sync`, `models`, `sweep` and `agent`. Shared by
+//! the binary and the Python package's console script.
 
 use crate::{serve, ServerConfig, DEFAULT_PORT};
 use clap::{Parser, Subcommand};
@@ -28,6 +28,9 @@ enum Command {
         /// Object store URL for Parquet files (file:///abs/dir, s3://bucket/prefix); default DATA/store.
         #[arg(long, env = "TRAINLOG_STORE")]
         store: Option<String>,
+        /// Seconds without a heartbeat after which a sweep trial's node is taken as lost.
+        #[arg(long, env = "TRAINLOG_TRIAL_TIMEOUT", default_value_t = 60)]
+        trial_timeout: u64,
     },
     /// The model registry: list, show, alias, download.
     Models {
@@ -36,6 +39,23 @@ enum Command {
         server: Option<String>,
         #[command(subcommand)]
         action: ModelsCommand,
+    },
+    /// Hyperparameter sweeps: create one from a sweep file, run it here, see or change its state.
+    Sweep {
+        /// Server URL; default TRAINLOG_SERVER, else the local default.
+        #[arg(long, env = "TRAINLOG_SERVER", global = true)]
+        server: Option<String>,
+        #[command(subcommand)]
+        action: SweepCommand,
+    },
+    /// Run trials of a sweep on this machine, one per slot, until the sweep is finished.
+    Agent {
+        sweep_id: String,
+        /// Server URL; default TRAINLOG_SERVER, else the local default.
+        #[arg(long, env = "TRAINLOG_SERVER")]
+        server: Option<String>,
+        #[command(flatten)]
+        slots: SlotArgs,
     },
     /// Send the spools that runs left on this machine (offline runs, or runs whose process died
     /// while the server was unreachable).
@@ -50,6 +70,54 @@ enum Command {
         #[arg(long)]
         include_live: bool,
     },
+}
+
+#[derive(clap::Args, Clone)]
+struct SlotArgs {
+    /// GPUs to run trials on: indices, GPU or MIG UUIDs (comma-separated), or `all`.
+    #[arg(long)]
+    gpus: Option<String>,
+    /// Trials sharing each GPU.
+    #[arg(long, default_value_t = 1)]
+    slots_per_gpu: u32,
+    /// On a machine without GPUs: how many trials run at once.
+    #[arg(long)]
+    cpu_slots: Option<u32>,
+    /// Seconds between SIGTERM and SIGKILL when a pruned trial does not exit.
+    #[arg(long, default_value_t = 10)]
+    grace: u64,
+    /// Claim at most this many trials, then finish those and exit.
+    #[arg(long)]
+    max_trials: Option<u64>,
+}
+
+#[derive(Subcommand)]
+enum SweepCommand {
+    /// Store a sweep on the server and print its id.
+    Create {
+        file: PathBuf,
+        /// Project of the trials; else the file's `project:`.
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Create a sweep and run an agent for it on this machine.
+    Run {
+        file: PathBuf,
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        slots: SlotArgs,
+    },
+    /// Trials, their state, the best so far, money and GPU-hours spent.
+    Status { id: String },
+    /// Start no more trials and ask running ones to stop.
+    Stop { id: String },
+    /// Start trials again after a stop.
+    Resume { id: String },
 }
 
 #[derive(Subcommand)]
@@ -107,6 +175,107 @@ fn models(server: Option<&str>, action: ModelsCommand) -> Result<String, trainlo
     })
 }
 
+/// Reads and checks a sweep file here, so a mistake is reported with the file's name and line.
+fn read_sweep_file(file: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    trainlog_sweep::config::parse(&text)
+        .map_err(|e| format!("{}:{}: {}: {}", file.display(), e.line, e.field, e.reason))?;
+    Ok(text)
+}
+
+fn create_sweep(
+    server: Option<&str>,
+    file: &std::path::Path,
+    project: Option<&str>,
+    name: Option<&str>,
+) -> Result<serde_json::Value, String> {
+    let text = read_sweep_file(file)?;
+    let api = trainlog::Api::new(server).map_err(|e| e.to_string())?;
+    api.create_sweep(&text, project, name).map_err(|e| e.to_string())
+}
+
+fn agent(server: Option<&str>, sweep_id: &str, slots: &SlotArgs) -> Result<String, String> {
+    let list = trainlog::agent::slots(slots.gpus.as_deref(), slots.slots_per_gpu, slots.cpu_slots)
+        .map_err(|e| e.to_string())?;
+    let mut config = trainlog::agent::AgentConfig::new(sweep_id, list);
+    config.server = server.map(str::to_owned);
+    config.grace = std::time::Duration::from_secs(slots.grace);
+    config.max_trials = slots.max_trials;
+    let report = trainlog::agent::run_agent(&config).map_err(|e| e.to_string())?;
+    Ok(format!("agent done: {} trial(s) run here; {}", report.trials.len(), report.reason))
+}
+
+fn set_running(server: Option<&str>, id: &str, running: bool) -> Result<String, String> {
+    let api = trainlog::Api::new(server).map_err(|e| e.to_string())?;
+    let s = api.set_sweep_running(id, running).map_err(|e| e.to_string())?;
+    Ok(format!("sweep {id} is {}", s["state"].as_str().unwrap_or_default()))
+}
+
+fn money(v: &serde_json::Value) -> String {
+    v.as_f64().map_or_else(|| "-".into(), |x| format!("${x:.2}"))
+}
+
+fn sweep_status(server: Option<&str>, id: &str) -> Result<String, trainlog::Error> {
+    let api = trainlog::Api::new(server)?;
+    let s = api.sweep(id)?;
+    let trials = api.sweep_trials(id)?;
+    let metric = s["metric"]["name"].as_str().unwrap_or_default().to_owned();
+    let mut out = format!(
+        "sweep {} ({}) in project {}: {}{}\nmethod {}, metric {} ({}), {} trial(s) {}\n",
+        s["id"].as_str().unwrap_or_default(),
+        s["name"].as_str().unwrap_or_default(),
+        s["project"].as_str().unwrap_or_default(),
+        s["state"].as_str().unwrap_or_default(),
+        s["ended_reason"].as_str().filter(|r| !r.is_empty()).map(|r| format!(" ({r})")).unwrap_or_default(),
+        s["method"].as_str().unwrap_or_default(),
+        metric,
+        s["metric"]["goal"].as_str().unwrap_or_default(),
+        s["trial_count"],
+        s["counts"],
+    );
+    if s["best"].is_object() {
+        out.push_str(&format!(
+            "best: trial {} {metric}={} {}\n",
+            s["best"]["trial"], s["best"]["value"], s["best"]["params"]
+        ));
+    }
+    out.push_str(&format!(
+        "spent: {} (budget {}), {:.3} GPU-hours (budget {}); run cap {}\n",
+        money(&s["spent"]["usd"]),
+        money(&s["budget"]["usd"]),
+        s["spent"]["gpu_hours"].as_f64().unwrap_or(0.0),
+        s["budget"]["gpu_hours"],
+        s["run_cap"],
+    ));
+    out.push_str("trial\tstate\tattempts\tslot\tmetric\tcost\tparams\n");
+    for t in &trials {
+        out.push_str(&format!(
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+            t["index"],
+            t["state"].as_str().unwrap_or_default(),
+            t["attempts"],
+            t["slot"].as_str().unwrap_or_default(),
+            t["metric"],
+            money(&t["cost_usd"]),
+            t["params"]
+        ));
+    }
+    Ok(out)
+}
+
+fn print_result(r: Result<String, String>) -> std::process::ExitCode {
+    match r {
+        Ok(text) => {
+            println!("{}", text.trim_end());
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("trainlog: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Runs the `trainlog` command with `args` (the first is the program name); answers the exit code.
 pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
     let cli = match Cli::try_parse_from(args) {
@@ -117,6 +286,38 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
         }
     };
     match cli.command {
+        Command::Agent { sweep_id, server, slots } => print_result(agent(server.as_deref(), &sweep_id, &slots)),
+        Command::Sweep { server, action } => {
+            let server = server.as_deref();
+            match action {
+                SweepCommand::Create { file, project, name } => {
+                    print_result(create_sweep(server, &file, project.as_deref(), name.as_deref()).map(|s| {
+                        eprintln!(
+                            "trainlog: created sweep {} in project {}",
+                            s["id"].as_str().unwrap_or_default(),
+                            s["project"].as_str().unwrap_or_default()
+                        );
+                        s["id"].as_str().unwrap_or_default().to_owned()
+                    }))
+                }
+                SweepCommand::Run { file, project, name, slots } => {
+                    match create_sweep(server, &file, project.as_deref(), name.as_deref()) {
+                        Ok(s) => {
+                            let id = s["id"].as_str().unwrap_or_default().to_owned();
+                            eprintln!(
+                                "trainlog: created sweep {id} in project {}",
+                                s["project"].as_str().unwrap_or_default()
+                            );
+                            print_result(agent(server, &id, &slots))
+                        }
+                        Err(e) => print_result(Err(e)),
+                    }
+                }
+                SweepCommand::Status { id } => print_result(sweep_status(server, &id).map_err(|e| e.to_string())),
+                SweepCommand::Stop { id } => print_result(set_running(server, &id, false)),
+                SweepCommand::Resume { id } => print_result(set_running(server, &id, true)),
+            }
+        }
         Command::Models { server, action } => match models(server.as_deref(), action) {
             Ok(text) => {
                 println!("{}", text.trim_end());
@@ -153,8 +354,14 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 }
             }
         }
-        Command::Server { host, port, data, store } => {
-            let config = ServerConfig { host, port, data_dir: data, store_url: store };
+        Command::Server { host, port, data, store, trial_timeout } => {
+            let config = ServerConfig {
+                host,
+                port,
+                data_dir: data,
+                store_url: store,
+                trial_timeout: std::time::Duration::from_secs(trial_timeout.max(1)),
+            };
             let system = actix_web::rt::System::with_tokio_rt(|| {
                 tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)

@@ -6,6 +6,7 @@ pub mod error;
 pub(crate) mod json;
 mod registry_routes;
 mod routes;
+mod sweep_routes;
 mod ui;
 
 use actix_web::{web, App, HttpServer};
@@ -26,6 +27,8 @@ pub struct ServerConfig {
     pub port: u16,
     pub data_dir: PathBuf,
     pub store_url: Option<String>,
+    /// A sweep trial whose agent sends no heartbeat for this long is taken as preempted.
+    pub trial_timeout: std::time::Duration,
 }
 
 /// Shared by every request handler.
@@ -34,6 +37,9 @@ pub struct AppState {
     pub store: MetricsStore,
     /// Project of each run seen by ingest; a run never changes project.
     pub run_projects: Mutex<HashMap<RunId, i64>>,
+    /// Held while a sweep proposes or completes, so two agents never get the same trial.
+    pub sweep_lock: tokio::sync::Mutex<()>,
+    pub trial_timeout_ms: i64,
 }
 
 /// Opens the stores, serves until SIGINT or SIGTERM, then persists what is buffered.
@@ -51,7 +57,13 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let store = MetricsStore::open(StoreConfig::new(config.data_dir.clone(), config.store_url.clone()), meta.clone())
         .await
         .map_err(|e| to_io(format!("opening the metrics store: {e}")))?;
-    let state = web::Data::new(AppState { meta, store: store.clone(), run_projects: Mutex::new(HashMap::new()) });
+    let state = web::Data::new(AppState {
+        meta,
+        store: store.clone(),
+        run_projects: Mutex::new(HashMap::new()),
+        sweep_lock: tokio::sync::Mutex::new(()),
+        trial_timeout_ms: config.trial_timeout.as_millis() as i64,
+    });
     let listener = TcpListener::bind((config.host.as_str(), config.port))?;
     let addr = listener.local_addr()?;
     let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(2);

@@ -47,7 +47,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/metrics", web::get().to(get_metrics_many))
             .route("/admin/flush", web::post().to(flush))
             .route("/admin/stats", web::get().to(stats))
-            .configure(crate::registry_routes::configure),
+            .configure(crate::registry_routes::configure)
+            .configure(crate::sweep_routes::configure),
     )
     .default_service(web::to(|req: HttpRequest| async move {
         Err::<HttpResponse, _>(ApiError::NotFound(format!("route {} {}", req.method(), req.path())))
@@ -484,9 +485,19 @@ async fn get_metrics_many(state: State, req: HttpRequest) -> Result<HttpResponse
     out.extend_from_slice(b"{\"key\":");
     serde_json::to_writer(&mut out, q.key.as_str()).map_err(|e| ApiError::Internal(e.to_string()))?;
     out.extend_from_slice(b",\"series\":[");
+    // Series are read a few at a time, in order: their decoding runs on the blocking pool.
+    const SERIES_READS_IN_FLIGHT: usize = 4;
+    let (key, range) = (&q.key, q.range);
+    let mut reads = futures::stream::iter(ids.iter().map(|id| {
+        let state = &state;
+        async move {
+            run_project(state, id).await?;
+            Ok::<_, ApiError>(state.store.series(id, key, range).await?)
+        }
+    }))
+    .buffered(SERIES_READS_IN_FLIGHT);
     for (i, id) in ids.iter().enumerate() {
-        run_project(&state, id).await?;
-        let series = state.store.series(id, &q.key, q.range).await?;
+        let series = reads.next().await.ok_or_else(|| ApiError::Internal("a series read went missing".into()))??;
         if i > 0 {
             out.push(b',');
         }

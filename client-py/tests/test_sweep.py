@@ -1,0 +1,188 @@
+"""Sweeps end to end: `trainlog sweep` and `trainlog agent` (the wheel's console script) against
+the real server, with real trial processes on fake GPU slots."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+import trainlog
+
+TRIAL = Path(__file__).with_name("sweep_trial.py")
+CLI = Path(sys.executable).with_name("trainlog")
+
+
+def write_sweep(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"command: [{json.dumps(sys.executable)}, {json.dumps(str(TRIAL))}]\n" + body)
+    return path
+
+
+def cli(env: dict, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CLI), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def sweep_env(client_env: dict, tmp_path: Path) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items()}
+    env.update(client_env)
+    env["TRIAL_LOG"] = str(tmp_path / "trials.jsonl")
+    env["TRIAL_LOG_DIR"] = str(tmp_path)
+    return env
+
+
+def records(env: dict) -> List[Dict[str, Any]]:
+    path = Path(env["TRIAL_LOG"])
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def api_get(env: dict, path: str) -> Any:
+    import urllib.request
+
+    with urllib.request.urlopen(env["TRAINLOG_SERVER"] + "/api/v1" + path, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_a_grid_runs_on_two_gpu_slots_never_two_trials_on_one(sweep_env: dict, tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, """method: grid
+metric: {name: loss, goal: minimize}
+parameters:
+  x: {values: [0, 1, 2]}
+  y: {values: [1, 2]}
+  step_seconds: {value: 0.1}
+""")
+    done = cli(sweep_env, "sweep", "run", str(path), "--project", "grid", "--gpus", "0,1")
+    assert done.returncode == 0, done.stderr
+    seen = records(sweep_env)
+    assert sorted((r["config"]["x"], r["config"]["y"]) for r in seen) == [(x, y) for x in (0, 1, 2) for y in (1, 2)]
+    assert all(r["config"]["note"] == "from the script" for r in seen)
+    assert {r["cuda"] for r in seen} == {"0", "1"}
+    # Never two trials at once on one slot.
+    for slot in ("0", "1"):
+        spans = sorted((r["start"], r["end"]) for r in seen if r["cuda"] == slot)
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])), spans
+    sweep_id = done.stderr.split("created sweep ")[1].split()[0]
+    sweep = api_get(sweep_env, f"/sweeps/{sweep_id}")
+    assert (sweep["state"], sweep["ended_reason"], sweep["counts"]) == ("finished", "grid_exhausted", {"finished": 6})
+    assert sweep["best"]["params"] == {"x": 1, "y": 2, "step_seconds": 0.1}
+    trials = api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]
+    assert {t["slot"] for t in trials} == {"gpu:0", "gpu:1"}
+    # Each trial's run carries its params and is linked to the sweep.
+    run = api_get(sweep_env, f"/runs/{trials[0]['run_id']}")
+    assert run["tags"]["sweep"] == sweep_id and run["params"]["x"] == trials[0]["params"]["x"]
+    status = cli(sweep_env, "sweep", "status", sweep_id)
+    assert status.returncode == 0 and "grid_exhausted" in status.stdout and "best: trial" in status.stdout
+
+
+def test_failures_are_reported_and_a_missing_command_fails_its_trial_not_the_agent(sweep_env: dict, tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, """method: grid
+metric: {name: loss}
+parameters:
+  mode: {values: [ok, fail]}
+""")
+    done = cli(sweep_env, "sweep", "run", str(path), "--project", "fails", "--cpu-slots", "2")
+    assert done.returncode == 0, done.stderr
+    sweep_id = done.stderr.split("created sweep ")[1].split()[0]
+    trials = {t["params"]["mode"]: t for t in api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]}
+    assert (trials["fail"]["state"], trials["fail"]["exit_code"]) == ("failed", 3)
+    assert "boom: these hyperparameters cannot train" in trials["fail"]["output_tail"]
+    assert api_get(sweep_env, f"/runs/{trials['fail']['run_id']}")["status"] == "failed"
+    assert trials["ok"]["state"] == "finished"
+
+    missing = tmp_path / "missing.yaml"
+    missing.write_text("command: [/no/such/program, --flag]\nmethod: random\nmetric: {name: loss}\nrun_cap: 2\n"
+                       "parameters: {x: {min: 0.0, max: 1.0}}\n")
+    done = cli(sweep_env, "sweep", "run", str(missing), "--project", "fails", "--cpu-slots", "1")
+    assert done.returncode == 0, done.stderr
+    sweep_id = done.stderr.split("created sweep ")[1].split()[0]
+    trials = api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]
+    assert [t["state"] for t in trials] == ["failed", "failed"]
+    assert 'cannot start "/no/such/program"' in trials[0]["output_tail"]
+
+
+def test_a_bad_sweep_file_is_refused_with_its_line_and_field(sweep_env: dict, tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, "method: random\nmetric: {name: loss}\nparameters:\n  lr: {distribution: log_uniform, min: 0, max: 1}\n")
+    done = cli(sweep_env, "sweep", "create", str(path), "--project", "bad")
+    assert done.returncode != 0
+    assert f"{path}:5: parameters.lr.min: a log distribution needs min > 0" in done.stderr
+    # The server refuses it too, with a 400 naming the field and the line.
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(sweep_env["TRAINLOG_SERVER"] + "/api/v1/sweeps", method="POST",
+                                 data=json.dumps({"config": path.read_text(), "project": "bad"}).encode(),
+                                 headers={"content-type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    body = json.loads(e.value.read())
+    assert e.value.code == 400 and body["error"]["field"] == "parameters.lr.min" and "(line 5)" in body["error"]["message"]
+
+
+def test_a_pruned_trial_is_stopped(sweep_env: dict, tmp_path: Path) -> None:
+    # Trials run one after another, so each later one meets the earlier ones at the rungs:
+    # x far from 1 makes a trial worse than the best third at rung 3 and ASHA stops it.
+    path = write_sweep(tmp_path, """method: grid
+metric: {name: loss}
+parameters:
+  x: {values: [1, 1.1, 5]}
+  steps: {value: 30}
+  step_seconds: {value: 0.1}
+early_terminate: {type: asha, min_steps: 3, max_steps: 27, eta: 3}
+""")
+    done = cli(sweep_env, "sweep", "run", str(path), "--project", "prune", "--cpu-slots", "1")
+    assert done.returncode == 0, done.stderr
+    sweep_id = done.stderr.split("created sweep ")[1].split()[0]
+    trials = {t["params"]["x"]: t for t in api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]}
+    assert trials[1]["state"] == "finished"
+    assert trials[5]["state"] == "pruned", trials[5]
+    assert "not among the best" in trials[5]["stop_reason"]
+    history = api_get(sweep_env, f"/runs/{trials[5]['run_id']}/metrics?key=loss")["points"]
+    assert len(history) < 30, "the pruned trial stopped before its last step"
+
+
+def test_a_preempted_trial_resumes_its_run(sweep_env: dict, tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, """method: grid
+metric: {name: loss}
+parameters:
+  mode: {values: [preempt]}
+  steps: {value: 10}
+""")
+    done = cli(sweep_env, "sweep", "run", str(path), "--project", "preempt", "--cpu-slots", "1")
+    assert done.returncode == 0, done.stderr
+    sweep_id = done.stderr.split("created sweep ")[1].split()[0]
+    [trial] = api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]
+    assert (trial["state"], trial["attempts"]) == ("finished", 2)
+    attempts = sorted(records(sweep_env), key=lambda r: r["attempt"])
+    assert [r["attempt"] for r in attempts] == [1, 2]
+    assert attempts[0]["run_id"] == attempts[1]["run_id"] == trial["run_id"]
+    assert attempts[1]["resumed_from"] == 5
+    steps = [p["step"] for p in api_get(sweep_env, f"/runs/{trial['run_id']}/metrics?key=loss")["points"]]
+    assert steps == list(range(10))
+
+
+def test_the_budget_stops_the_sweep(sweep_env: dict, tmp_path: Path) -> None:
+    # $3600 an hour is a dollar a second: a $2 budget is spent after a few trials of ~1 s.
+    sweep_env = dict(sweep_env, TRAINLOG_COST_PER_HOUR="3600")
+    path = write_sweep(tmp_path, """method: random
+metric: {name: loss}
+run_cap: 20
+budget: {usd: 2}
+parameters:
+  x: {min: 0.0, max: 2.0}
+  steps: {value: 10}
+  step_seconds: {value: 0.1}
+""")
+    done = cli(sweep_env, "sweep", "run", str(path), "--project", "budget", "--cpu-slots", "1")
+    assert done.returncode == 0, done.stderr
+    sweep_id = done.stderr.split("created sweep ")[1].split()[0]
+    sweep = api_get(sweep_env, f"/sweeps/{sweep_id}")
+    assert (sweep["state"], sweep["ended_reason"]) == ("finished", "budget")
+    assert 1 <= sweep["trial_count"] < 20
+    assert sweep["spent"]["usd"] >= 2

@@ -1,0 +1,379 @@
+//! The sweep agent: runs a sweep's trials on this machine, one per slot (a GPU, a share of a
+//! GPU, or a CPU slot), with `CUDA_VISIBLE_DEVICES` set to the slot. It only launches and
+//! watches processes: the server proposes parameters, prunes and enforces limits. A trial that
+//! cannot start or exits non-zero is reported failed; one killed by a signal the agent did not
+//! send is reported preempted, so the server starts it again with the same run.
+
+use crate::http::Http;
+use crate::{Error, Result};
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Where one trial runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    /// How the slot is named in reports: `gpu:0`, `gpu:0/1` (second share of GPU 0), `cpu:2`.
+    pub name: String,
+    /// `CUDA_VISIBLE_DEVICES` for the trial; None leaves the variable as the agent has it.
+    pub cuda_visible_devices: Option<String>,
+    /// GPUs the slot holds (for GPU-hours): 1 for a whole GPU, 0 for a CPU slot.
+    pub gpus: u32,
+}
+
+/// The slots of `--gpus LIST|all` with `--slots-per-gpu`, or of `--cpu-slots N`.
+/// GPUs are indices, GPU UUIDs or MIG UUIDs, comma-separated; `all` asks NVML.
+pub fn slots(gpus: Option<&str>, slots_per_gpu: u32, cpu_slots: Option<u32>) -> Result<Vec<Slot>> {
+    let per = slots_per_gpu.max(1);
+    match (gpus, cpu_slots) {
+        (Some(_), Some(_)) => Err(Error::Invalid("give --gpus or --cpu-slots, not both".into())),
+        (None, None) => Err(Error::Invalid("give --gpus LIST|all or --cpu-slots N".into())),
+        (None, Some(0)) => Err(Error::Invalid("--cpu-slots must be at least 1".into())),
+        (None, Some(n)) => {
+            Ok((0..n).map(|i| Slot { name: format!("cpu:{i}"), cuda_visible_devices: None, gpus: 0 }).collect())
+        }
+        (Some(list), None) => {
+            let devices: Vec<String> = if list.trim() == "all" {
+                let count = crate::collect::gpu::device_count()
+                    .map_err(|e| Error::Invalid(format!("--gpus all: cannot list GPUs ({e})")))?;
+                (0..count).map(|i| i.to_string()).collect()
+            } else {
+                list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+            };
+            if devices.is_empty() {
+                return Err(Error::Invalid("--gpus: no GPU given (or none found)".into()));
+            }
+            let mut out = Vec::new();
+            for d in &devices {
+                for share in 0..per {
+                    let name = if per > 1 { format!("gpu:{d}/{share}") } else { format!("gpu:{d}") };
+                    out.push(Slot { name, cuda_visible_devices: Some(d.clone()), gpus: 1 });
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub sweep_id: String,
+    /// The server URL; else `TRAINLOG_SERVER`, else the local default.
+    pub server: Option<String>,
+    pub slots: Vec<Slot>,
+    /// After SIGTERM to a pruned trial, how long before SIGKILL.
+    pub grace: Duration,
+    /// How often each running trial reports to the server (and learns whether it is pruned).
+    pub heartbeat: Duration,
+    /// Stop claiming trials after this many (for tests and for sharing a sweep).
+    pub max_trials: Option<u64>,
+}
+
+impl AgentConfig {
+    pub fn new(sweep_id: impl Into<String>, slots: Vec<Slot>) -> Self {
+        Self {
+            sweep_id: sweep_id.into(),
+            server: None,
+            slots,
+            grace: Duration::from_secs(10),
+            heartbeat: Duration::from_secs(2),
+            max_trials: None,
+        }
+    }
+}
+
+/// What an agent did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentReport {
+    /// (trial index, slot name, outcome) in the order trials ended.
+    pub trials: Vec<(i64, String, String)>,
+    /// Why the agent stopped claiming trials.
+    pub reason: String,
+}
+
+struct Running {
+    index: i64,
+    slot: usize,
+    child: Child,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+    stop_sent: Option<Instant>,
+    killed: bool,
+    last_heartbeat: Instant,
+}
+
+const TAIL_LINES: usize = 40;
+static TERMINATE: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_terminate(_: libc::c_int) {
+    TERMINATE.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    let handler = on_terminate as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGINT, handler);
+    }
+}
+
+/// Sends `signal` to the trial's process group (the trial and what it started).
+fn signal_group(child: &Child, signal: libc::c_int) {
+    // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
+    unsafe {
+        libc::kill(-(child.id() as libc::pid_t), signal);
+    }
+}
+
+fn log(line: &str) {
+    eprintln!("trainlog agent: {line}");
+}
+
+/// Runs trials of the sweep until it is finished (or stopped) and this agent's trials ended.
+/// A server outage is waited out: the agent keeps its trials running and retries.
+pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
+    if config.slots.is_empty() {
+        return Err(Error::Invalid("the agent has no slot to run trials in".into()));
+    }
+    install_signal_handlers();
+    let url = crate::server_url(config.server.as_deref());
+    let http = Http::new(&url, Duration::from_secs(30))?;
+    let sweep = crate::api::encode(&config.sweep_id);
+    let agent_name = format!("{}:{}", crate::run::hostname(), std::process::id());
+    let mut running: Vec<Running> = Vec::new();
+    let mut report = AgentReport::default();
+    let mut claimed = 0u64;
+    let mut done: Option<String> = None;
+    let mut terminating = false;
+    let mut next_claim = Instant::now();
+    loop {
+        if TERMINATE.load(Ordering::SeqCst) && !terminating {
+            terminating = true;
+            done.get_or_insert_with(|| "the agent was asked to stop".into());
+            log("stopping: passing SIGTERM to running trials");
+            for r in &running {
+                signal_group(&r.child, libc::SIGTERM);
+            }
+        }
+        // Fill free slots.
+        while done.is_none() && Instant::now() >= next_claim {
+            let Some(slot) = (0..config.slots.len()).find(|s| !running.iter().any(|r| r.slot == *s)) else { break };
+            if config.max_trials.is_some_and(|m| claimed >= m) {
+                done = Some("reached --max-trials".into());
+                break;
+            }
+            let s = &config.slots[slot];
+            let answer = http
+                .post(&format!("/sweeps/{sweep}/next"), &json!({"agent": agent_name, "slot": s.name, "gpus": s.gpus}));
+            match answer {
+                Ok(a) if a["status"] == "trial" => {
+                    claimed += 1;
+                    match launch(&a, s, &url) {
+                        Ok(r) => running.push(Running { slot, ..r }),
+                        Err(why) => {
+                            let index = a["index"].as_i64().unwrap_or(-1);
+                            log(&format!("trial {index} could not start: {why}"));
+                            end(&http, &sweep, index, "failed", None, &why);
+                            report.trials.push((index, s.name.clone(), "failed".into()));
+                        }
+                    }
+                }
+                Ok(a) => done = Some(a["reason"].as_str().unwrap_or("done").to_owned()),
+                Err(Error::Unreachable { reason, .. }) => {
+                    log(&format!("server unreachable, retrying: {reason}"));
+                    next_claim = Instant::now() + Duration::from_secs(2);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // Watch running trials.
+        let mut i = 0;
+        while i < running.len() {
+            let r = &mut running[i];
+            match r.child.try_wait() {
+                Ok(Some(status)) => {
+                    let mut r = running.swap_remove(i);
+                    for h in r.readers.drain(..) {
+                        let _ = h.join();
+                    }
+                    let outcome = classify(status, r.stop_sent.is_some(), terminating);
+                    let tail =
+                        r.tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default();
+                    let slot = config.slots[r.slot].name.clone();
+                    log(&format!("trial {} on {slot} ended: {outcome} ({})", r.index, describe(status)));
+                    end(&http, &sweep, r.index, outcome, status.code().map(i64::from), &tail);
+                    report.trials.push((r.index, slot, outcome.to_owned()));
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => log(&format!("cannot watch trial {}: {e}", r.index)),
+            }
+            if r.stop_sent.is_none() && r.last_heartbeat.elapsed() >= config.heartbeat {
+                r.last_heartbeat = Instant::now();
+                if let Ok(hb) = http.post(&format!("/sweeps/{sweep}/trials/{}/heartbeat", r.index), &json!({})) {
+                    if hb["stop"] == true {
+                        log(&format!("trial {} pruned: {}", r.index, hb["reason"].as_str().unwrap_or("")));
+                        signal_group(&r.child, libc::SIGTERM);
+                        r.stop_sent = Some(Instant::now());
+                    }
+                }
+            }
+            if let Some(at) = r.stop_sent {
+                if !r.killed && at.elapsed() >= config.grace {
+                    signal_group(&r.child, libc::SIGKILL);
+                    r.killed = true;
+                }
+            }
+            i += 1;
+        }
+        if done.is_some() && running.is_empty() {
+            report.reason = done.unwrap_or_default();
+            return Ok(report);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// How a trial ended, as the server records it.
+fn classify(status: ExitStatus, pruned: bool, agent_stopping: bool) -> &'static str {
+    if pruned {
+        "pruned"
+    } else if status.success() {
+        "finished"
+    } else if agent_stopping
+        || matches!(status.signal(), Some(libc::SIGTERM | libc::SIGKILL | libc::SIGINT | libc::SIGHUP))
+        || matches!(status.code(), Some(143 | 137))
+    {
+        "preempted"
+    } else {
+        "failed"
+    }
+}
+
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => "unknown status".into(),
+    }
+}
+
+fn end(http: &Http, sweep: &str, index: i64, outcome: &str, exit_code: Option<i64>, tail: &str) {
+    let body = json!({"outcome": outcome, "exit_code": exit_code, "output_tail": tail});
+    for attempt in 0..30 {
+        match http.post(&format!("/sweeps/{sweep}/trials/{index}/end"), &body) {
+            Ok(_) => return,
+            Err(Error::Unreachable { .. }) if attempt < 29 => std::thread::sleep(Duration::from_secs(2)),
+            Err(e) => {
+                log(&format!("could not report the end of trial {index}: {e}"));
+                return;
+            }
+        }
+    }
+}
+
+/// `--key=value` for each param; strings as they are, everything else as JSON.
+pub fn param_args(params: &Value) -> Vec<String> {
+    params
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => format!("--{k}={s}"),
+                    other => format!("--{k}={other}"),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn launch(a: &Value, slot: &Slot, server: &str) -> std::result::Result<Running, String> {
+    let index = a["index"].as_i64().ok_or("the server sent a trial without an index")?;
+    let command: Vec<String> =
+        a["command"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_owned)).collect();
+    let (program, args) = command.split_first().ok_or("the sweep has an empty command")?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .args(param_args(&a["params"]))
+        .env("TRAINLOG_SERVER", server)
+        .env("TRAINLOG_PROJECT", a["project"].as_str().unwrap_or_default())
+        .env("TRAINLOG_RUN_ID", a["run_id"].as_str().unwrap_or_default())
+        .env("TRAINLOG_RESUME", "allow")
+        .env("TRAINLOG_SWEEP_ID", a["sweep_id"].as_str().unwrap_or_default())
+        .env("TRAINLOG_SWEEP_TRIAL", index.to_string())
+        .env("TRAINLOG_SWEEP_PARAMS", a["params"].to_string())
+        .env("TRAINLOG_SWEEP_ATTEMPT", a["attempt"].to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    if let Some(devices) = &slot.cuda_visible_devices {
+        cmd.env("CUDA_VISIBLE_DEVICES", devices);
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}"))?;
+    log(&format!("trial {index} (attempt {}) on {} as pid {}: {}", a["attempt"], slot.name, child.id(), a["params"]));
+    let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_LINES)));
+    let mut readers = Vec::new();
+    let streams: Vec<Box<dyn std::io::Read + Send>> = [
+        child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    for stream in streams {
+        let tail = tail.clone();
+        readers.push(std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(std::result::Result::ok) {
+                println!("[trial {index}] {line}");
+                if let Ok(mut t) = tail.lock() {
+                    if t.len() == TAIL_LINES {
+                        t.pop_front();
+                    }
+                    t.push_back(line);
+                }
+            }
+        }));
+    }
+    Ok(Running { index, slot: 0, child, tail, readers, stop_sent: None, killed: false, last_heartbeat: Instant::now() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_follow_the_gpu_list_and_shares() {
+        let s = slots(Some("0,1"), 2, None).unwrap();
+        let names: Vec<&str> = s.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["gpu:0/0", "gpu:0/1", "gpu:1/0", "gpu:1/1"]);
+        assert_eq!(s[3].cuda_visible_devices.as_deref(), Some("1"));
+        let uuid = "MIG-4b2b8c3e-93a5-5a8b-9f0c-1b3d4e5f6a7b";
+        assert_eq!(slots(Some(uuid), 1, None).unwrap()[0].cuda_visible_devices.as_deref(), Some(uuid));
+        let cpu = slots(None, 1, Some(3)).unwrap();
+        assert_eq!((cpu.len(), cpu[2].gpus, cpu[2].cuda_visible_devices.clone()), (3, 0, None));
+        assert!(slots(Some("0"), 1, Some(1)).is_err());
+        assert!(slots(None, 1, None).is_err());
+    }
+
+    #[test]
+    fn params_become_key_value_arguments() {
+        let args = param_args(&json!({"lr": 0.001, "optimizer": "adam", "layers": 4, "flag": true}));
+        assert_eq!(args, ["--flag=true", "--layers=4", "--lr=0.001", "--optimizer=adam"]);
+    }
+
+    #[test]
+    fn exits_are_classified() {
+        assert_eq!(classify(ExitStatus::from_raw(0), false, false), "finished");
+        assert_eq!(classify(ExitStatus::from_raw(1 << 8), false, false), "failed");
+        assert_eq!(classify(ExitStatus::from_raw(libc::SIGTERM), false, false), "preempted");
+        assert_eq!(classify(ExitStatus::from_raw(libc::SIGTERM), true, false), "pruned");
+        assert_eq!(classify(ExitStatus::from_raw(1 << 8), false, true), "preempted");
+    }
+}

@@ -1,0 +1,514 @@
+//! Sweep routes: create and read sweeps, stop and resume them, and the agents' protocol (claim
+//! the next trial, heartbeat, report the end). The server decides: it proposes parameters,
+//! prunes trials on the metrics it ingests, and enforces the run cap and the budget.
+
+use crate::body::json_body;
+use crate::error::{ApiError, Result};
+use crate::routes::{meta, query_one, query_pairs, State};
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use trainlog_meta::{NewRun, Placement, SweepRow, TrialEnd, TrialRow};
+use trainlog_schema::{flatten_params, MetricKey, ProjectName, RunId, TagKey};
+use trainlog_store::StepRange;
+use trainlog_sweep::config::{Method, SweepConfig};
+use trainlog_sweep::early::{self, Decision, Progress, Rule};
+use trainlog_sweep::space::Observation;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/sweeps", web::post().to(create_sweep))
+        .route("/sweeps", web::get().to(list_sweeps))
+        .route("/sweeps/{id}", web::get().to(get_sweep))
+        .route("/sweeps/{id}/trials", web::get().to(list_trials))
+        .route("/sweeps/{id}/stop", web::post().to(stop_sweep))
+        .route("/sweeps/{id}/resume", web::post().to(resume_sweep))
+        .route("/sweeps/{id}/next", web::post().to(next_trial))
+        .route("/sweeps/{id}/trials/{index}/heartbeat", web::post().to(heartbeat))
+        .route("/sweeps/{id}/trials/{index}/end", web::post().to(end_trial))
+        .route("/runs/{id}/sweep", web::get().to(run_sweep));
+}
+
+/// The cost series the clients record, whose last value is what a run has cost.
+const COST_KEY: &str = "cost/usd";
+
+fn parse_config(text: &str) -> Result<SweepConfig> {
+    trainlog_sweep::config::parse(text)
+        .map_err(|e| ApiError::invalid(e.field, format!("{} (line {})", e.reason, e.line)))
+}
+
+/// A stored sweep's configuration; it was validated when the sweep was created.
+fn stored_config(sweep: &SweepRow) -> Result<SweepConfig> {
+    trainlog_sweep::config::parse(&sweep.config)
+        .map_err(|e| ApiError::Internal(format!("sweep {} holds a configuration that no longer parses: {e}", sweep.id)))
+}
+
+fn trial_index(path: &str) -> Result<i64> {
+    path.parse::<i64>().ok().filter(|i| *i >= 0).ok_or_else(|| ApiError::invalid("index", "expected a trial number"))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateSweep {
+    /// The sweep file's text (YAML).
+    config: String,
+    project: Option<String>,
+    name: Option<String>,
+}
+
+async fn create_sweep(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let body: CreateSweep = json_body(&req, payload).await?;
+    let cfg = parse_config(&body.config)?;
+    let project = body
+        .project
+        .or(cfg.project.clone())
+        .ok_or_else(|| ApiError::invalid("project", "give a project (in the request or the sweep file)"))?;
+    let project = ProjectName::parse("project", &project)?;
+    let name = body.name.or(cfg.name.clone()).unwrap_or_default();
+    let sweep = meta(&state, move |m| m.create_sweep(&project, &name, &body.config)).await?;
+    Ok(HttpResponse::Created().json(sweep_json(&state, &sweep, &[]).await?))
+}
+
+async fn list_sweeps(state: State, req: HttpRequest) -> Result<HttpResponse> {
+    let pairs = query_pairs(&req)?;
+    let project = query_one(&pairs, "project").map(|p| ProjectName::parse("project", p)).transpose()?;
+    let sweeps = meta(&state, move |m| m.sweeps(project.as_ref())).await?;
+    let mut out = Vec::with_capacity(sweeps.len());
+    for s in sweeps {
+        let id = s.id.clone();
+        let trials = meta(&state, move |m| m.trials(&id)).await?;
+        out.push(sweep_json(&state, &s, &trials).await?);
+    }
+    Ok(HttpResponse::Ok().json(json!({ "sweeps": out })))
+}
+
+async fn get_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+    let (sweep, trials) = load(&state, &path).await?;
+    Ok(HttpResponse::Ok().json(sweep_json(&state, &sweep, &trials).await?))
+}
+
+async fn list_trials(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+    let (sweep, trials) = load(&state, &path).await?;
+    let cfg = stored_config(&sweep)?;
+    let now = trainlog_meta::now_ms();
+    let mut out = Vec::with_capacity(trials.len());
+    for t in &trials {
+        let spent = trial_cost(&state, &sweep, t).await?;
+        let mut v = trial_json(t, now);
+        v["metric"] = json!(t.loss.map(|l| trainlog_schema::json_f64(cfg.metric.goal.loss(l))));
+        v["cost_usd"] = json!(spent);
+        out.push(v);
+    }
+    Ok(HttpResponse::Ok().json(json!({ "trials": out })))
+}
+
+async fn load(state: &State, id: &str) -> Result<(SweepRow, Vec<TrialRow>)> {
+    let id = id.to_owned();
+    meta(state, move |m| Ok((m.sweep(&id)?, m.trials(&id)?))).await
+}
+
+fn trial_json(t: &TrialRow, now: i64) -> Value {
+    json!({
+        "index": t.index, "run_id": t.run_id, "params": t.params, "state": t.state, "attempts": t.attempts,
+        "agent": t.agent, "slot": t.slot, "gpus": t.gpus, "bracket": t.bracket, "exit_code": t.exit_code,
+        "output_tail": t.output_tail, "stop_reason": t.stop_reason, "created_time": t.created_ms,
+        "started_time": t.started_ms, "ended_time": t.ended_ms, "heartbeat_time": t.heartbeat_ms,
+        "run_seconds": t.elapsed_ms(now) as f64 / 1000.0,
+    })
+}
+
+/// What a trial's run has cost so far: the last value of its cost series.
+async fn trial_cost(state: &State, sweep: &SweepRow, t: &TrialRow) -> Result<Option<f64>> {
+    let run = RunId::parse("run_id", &t.run_id)?;
+    let sums = state.store.summaries(&run, sweep.project_id).await?;
+    Ok(sums.get(COST_KEY).map(|s| s.last).filter(|v| v.is_finite()))
+}
+
+/// Money and GPU-hours spent by the sweep's trials so far.
+async fn spent(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Result<(f64, f64)> {
+    let now = trainlog_meta::now_ms();
+    let mut usd = 0.0;
+    let mut gpu_hours = 0.0;
+    for t in trials {
+        usd += trial_cost(state, sweep, t).await?.unwrap_or(0.0);
+        gpu_hours += t.gpus as f64 * t.elapsed_ms(now) as f64 / 3_600_000.0;
+    }
+    Ok((usd, gpu_hours))
+}
+
+async fn sweep_json(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Result<Value> {
+    let cfg = stored_config(sweep)?;
+    let (usd, gpu_hours) = spent(state, sweep, trials).await?;
+    let mut counts = Map::new();
+    for t in trials {
+        let n = counts.get(&t.state).and_then(Value::as_u64).unwrap_or(0);
+        counts.insert(t.state.clone(), json!(n + 1));
+    }
+    let best = trials
+        .iter()
+        .filter_map(|t| t.loss.filter(|l| l.is_finite()).map(|l| (l, t)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(l, t)| {
+            json!({"trial": t.index, "run_id": t.run_id, "value": cfg.metric.goal.loss(l), "params": t.params})
+        });
+    // Best so far after each ended trial, in the order trials ended, for the UI's curve.
+    let mut ended: Vec<&TrialRow> = trials.iter().filter(|t| t.loss.is_some_and(f64::is_finite)).collect();
+    ended.sort_by_key(|t| (t.ended_ms.unwrap_or(i64::MAX), t.index));
+    let mut best_so_far = Vec::with_capacity(ended.len());
+    let mut running_best = f64::INFINITY;
+    for (n, t) in ended.iter().enumerate() {
+        let l = t.loss.unwrap_or(f64::INFINITY);
+        running_best = running_best.min(l);
+        best_so_far.push(json!({"trials": n + 1, "trial": t.index, "ended_time": t.ended_ms,
+                                "value": cfg.metric.goal.loss(l), "best": cfg.metric.goal.loss(running_best)}));
+    }
+    Ok(json!({
+        "id": sweep.id, "project": sweep.project, "name": sweep.name, "state": sweep.state,
+        "ended_reason": sweep.ended_reason, "method": cfg.method.as_str(),
+        "metric": {"name": cfg.metric.name, "goal": match cfg.metric.goal {
+            trainlog_sweep::space::Goal::Minimize => "minimize", trainlog_sweep::space::Goal::Maximize => "maximize" }},
+        "command": cfg.command, "run_cap": cfg.run_cap,
+        "budget": {"usd": cfg.budget.usd, "gpu_hours": cfg.budget.gpu_hours},
+        "spent": {"usd": usd, "gpu_hours": gpu_hours},
+        "trial_count": trials.len(), "counts": counts, "best": best, "best_so_far": best_so_far,
+        "parameters": cfg.space.params.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+        "config": sweep.config, "created_time": sweep.created_ms, "updated_time": sweep.updated_ms,
+    }))
+}
+
+async fn set_state(state: State, id: String, to: &'static str) -> Result<HttpResponse> {
+    let sweep = meta(&state, {
+        let id = id.clone();
+        move |m| {
+            let s = m.sweep(&id)?;
+            if s.state == "finished" {
+                return Err(trainlog_meta::Error::Conflict {
+                    field: "state".into(),
+                    reason: format!("sweep {id} is finished ({})", s.ended_reason),
+                });
+            }
+            m.set_sweep_state(&id, to, if to == "stopped" { "stopped" } else { "" })
+        }
+    })
+    .await?;
+    let trials = meta(&state, move |m| m.trials(&id)).await?;
+    Ok(HttpResponse::Ok().json(sweep_json(&state, &sweep, &trials).await?))
+}
+
+async fn stop_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+    set_state(state, path.into_inner(), "stopped").await
+}
+
+async fn resume_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+    set_state(state, path.into_inner(), "running").await
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct NextRequest {
+    #[serde(default)]
+    agent: String,
+    #[serde(default)]
+    slot: String,
+    #[serde(default)]
+    gpus: i64,
+}
+
+/// Why a sweep starts no more trials, if it does not.
+fn exhausted(cfg: &SweepConfig, trials: &[TrialRow], usd: f64, gpu_hours: f64) -> Option<&'static str> {
+    if cfg.budget.usd.is_some_and(|b| usd >= b) || cfg.budget.gpu_hours.is_some_and(|b| gpu_hours >= b) {
+        return Some("budget");
+    }
+    if cfg.run_cap.is_some_and(|cap| trials.len() as u64 >= cap) {
+        return Some("run_cap");
+    }
+    None
+}
+
+/// Trials whose agent stopped reporting: their node is treated as lost, so they are preempted.
+async fn expire_lost(state: &State, sweep: &SweepRow, trials: &mut Vec<TrialRow>) -> Result<()> {
+    let now = trainlog_meta::now_ms();
+    let timeout = state.trial_timeout_ms;
+    let lost: Vec<i64> =
+        trials.iter().filter(|t| t.is_active() && now - t.heartbeat_ms > timeout).map(|t| t.index).collect();
+    if lost.is_empty() {
+        return Ok(());
+    }
+    for index in lost {
+        let end = TrialEnd {
+            state: "preempted".into(),
+            exit_code: None,
+            output_tail: format!("no heartbeat from its agent for {} s: the node is taken as lost", timeout / 1000),
+            loss: None,
+        };
+        finish_attempt(state, sweep, index, end).await?;
+    }
+    let id = sweep.id.clone();
+    *trials = meta(state, move |m| m.trials(&id)).await?;
+    Ok(())
+}
+
+/// Ends a trial's attempt, with the loss read from its run; a preempted trial past its retries fails.
+async fn finish_attempt(state: &State, sweep: &SweepRow, index: i64, mut end: TrialEnd) -> Result<TrialRow> {
+    let cfg = stored_config(sweep)?;
+    let id = sweep.id.clone();
+    let trial = meta(state, move |m| m.trial(&id, index)).await?;
+    end.loss = trial_loss(state, sweep, &cfg, &trial).await?;
+    // A trial the sweep asked to stop was pruned, however it exited.
+    if !trial.stop_reason.is_empty() {
+        end.state = "pruned".into();
+    }
+    if end.state == "preempted" && trial.attempts > i64::from(cfg.max_retries) {
+        end.output_tail = format!(
+            "preempted {} times, more than max_retries ({})\n{}",
+            trial.attempts, cfg.max_retries, end.output_tail
+        );
+        end.state = "failed".into();
+    }
+    let run_status = match end.state.as_str() {
+        "finished" => "finished",
+        "pruned" => "killed",
+        "preempted" => "preempted",
+        _ => "failed",
+    };
+    let id = sweep.id.clone();
+    let row = meta(state, move |m| m.end_trial(&id, index, &end, run_status)).await?;
+    state.store.project_changed(sweep.project_id);
+    Ok(row)
+}
+
+/// The trial's loss: the last value of the sweep's metric in its run, in the minimizing direction.
+async fn trial_loss(state: &State, sweep: &SweepRow, cfg: &SweepConfig, t: &TrialRow) -> Result<Option<f64>> {
+    let run = RunId::parse("run_id", &t.run_id)?;
+    let sums = state.store.summaries(&run, sweep.project_id).await?;
+    Ok(sums.get(&cfg.metric.name).map(|s| cfg.metric.goal.loss(s.last)).filter(|l| l.is_finite()))
+}
+
+async fn next_trial(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let body: NextRequest = json_body(&req, payload).await?;
+    let placement = Placement { agent: body.agent, slot: body.slot, gpus: body.gpus.max(0) };
+    // One proposal at a time, so two agents never get the same trial.
+    let _guard = state.sweep_lock.lock().await;
+    let (sweep, mut trials) = load(&state, &path).await?;
+    let cfg = stored_config(&sweep)?;
+    let done = |reason: &str| HttpResponse::Ok().json(json!({"status": "done", "reason": reason}));
+    if sweep.state != "running" {
+        return Ok(done(if sweep.state == "finished" { &sweep.ended_reason } else { &sweep.state }));
+    }
+    expire_lost(&state, &sweep, &mut trials).await?;
+    let (usd, gpu_hours) = spent(&state, &sweep, &trials).await?;
+    if cfg.budget.usd.is_some_and(|b| usd >= b) || cfg.budget.gpu_hours.is_some_and(|b| gpu_hours >= b) {
+        return Ok(done(&finish_sweep(&state, &sweep, &trials, "budget", true).await?));
+    }
+    // A preempted trial is started again first, with its run, so it can restore its checkpoint.
+    if let Some(t) = trials.iter().find(|t| t.state == "preempted") {
+        let (id, index, p) = (sweep.id.clone(), t.index, placement.clone());
+        let t = meta(&state, move |m| m.restart_trial(&id, index, &p)).await?;
+        return Ok(HttpResponse::Ok().json(assignment(&sweep, &cfg, &t, true)));
+    }
+    if let Some(reason) = exhausted(&cfg, &trials, usd, gpu_hours) {
+        return Ok(done(&finish_sweep(&state, &sweep, &trials, reason, false).await?));
+    }
+    let index = trials.len() as u64;
+    let params = match cfg.method {
+        Method::Grid => {
+            match trainlog_sweep::grid::point(&cfg.space, index).map_err(|e| ApiError::Internal(e.to_string()))? {
+                Some(p) => p,
+                None => return Ok(done(&finish_sweep(&state, &sweep, &trials, "grid_exhausted", false).await?)),
+            }
+        }
+        Method::Random => trainlog_sweep::random::sample(&cfg.space, cfg.seed, index),
+        Method::Tpe => {
+            let history: Vec<Observation> = trials
+                .iter()
+                .filter(|t| t.state != "running")
+                .map(|t| Observation { params: params_map(&t.params), loss: t.loss })
+                .collect();
+            trainlog_sweep::tpe::suggest(&cfg.space, &history, cfg.seed, index, &Default::default())
+        }
+    };
+    let bracket = early::bracket_of(&cfg.early_terminate, index).map(|b| b as i64);
+    let params_json = Value::Object(params.into_iter().collect());
+    let mut tags = BTreeMap::new();
+    tags.insert(TagKey::parse("tags", "sweep")?, sweep.id.clone());
+    tags.insert(TagKey::parse("tags", "sweep_trial")?, index.to_string());
+    let new = NewRun {
+        project: Some(ProjectName::parse("project", &sweep.project)?),
+        name: Some(format!("{}-{index:03}", sweep.name)),
+        params: flatten_params("params", &params_json)?,
+        tags,
+        host: placement.agent.split(':').next().unwrap_or_default().to_owned(),
+        group: sweep.name.clone(),
+        ..Default::default()
+    };
+    let id = sweep.id.clone();
+    let p = params_json.clone();
+    let t = meta(&state, move |m| m.start_trial(&id, index as i64, &new, &p, bracket, &placement)).await?;
+    state.store.project_changed(sweep.project_id);
+    Ok(HttpResponse::Ok().json(assignment(&sweep, &cfg, &t, false)))
+}
+
+fn params_map(v: &Value) -> trainlog_sweep::space::Params {
+    v.as_object().map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()
+}
+
+/// What an agent needs to start a trial.
+fn assignment(sweep: &SweepRow, cfg: &SweepConfig, t: &TrialRow, resume: bool) -> Value {
+    json!({
+        "status": "trial", "sweep_id": sweep.id, "project": sweep.project, "index": t.index, "run_id": t.run_id,
+        "params": t.params, "command": cfg.command, "attempt": t.attempts, "resume": resume,
+        "metric": cfg.metric.name,
+    })
+}
+
+/// Marks the sweep finished when nothing runs any more; answers the reason given to agents.
+async fn finish_sweep(state: &State, sweep: &SweepRow, trials: &[TrialRow], reason: &str, now: bool) -> Result<String> {
+    if now || !trials.iter().any(|t| t.is_active() || t.state == "preempted") {
+        let (id, r) = (sweep.id.clone(), reason.to_owned());
+        meta(state, move |m| m.set_sweep_state(&id, "finished", &r)).await?;
+    }
+    Ok(reason.to_owned())
+}
+
+/// Decides whether a running trial should stop: the sweep was stopped, or the early-termination
+/// rule prunes it on the metric points ingested so far. Records the decision.
+async fn should_stop(state: &State, sweep: &SweepRow, trial: &TrialRow) -> Result<Option<String>> {
+    if !trial.stop_reason.is_empty() {
+        return Ok(Some(trial.stop_reason.clone()));
+    }
+    if !trial.is_active() {
+        return Ok(None);
+    }
+    let reason = if sweep.state == "stopped" {
+        Some("the sweep was stopped".to_owned())
+    } else {
+        let cfg = stored_config(sweep)?;
+        match cfg.early_terminate {
+            Rule::None => None,
+            ref rule => prune_decision(state, sweep, &cfg, rule, trial).await?,
+        }
+    };
+    if let Some(r) = &reason {
+        let (id, index, r) = (sweep.id.clone(), trial.index, r.clone());
+        meta(state, move |m| m.request_trial_stop(&id, index, &r)).await?;
+    }
+    Ok(reason)
+}
+
+async fn progress_of(state: &State, cfg: &SweepConfig, t: &TrialRow) -> Result<Progress> {
+    let run = RunId::parse("run_id", &t.run_id)?;
+    let key = MetricKey::parse("metric", &cfg.metric.name)?;
+    let series = state.store.series(&run, &key, StepRange::default()).await?;
+    let points = series
+        .steps
+        .iter()
+        .zip(&series.values)
+        .filter(|(_, v)| v.is_finite())
+        .map(|(s, v)| (*s, cfg.metric.goal.loss(*v)))
+        .collect();
+    Ok(Progress { trial_index: t.index as u64, points })
+}
+
+async fn prune_decision(
+    state: &State,
+    sweep: &SweepRow,
+    cfg: &SweepConfig,
+    rule: &Rule,
+    trial: &TrialRow,
+) -> Result<Option<String>> {
+    let me = progress_of(state, cfg, trial).await?;
+    if me.points.is_empty() {
+        return Ok(None);
+    }
+    let id = sweep.id.clone();
+    let trials = meta(state, move |m| m.trials(&id)).await?;
+    let mut peers = Vec::with_capacity(trials.len());
+    for t in trials.iter().filter(|t| t.index != trial.index) {
+        peers.push(progress_of(state, cfg, t).await?);
+    }
+    Ok(match early::decide(rule, &me, &peers) {
+        Decision::Continue => None,
+        Decision::Stop { reason, .. } => Some(reason),
+    })
+}
+
+async fn heartbeat(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
+    let (id, index) = path.into_inner();
+    let index = trial_index(&index)?;
+    let (sweep, trial) = {
+        let id = id.clone();
+        meta(&state, move |m| Ok((m.sweep(&id)?, m.trial_heartbeat(&id, index)?))).await?
+    };
+    let stop = should_stop(&state, &sweep, &trial).await?;
+    Ok(HttpResponse::Ok().json(json!({"state": trial.state, "stop": stop.is_some(), "reason": stop})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndRequest {
+    outcome: String,
+    exit_code: Option<i64>,
+    #[serde(default)]
+    output_tail: String,
+}
+
+async fn end_trial(
+    state: State,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let (id, index) = path.into_inner();
+    let index = trial_index(&index)?;
+    let body: EndRequest = json_body(&req, payload).await?;
+    if !["finished", "failed", "pruned", "preempted"].contains(&body.outcome.as_str()) {
+        return Err(ApiError::invalid("outcome", "expected finished, failed, pruned or preempted"));
+    }
+    let tail: String = {
+        let lines: Vec<&str> = body.output_tail.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    };
+    let sweep = {
+        let id = id.clone();
+        meta(&state, move |m| m.sweep(&id)).await?
+    };
+    let end = TrialEnd { state: body.outcome, exit_code: body.exit_code, output_tail: tail, loss: None };
+    let row = finish_attempt(&state, &sweep, index, end).await?;
+    // A sweep whose last trial just ended may be complete.
+    let _guard = state.sweep_lock.lock().await;
+    let (sweep, trials) = load(&state, &id).await?;
+    if sweep.state == "running" {
+        let cfg = stored_config(&sweep)?;
+        let (usd, gpu_hours) = spent(&state, &sweep, &trials).await?;
+        let grid_done = cfg.method == Method::Grid
+            && trainlog_sweep::grid::size(&cfg.space).is_ok_and(|n| trials.len() as u64 >= n);
+        let reason = exhausted(&cfg, &trials, usd, gpu_hours).or(grid_done.then_some("grid_exhausted"));
+        if let Some(reason) = reason {
+            finish_sweep(&state, &sweep, &trials, reason, false).await?;
+        }
+    }
+    Ok(HttpResponse::Ok().json(trial_json(&row, trainlog_meta::now_ms())))
+}
+
+/// For a run inside a sweep: its trial, and whether the sweep wants it to stop.
+async fn run_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+    let run = RunId::parse("id", &path)?;
+    let trial = meta(&state, move |m| m.trial_of_run(&run)).await?;
+    let Some(trial) = trial else {
+        return Err(ApiError::NotFound(format!("a sweep trial for run {}", path.as_str())));
+    };
+    let sweep = {
+        let id = trial.sweep_id.clone();
+        meta(&state, move |m| m.sweep(&id)).await?
+    };
+    let stop = should_stop(&state, &sweep, &trial).await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "sweep_id": sweep.id, "trial": trial.index, "params": trial.params, "state": trial.state,
+        "stop": stop.is_some(), "reason": stop,
+    })))
+}
