@@ -79,7 +79,8 @@ pub struct TrialEnd {
 
 const SWEEP_COLUMNS: &str =
     "s.id, s.project_id, p.name, s.name, s.config, s.state, s.ended_reason, s.created_ms, s.updated_ms";
-const TRIAL_COLUMNS: &str = "sweep_id, trial_index, run_id, params, state, attempts, agent, slot, gpus, bracket, exit_code, \
+const TRIAL_COLUMNS: &str =
+    "sweep_id, trial_index, run_id, params, state, attempts, agent, slot, gpus, bracket, exit_code, \
      output_tail, loss, stop_reason, created_ms, started_ms, ended_ms, heartbeat_ms, run_ms";
 
 fn sweep_from_row(r: &Row) -> rusqlite::Result<SweepRow> {
@@ -205,7 +206,8 @@ impl MetaStore {
         self.read(|conn| {
             get_sweep(conn, sweep)?;
             let sql = format!("SELECT {TRIAL_COLUMNS} FROM sweep_trials WHERE sweep_id = ?1 ORDER BY trial_index");
-            let rows = conn.prepare_cached(&sql)?.query_map([sweep], trial_from_row)?.collect::<rusqlite::Result<_>>()?;
+            let rows =
+                conn.prepare_cached(&sql)?.query_map([sweep], trial_from_row)?.collect::<rusqlite::Result<_>>()?;
             Ok(rows)
         })
     }
@@ -240,9 +242,11 @@ impl MetaStore {
                 return Err(Error::Conflict { field: "sweep".into(), reason: format!("sweep {sweep} is {}", s.state) });
             }
             let taken: Option<i64> = tx
-                .query_row("SELECT 1 FROM sweep_trials WHERE sweep_id = ?1 AND trial_index = ?2", params![sweep, index], |r| {
-                    r.get(0)
-                })
+                .query_row(
+                    "SELECT 1 FROM sweep_trials WHERE sweep_id = ?1 AND trial_index = ?2",
+                    params![sweep, index],
+                    |r| r.get(0),
+                )
                 .optional()?;
             if taken.is_some() {
                 return Err(Error::Conflict { field: "trial".into(), reason: format!("trial {index} exists") });
