@@ -1,6 +1,6 @@
 /* trainlog web UI: a hash-routed single page (no build step, no dependencies).
  * Routes: #/ projects, #/p/NAME runs table, #/compare/NAME/id1,id2 compare,
- * #/run/ID run page, #/models model registry. Talks to the JSON API under /api/v1.
+ * #/run/ID run page, #/models model registry, #/sweeps/NAME a project's sweeps, #/sweep/ID a sweep. Talks to the JSON API under /api/v1.
  * Charts live in charts.js. */
 'use strict';
 
@@ -133,6 +133,8 @@ function route() {
   else if (head === 'compare' && a && b) view = compareView(a, b.split(',').filter(Boolean));
   else if (head === 'run' && a) view = runView(a);
   else if (head === 'models') view = modelsView();
+  else if (head === 'sweeps' && a) view = sweepsView(a);
+  else if (head === 'sweep' && a) view = sweepView(a);
   else view = { node: el('p', { class: 'error' }, 'Unknown page: ' + location.hash) };
   app.append(view.node);
   if (view.mounted) view.mounted();
@@ -259,7 +261,7 @@ function runsView(project, initialFilter) {
 
   const node = el('div', {},
     el('div', { class: 'breadcrumb' }, el('a', { href: '#/' }, 'Projects'), ' / '),
-    el('h1', {}, project),
+    el('h1', {}, project, ' ', el('a', { class: 'sub-link', href: '#/sweeps/' + enc(project), 'data-testid': 'sweeps-link' }, 'sweeps →')),
     el('div', { class: 'toolbar' },
       filterInput,
       el('button', { onclick: applyFilter }, 'Apply'),
@@ -1035,4 +1037,103 @@ function modelsView() {
     }));
   }).catch((e) => body.replaceChildren(errorEl(e)));
   return { node };
+}
+
+/* ---------- #/sweeps/NAME and #/sweep/ID ---------- */
+
+function fmtUsd(v) { return typeof v === 'number' && Number.isFinite(v) ? '$' + v.toFixed(2) : '—'; }
+
+function sweepsView(project) {
+  const body = el('div', { 'data-testid': 'sweeps-list' }, el('p', { class: 'muted' }, 'Loading sweeps…'));
+  const node = el('div', {},
+    el('div', { class: 'breadcrumb' }, el('a', { href: '#/' }, 'Projects'), ' / ', el('a', { href: '#/p/' + enc(project) }, project), ' / '),
+    el('h1', {}, 'Sweeps'), body);
+  api('/sweeps?project=' + enc(project)).then((res) => {
+    const sweeps = res.sweeps || [];
+    if (!sweeps.length) { body.replaceChildren(el('p', { class: 'muted' }, 'No sweeps in this project. Create one with `trainlog sweep create sweep.yaml --project ' + project + '`.')); return; }
+    body.replaceChildren(el('table', { class: 'list' },
+      el('thead', {}, el('tr', {}, ['sweep', 'state', 'method', 'metric', 'trials', 'best', 'spent', 'created'].map((h) => el('th', {}, h)))),
+      el('tbody', {}, sweeps.map((sw) => el('tr', {},
+        el('td', {}, el('a', { href: '#/sweep/' + enc(sw.id) }, sw.name)),
+        el('td', {}, sw.state + (sw.ended_reason ? ` (${sw.ended_reason})` : '')),
+        el('td', {}, sw.method),
+        el('td', { class: 'mono' }, `${sw.metric.name} (${sw.metric.goal})`),
+        el('td', { class: 'num' }, String(sw.trial_count)),
+        el('td', { class: 'num' }, sw.best ? fmtNum(toNum(sw.best.value)) : '—'),
+        el('td', { class: 'num' }, fmtUsd(sw.spent.usd)),
+        el('td', { class: 'muted' }, fmtTime(sw.created_time)))))));
+  }).catch((e) => body.replaceChildren(errorEl(e)));
+  return { node };
+}
+
+function sweepView(id) {
+  const body = el('div', {}, el('p', { class: 'muted' }, 'Loading sweep…'));
+  const node = el('div', {}, body);
+  let alive = true, timer = null;
+
+  async function load() {
+    let sweep, trials;
+    try {
+      [sweep, trials] = await Promise.all([api('/sweeps/' + enc(id)), api(`/sweeps/${enc(id)}/trials`).then((r) => r.trials || [])]);
+    } catch (e) {
+      if (!alive) return;
+      body.replaceChildren(el('h1', {}, 'Sweep ' + id), errorEl(e.status === 404 ? `Sweep "${id}" was not found.` : e));
+      return;
+    }
+    if (!alive) return;
+    const metric = sweep.metric.name;
+    const paramNames = sweep.parameters || [];
+    const budgetRows = [];
+    if (sweep.budget.usd !== null && sweep.budget.usd !== undefined) budgetRows.push({ label: 'money', value: sweep.spent.usd, max: sweep.budget.usd, fmt: fmtUsd });
+    if (sweep.budget.gpu_hours !== null && sweep.budget.gpu_hours !== undefined) budgetRows.push({ label: 'GPU-hours', value: sweep.spent.gpu_hours, max: sweep.budget.gpu_hours, fmt: (v) => v.toFixed(2) });
+    const runsLike = trials.filter((t) => t.metric !== null && t.metric !== undefined).map((t) => ({
+      id: t.run_id, name: `#${t.index}`, params: t.params, summary: { [metric]: { last: t.metric } },
+    }));
+    body.replaceChildren(
+      el('div', { class: 'breadcrumb' }, el('a', { href: '#/' }, 'Projects'), ' / ', el('a', { href: '#/p/' + enc(sweep.project) }, sweep.project),
+        ' / ', el('a', { href: '#/sweeps/' + enc(sweep.project) }, 'sweeps'), ' / '),
+      el('h1', { 'data-testid': 'sweep-title' }, sweep.name, ' ', el('span', { class: 'status status-' + (sweep.state === 'running' ? 'running' : 'finished') }, sweep.state + (sweep.ended_reason ? ` (${sweep.ended_reason})` : ''))),
+      el('div', { class: 'panel' }, kvTable({
+        method: sweep.method, metric: `${metric} (${sweep.metric.goal})`, command: (sweep.command || []).join(' '),
+        trials: `${sweep.trial_count}${sweep.run_cap ? ' of ' + sweep.run_cap : ''} · ` + Object.entries(sweep.counts || {}).map(([k, v]) => `${k} ${v}`).join(', '),
+        best: sweep.best ? `${fmtNum(toNum(sweep.best.value))} (trial ${sweep.best.trial}) ${JSON.stringify(sweep.best.params)}` : '—',
+        spent: `${fmtUsd(sweep.spent.usd)} · ${sweep.spent.gpu_hours.toFixed(3)} GPU-hours`,
+      }, 'sweep-info', true)),
+      el('div', { class: 'grid2' },
+        el('div', {}, el('h2', {}, 'Best so far'), bestSoFarChart(sweep.best_so_far || [], metric)),
+        el('div', { 'data-testid': 'sweep-spend' }, el('h2', {}, 'Money spent'),
+          budgetRows.length ? budgetList(budgetRows) : el('p', {}, `${fmtUsd(sweep.spent.usd)} spent; no budget set.`),
+          barList(trials.map((t) => ({ label: `#${t.index}`, value: typeof t.cost_usd === 'number' ? t.cost_usd : NaN, color: '#0f766e' })), fmtUsd, 'trial-cost'))),
+      el('h2', {}, 'Parallel coordinates'),
+      runsLike.length ? parallelCoords(runsLike, [metric]) : el('p', { class: 'muted' }, 'No trial has reported the metric yet.'),
+      el('h2', {}, 'Trials'),
+      trialsTable(trials, paramNames, metric));
+    if (sweep.state === 'running' && alive) timer = setTimeout(load, LIVE_MS);
+  }
+
+  load().catch((e) => body.replaceChildren(errorEl(e)));
+  return { node, cleanup: () => { alive = false; clearTimeout(timer); } };
+}
+
+function budgetList(rows) {
+  return el('div', { class: 'bars' }, rows.map((r) => el('div', { class: 'bar-row', 'data-testid': 'budget-row' },
+    el('span', { class: 'bar-label' }, r.label),
+    el('span', { class: 'bar-track' }, el('span', { class: 'bar', style: `width:${Math.min(100, (100 * r.value) / r.max)}%;background:${r.value >= r.max ? '#c62828' : '#2563eb'}` })),
+    el('span', { class: 'bar-value num' }, `${r.fmt(r.value)} / ${r.fmt(r.max)}`))));
+}
+
+function trialsTable(trials, paramNames, metric) {
+  if (!trials.length) return el('p', { class: 'muted' }, 'No trials yet.');
+  return el('div', { class: 'diff-wrap' }, el('table', { class: 'list', 'data-testid': 'trials-table' },
+    el('thead', {}, el('tr', {}, ['#', 'state', 'attempts', 'slot', metric, 'cost', 'time'].concat(paramNames).map((h) => el('th', {}, h)))),
+    el('tbody', {}, trials.map((t) => el('tr', { 'data-testid': 'trial-row', 'data-state': t.state, title: t.output_tail || t.stop_reason || '' },
+      el('td', {}, el('a', { href: '#/run/' + enc(t.run_id) }, String(t.index))),
+      el('td', {}, el('span', { class: 'status status-' + ({ pruned: 'killed', finished: 'finished', failed: 'failed', running: 'running', preempted: 'preempted' }[t.state] || '') }, t.state),
+        t.exit_code !== null && t.exit_code !== undefined && t.state === 'failed' ? ` (exit ${t.exit_code})` : ''),
+      el('td', { class: 'num' }, String(t.attempts)),
+      el('td', { class: 'mono' }, t.slot),
+      el('td', { class: 'num' }, t.metric === null || t.metric === undefined ? '' : fmtNum(toNum(t.metric))),
+      el('td', { class: 'num' }, typeof t.cost_usd === 'number' ? fmtUsd(t.cost_usd) : ''),
+      el('td', { class: 'num' }, fmtDuration((t.run_seconds || 0) * 1000)),
+      paramNames.map((p) => el('td', {}, fmtValue((t.params || {})[p]))))))));
 }

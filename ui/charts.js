@@ -503,3 +503,39 @@ function barList(rows, fmt, testid) {
       })),
       el('span', { class: 'bar-value num' }, Number.isFinite(r.value) ? fmt(r.value) : '—'))));
 }
+
+/* ---------- best-so-far curve (SVG) ---------- */
+
+/** points: [{trials, value, best}] in the order trials ended → each trial's value and the best so far. */
+function bestSoFarChart(points, metric) {
+  if (!points.length) return el('p', { class: 'muted' }, 'No trial has ended with the metric yet.');
+  const W = 520, H = 240, M = { l: 56, r: 12, t: 10, b: 28 };
+  const vals = points.flatMap((p) => [toNum(p.value), toNum(p.best)]).filter(Number.isFinite);
+  let lo = Math.min(...vals), hi = Math.max(...vals);
+  if (!(hi > lo)) { lo -= 0.5; hi += 0.5; }
+  const pad = (hi - lo) * 0.05; lo -= pad; hi += pad;
+  const n = points.length;
+  const sx = (i) => M.l + (n === 1 ? 0.5 : (i - 1) / (n - 1)) * (W - M.l - M.r);
+  const sy = (v) => M.t + (1 - (v - lo) / (hi - lo)) * (H - M.t - M.b);
+  const root = svg('svg', { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: 'pc-svg', 'data-testid': 'best-so-far', 'data-points': n,
+    'data-best': String(toNum(points[n - 1].best)) });
+  for (const v of niceTicks(lo, hi, 4)) {
+    root.append(svg('line', { x1: M.l, x2: W - M.r, y1: sy(v), y2: sy(v), stroke: '#e5e7eb' }));
+    root.append(svg('text', { x: M.l - 4, y: sy(v) + 3, 'text-anchor': 'end', class: 'pc-tick' }, fmtNum(v)));
+  }
+  for (const v of niceTicks(1, Math.max(2, n), Math.min(6, n))) {
+    if (!Number.isInteger(v) || v < 1 || v > n) continue;
+    root.append(svg('text', { x: sx(v), y: H - 10, 'text-anchor': 'middle', class: 'pc-tick' }, String(v)));
+  }
+  root.append(svg('text', { x: W - M.r, y: H - 1, 'text-anchor': 'end', class: 'pc-tick' }, 'trials ended'));
+  for (const p of points) {
+    root.append(svg('circle', { cx: sx(p.trials), cy: sy(toNum(p.value)), r: 3, fill: '#9ca3af' }, svg('title', {}, `trial ${p.trial}: ${metric} = ${fmtNum(toNum(p.value))}`)));
+  }
+  let d = '';
+  points.forEach((p, i) => {
+    const x = sx(p.trials), y = sy(toNum(p.best));
+    d += i === 0 ? `M${x} ${y}` : `H${x}V${y}`;
+  });
+  root.append(svg('path', { d, fill: 'none', stroke: '#2563eb', 'stroke-width': 2 }));
+  return root;
+}

@@ -248,3 +248,39 @@ test('the models page shows a version\'s lineage back to its run', async () => {
   await page.getByTestId('run-title').filter({ hasText: 'run-00' }).waitFor();
   await page.screenshot({ path: path.join(shots, 'models-lineage.png') });
 });
+
+test('a sweep shows its trials, parallel coordinates, best-so-far curve and spending', async () => {
+  const config = ['command: [python, train.py]', 'method: random', 'metric: {name: val_loss, goal: minimize}',
+    'parameters:', '  lr: {distribution: log_uniform, min: 1.0e-4, max: 1.0e-1}', '  layers: {values: [2, 4]}',
+    'run_cap: 5', 'budget: {usd: 10}', 'seed: 3'].join('\n');
+  const sweep = await post('/sweeps', { config, project: 'demo', name: 'lr-search' });
+  const losses = [];
+  for (let i = 0; i < 5; i++) {
+    const trial = await post(`/sweeps/${sweep.id}/next`, { agent: 'test:1', slot: `gpu:${i % 2}`, gpus: 1 });
+    assert.equal(trial.status, 'trial');
+    if (i === 2) {
+      await post(`/sweeps/${sweep.id}/trials/${trial.index}/end`, { outcome: 'failed', exit_code: 1, output_tail: 'CUDA out of memory' });
+      continue;
+    }
+    const loss = Math.abs(Math.log10(trial.params.lr) + 2.5) + 0.1 * trial.params.layers;
+    losses.push(loss);
+    await post(`/runs/${trial.run_id}/metrics`, { points: [
+      { key: 'val_loss', step: 0, value: loss + 1 }, { key: 'val_loss', step: 1, value: loss },
+      { key: 'cost/usd', step: 0, value: 0.5 * (i + 1) }] });
+    await post(`/sweeps/${sweep.id}/trials/${trial.index}/end`, { outcome: 'finished', exit_code: 0 });
+  }
+  await page.goto(`${base}/#/sweeps/demo`);
+  await page.getByRole('link', { name: 'lr-search' }).click();
+  await page.getByTestId('sweep-title').filter({ hasText: 'finished (run_cap)' }).waitFor();
+  const rows = page.locator('[data-testid=trial-row]');
+  assert.equal(await rows.count(), 5);
+  assert.deepEqual(await rows.evaluateAll((rs) => rs.map((r) => r.dataset.state)), ['finished', 'finished', 'failed', 'finished', 'finished']);
+  assert.match(await rows.nth(2).getAttribute('title'), /CUDA out of memory/);
+  const curve = page.getByTestId('best-so-far');
+  assert.equal(await curve.getAttribute('data-points'), '4');
+  assert.ok(Math.abs(Number(await curve.getAttribute('data-best')) - Math.min(...losses)) < 1e-9);
+  assert.equal(await page.locator('[data-testid=parcoords-line]').count(), 4);
+  // Trials 0, 1, 3 and 4 cost $0.50, $1.00, $2.00 and $2.50; the failed trial 2 logged none.
+  assert.match(await page.getByTestId('budget-row').innerText(), /\$6\.00 \/ \$10\.00/);
+  await page.screenshot({ path: path.join(shots, 'sweep.png'), fullPage: true });
+});
