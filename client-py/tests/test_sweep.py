@@ -186,3 +186,30 @@ parameters:
     assert (sweep["state"], sweep["ended_reason"]) == ("finished", "budget")
     assert 1 <= sweep["trial_count"] < 20
     assert sweep["spent"]["usd"] >= 2
+
+
+@pytest.mark.parametrize("method,jobs", [("random", 1), ("tpe", 6)])
+def test_kubernetes_manifests_validate_offline(sweep_env: dict, tmp_path: Path, method: str, jobs: int) -> None:
+    path = write_sweep(tmp_path, f"method: {method}\nmetric: {{name: loss}}\nrun_cap: 6\nparameters: {{x: {{min: 0.0, max: 1.0}}}}\n")
+    created = cli(sweep_env, "sweep", "create", str(path), "--project", "k8s")
+    assert created.returncode == 0, created.stderr
+    sweep_id = created.stdout.strip()
+    out = cli(sweep_env, "sweep", "k8s-manifest", sweep_id, "--image", "registry.example/train:1", "--gpus-per-trial", "2",
+              "--max-concurrent", "3", "--pod-server", "http://trainlog.ml:7310")
+    assert out.returncode == 0, out.stderr
+    manifest = tmp_path / "sweep-k8s.yaml"
+    manifest.write_text(out.stdout)
+    validator = Path(sys.executable).with_name("kubernetes-validate")
+    checked = subprocess.run([str(validator), "--strict", str(manifest)], capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    docs = [json.loads(d) for d in out.stdout.split("---\n") if d.strip()]
+    assert len(docs) == jobs
+    spec = docs[0]["spec"]
+    assert spec["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 2}
+    assert spec["podFailurePolicy"]["rules"][0]["onPodConditions"][0]["type"] == "DisruptionTarget"
+    if jobs == 1:
+        assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 6, 3)
+    # The validator is not vacuous: a misspelt field is refused.
+    manifest.write_text(out.stdout.replace('"restartPolicy"', '"restartPolcy"'))
+    refused = subprocess.run([str(validator), "--strict", str(manifest)], capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0

@@ -20,6 +20,7 @@ pub mod api;
 mod artifacts;
 pub mod collect;
 mod http;
+pub mod k8s;
 mod registry;
 mod run;
 mod sampler;

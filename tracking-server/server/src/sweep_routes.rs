@@ -168,6 +168,7 @@ async fn sweep_json(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Res
         "metric": {"name": cfg.metric.name, "goal": match cfg.metric.goal {
             trainlog_sweep::space::Goal::Minimize => "minimize", trainlog_sweep::space::Goal::Maximize => "maximize" }},
         "command": cfg.command, "run_cap": cfg.run_cap,
+        "grid_size": (cfg.method == Method::Grid).then(|| trainlog_sweep::grid::size(&cfg.space).ok()).flatten(),
         "budget": {"usd": cfg.budget.usd, "gpu_hours": cfg.budget.gpu_hours},
         "spent": {"usd": usd, "gpu_hours": gpu_hours},
         "trial_count": trials.len(), "counts": counts, "best": best, "best_so_far": best_so_far,
