@@ -213,3 +213,74 @@ def test_kubernetes_manifests_validate_offline(sweep_env: dict, tmp_path: Path, 
     manifest.write_text(out.stdout.replace('"restartPolicy"', '"restartPolcy"'))
     refused = subprocess.run([str(validator), "--strict", str(manifest)], capture_output=True, text=True, timeout=120)
     assert refused.returncode != 0
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def slurm_conf(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A single-node Slurm cluster on 127.0.0.1 with two fake GPUs (installed and started here)."""
+    folder = tmp_path_factory.mktemp("slurm")
+    started = subprocess.run([str(REPO / "tests/slurm/start-local-slurm.sh"), str(folder)], capture_output=True, text=True, timeout=900)
+    assert started.returncode == 0, started.stdout + started.stderr
+    yield str(folder / "slurm.conf")
+    subprocess.run([str(REPO / "tests/slurm/stop-local-slurm.sh"), str(folder)], timeout=60)
+
+
+def test_a_sweep_through_slurm(sweep_env: dict, tmp_path: Path, slurm_conf: str) -> None:
+    env = dict(sweep_env, SLURM_CONF=slurm_conf)
+    submit = ("--slurm", "--gpus-per-trial", "1", "--max-concurrent", "3", "--slurm-dir", str(tmp_path / "jobs"))
+    path = write_sweep(tmp_path, """method: grid
+metric: {name: loss}
+parameters:
+  x: {values: [0, 1, 2, 3]}
+  step_seconds: {value: 0.2}
+""")
+    done = cli(env, "sweep", "submit", str(path), "--project", "slurm", *submit)
+    assert done.returncode == 0, done.stderr
+    sweep_id = done.stderr.split("created sweep ")[1].split()[0]
+    sweep = api_get(env, f"/sweeps/{sweep_id}")
+    assert (sweep["state"], sweep["counts"]) == ("finished", {"finished": 4})
+    seen = records(env)
+    assert sorted(r["config"]["x"] for r in seen) == [0, 1, 2, 3]
+    # Slurm gave each trial one of the two fake GPUs, and never one GPU to two trials at once.
+    assert {r["cuda"] for r in seen} <= {"0", "1"} and len(seen) == 4
+    for gpu in ("0", "1"):
+        spans = sorted((r["start"], r["end"]) for r in seen if r["cuda"] == gpu)
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])), spans
+    assert all(t["slot"].startswith("slurm:") for t in api_get(env, f"/sweeps/{sweep_id}/trials")["trials"])
+
+    # A failing trial, a preempted one (resumed as a new job with the same run) and a pruned one.
+    Path(env["TRIAL_LOG"]).unlink()
+    path = write_sweep(tmp_path, """method: grid
+metric: {name: loss}
+parameters:
+  mode: {values: [fail, preempt, ok]}
+  x: {values: [1]}
+  steps: {value: 10}
+""")
+    done = cli(env, "sweep", "submit", str(path), "--project", "slurm", *submit)
+    assert done.returncode == 0, done.stderr
+    sweep_id = done.stderr.split("created sweep ")[1].split()[0]
+    trials = {t["params"]["mode"]: t for t in api_get(env, f"/sweeps/{sweep_id}/trials")["trials"]}
+    assert (trials["fail"]["state"], trials["fail"]["exit_code"]) == ("failed", 3)
+    assert "boom: these hyperparameters cannot train" in trials["fail"]["output_tail"]
+    assert (trials["preempt"]["state"], trials["preempt"]["attempts"]) == ("finished", 2)
+    steps = [p["step"] for p in api_get(env, f"/runs/{trials['preempt']['run_id']}/metrics?key=loss")["points"]]
+    assert steps == list(range(10))
+
+    path = write_sweep(tmp_path, """method: grid
+metric: {name: loss}
+parameters:
+  x: {values: [1, 5]}
+  steps: {value: 40}
+  step_seconds: {value: 0.1}
+early_terminate: {type: asha, min_steps: 3, max_steps: 27, eta: 3}
+""")
+    done = cli(env, "sweep", "submit", str(path), "--project", "slurm", *submit[:-4], "--max-concurrent", "1", "--slurm-dir", str(tmp_path / "jobs"))
+    assert done.returncode == 0, done.stderr
+    sweep_id = done.stderr.split("created sweep ")[1].split()[0]
+    trials = {t["params"]["x"]: t for t in api_get(env, f"/sweeps/{sweep_id}/trials")["trials"]}
+    assert (trials[1]["state"], trials[5]["state"]) == ("finished", "pruned")
+    assert len(api_get(env, f"/runs/{trials[5]['run_id']}/metrics?key=loss")["points"]) < 40

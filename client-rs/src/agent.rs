@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -72,6 +72,9 @@ pub struct AgentConfig {
     pub heartbeat: Duration,
     /// Stop claiming trials after this many (for tests and for sharing a sweep).
     pub max_trials: Option<u64>,
+    /// Submit trials to Slurm with `sbatch` instead of running them here; the slots then only
+    /// bound how many trials are queued or running at once.
+    pub slurm: Option<crate::slurm::SlurmOptions>,
 }
 
 impl AgentConfig {
@@ -83,6 +86,7 @@ impl AgentConfig {
             grace: Duration::from_secs(10),
             heartbeat: Duration::from_secs(2),
             max_trials: None,
+            slurm: None,
         }
     }
 }
@@ -96,15 +100,86 @@ pub struct AgentReport {
     pub reason: String,
 }
 
+/// A trial's process: a child of the agent, or a Slurm job.
+pub(crate) enum Job {
+    Local { child: Child, tail: Arc<Mutex<VecDeque<String>>>, readers: Vec<std::thread::JoinHandle<()>> },
+    Slurm { job_id: String, output: std::path::PathBuf, last_poll: Instant },
+}
+
 struct Running {
     index: i64,
     slot: usize,
-    child: Child,
-    tail: Arc<Mutex<VecDeque<String>>>,
-    readers: Vec<std::thread::JoinHandle<()>>,
+    job: Job,
     stop_sent: Option<Instant>,
     killed: bool,
     last_heartbeat: Instant,
+}
+
+/// How a trial's process ended.
+#[derive(Debug, Clone, PartialEq)]
+struct Ended {
+    exit_code: Option<i64>,
+    /// The signal that killed it, if one did.
+    signal: Option<i32>,
+    /// Slurm's final job state (COMPLETED, FAILED, CANCELLED, PREEMPTED, NODE_FAIL, ...).
+    slurm_state: Option<String>,
+    tail: String,
+}
+
+impl Job {
+    fn signal(&self, signal: libc::c_int) {
+        match self {
+            Job::Local { child, .. } => signal_group(child, signal),
+            Job::Slurm { job_id, .. } => crate::slurm::cancel(job_id, signal),
+        }
+    }
+
+    /// The end of the process, once it has ended.
+    fn poll(&mut self) -> Option<Ended> {
+        match self {
+            Job::Local { child, tail, readers } => match child.try_wait() {
+                Ok(Some(status)) => {
+                    for h in readers.drain(..) {
+                        let _ = h.join();
+                    }
+                    let tail =
+                        tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default();
+                    Some(Ended {
+                        exit_code: status.code().map(i64::from),
+                        signal: status.signal(),
+                        slurm_state: None,
+                        tail,
+                    })
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    log(&format!("cannot watch pid {}: {e}", child.id()));
+                    None
+                }
+            },
+            Job::Slurm { job_id, output, last_poll } => {
+                if last_poll.elapsed() < Duration::from_millis(500) {
+                    return None;
+                }
+                *last_poll = Instant::now();
+                let state = crate::slurm::job_state(job_id)?;
+                if !state.is_final() {
+                    return None;
+                }
+                let text = std::fs::read_to_string(&*output).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
+                Some(Ended { exit_code: state.exit_code, signal: state.signal, slurm_state: Some(state.state), tail })
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Job::Local { child, .. } => format!("pid {}", child.id()),
+            Job::Slurm { job_id, .. } => format!("Slurm job {job_id}"),
+        }
+    }
 }
 
 const TAIL_LINES: usize = 40;
@@ -158,7 +233,7 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
             done.get_or_insert_with(|| "the agent was asked to stop".into());
             log("stopping: passing SIGTERM to running trials");
             for r in &running {
-                signal_group(&r.child, libc::SIGTERM);
+                r.job.signal(libc::SIGTERM);
             }
         }
         // Fill free slots.
@@ -174,8 +249,29 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
             match answer {
                 Ok(a) if a["status"] == "trial" => {
                     claimed += 1;
-                    match launch(&a, s, &url) {
-                        Ok(r) => running.push(Running { slot, ..r }),
+                    let started = match &config.slurm {
+                        Some(slurm) => crate::slurm::submit(&a, slurm, &url),
+                        None => launch(&a, s, &url),
+                    };
+                    match started {
+                        Ok(job) => {
+                            log(&format!(
+                                "trial {} (attempt {}) on {} as {}: {}",
+                                a["index"],
+                                a["attempt"],
+                                s.name,
+                                job.describe(),
+                                a["params"]
+                            ));
+                            running.push(Running {
+                                index: a["index"].as_i64().unwrap_or(-1),
+                                slot,
+                                job,
+                                stop_sent: None,
+                                killed: false,
+                                last_heartbeat: Instant::now(),
+                            })
+                        }
                         Err(why) => {
                             let index = a["index"].as_i64().unwrap_or(-1);
                             log(&format!("trial {index} could not start: {why}"));
@@ -196,37 +292,28 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
         let mut i = 0;
         while i < running.len() {
             let r = &mut running[i];
-            match r.child.try_wait() {
-                Ok(Some(status)) => {
-                    let mut r = running.swap_remove(i);
-                    for h in r.readers.drain(..) {
-                        let _ = h.join();
-                    }
-                    let outcome = classify(status, r.stop_sent.is_some(), terminating);
-                    let tail =
-                        r.tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default();
-                    let slot = config.slots[r.slot].name.clone();
-                    log(&format!("trial {} on {slot} ended: {outcome} ({})", r.index, describe(status)));
-                    end(&http, &sweep, r.index, outcome, status.code().map(i64::from), &tail);
-                    report.trials.push((r.index, slot, outcome.to_owned()));
-                    continue;
-                }
-                Ok(None) => {}
-                Err(e) => log(&format!("cannot watch trial {}: {e}", r.index)),
+            if let Some(ended) = r.job.poll() {
+                let r = running.swap_remove(i);
+                let outcome = classify(&ended, r.stop_sent.is_some(), terminating);
+                let slot = config.slots[r.slot].name.clone();
+                log(&format!("trial {} on {slot} ended: {outcome} ({})", r.index, describe(&ended)));
+                end(&http, &sweep, r.index, outcome, ended.exit_code, &ended.tail);
+                report.trials.push((r.index, slot, outcome.to_owned()));
+                continue;
             }
             if r.stop_sent.is_none() && r.last_heartbeat.elapsed() >= config.heartbeat {
                 r.last_heartbeat = Instant::now();
                 if let Ok(hb) = http.post(&format!("/sweeps/{sweep}/trials/{}/heartbeat", r.index), &json!({})) {
                     if hb["stop"] == true {
                         log(&format!("trial {} pruned: {}", r.index, hb["reason"].as_str().unwrap_or("")));
-                        signal_group(&r.child, libc::SIGTERM);
+                        r.job.signal(libc::SIGTERM);
                         r.stop_sent = Some(Instant::now());
                     }
                 }
             }
             if let Some(at) = r.stop_sent {
                 if !r.killed && at.elapsed() >= config.grace {
-                    signal_group(&r.child, libc::SIGKILL);
+                    r.job.signal(libc::SIGKILL);
                     r.killed = true;
                 }
             }
@@ -240,15 +327,25 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
     }
 }
 
-/// How a trial ended, as the server records it.
-fn classify(status: ExitStatus, pruned: bool, agent_stopping: bool) -> &'static str {
+/// How a trial ended, as the server records it: pruned when the agent stopped it; preempted when
+/// a signal the agent did not send killed it, or Slurm preempted, requeued or lost its node.
+fn classify(ended: &Ended, pruned: bool, agent_stopping: bool) -> &'static str {
     if pruned {
-        "pruned"
-    } else if status.success() {
+        return "pruned";
+    }
+    if let Some(state) = ended.slurm_state.as_deref() {
+        return match state {
+            "COMPLETED" => "finished",
+            "PREEMPTED" | "NODE_FAIL" | "BOOT_FAIL" | "CANCELLED" | "REQUEUED" | "TIMEOUT" | "DEADLINE" => "preempted",
+            _ if agent_stopping || ended.signal.is_some_and(|s| s != 0) => "preempted",
+            _ => "failed",
+        };
+    }
+    if ended.exit_code == Some(0) {
         "finished"
     } else if agent_stopping
-        || matches!(status.signal(), Some(libc::SIGTERM | libc::SIGKILL | libc::SIGINT | libc::SIGHUP))
-        || matches!(status.code(), Some(143 | 137))
+        || matches!(ended.signal, Some(libc::SIGTERM | libc::SIGKILL | libc::SIGINT | libc::SIGHUP))
+        || matches!(ended.exit_code, Some(143 | 137))
     {
         "preempted"
     } else {
@@ -256,11 +353,15 @@ fn classify(status: ExitStatus, pruned: bool, agent_stopping: bool) -> &'static 
     }
 }
 
-fn describe(status: ExitStatus) -> String {
-    match (status.code(), status.signal()) {
+fn describe(ended: &Ended) -> String {
+    let how = match (ended.exit_code, ended.signal) {
+        (_, Some(s)) if s != 0 => format!("signal {s}"),
         (Some(c), _) => format!("exit code {c}"),
-        (None, Some(s)) => format!("signal {s}"),
         _ => "unknown status".into(),
+    };
+    match &ended.slurm_state {
+        Some(state) => format!("{state}, {how}"),
+        None => how,
     }
 }
 
@@ -278,6 +379,31 @@ fn end(http: &Http, sweep: &str, index: i64, outcome: &str, exit_code: Option<i6
     }
 }
 
+/// The variables a trial gets: where to log, its run, its sweep and its params.
+pub(crate) fn trial_env(a: &Value, server: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("TRAINLOG_SERVER", server.to_owned()),
+        ("TRAINLOG_PROJECT", a["project"].as_str().unwrap_or_default().to_owned()),
+        ("TRAINLOG_RUN_ID", a["run_id"].as_str().unwrap_or_default().to_owned()),
+        ("TRAINLOG_RESUME", "allow".to_owned()),
+        ("TRAINLOG_SWEEP_ID", a["sweep_id"].as_str().unwrap_or_default().to_owned()),
+        ("TRAINLOG_SWEEP_TRIAL", a["index"].to_string()),
+        ("TRAINLOG_SWEEP_PARAMS", a["params"].to_string()),
+        ("TRAINLOG_SWEEP_ATTEMPT", a["attempt"].to_string()),
+    ]
+}
+
+/// The trial's command line: the sweep's command, then `--key=value` for each param.
+pub(crate) fn trial_command(a: &Value) -> std::result::Result<Vec<String>, String> {
+    let mut command: Vec<String> =
+        a["command"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_owned)).collect();
+    if command.is_empty() {
+        return Err("the sweep has an empty command".into());
+    }
+    command.extend(param_args(&a["params"]));
+    Ok(command)
+}
+
 /// `--key=value` for each param; strings as they are, everything else as JSON.
 pub fn param_args(params: &Value) -> Vec<String> {
     params
@@ -293,22 +419,13 @@ pub fn param_args(params: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn launch(a: &Value, slot: &Slot, server: &str) -> std::result::Result<Running, String> {
+fn launch(a: &Value, slot: &Slot, server: &str) -> std::result::Result<Job, String> {
     let index = a["index"].as_i64().ok_or("the server sent a trial without an index")?;
-    let command: Vec<String> =
-        a["command"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_owned)).collect();
+    let command = trial_command(a)?;
     let (program, args) = command.split_first().ok_or("the sweep has an empty command")?;
     let mut cmd = Command::new(program);
     cmd.args(args)
-        .args(param_args(&a["params"]))
-        .env("TRAINLOG_SERVER", server)
-        .env("TRAINLOG_PROJECT", a["project"].as_str().unwrap_or_default())
-        .env("TRAINLOG_RUN_ID", a["run_id"].as_str().unwrap_or_default())
-        .env("TRAINLOG_RESUME", "allow")
-        .env("TRAINLOG_SWEEP_ID", a["sweep_id"].as_str().unwrap_or_default())
-        .env("TRAINLOG_SWEEP_TRIAL", index.to_string())
-        .env("TRAINLOG_SWEEP_PARAMS", a["params"].to_string())
-        .env("TRAINLOG_SWEEP_ATTEMPT", a["attempt"].to_string())
+        .envs(trial_env(a, server))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -341,12 +458,13 @@ fn launch(a: &Value, slot: &Slot, server: &str) -> std::result::Result<Running, 
             }
         }));
     }
-    Ok(Running { index, slot: 0, child, tail, readers, stop_sent: None, killed: false, last_heartbeat: Instant::now() })
+    Ok(Job::Local { child, tail, readers })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::ExitStatus;
 
     #[test]
     fn slots_follow_the_gpu_list_and_shares() {
@@ -368,12 +486,31 @@ mod tests {
         assert_eq!(args, ["--flag=true", "--layers=4", "--lr=0.001", "--optimizer=adam"]);
     }
 
+    fn local(raw: i32) -> Ended {
+        let status = ExitStatus::from_raw(raw);
+        Ended {
+            exit_code: status.code().map(i64::from),
+            signal: status.signal(),
+            slurm_state: None,
+            tail: String::new(),
+        }
+    }
+
+    fn slurm(state: &str, exit_code: i64, signal: i32) -> Ended {
+        Ended { exit_code: Some(exit_code), signal: Some(signal), slurm_state: Some(state.into()), tail: String::new() }
+    }
+
     #[test]
     fn exits_are_classified() {
-        assert_eq!(classify(ExitStatus::from_raw(0), false, false), "finished");
-        assert_eq!(classify(ExitStatus::from_raw(1 << 8), false, false), "failed");
-        assert_eq!(classify(ExitStatus::from_raw(libc::SIGTERM), false, false), "preempted");
-        assert_eq!(classify(ExitStatus::from_raw(libc::SIGTERM), true, false), "pruned");
-        assert_eq!(classify(ExitStatus::from_raw(1 << 8), false, true), "preempted");
+        assert_eq!(classify(&local(0), false, false), "finished");
+        assert_eq!(classify(&local(1 << 8), false, false), "failed");
+        assert_eq!(classify(&local(libc::SIGTERM), false, false), "preempted");
+        assert_eq!(classify(&local(libc::SIGTERM), true, false), "pruned");
+        assert_eq!(classify(&local(1 << 8), false, true), "preempted");
+        assert_eq!(classify(&slurm("COMPLETED", 0, 0), false, false), "finished");
+        assert_eq!(classify(&slurm("FAILED", 3, 0), false, false), "failed");
+        assert_eq!(classify(&slurm("FAILED", 0, 15), false, false), "preempted");
+        assert_eq!(classify(&slurm("PREEMPTED", 0, 0), false, false), "preempted");
+        assert_eq!(classify(&slurm("CANCELLED", 0, 15), true, false), "pruned");
     }
 }

@@ -25,6 +25,7 @@ mod registry;
 mod run;
 mod sampler;
 mod sender;
+pub mod slurm;
 pub mod spool;
 
 pub use api::{Api, HistoryPoint, RunInfo};

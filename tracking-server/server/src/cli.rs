@@ -89,6 +89,24 @@ struct SlotArgs {
     /// Claim at most this many trials, then finish those and exit.
     #[arg(long)]
     max_trials: Option<u64>,
+    /// Submit trials to Slurm with sbatch instead of running them here.
+    #[arg(long)]
+    slurm: bool,
+    /// Slurm partition for the trials.
+    #[arg(long, requires = "slurm")]
+    partition: Option<String>,
+    /// GPUs each Slurm trial asks for (--gres=gpu:N).
+    #[arg(long, default_value_t = 1, requires = "slurm")]
+    gpus_per_trial: u32,
+    /// Slurm trials queued or running at once.
+    #[arg(long, default_value_t = 4, requires = "slurm")]
+    max_concurrent: u32,
+    /// Folder for the trials' job scripts and output, reachable from the compute nodes.
+    #[arg(long, default_value = "trainlog-slurm", requires = "slurm")]
+    slurm_dir: PathBuf,
+    /// More sbatch options (repeat the flag), e.g. --sbatch-arg=--time=2:00:00.
+    #[arg(long, allow_hyphen_values = true, requires = "slurm")]
+    sbatch_arg: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -104,6 +122,16 @@ enum SweepCommand {
     },
     /// Create a sweep and run an agent for it on this machine.
     Run {
+        file: PathBuf,
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        slots: SlotArgs,
+    },
+    /// Create a sweep and submit its trials to Slurm (an agent with --slurm, on this machine).
+    Submit {
         file: PathBuf,
         #[arg(long)]
         project: Option<String>,
@@ -221,9 +249,27 @@ fn create_sweep(
 }
 
 fn agent(server: Option<&str>, sweep_id: &str, slots: &SlotArgs) -> Result<String, String> {
-    let list = trainlog::agent::slots(slots.gpus.as_deref(), slots.slots_per_gpu, slots.cpu_slots)
-        .map_err(|e| e.to_string())?;
+    let list = if slots.slurm {
+        (0..slots.max_concurrent.max(1))
+            .map(|k| trainlog::agent::Slot {
+                name: format!("slurm:{k}"),
+                cuda_visible_devices: None,
+                gpus: slots.gpus_per_trial,
+            })
+            .collect()
+    } else {
+        trainlog::agent::slots(slots.gpus.as_deref(), slots.slots_per_gpu, slots.cpu_slots)
+            .map_err(|e| e.to_string())?
+    };
     let mut config = trainlog::agent::AgentConfig::new(sweep_id, list);
+    if slots.slurm {
+        config.slurm = Some(trainlog::slurm::SlurmOptions {
+            partition: slots.partition.clone(),
+            gpus_per_trial: slots.gpus_per_trial,
+            dir: std::path::absolute(&slots.slurm_dir).map_err(|e| e.to_string())?,
+            extra_args: slots.sbatch_arg.clone(),
+        });
+    }
     config.server = server.map(str::to_owned);
     config.grace = std::time::Duration::from_secs(slots.grace);
     config.max_trials = slots.max_trials;
@@ -358,6 +404,20 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                         );
                         s["id"].as_str().unwrap_or_default().to_owned()
                     }))
+                }
+                SweepCommand::Submit { file, project, name, mut slots } => {
+                    slots.slurm = true;
+                    match create_sweep(server, &file, project.as_deref(), name.as_deref()) {
+                        Ok(s) => {
+                            let id = s["id"].as_str().unwrap_or_default().to_owned();
+                            eprintln!(
+                                "trainlog: created sweep {id} in project {}",
+                                s["project"].as_str().unwrap_or_default()
+                            );
+                            print_result(agent(server, &id, &slots))
+                        }
+                        Err(e) => print_result(Err(e)),
+                    }
                 }
                 SweepCommand::Run { file, project, name, slots } => {
                     match create_sweep(server, &file, project.as_deref(), name.as_deref()) {

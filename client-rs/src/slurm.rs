@@ -1,0 +1,162 @@
+//! Sweep trials as Slurm jobs: `sbatch` a script per trial (with `--gres=gpu:N`, so Slurm sets
+//! `CUDA_VISIBLE_DEVICES`), `scontrol show job` to learn how it ended, `scancel` to stop it.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+/// How the agent submits trials.
+#[derive(Debug, Clone, Default)]
+pub struct SlurmOptions {
+    pub partition: Option<String>,
+    pub gpus_per_trial: u32,
+    /// Where job scripts and their output go; must be reachable from the compute nodes.
+    pub dir: PathBuf,
+    /// More `sbatch` options, passed as they are (`--time=2:00:00`, `--mem=32G`, …).
+    pub extra_args: Vec<String>,
+}
+
+/// A job's state as `scontrol` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobState {
+    pub state: String,
+    pub exit_code: Option<i64>,
+    pub signal: Option<i32>,
+}
+
+impl JobState {
+    /// Whether the job is over (not pending, running, suspended, completing or requeued).
+    pub fn is_final(&self) -> bool {
+        !matches!(
+            self.state.as_str(),
+            "PENDING"
+                | "RUNNING"
+                | "CONFIGURING"
+                | "COMPLETING"
+                | "SUSPENDED"
+                | "REQUEUED"
+                | "REQUEUE_HOLD"
+                | "REQUEUE_FED"
+                | "RESIZING"
+                | "SIGNALING"
+                | "STAGE_OUT"
+                | "STOPPED"
+        )
+    }
+}
+
+/// Quotes a word for a POSIX shell.
+fn shell_quote(word: &str) -> String {
+    if !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b)) {
+        return word.to_owned();
+    }
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// The batch script of a trial: its environment, then its command.
+pub fn batch_script(a: &Value, server: &str) -> Result<String, String> {
+    let command = crate::agent::trial_command(a)?;
+    let mut script = String::from("#!/bin/sh\n# A trainlog sweep trial, submitted by `trainlog agent --slurm`.\n");
+    for (key, value) in crate::agent::trial_env(a, server) {
+        script.push_str(&format!("export {key}={}\n", shell_quote(&value)));
+    }
+    script.push_str("exec");
+    for word in &command {
+        script.push(' ');
+        script.push_str(&shell_quote(word));
+    }
+    script.push('\n');
+    Ok(script)
+}
+
+/// Submits a trial; answers the job to watch.
+pub(crate) fn submit(a: &Value, options: &SlurmOptions, server: &str) -> Result<crate::agent::Job, String> {
+    let sweep = a["sweep_id"].as_str().unwrap_or("sweep");
+    let name = format!("trainlog-{sweep}-{}-{}", a["index"], a["attempt"]);
+    std::fs::create_dir_all(&options.dir).map_err(|e| format!("cannot create {}: {e}", options.dir.display()))?;
+    let script_path = options.dir.join(format!("{name}.sh"));
+    let output = options.dir.join(format!("{name}.out"));
+    std::fs::write(&script_path, batch_script(a, server)?)
+        .map_err(|e| format!("cannot write {}: {e}", script_path.display()))?;
+    let mut cmd = Command::new("sbatch");
+    cmd.arg("--parsable").arg(format!("--job-name={name}")).arg(format!("--output={}", output.display()));
+    if options.gpus_per_trial > 0 {
+        cmd.arg(format!("--gres=gpu:{}", options.gpus_per_trial));
+    }
+    if let Some(p) = &options.partition {
+        cmd.arg(format!("--partition={p}"));
+    }
+    cmd.args(&options.extra_args).arg(&script_path);
+    let out = cmd.output().map_err(|e| format!("cannot run sbatch: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("sbatch refused the trial: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    // --parsable prints "jobid" or "jobid;cluster".
+    let job_id = String::from_utf8_lossy(&out.stdout).trim().split(';').next().unwrap_or_default().to_owned();
+    if job_id.is_empty() {
+        return Err("sbatch printed no job id".into());
+    }
+    Ok(crate::agent::Job::Slurm { job_id, output, last_poll: Instant::now() })
+}
+
+/// Parses one line of `scontrol show job -o`.
+pub fn parse_job_line(line: &str) -> Option<JobState> {
+    let field =
+        |name: &str| line.split_whitespace().find_map(|kv| kv.strip_prefix(name).and_then(|r| r.strip_prefix('=')));
+    let state = field("JobState")?.to_owned();
+    let (code, signal) = match field("ExitCode").and_then(|e| e.split_once(':')) {
+        Some((c, s)) => (c.parse().ok(), s.parse().ok()),
+        None => (None, None),
+    };
+    Some(JobState { state, exit_code: code, signal })
+}
+
+/// The job's state, or None when Slurm cannot say now (the agent asks again later).
+pub fn job_state(job_id: &str) -> Option<JobState> {
+    let out = Command::new("scontrol").args(["show", "job", "-o", job_id]).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse_job_line(String::from_utf8_lossy(&out.stdout).lines().next()?)
+}
+
+/// Signals every step of the job and its batch script (SIGKILL cancels the job).
+pub(crate) fn cancel(job_id: &str, signal: libc::c_int) {
+    let mut cmd = Command::new("scancel");
+    if signal != libc::SIGKILL {
+        let name = if signal == libc::SIGTERM { "TERM" } else { "INT" };
+        cmd.args(["--full", &format!("--signal={name}")]);
+    }
+    if let Err(e) = cmd.arg(job_id).status() {
+        eprintln!("trainlog agent: cannot run scancel for job {job_id}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scontrol_lines_give_state_exit_code_and_signal() {
+        let line = "JobId=7 JobName=t UserId=root(0) JobState=FAILED Reason=NonZeroExitCode Dependency=(null) ExitCode=3:0 RunTime=00:00:02";
+        assert_eq!(
+            parse_job_line(line),
+            Some(JobState { state: "FAILED".into(), exit_code: Some(3), signal: Some(0) })
+        );
+        let pending = parse_job_line("JobId=8 JobState=PENDING Reason=Resources ExitCode=0:0").unwrap();
+        assert!(!pending.is_final());
+        assert!(parse_job_line("JobId=9 JobState=NODE_FAIL ExitCode=0:9").unwrap().is_final());
+    }
+
+    #[test]
+    fn the_batch_script_exports_the_trial_and_quotes_its_command() {
+        let a = json!({"sweep_id": "s1", "index": 4, "attempt": 1, "run_id": "r4", "project": "p",
+                       "command": ["python", "train it.py"], "params": {"lr": 0.01, "name": "it's"}});
+        let script = batch_script(&a, "http://127.0.0.1:7310").unwrap();
+        assert!(script.contains("export TRAINLOG_RUN_ID=r4\n"), "{script}");
+        assert!(script.contains("export TRAINLOG_SWEEP_PARAMS='{\"lr\":0.01,\"name\":\"it'\\''s\"}'"), "{script}");
+        assert!(script.ends_with("exec python 'train it.py' --lr=0.01 '--name=it'\\''s'\n"), "{script}");
+    }
+}
