@@ -284,3 +284,44 @@ early_terminate: {type: asha, min_steps: 3, max_steps: 27, eta: 3}
     trials = {t["params"]["x"]: t for t in api_get(env, f"/sweeps/{sweep_id}/trials")["trials"]}
     assert (trials[1]["state"], trials[5]["state"]) == ("finished", "pruned")
     assert len(api_get(env, f"/runs/{trials[5]['run_id']}/metrics?key=loss")["points"]) < 40
+
+
+def test_a_sweep_survives_its_agent_dying_and_the_server_restarting(client_env: dict, tmp_path: Path) -> None:
+    from helpers import Server
+
+    server = Server(tmp_path / "data")
+    server.start(extra_args=("--trial-timeout", "2"))
+    try:
+        env = {k: v for k, v in os.environ.items()}
+        env.update(client_env, TRAINLOG_SERVER=server.url, TRIAL_LOG=str(tmp_path / "trials.jsonl"), TRIAL_LOG_DIR=str(tmp_path))
+        path = write_sweep(tmp_path, """method: grid
+metric: {name: loss}
+parameters:
+  x: {values: [0, 1, 2]}
+  steps: {value: 30}
+  step_seconds: {value: 0.1}
+""")
+        created = cli(env, "sweep", "create", str(path), "--project", "survive")
+        assert created.returncode == 0, created.stderr
+        sweep_id = created.stdout.strip()
+        first = subprocess.Popen([str(CLI), "agent", sweep_id, "--cpu-slots", "1"], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            trials = api_get(env, f"/sweeps/{sweep_id}/trials")["trials"]
+            if trials and api_get(env, f"/runs/{trials[0]['run_id']}")["summary"].get("loss", {}).get("count", 0) >= 5:
+                break
+            time.sleep(0.1)
+        first.kill()  # the agent dies; its trial gets SIGTERM and the server hears nothing more
+        first.wait(timeout=10)
+        server.restart_same_port()  # and the server is killed and restarted meanwhile
+        second = cli(env, "agent", sweep_id, "--cpu-slots", "1")
+        assert second.returncode == 0, second.stderr
+        sweep = api_get(env, f"/sweeps/{sweep_id}")
+        assert (sweep["state"], sweep["counts"]) == ("finished", {"finished": 3})
+        trials = api_get(env, f"/sweeps/{sweep_id}/trials")["trials"]
+        assert trials[0]["attempts"] == 2, trials[0]
+        steps = [p["step"] for p in api_get(env, f"/runs/{trials[0]['run_id']}/metrics?key=loss")["points"]]
+        assert steps == list(range(30)), "the retried trial logged every step once"
+    finally:
+        server.stop()

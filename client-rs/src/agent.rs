@@ -280,6 +280,11 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
                         }
                     }
                 }
+                // Nothing to start now, but trials still run elsewhere: one may come back preempted.
+                Ok(a) if a["status"] == "wait" => {
+                    next_claim = Instant::now() + Duration::from_millis(a["retry_after_ms"].as_u64().unwrap_or(1000));
+                    break;
+                }
                 Ok(a) => done = Some(a["reason"].as_str().unwrap_or("done").to_owned()),
                 Err(Error::Unreachable { reason, .. }) => {
                     log(&format!("server unreachable, retrying: {reason}"));
@@ -432,6 +437,17 @@ fn launch(a: &Value, slot: &Slot, server: &str) -> std::result::Result<Job, Stri
         .process_group(0);
     if let Some(devices) = &slot.cuda_visible_devices {
         cmd.env("CUDA_VISIBLE_DEVICES", devices);
+    }
+    // If the agent dies, its trial gets SIGTERM (a preemption notice) instead of running on
+    // unwatched while the sweep gives the trial to another agent.
+    // SAFETY: prctl only sets a flag of the child between fork and exec; it touches no memory.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
     let mut child = cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}"))?;
     log(&format!("trial {index} (attempt {}) on {} as pid {}: {}", a["attempt"], slot.name, child.id(), a["params"]));

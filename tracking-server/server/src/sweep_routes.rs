@@ -304,7 +304,8 @@ async fn next_trial(
     expire_lost(&state, &sweep, &mut trials).await?;
     let (usd, gpu_hours) = spent(&state, &sweep, &trials).await?;
     if cfg.budget.usd.is_some_and(|b| usd >= b) || cfg.budget.gpu_hours.is_some_and(|b| gpu_hours >= b) {
-        return Ok(done(&finish_sweep(&state, &sweep, &trials, "budget", true).await?));
+        finish_sweep(&state, &sweep, &trials, "budget", true).await?;
+        return Ok(done("budget"));
     }
     // A preempted trial is started again first, with its run, so it can restore its checkpoint.
     if let Some(t) = trials.iter().find(|t| t.state == "preempted") {
@@ -313,14 +314,17 @@ async fn next_trial(
         return Ok(HttpResponse::Ok().json(assignment(&sweep, &cfg, &t, true)));
     }
     if let Some(reason) = exhausted(&cfg, &trials, usd, gpu_hours) {
-        return Ok(done(&finish_sweep(&state, &sweep, &trials, reason, false).await?));
+        return Ok(no_trial(finish_sweep(&state, &sweep, &trials, reason, false).await?, reason));
     }
     let index = trials.len() as u64;
     let params = match cfg.method {
         Method::Grid => {
             match trainlog_sweep::grid::point(&cfg.space, index).map_err(|e| ApiError::Internal(e.to_string()))? {
                 Some(p) => p,
-                None => return Ok(done(&finish_sweep(&state, &sweep, &trials, "grid_exhausted", false).await?)),
+                None => {
+                    let finished = finish_sweep(&state, &sweep, &trials, "grid_exhausted", false).await?;
+                    return Ok(no_trial(finished, "grid_exhausted"));
+                }
             }
         }
         Method::Random => trainlog_sweep::random::sample(&cfg.space, cfg.seed, index),
@@ -368,12 +372,24 @@ fn assignment(sweep: &SweepRow, cfg: &SweepConfig, t: &TrialRow, resume: bool) -
 }
 
 /// Marks the sweep finished when nothing runs any more; answers the reason given to agents.
-async fn finish_sweep(state: &State, sweep: &SweepRow, trials: &[TrialRow], reason: &str, now: bool) -> Result<String> {
+/// Marks the sweep finished unless trials still run (one may yet be preempted and need a new
+/// start); answers whether it finished.
+async fn finish_sweep(state: &State, sweep: &SweepRow, trials: &[TrialRow], reason: &str, now: bool) -> Result<bool> {
     if now || !trials.iter().any(|t| t.is_active() || t.state == "preempted") {
         let (id, r) = (sweep.id.clone(), reason.to_owned());
         meta(state, move |m| m.set_sweep_state(&id, "finished", &r)).await?;
+        return Ok(true);
     }
-    Ok(reason.to_owned())
+    Ok(false)
+}
+
+/// The answer to an agent when no new trial can start: done, or wait while others still run.
+fn no_trial(finished: bool, reason: &str) -> HttpResponse {
+    if finished {
+        HttpResponse::Ok().json(json!({"status": "done", "reason": reason}))
+    } else {
+        HttpResponse::Ok().json(json!({"status": "wait", "reason": reason, "retry_after_ms": 1000}))
+    }
 }
 
 /// Decides whether a running trial should stop: the sweep was stopped, or the early-termination
