@@ -51,3 +51,20 @@ def test_resume_after_preemption_example(server, client_env: dict) -> None:
     out = run_example([sys.executable, "examples/python/resume_after_preemption.py", "--steps", "200", "--every", "20"], client_env)
     assert "no duplicate, no gap, status finished" in out.stdout, out.stdout
     assert "preempted: exit" in out.stdout
+
+
+def test_the_sweep_example(server, client_env: dict, tmp_path) -> None:
+    text = (REPO / "examples/sweep.yaml").read_text()
+    text = text.replace("command: [python,", f"command: [{sys.executable},").replace("run_cap: 12", "run_cap: 6")
+    (tmp_path / "sweep.yaml").write_text(text)
+    cli = str(REPO / ".venv/bin/trainlog") if (REPO / ".venv/bin/trainlog").exists() else "trainlog"
+    out = run_example([cli, "sweep", "run", str(tmp_path / "sweep.yaml"), "--cpu-slots", "2"], client_env)
+    sweep_id = out.stderr.split("created sweep ")[1].split()[0]
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"{client_env['TRAINLOG_SERVER']}/api/v1/sweeps/{sweep_id}", timeout=10) as r:
+        sweep = json.loads(r.read())
+    assert (sweep["state"], sweep["ended_reason"], sweep["trial_count"]) == ("finished", "run_cap", 6)
+    assert set(sweep["counts"]) <= {"finished", "pruned"} and sweep["counts"].get("finished", 0) >= 1
+    assert sweep["best"]["value"] < 0.1
