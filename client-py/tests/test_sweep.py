@@ -325,3 +325,35 @@ parameters:
         assert steps == list(range(30)), "the retried trial logged every step once"
     finally:
         server.stop()
+
+
+def test_two_agents_share_a_sweep_and_gpu_hours_bound_it(sweep_env: dict, tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, """method: grid
+metric: {name: loss}
+parameters:
+  x: {values: [0, 1, 2, 3, 4, 5]}
+  step_seconds: {value: 0.05}
+""")
+    created = cli(sweep_env, "sweep", "create", str(path), "--project", "shared")
+    sweep_id = created.stdout.strip()
+    agents = [subprocess.Popen([str(CLI), "agent", sweep_id, "--gpus", gpu], env=sweep_env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) for gpu in ("0", "1")]
+    assert [a.wait(timeout=240) for a in agents] == [0, 0]
+    trials = api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]
+    assert sorted(t["params"]["x"] for t in trials) == [0, 1, 2, 3, 4, 5], "each grid point once across both agents"
+    assert len({t["agent"] for t in trials}) == 2 and all(t["state"] == "finished" for t in trials)
+
+    # 0.0005 GPU-hours is 1.8 GPU-seconds: a couple of 1 s trials on one GPU spend it.
+    path = write_sweep(tmp_path, """method: random
+metric: {name: loss}
+run_cap: 20
+budget: {gpu_hours: 0.0005}
+parameters:
+  x: {min: 0.0, max: 2.0}
+  step_seconds: {value: 0.1}
+""")
+    done = cli(sweep_env, "sweep", "run", str(path), "--project", "shared", "--gpus", "0")
+    assert done.returncode == 0, done.stderr
+    sweep = api_get(sweep_env, f"/sweeps/{done.stderr.split('created sweep ')[1].split()[0]}")
+    assert (sweep["state"], sweep["ended_reason"]) == ("finished", "budget")
+    assert 1 <= sweep["trial_count"] < 20 and sweep["spent"]["gpu_hours"] >= 0.0005
