@@ -259,8 +259,8 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
                 });
             }
         }
-        write_params(&tx, id.as_str(), &new.params, new.overwrite_params)?;
-        write_tags(&tx, id.as_str(), &new.tags)?;
+        write_params(tx, id.as_str(), &new.params, new.overwrite_params)?;
+        write_tags(tx, id.as_str(), &new.tags)?;
         tx.execute(
             "UPDATE runs SET status = 'running', end_ms = NULL, updated_ms = ?2 WHERE id = ?1",
             params![id.as_str(), now_ms()],
@@ -271,7 +271,7 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
         .project
         .as_ref()
         .ok_or_else(|| Error::Invalid { field: "project".into(), reason: "a new run needs a project".into() })?;
-    let project = ensure_project_in(&tx, project.as_str())?;
+    let project = ensure_project_in(tx, project.as_str())?;
     if let Some(parent) = &new.parent_id {
         let exists: Option<i64> =
             tx.query_row("SELECT 1 FROM runs WHERE id = ?1", [parent.as_str()], |r| r.get(0)).optional()?;
@@ -301,8 +301,8 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
             now
         ],
     )?;
-    write_params(&tx, id.as_str(), &new.params, true)?;
-    write_tags(&tx, id.as_str(), &new.tags)?;
+    write_params(tx, id.as_str(), &new.params, true)?;
+    write_tags(tx, id.as_str(), &new.tags)?;
     Ok((id, true))
 }
 
