@@ -1,7 +1,8 @@
 //! Runs TPE sequentially on a benchmark function and prints, as JSON lines, each trial's value and
 //! the best value so far: `tpe_trace --function branin|hartmann6 --seed S --trials N`.
-//! Optional: `--candidates N`, `--startup N`, `--gamma F`, `--max-good N`, `--prior-weight F`,
-//! `--univariate`, to compare settings.
+//! To compare settings: `--candidates N`, `--startup N`, `--gamma F`, `--max-good N`,
+//! `--prior-weight F`, `--bandwidth-factor F`, `--group-floor`, `--univariate`, and
+//! `--optuna-settings` (the bandwidth rule of Optuna's TPESampler).
 
 use serde_json::{json, Value};
 use std::process::ExitCode;
@@ -39,6 +40,8 @@ fn hartmann6(x: &[f64]) -> f64 {
         .sum::<f64>()
 }
 
+type Objective = fn(&[f64]) -> f64;
+
 struct Options {
     function: String,
     seed: u64,
@@ -47,52 +50,30 @@ struct Options {
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
+    fn number<T: std::str::FromStr>(flag: &str, value: Option<&String>) -> Result<T, String> {
+        let value = value.ok_or_else(|| format!("{flag} needs a value"))?;
+        value.parse().map_err(|_| format!("{flag}: cannot read {value:?}"))
+    }
     let mut options = Options { function: String::new(), seed: 0, trials: 100, settings: TpeSettings::default() };
     let mut args = args.iter();
     while let Some(flag) = args.next() {
-        if flag == "--scott" {
-            options.settings.scott = true;
-            continue;
-        }
-        if flag == "--univariate" {
-            options.settings.multivariate = false;
-            continue;
-        }
-        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let bad = |_| format!("{flag}: cannot read {value:?}");
+        let settings = &mut options.settings;
         match flag.as_str() {
-            "--function" => options.function = value.clone(),
-            "--seed" => options.seed = value.parse().map_err(|e: std::num::ParseIntError| bad(e.to_string()))?,
-            "--trials" => options.trials = value.parse().map_err(|e: std::num::ParseIntError| bad(e.to_string()))?,
-            "--candidates" => {
-                options.settings.n_candidates =
-                    value.parse().map_err(|e: std::num::ParseIntError| bad(e.to_string()))?
-            }
-            "--startup" => {
-                options.settings.n_startup = value.parse().map_err(|e: std::num::ParseIntError| bad(e.to_string()))?
-            }
-            "--max-good" => {
-                options.settings.max_good = value.parse().map_err(|e: std::num::ParseIntError| bad(e.to_string()))?
-            }
-            "--bw-scale" => {
-                options.settings.bandwidth_scale =
-                    value.parse().map_err(|e: std::num::ParseFloatError| bad(e.to_string()))?
-            }
-            "--floor-cap" => {
-                options.settings.floor_divisor_cap =
-                    value.parse().map_err(|e: std::num::ParseFloatError| bad(e.to_string()))?
-            }
-            "--rank-weights" => {
-                options.settings.rank_weights =
-                    value.parse().map_err(|e: std::num::ParseFloatError| bad(e.to_string()))?
-            }
-            "--floor-total" => options.settings.floor_total = value == "1",
-            "--gamma" => {
-                options.settings.gamma = value.parse().map_err(|e: std::num::ParseFloatError| bad(e.to_string()))?
-            }
-            "--prior-weight" => {
-                options.settings.prior_weight =
-                    value.parse().map_err(|e: std::num::ParseFloatError| bad(e.to_string()))?
+            "--function" => options.function = args.next().ok_or("--function needs a value")?.clone(),
+            "--seed" => options.seed = number(flag, args.next())?,
+            "--trials" => options.trials = number(flag, args.next())?,
+            "--candidates" => settings.n_candidates = number(flag, args.next())?,
+            "--startup" => settings.n_startup = number(flag, args.next())?,
+            "--gamma" => settings.gamma = number(flag, args.next())?,
+            "--max-good" => settings.max_good = number(flag, args.next())?,
+            "--prior-weight" => settings.prior_weight = number(flag, args.next())?,
+            "--bandwidth-factor" => settings.bandwidth_factor = number(flag, args.next())?,
+            "--univariate" => settings.multivariate = false,
+            "--group-floor" => settings.floor_from_history = false,
+            "--optuna-settings" => {
+                let optuna = TpeSettings::optuna();
+                settings.bandwidth_factor = optuna.bandwidth_factor;
+                settings.floor_from_history = optuna.floor_from_history;
             }
             _ => return Err(format!("unknown flag {flag}")),
         }
@@ -109,22 +90,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (dimensions, objective, low, high): (usize, fn(&[f64]) -> f64, Vec<f64>, Vec<f64>) =
-        match options.function.as_str() {
-            "branin" => (2, branin, vec![-5.0, 0.0], vec![10.0, 15.0]),
-            "hartmann6" => (6, hartmann6, vec![0.0; 6], vec![1.0; 6]),
-            other => {
-                eprintln!("tpe_trace: --function must be branin or hartmann6, not {other:?}");
-                return ExitCode::from(2);
-            }
-        };
-    let names: Vec<String> = (1..=dimensions).map(|i| format!("x{i}")).collect();
-    let space = match Space::new(
-        names
-            .iter()
-            .zip(low.iter().zip(&high))
-            .map(|(name, (&min, &max))| (name.clone(), Distribution::Uniform { min, max })),
-    ) {
+    let (objective, bounds): (Objective, Vec<(f64, f64)>) = match options.function.as_str() {
+        "branin" => (branin, vec![(-5.0, 10.0), (0.0, 15.0)]),
+        "hartmann6" => (hartmann6, vec![(0.0, 1.0); 6]),
+        other => {
+            eprintln!("tpe_trace: --function must be branin or hartmann6, not {other:?}");
+            return ExitCode::from(2);
+        }
+    };
+    let names: Vec<String> = (1..=bounds.len()).map(|i| format!("x{i}")).collect();
+    let distributions =
+        names.iter().zip(&bounds).map(|(name, &(min, max))| (name.clone(), Distribution::Uniform { min, max }));
+    let space = match Space::new(distributions) {
         Ok(space) => space,
         Err(error) => {
             eprintln!("tpe_trace: {error}");

@@ -36,7 +36,9 @@ impl Axis<'_> {
 }
 
 fn axis<'a>(name: &str, distribution: &'a Distribution) -> Result<Axis<'a>> {
-    let invalid = |reason: String| Error::Invalid { field: format!("parameters.{name}"), reason };
+    let field = format!("parameters.{name}");
+    distribution.validate(&field)?;
+    let invalid = |reason: String| Error::Invalid { field: field.clone(), reason };
     match *distribution {
         Distribution::Constant(ref value) => Ok(Axis::Listed(std::slice::from_ref(value))),
         Distribution::Categorical(ref values) => Ok(Axis::Listed(values)),
@@ -161,6 +163,8 @@ mod tests {
             assert!(reason.contains("grid search needs values"), "{reason}");
             assert!(point(&space, 0).is_err());
         }
+        let unvalidated = Space { params: vec![("n".to_owned(), Distribution::IntUniform { min: 5, max: 1 })] };
+        assert!(matches!(size(&unvalidated), Err(Error::Invalid { field, .. }) if field == "parameters.n"));
         let empty_multiples = space(vec![("x", Distribution::QUniform { min: 0.1, max: 0.2, q: 1.0 })]);
         assert!(matches!(size(&empty_multiples), Err(Error::Invalid { field, .. }) if field == "parameters.x"));
     }

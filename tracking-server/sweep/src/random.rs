@@ -24,8 +24,8 @@ pub(crate) fn sample_distribution(distribution: &Distribution, rng: &mut Rng) ->
         Distribution::Categorical(ref values) => {
             values.get(rng.below(values.len() as u64) as usize).cloned().unwrap_or(Value::Null)
         }
-        Distribution::Uniform { min, max } => float_value(rng.uniform(min, max).clamp(min, max)),
-        Distribution::LogUniform { min, max } => float_value(rng.uniform(min.ln(), max.ln()).exp().clamp(min, max)),
+        Distribution::Uniform { min, max } => float_value(bounded(rng.uniform(min, max), min, max)),
+        Distribution::LogUniform { min, max } => float_value(bounded(rng.uniform(min.ln(), max.ln()).exp(), min, max)),
         Distribution::QUniform { min, max, q } => quantize(rng.uniform(min, max), min, max, q),
         Distribution::QLogUniform { min, max, q } => quantize(rng.uniform(min.ln(), max.ln()).exp(), min, max, q),
         Distribution::IntUniform { min, max } => Value::from(uniform_int(rng, min, max)),
@@ -49,6 +49,11 @@ fn quantize(x: f64, min: f64, max: f64, q: f64) -> Value {
         Some(grid) => grid.value(grid.nearest(x)),
         None => float_value((x / q).round() * q),
     }
+}
+
+/// `x` limited to [low, high]; unlike `f64::clamp` it never panics (on NaN or reversed bounds).
+pub(crate) fn bounded(x: f64, low: f64, high: f64) -> f64 {
+    x.max(low).min(high)
 }
 
 /// A finite float as JSON (non-finite values cannot be spelled in JSON and become null).
@@ -110,7 +115,7 @@ impl QGrid {
         if k.is_nan() {
             return self.first;
         }
-        (k.clamp(self.first as f64, self.last as f64) as i64).clamp(self.first, self.last)
+        (bounded(k, self.first as f64, self.last as f64) as i64).max(self.first).min(self.last)
     }
 
     /// `k * q` as a float.
@@ -191,7 +196,7 @@ mod tests {
             let qf = p["qf"].as_f64().unwrap();
             assert!(p["qf"].is_f64() && (0.0..=1.0).contains(&qf));
             assert!(((qf * 10.0).round() - qf * 10.0).abs() < 1e-12);
-            assert_eq!(qf.to_string().len() <= 3, true, "{qf} has a tidy decimal form");
+            assert!(qf.to_string().len() <= 3, "{qf} has a tidy decimal form");
             let qlog = p["qlog"].as_i64().unwrap();
             assert!((8..=1000).contains(&qlog) && qlog % 8 == 0, "{qlog}");
             let qlogf = p["qlogf"].as_f64().unwrap();
