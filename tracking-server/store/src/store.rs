@@ -85,6 +85,10 @@ struct SeriesCache {
     clock: u64,
 }
 
+/// Rows of a series, over all its files, above which a step range missing from the cache is
+/// read from the pages that hold it rather than by reading the whole series.
+const RANGE_READ_MIN_ROWS: u64 = 4 * parquet_io::DATA_PAGE_ROWS as u64;
+
 pub(crate) struct Inner {
     config: StoreConfig,
     meta: Arc<MetaStore>,
@@ -866,41 +870,60 @@ impl Inner {
             layers.extend(state.active.series(run, key));
             (layers, state.files.get(run).cloned().unwrap_or_default())
         };
-        let from_files = self.file_series(run, key, &files).await?;
+        // The files' points are already restricted to `range`; buffered layers are whole.
+        let from_files = self.file_series(run, key, &files, range).await?;
         if layers.is_empty() {
-            // Nothing buffered: a step range is copied straight out of the cached series.
-            return Ok(if range == StepRange::default() {
-                Arc::unwrap_or_clone(from_files)
-            } else {
-                from_files.slice(range)
-            });
+            return Ok(from_files);
         }
         let mut all = Vec::with_capacity(layers.len() + 1);
-        all.push(Arc::unwrap_or_clone(from_files));
+        all.push(from_files);
         all.append(&mut layers);
         let merged = Series::merge(all);
         Ok(if range == StepRange::default() { merged } else { merged.slice(range) })
     }
 
-    async fn file_series(&self, run: &RunId, key: &MetricKey, files: &RunFiles) -> Result<Arc<Series>> {
-        let relevant: Vec<Arc<FileMeta>> =
+    /// The points of a run's files for one key within `range`. A whole series is read into the
+    /// cache, and a step range comes out of the cached series when it is there. On a miss, a
+    /// range of a long series is read from the pages that hold it, without filling the cache;
+    /// a short series is read whole and cached, as later ranges of it cost no more to slice.
+    async fn file_series(&self, run: &RunId, key: &MetricKey, files: &RunFiles, range: StepRange) -> Result<Series> {
+        let with_key: Vec<Arc<FileMeta>> =
             files.files.iter().filter(|f| f.index.contains_key(key.as_str())).cloned().collect();
-        if relevant.is_empty() {
-            return Ok(Arc::new(Series::default()));
+        if with_key.is_empty() {
+            return Ok(Series::default());
         }
         let cache_key = (run.clone(), key.clone());
-        {
+        let cached = {
             let mut cache = lock(&self.cache);
             cache.clock += 1;
             let clock = cache.clock;
-            if let Some(hit) = cache.entries.get_mut(&cache_key) {
-                if hit.version == files.version {
+            match cache.entries.get_mut(&cache_key) {
+                Some(hit) if hit.version == files.version => {
                     hit.last_used = clock;
-                    return Ok(hit.series.clone());
+                    Some(hit.series.clone())
                 }
+                _ => None,
             }
+        };
+        if let Some(series) = cached {
+            return Ok(series.slice(range));
         }
-        let loads = relevant.iter().map(|f| {
+        let rows: u64 = with_key.iter().map(|f| f.index[key.as_str()].rows).sum();
+        if range != StepRange::default() && rows > RANGE_READ_MIN_ROWS {
+            let in_range = with_key.iter().filter_map(|f| {
+                let r = *f.index.get(key.as_str())?;
+                range.overlaps(r.min_step, r.max_step).then(|| (f.path.clone(), r))
+            });
+            let loads = in_range.map(|(path, r)| {
+                let objects = self.objects.clone();
+                async move {
+                    let bytes = objects.get(&path).await?.bytes().await?;
+                    blocking(move || parquet_io::read_rows_in_range(bytes, r, range)).await
+                }
+            });
+            return Ok(Series::merge(futures::future::try_join_all(loads).await?));
+        }
+        let loads = with_key.iter().map(|f| {
             let f = f.clone();
             let objects = self.objects.clone();
             let key = key.to_string();
@@ -932,13 +955,95 @@ impl Inner {
                 }
             }
         }
-        Ok(series)
+        Ok(if range == StepRange::default() { Arc::unwrap_or_clone(series) } else { series.slice(range) })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::is_metric_file_path;
+    use super::*;
+    use trainlog_schema::{BatchPoint, ProjectName};
+
+    fn batch(steps: impl Iterator<Item = i64>, value: impl Fn(i64) -> f64) -> PointBatch {
+        let keys = vec![MetricKey::parse("key", "acc").unwrap(), MetricKey::parse("key", "loss").unwrap()];
+        let points = steps
+            .flat_map(|step| {
+                let point = |key| BatchPoint { key, step, timestamp_ms: 1_700_000_000_000 + step, value: value(step) };
+                [point(0), point(1)]
+            })
+            .collect();
+        PointBatch { keys, points }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn step_range_reads_equal_slices_of_whole_reads_across_files_and_the_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = Arc::new(MetaStore::open(&dir.path().join("meta.db")).unwrap());
+        let store = MetricsStore::open(StoreConfig::new(dir.path().to_owned(), None), meta.clone()).await.unwrap();
+        let loss = MetricKey::parse("key", "loss").unwrap();
+        let page = parquet_io::DATA_PAGE_ROWS as i64;
+        // A long series (step ranges read from pages) and a short one (read whole and cached).
+        for scale in [1, 100] {
+            let new = trainlog_meta::NewRun {
+                project: Some(ProjectName::parse("project", "p").unwrap()),
+                ..Default::default()
+            };
+            let (run, _) = meta.create_run(&new).unwrap();
+            let (id, project) = (run.id.clone(), run.project_id);
+            // Two files that overlap (the newer one rewrites steps 40,000 to 59,999) and buffered
+            // points that rewrite some steps again and add new ones.
+            let mut expected: BTreeMap<i64, f64> = BTreeMap::new();
+            let layers: [(Vec<i64>, f64, bool); 3] = [
+                ((0..60_000 / scale).collect(), 1.0, true),
+                ((40_000 / scale..100_000 / scale).collect(), 2.0, true),
+                ((90_000 / scale..95_000 / scale).chain([120_000 / scale]).collect(), 3.0, false),
+            ];
+            for (steps, layer, persist) in layers {
+                let value = move |step: i64| layer * 1e6 + step as f64;
+                for &step in &steps {
+                    expected.insert(step, value(step));
+                }
+                store.append(&id, project, batch(steps.into_iter(), value)).await.unwrap();
+                if persist {
+                    store.flush().await.unwrap();
+                }
+            }
+            assert!(store.stats().buffered_points > 0);
+            let mut whole = Series::default();
+            for (&step, &value) in &expected {
+                whole.push(step, 1_700_000_000_000 + step, value);
+            }
+            let range = |min: Option<i64>, max: Option<i64>| StepRange {
+                min: min.map(|m| m / scale),
+                max: max.map(|m| m / scale),
+            };
+            let ranges = [
+                range(Some(10), Some(20)),
+                range(Some(page - 1), Some(page)),
+                range(Some(35_000), Some(65_000)),
+                range(Some(59_999), Some(60_000)),
+                range(Some(41_000), Some(58_000)),
+                range(Some(70_000), None),
+                range(None, Some(2 * page + 5)),
+                range(Some(92_000), Some(110_000)),
+                range(Some(99_999), Some(119_999)),
+                range(Some(-1000), Some(-100)),
+                range(Some(5000), Some(4000)),
+            ];
+            // Nothing cached: ranges are read from the files. Then the whole series is read
+            // and cached, and ranges come out of the cache.
+            for round in ["files", "cache"] {
+                for q in ranges {
+                    let got = store.series(&id, &loss, q).await.unwrap();
+                    assert_eq!(got, whole.slice(q), "1/{scale} scale, {round}: {q:?}");
+                }
+                assert_eq!(store.series(&id, &loss, StepRange::default()).await.unwrap(), whole);
+            }
+        }
+        // Two files a run, and the first run's buffered points, persisted by the second run's flushes.
+        assert_eq!(store.stats().files, 5);
+        store.shutdown().await.unwrap();
+    }
 
     #[test]
     fn only_the_exact_metric_file_layout_counts_as_a_metric_file() {
