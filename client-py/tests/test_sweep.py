@@ -357,3 +357,31 @@ parameters:
     sweep = api_get(sweep_env, f"/sweeps/{done.stderr.split('created sweep ')[1].split()[0]}")
     assert (sweep["state"], sweep["ended_reason"]) == ("finished", "budget")
     assert 1 <= sweep["trial_count"] < 20 and sweep["spent"]["gpu_hours"] >= 0.0005
+
+
+def test_stop_and_resume(sweep_env: dict, tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, """method: grid
+metric: {name: loss}
+parameters:
+  x: {values: [0, 1, 2, 3]}
+  steps: {value: 200}
+  step_seconds: {value: 0.02}
+""")
+    sweep_id = cli(sweep_env, "sweep", "create", str(path), "--project", "stop").stdout.strip()
+    agent = subprocess.Popen([str(CLI), "agent", sweep_id, "--cpu-slots", "1"], env=sweep_env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]:
+        time.sleep(0.1)
+    stopped = cli(sweep_env, "sweep", "stop", sweep_id)
+    assert stopped.returncode == 0 and "is stopped" in stopped.stdout
+    assert agent.wait(timeout=60) == 0, "the agent stops its trial and exits"
+    [first] = api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]
+    assert (first["state"], first["stop_reason"]) == ("pruned", "the sweep was stopped")
+    assert api_get(sweep_env, f"/sweeps/{sweep_id}")["state"] == "stopped"
+    # Resumed, the sweep goes on with the next grid points.
+    assert "is running" in cli(sweep_env, "sweep", "resume", sweep_id).stdout
+    done = cli(sweep_env, "agent", sweep_id, "--cpu-slots", "2")
+    assert done.returncode == 0, done.stderr
+    sweep = api_get(sweep_env, f"/sweeps/{sweep_id}")
+    assert (sweep["state"], sweep["counts"]) == ("finished", {"pruned": 1, "finished": 3})
