@@ -248,6 +248,20 @@ fn create_sweep(
     api.create_sweep(&text, project, name).map_err(|e| e.to_string())
 }
 
+/// `sweep run` and `sweep submit`: a new sweep, then an agent for it here.
+fn create_and_run(
+    server: Option<&str>,
+    file: &std::path::Path,
+    project: Option<&str>,
+    name: Option<&str>,
+    slots: &SlotArgs,
+) -> Result<String, String> {
+    let sweep = create_sweep(server, file, project, name)?;
+    let id = sweep["id"].as_str().unwrap_or_default().to_owned();
+    eprintln!("trainlog: created sweep {id} in project {}", sweep["project"].as_str().unwrap_or_default());
+    agent(server, &id, slots)
+}
+
 fn agent(server: Option<&str>, sweep_id: &str, slots: &SlotArgs) -> Result<String, String> {
     let list = if slots.slurm {
         (0..slots.max_concurrent.max(1))
@@ -407,30 +421,10 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 }
                 SweepCommand::Submit { file, project, name, mut slots } => {
                     slots.slurm = true;
-                    match create_sweep(server, &file, project.as_deref(), name.as_deref()) {
-                        Ok(s) => {
-                            let id = s["id"].as_str().unwrap_or_default().to_owned();
-                            eprintln!(
-                                "trainlog: created sweep {id} in project {}",
-                                s["project"].as_str().unwrap_or_default()
-                            );
-                            print_result(agent(server, &id, &slots))
-                        }
-                        Err(e) => print_result(Err(e)),
-                    }
+                    print_result(create_and_run(server, &file, project.as_deref(), name.as_deref(), &slots))
                 }
                 SweepCommand::Run { file, project, name, slots } => {
-                    match create_sweep(server, &file, project.as_deref(), name.as_deref()) {
-                        Ok(s) => {
-                            let id = s["id"].as_str().unwrap_or_default().to_owned();
-                            eprintln!(
-                                "trainlog: created sweep {id} in project {}",
-                                s["project"].as_str().unwrap_or_default()
-                            );
-                            print_result(agent(server, &id, &slots))
-                        }
-                        Err(e) => print_result(Err(e)),
-                    }
+                    print_result(create_and_run(server, &file, project.as_deref(), name.as_deref(), &slots))
                 }
                 SweepCommand::Status { id } => print_result(sweep_status(server, &id).map_err(|e| e.to_string())),
                 SweepCommand::Stop { id } => print_result(set_running(server, &id, false)),
