@@ -8,7 +8,7 @@ use crate::http::Http;
 use crate::{Error, Result};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader};
+use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,26 +16,31 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Where one trial runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Slot {
     /// How the slot is named in reports: `gpu:0`, `gpu:0/1` (second share of GPU 0), `cpu:2`.
     pub name: String,
     /// `CUDA_VISIBLE_DEVICES` for the trial; None leaves the variable as the agent has it.
     pub cuda_visible_devices: Option<String>,
-    /// GPUs the slot holds (for GPU-hours): 1 for a whole GPU, 0 for a CPU slot.
-    pub gpus: u32,
+    /// GPUs the slot holds (for GPU-hours): 1 for a whole GPU, 0.5 for half of one, 0 for a CPU slot.
+    pub gpus: f64,
 }
 
-/// The slots of `--gpus LIST|all` with `--slots-per-gpu`, or of `--cpu-slots N`.
-/// GPUs are indices, GPU UUIDs or MIG UUIDs, comma-separated; `all` asks NVML.
-pub fn slots(gpus: Option<&str>, slots_per_gpu: u32, cpu_slots: Option<u32>) -> Result<Vec<Slot>> {
+/// The slots of `--gpus LIST|all` (in groups of `gpus_per_slot`, or shared by `slots_per_gpu`
+/// trials each), or of `--cpu-slots N`. GPUs are indices, GPU UUIDs or MIG UUIDs,
+/// comma-separated; `all` asks NVML.
+pub fn slots(gpus: Option<&str>, slots_per_gpu: u32, gpus_per_slot: u32, cpu_slots: Option<u32>) -> Result<Vec<Slot>> {
     let per = slots_per_gpu.max(1);
+    let group = gpus_per_slot.max(1) as usize;
+    if per > 1 && group > 1 {
+        return Err(Error::Invalid("--slots-per-gpu and more than one GPU per trial do not go together".into()));
+    }
     match (gpus, cpu_slots) {
         (Some(_), Some(_)) => Err(Error::Invalid("give --gpus or --cpu-slots, not both".into())),
         (None, None) => Err(Error::Invalid("give --gpus LIST|all or --cpu-slots N".into())),
         (None, Some(0)) => Err(Error::Invalid("--cpu-slots must be at least 1".into())),
         (None, Some(n)) => {
-            Ok((0..n).map(|i| Slot { name: format!("cpu:{i}"), cuda_visible_devices: None, gpus: 0 }).collect())
+            Ok((0..n).map(|i| Slot { name: format!("cpu:{i}"), cuda_visible_devices: None, gpus: 0.0 }).collect())
         }
         (Some(list), None) => {
             let devices: Vec<String> = if list.trim() == "all" {
@@ -45,14 +50,23 @@ pub fn slots(gpus: Option<&str>, slots_per_gpu: u32, cpu_slots: Option<u32>) -> 
             } else {
                 list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
             };
-            if devices.is_empty() {
-                return Err(Error::Invalid("--gpus: no GPU given (or none found)".into()));
+            if devices.len() < group {
+                return Err(Error::Invalid(format!(
+                    "--gpus: {} GPU(s) given (or found), fewer than the {group} one trial needs",
+                    devices.len()
+                )));
             }
             let mut out = Vec::new();
-            for d in &devices {
+            // GPUs left over after the last whole group stay unused.
+            for chunk in devices.chunks_exact(group) {
+                let joined = chunk.join(",");
                 for share in 0..per {
-                    let name = if per > 1 { format!("gpu:{d}/{share}") } else { format!("gpu:{d}") };
-                    out.push(Slot { name, cuda_visible_devices: Some(d.clone()), gpus: 1 });
+                    let name = if per > 1 { format!("gpu:{joined}/{share}") } else { format!("gpu:{joined}") };
+                    out.push(Slot {
+                        name,
+                        cuda_visible_devices: Some(joined.clone()),
+                        gpus: group as f64 / per as f64,
+                    });
                 }
             }
             Ok(out)
@@ -103,11 +117,13 @@ pub struct AgentReport {
 /// A trial's process: a child of the agent, or a Slurm job.
 pub(crate) enum Job {
     Local { child: Child, tail: Arc<Mutex<VecDeque<String>>>, readers: Vec<std::thread::JoinHandle<()>> },
-    Slurm { job_id: String, output: std::path::PathBuf, last_poll: Instant },
+    Slurm { job_id: String, output: std::path::PathBuf, last_poll: Instant, unknown_polls: u32 },
 }
 
 struct Running {
     index: i64,
+    /// The attempt this process is (the server refuses reports about superseded attempts).
+    attempt: Option<i64>,
     slot: usize,
     job: Job,
     stop_sent: Option<Instant>,
@@ -139,7 +155,13 @@ impl Job {
         match self {
             Job::Local { child, tail, readers } => match child.try_wait() {
                 Ok(Some(status)) => {
-                    for h in readers.drain(..) {
+                    // The readers end when the last holder of the pipes exits; a grandchild may
+                    // keep them open, so wait a little, not forever.
+                    let deadline = Instant::now() + Duration::from_secs(1);
+                    while readers.iter().any(|h| !h.is_finished()) && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    for h in readers.drain(..).filter(|h| h.is_finished()) {
                         let _ = h.join();
                     }
                     let tail =
@@ -157,12 +179,29 @@ impl Job {
                     None
                 }
             },
-            Job::Slurm { job_id, output, last_poll } => {
+            Job::Slurm { job_id, output, last_poll, unknown_polls } => {
                 if last_poll.elapsed() < Duration::from_millis(500) {
                     return None;
                 }
                 *last_poll = Instant::now();
-                let state = crate::slurm::job_state(job_id)?;
+                let state = match crate::slurm::job_state(job_id) {
+                    Some(state) => {
+                        *unknown_polls = 0;
+                        state
+                    }
+                    // Slurm forgets finished jobs after MinJobAge: ask its accounting, and after
+                    // a minute of silence take the job as lost (the sweep starts it again).
+                    None => {
+                        *unknown_polls += 1;
+                        match crate::slurm::accounted_state(job_id) {
+                            Some(state) => state,
+                            None if *unknown_polls >= 120 => {
+                                crate::slurm::JobState { state: "LOST".into(), exit_code: None, signal: None }
+                            }
+                            None => return None,
+                        }
+                    }
+                };
                 if !state.is_final() {
                     return None;
                 }
@@ -183,6 +222,8 @@ impl Job {
 }
 
 const TAIL_LINES: usize = 40;
+/// Of a longer line, only the start is kept.
+const TAIL_LINE_BYTES: usize = 2000;
 static TERMINATE: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_terminate(_: libc::c_int) {
@@ -225,16 +266,48 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
     let mut report = AgentReport::default();
     let mut claimed = 0u64;
     let mut done: Option<String> = None;
-    let mut terminating = false;
+    let mut refused: Option<Error> = None;
+    let mut terminating: Option<Instant> = None;
     let mut next_claim = Instant::now();
     loop {
-        if TERMINATE.load(Ordering::SeqCst) && !terminating {
-            terminating = true;
+        if TERMINATE.load(Ordering::SeqCst) && terminating.is_none() {
+            terminating = Some(Instant::now());
             done.get_or_insert_with(|| "the agent was asked to stop".into());
             log("stopping: passing SIGTERM to running trials");
             for r in &running {
                 r.job.signal(libc::SIGTERM);
             }
+        }
+        // Watch running trials first, so their heartbeats go out before anything else.
+        let mut i = 0;
+        while i < running.len() {
+            let r = &mut running[i];
+            if let Some(ended) = r.job.poll() {
+                let r = running.swap_remove(i);
+                let outcome = classify(&ended, r.stop_sent.is_some(), terminating.is_some());
+                let slot = config.slots[r.slot].name.clone();
+                log(&format!("trial {} on {slot} ended: {outcome} ({})", r.index, describe(&ended)));
+                end(&http, &sweep, r.index, r.attempt, outcome, ended.exit_code, &ended.tail);
+                report.trials.push((r.index, slot, outcome.to_owned()));
+                continue;
+            }
+            if r.stop_sent.is_none() && r.last_heartbeat.elapsed() >= config.heartbeat {
+                r.last_heartbeat = Instant::now();
+                let path = format!("/sweeps/{sweep}/trials/{}/heartbeat", r.index);
+                if let Ok(hb) = http.post(&path, &json!({"attempt": r.attempt})) {
+                    if hb["stop"] == true {
+                        log(&format!("trial {} stopped: {}", r.index, hb["reason"].as_str().unwrap_or("")));
+                        r.job.signal(libc::SIGTERM);
+                        r.stop_sent = Some(Instant::now());
+                    }
+                }
+            }
+            let grace_from = r.stop_sent.or(terminating);
+            if grace_from.is_some_and(|at| at.elapsed() >= config.grace) && !r.killed {
+                r.job.signal(libc::SIGKILL);
+                r.killed = true;
+            }
+            i += 1;
         }
         // Fill free slots.
         while done.is_none() && Instant::now() >= next_claim {
@@ -249,22 +322,24 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
             match answer {
                 Ok(a) if a["status"] == "trial" => {
                     claimed += 1;
+                    let index = a["index"].as_i64().unwrap_or(-1);
+                    let attempt = a["attempt"].as_i64();
                     let started = match &config.slurm {
-                        Some(slurm) => crate::slurm::submit(&a, slurm, &url),
+                        Some(slurm) => crate::slurm::submit(&a, &config.sweep_id, slurm, &url),
                         None => launch(&a, s, &url),
                     };
                     match started {
                         Ok(job) => {
                             log(&format!(
-                                "trial {} (attempt {}) on {} as {}: {}",
-                                a["index"],
+                                "trial {index} (attempt {}) on {} as {}: {}",
                                 a["attempt"],
                                 s.name,
                                 job.describe(),
                                 a["params"]
                             ));
                             running.push(Running {
-                                index: a["index"].as_i64().unwrap_or(-1),
+                                index,
+                                attempt,
                                 slot,
                                 job,
                                 stop_sent: None,
@@ -273,9 +348,8 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
                             })
                         }
                         Err(why) => {
-                            let index = a["index"].as_i64().unwrap_or(-1);
                             log(&format!("trial {index} could not start: {why}"));
-                            end(&http, &sweep, index, "failed", None, &why);
+                            end(&http, &sweep, index, attempt, "failed", None, &why);
                             report.trials.push((index, s.name.clone(), "failed".into()));
                         }
                     }
@@ -290,41 +364,19 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
                     log(&format!("server unreachable, retrying: {reason}"));
                     next_claim = Instant::now() + Duration::from_secs(2);
                 }
-                Err(e) => return Err(e),
-            }
-        }
-        // Watch running trials.
-        let mut i = 0;
-        while i < running.len() {
-            let r = &mut running[i];
-            if let Some(ended) = r.job.poll() {
-                let r = running.swap_remove(i);
-                let outcome = classify(&ended, r.stop_sent.is_some(), terminating);
-                let slot = config.slots[r.slot].name.clone();
-                log(&format!("trial {} on {slot} ended: {outcome} ({})", r.index, describe(&ended)));
-                end(&http, &sweep, r.index, outcome, ended.exit_code, &ended.tail);
-                report.trials.push((r.index, slot, outcome.to_owned()));
-                continue;
-            }
-            if r.stop_sent.is_none() && r.last_heartbeat.elapsed() >= config.heartbeat {
-                r.last_heartbeat = Instant::now();
-                if let Ok(hb) = http.post(&format!("/sweeps/{sweep}/trials/{}/heartbeat", r.index), &json!({})) {
-                    if hb["stop"] == true {
-                        log(&format!("trial {} pruned: {}", r.index, hb["reason"].as_str().unwrap_or("")));
-                        r.job.signal(libc::SIGTERM);
-                        r.stop_sent = Some(Instant::now());
-                    }
+                // The server refuses to start trials (an unknown sweep, say): claim no more, and let
+                // the trials already running finish before exiting with the error.
+                Err(e) => {
+                    log(&format!("the server refused a new trial: {e}"));
+                    done = Some(e.to_string());
+                    refused = Some(e);
                 }
             }
-            if let Some(at) = r.stop_sent {
-                if !r.killed && at.elapsed() >= config.grace {
-                    r.job.signal(libc::SIGKILL);
-                    r.killed = true;
-                }
-            }
-            i += 1;
         }
         if done.is_some() && running.is_empty() {
+            if let Some(e) = refused {
+                return Err(e);
+            }
             report.reason = done.unwrap_or_default();
             return Ok(report);
         }
@@ -341,7 +393,9 @@ fn classify(ended: &Ended, pruned: bool, agent_stopping: bool) -> &'static str {
     if let Some(state) = ended.slurm_state.as_deref() {
         return match state {
             "COMPLETED" => "finished",
-            "PREEMPTED" | "NODE_FAIL" | "BOOT_FAIL" | "CANCELLED" | "REQUEUED" | "TIMEOUT" | "DEADLINE" => "preempted",
+            "PREEMPTED" | "NODE_FAIL" | "BOOT_FAIL" | "CANCELLED" | "REQUEUED" | "TIMEOUT" | "DEADLINE" | "LOST" => {
+                "preempted"
+            }
             _ if agent_stopping || ended.signal.is_some_and(|s| s != 0) => "preempted",
             _ => "failed",
         };
@@ -370,8 +424,8 @@ fn describe(ended: &Ended) -> String {
     }
 }
 
-fn end(http: &Http, sweep: &str, index: i64, outcome: &str, exit_code: Option<i64>, tail: &str) {
-    let body = json!({"outcome": outcome, "exit_code": exit_code, "output_tail": tail});
+fn end(http: &Http, sweep: &str, index: i64, attempt: Option<i64>, outcome: &str, exit_code: Option<i64>, tail: &str) {
+    let body = json!({"outcome": outcome, "attempt": attempt, "exit_code": exit_code, "output_tail": tail});
     for attempt in 0..30 {
         match http.post(&format!("/sweeps/{sweep}/trials/{index}/end"), &body) {
             Ok(_) => return,
@@ -381,6 +435,53 @@ fn end(http: &Http, sweep: &str, index: i64, outcome: &str, exit_code: Option<i6
                 return;
             }
         }
+    }
+}
+
+/// Echoes a trial's output line by line and keeps its last lines. It reads bytes, not text, so
+/// output that is not UTF-8 never stops the reading (the trial would die on a broken pipe); a
+/// line redrawn with `\r` (a progress bar) keeps only its last drawing, and is not echoed.
+fn forward_output(mut stream: Box<dyn std::io::Read + Send>, index: i64, tail: &Mutex<VecDeque<String>>) {
+    let emit = |line: &[u8]| {
+        let line = String::from_utf8_lossy(line);
+        let _ = writeln!(std::io::stdout().lock(), "[trial {index}] {line}");
+        if let Ok(mut t) = tail.lock() {
+            if t.len() == TAIL_LINES {
+                t.pop_front();
+            }
+            t.push_back(line.into_owned());
+        }
+    };
+    let mut chunk = [0u8; 8192];
+    let mut line: Vec<u8> = Vec::new();
+    let mut carriage_return = false;
+    loop {
+        let n = match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        for &b in &chunk[..n] {
+            if b == b'\n' {
+                emit(&line);
+                line.clear();
+                carriage_return = false;
+                continue;
+            }
+            if carriage_return {
+                line.clear();
+                carriage_return = false;
+            }
+            if b == b'\r' {
+                carriage_return = true;
+            } else if line.len() < TAIL_LINE_BYTES {
+                line.push(b);
+            }
+        }
+    }
+    if !line.is_empty() {
+        emit(&line);
     }
 }
 
@@ -462,17 +563,7 @@ fn launch(a: &Value, slot: &Slot, server: &str) -> std::result::Result<Job, Stri
     .collect();
     for stream in streams {
         let tail = tail.clone();
-        readers.push(std::thread::spawn(move || {
-            for line in BufReader::new(stream).lines().map_while(std::result::Result::ok) {
-                println!("[trial {index}] {line}");
-                if let Ok(mut t) = tail.lock() {
-                    if t.len() == TAIL_LINES {
-                        t.pop_front();
-                    }
-                    t.push_back(line);
-                }
-            }
-        }));
+        readers.push(std::thread::spawn(move || forward_output(stream, index, &tail)));
     }
     Ok(Job::Local { child, tail, readers })
 }
@@ -484,16 +575,31 @@ mod tests {
 
     #[test]
     fn slots_follow_the_gpu_list_and_shares() {
-        let s = slots(Some("0,1"), 2, None).unwrap();
+        let s = slots(Some("0,1"), 2, 1, None).unwrap();
         let names: Vec<&str> = s.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["gpu:0/0", "gpu:0/1", "gpu:1/0", "gpu:1/1"]);
-        assert_eq!(s[3].cuda_visible_devices.as_deref(), Some("1"));
+        assert_eq!((s[3].cuda_visible_devices.as_deref(), s[3].gpus), (Some("1"), 0.5));
         let uuid = "MIG-4b2b8c3e-93a5-5a8b-9f0c-1b3d4e5f6a7b";
-        assert_eq!(slots(Some(uuid), 1, None).unwrap()[0].cuda_visible_devices.as_deref(), Some(uuid));
-        let cpu = slots(None, 1, Some(3)).unwrap();
-        assert_eq!((cpu.len(), cpu[2].gpus, cpu[2].cuda_visible_devices.clone()), (3, 0, None));
-        assert!(slots(Some("0"), 1, Some(1)).is_err());
-        assert!(slots(None, 1, None).is_err());
+        assert_eq!(slots(Some(uuid), 1, 1, None).unwrap()[0].cuda_visible_devices.as_deref(), Some(uuid));
+        let pairs = slots(Some("0,1,2,3,4"), 1, 2, None).unwrap();
+        let pairs: Vec<(&str, f64)> =
+            pairs.iter().map(|s| (s.cuda_visible_devices.as_deref().unwrap(), s.gpus)).collect();
+        assert_eq!(pairs, [("0,1", 2.0), ("2,3", 2.0)]);
+        let cpu = slots(None, 1, 1, Some(3)).unwrap();
+        assert_eq!((cpu.len(), cpu[2].gpus, cpu[2].cuda_visible_devices.clone()), (3, 0.0, None));
+        assert!(slots(Some("0"), 1, 1, Some(1)).is_err());
+        assert!(slots(None, 1, 1, None).is_err());
+        assert!(slots(Some("0"), 1, 2, None).is_err());
+        assert!(slots(Some("0,1"), 2, 2, None).is_err());
+    }
+
+    #[test]
+    fn output_is_read_as_bytes_and_progress_bars_keep_their_last_drawing() {
+        let tail = Mutex::new(VecDeque::new());
+        let text: &[u8] = b"epoch 1\r\nbad \xff byte\n10%\r50%\r100%\nlast";
+        forward_output(Box::new(text), 0, &tail);
+        let lines: Vec<String> = tail.into_inner().unwrap().into_iter().collect();
+        assert_eq!(lines, ["epoch 1", "bad \u{fffd} byte", "100%", "last"]);
     }
 
     #[test]

@@ -36,9 +36,13 @@ fn pod_template(o: &ManifestOptions, labels: &Value) -> Value {
     if o.gpus_per_trial > 0 {
         resources["limits"] = json!({"nvidia.com/gpu": o.gpus_per_trial});
     }
-    let slots = if o.gpus_per_trial > 0 { vec!["--gpus", "all"] } else { vec!["--cpu-slots", "1"] };
     let mut args = vec!["agent".to_owned(), o.sweep_id.clone(), "--max-trials".into(), "1".into()];
-    args.extend(slots.into_iter().map(str::to_owned));
+    if o.gpus_per_trial > 0 {
+        // One slot holding every GPU of the pod.
+        args.extend(["--gpus".into(), "all".into(), "--gpus-per-trial".into(), o.gpus_per_trial.to_string()]);
+    } else {
+        args.extend(["--cpu-slots".into(), "1".into()]);
+    }
     json!({
         "metadata": {"labels": labels},
         "spec": {
@@ -142,7 +146,10 @@ mod tests {
         assert_eq!((job["spec"]["completions"].as_u64(), job["spec"]["parallelism"].as_u64()), (Some(20), Some(4)));
         let c = &job["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], 2);
-        assert_eq!(c["args"], json!(["agent", "ab12cd", "--max-trials", "1", "--gpus", "all"]));
+        assert_eq!(
+            c["args"],
+            json!(["agent", "ab12cd", "--max-trials", "1", "--gpus", "all", "--gpus-per-trial", "2"])
+        );
         assert_eq!(job["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"][0]["type"], "DisruptionTarget");
         assert_eq!(job["metadata"]["namespace"], "ml");
     }

@@ -271,7 +271,8 @@ impl RunBuilder {
             sender: Mutex::new(Some(sender_thread)),
             finished: AtomicBool::new(false),
             sampler: Mutex::new(None),
-            stop_check: Mutex::new((false, None)),
+            stop_flag: Arc::new(AtomicBool::new(false)),
+            stop_poller: std::sync::Once::new(),
         };
         let mut metadata = self.metadata.clone();
         if self.capture_environment {
@@ -358,8 +359,9 @@ pub struct Run {
     sender: Mutex<Option<JoinHandle<()>>>,
     finished: AtomicBool,
     sampler: Mutex<Option<crate::sampler::Sampler>>,
-    /// The last answer of `should_stop` and when it was asked.
-    stop_check: Mutex<(bool, Option<std::time::Instant>)>,
+    /// Set once the sweep wants this trial to stop; a background thread asks the server.
+    stop_flag: Arc<AtomicBool>,
+    stop_poller: std::sync::Once,
 }
 
 impl Run {
@@ -390,22 +392,37 @@ impl Run {
         &self.id
     }
 
-    /// Whether the sweep this run is a trial of wants it to stop (it was pruned, or the sweep
-    /// was stopped). Asks the server at most once a second; false outside a sweep, offline, or
-    /// while the server cannot be reached: tracking never stops training by itself.
+    /// Whether the sweep this run is a trial of wants it to stop (it was pruned, the sweep was
+    /// stopped, or this attempt was superseded). Never waits: the first call starts a thread that
+    /// asks the server once a second. False outside a sweep, offline, or while the server cannot
+    /// be reached: tracking never stops training by itself.
     pub fn should_stop(&self) -> bool {
-        if std::env::var_os("TRAINLOG_SWEEP_ID").is_none() {
+        let Some(attempt) = std::env::var_os("TRAINLOG_SWEEP_ID")
+            .map(|_| std::env::var("TRAINLOG_SWEEP_ATTEMPT").ok().and_then(|a| a.parse::<i64>().ok()))
+        else {
             return false;
-        }
-        let mut check = lock(&self.stop_check);
-        if check.0 || check.1.is_some_and(|at| at.elapsed() < Duration::from_secs(1)) {
-            return check.0;
-        }
-        check.1 = Some(std::time::Instant::now());
-        let answer = Http::new(&self.server, Duration::from_secs(2))
-            .and_then(|http| http.get(&format!("/runs/{}/sweep", crate::api::encode(&self.id))));
-        check.0 = answer.is_ok_and(|a| a["stop"] == true);
-        check.0
+        };
+        self.stop_poller.call_once(|| {
+            let flag = self.stop_flag.clone();
+            let shared = self.shared.clone();
+            let mut path = format!("/runs/{}/sweep", crate::api::encode(&self.id));
+            if let Some(a) = attempt {
+                path.push_str(&format!("?attempt={a}"));
+            }
+            let Ok(http) = Http::new(&self.server, Duration::from_secs(5)) else { return };
+            let spawned = std::thread::Builder::new().name("trainlog-should-stop".into()).spawn(move || {
+                while !shared.is_closed() && !flag.load(Ordering::Relaxed) {
+                    if http.get(&path).is_ok_and(|a| a["stop"] == true) {
+                        flag.store(true, Ordering::Relaxed);
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            });
+            if let Err(e) = spawned {
+                self.shared.warn_once(&format!("cannot ask the sweep whether to stop: {e}"));
+            }
+        });
+        self.stop_flag.load(Ordering::Relaxed)
     }
 
     pub fn project(&self) -> &str {

@@ -138,6 +138,12 @@ impl Shared {
         }
     }
 
+    /// Whether the run's sender has taken its last points (the run finished).
+    pub(crate) fn is_closed(&self) -> bool {
+        let pending = lock(&self.pending);
+        pending.closed || pending.finish.is_some()
+    }
+
     pub(crate) fn warn_once(&self, why: &str) {
         if !self.warned.swap(true, Ordering::Relaxed) {
             let waiting = self.waiting.load(Ordering::Relaxed);

@@ -70,10 +70,17 @@ pub fn batch_script(a: &Value, server: &str) -> Result<String, String> {
     Ok(script)
 }
 
-/// Submits a trial; answers the job to watch.
-pub(crate) fn submit(a: &Value, options: &SlurmOptions, server: &str) -> Result<crate::agent::Job, String> {
-    let sweep = a["sweep_id"].as_str().unwrap_or("sweep");
-    let name = format!("trainlog-{sweep}-{}-{}", a["index"], a["attempt"]);
+/// Submits a trial of `sweep_id`; answers the job to watch. File names come from the agent's
+/// own sweep id and the trial's numbers, never from free text the server sent.
+pub(crate) fn submit(
+    a: &Value,
+    sweep_id: &str,
+    options: &SlurmOptions,
+    server: &str,
+) -> Result<crate::agent::Job, String> {
+    let sweep: String = sweep_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    let (index, attempt) = (a["index"].as_i64().unwrap_or(-1), a["attempt"].as_i64().unwrap_or(0));
+    let name = format!("trainlog-{sweep}-{index}-{attempt}");
     std::fs::create_dir_all(&options.dir).map_err(|e| format!("cannot create {}: {e}", options.dir.display()))?;
     let script_path = options.dir.join(format!("{name}.sh"));
     let output = options.dir.join(format!("{name}.out"));
@@ -97,7 +104,7 @@ pub(crate) fn submit(a: &Value, options: &SlurmOptions, server: &str) -> Result<
     if job_id.is_empty() {
         return Err("sbatch printed no job id".into());
     }
-    Ok(crate::agent::Job::Slurm { job_id, output, last_poll: Instant::now() })
+    Ok(crate::agent::Job::Slurm { job_id, output, last_poll: Instant::now(), unknown_polls: 0 })
 }
 
 /// Parses one line of `scontrol show job -o`.
@@ -119,6 +126,20 @@ pub fn job_state(job_id: &str) -> Option<JobState> {
         return None;
     }
     parse_job_line(String::from_utf8_lossy(&out.stdout).lines().next()?)
+}
+
+/// The job's final state from Slurm's accounting (`sacct`), for a job `scontrol` no longer knows.
+pub fn accounted_state(job_id: &str) -> Option<JobState> {
+    let out = Command::new("sacct").args(["-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode"]).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (state, exit) = text.lines().next()?.split_once('|')?;
+    // "CANCELLED by 0" names who cancelled.
+    let state = state.split_whitespace().next()?.to_owned();
+    let (code, signal) = exit.trim().split_once(':')?;
+    Some(JobState { state, exit_code: code.parse().ok(), signal: signal.parse().ok() })
 }
 
 /// Signals every step of the job and its batch script (SIGKILL cancels the job).

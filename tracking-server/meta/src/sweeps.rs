@@ -34,7 +34,8 @@ pub struct TrialRow {
     pub attempts: i64,
     pub agent: String,
     pub slot: String,
-    pub gpus: i64,
+    /// GPUs the trial holds; a share of a GPU counts as a fraction.
+    pub gpus: f64,
     pub bracket: Option<i64>,
     pub exit_code: Option<i64>,
     pub output_tail: String,
@@ -65,7 +66,7 @@ impl TrialRow {
 pub struct Placement {
     pub agent: String,
     pub slot: String,
-    pub gpus: i64,
+    pub gpus: f64,
 }
 
 /// How a trial attempt ended.
@@ -287,7 +288,7 @@ impl MetaStore {
             let now = now_ms();
             tx.execute(
                 "UPDATE sweep_trials SET state = 'running', attempts = attempts + 1, agent = ?3, slot = ?4, gpus = ?5,
-                   started_ms = ?6, heartbeat_ms = ?6, ended_ms = NULL, exit_code = NULL
+                   started_ms = ?6, heartbeat_ms = ?6, ended_ms = NULL, exit_code = NULL, stop_reason = ''
                  WHERE sweep_id = ?1 AND trial_index = ?2",
                 params![sweep, index, placement.agent, placement.slot, placement.gpus, now],
             )?;
@@ -302,39 +303,47 @@ impl MetaStore {
         self.trial(sweep, index)
     }
 
-    /// Records that the trial's agent still watches it.
-    pub fn trial_heartbeat(&self, sweep: &str, index: i64) -> Result<TrialRow> {
+    /// Records that the trial's agent still watches its attempt; answers false (and records
+    /// nothing) when that attempt is no longer the trial's running one.
+    pub fn trial_heartbeat(&self, sweep: &str, index: i64, attempt: i64) -> Result<bool> {
         self.write(|conn| {
+            get_trial(conn, sweep, index)?;
             let n = conn.execute(
-                "UPDATE sweep_trials SET heartbeat_ms = ?3 WHERE sweep_id = ?1 AND trial_index = ?2",
-                params![sweep, index, now_ms()],
+                "UPDATE sweep_trials SET heartbeat_ms = ?4
+                 WHERE sweep_id = ?1 AND trial_index = ?2 AND attempts = ?3 AND state = 'running'",
+                params![sweep, index, attempt, now_ms()],
             )?;
-            if n == 0 {
-                return Err(not_found(format!("trial {index} of sweep {sweep}")));
-            }
-            Ok(())
-        })?;
-        self.trial(sweep, index)
+            Ok(n == 1)
+        })
     }
 
     /// Marks a running trial to be pruned; the first reason stays.
     pub fn request_trial_stop(&self, sweep: &str, index: i64, reason: &str) -> Result<()> {
         self.write(|conn| {
             conn.execute(
-                "UPDATE sweep_trials SET stop_reason = ?3 WHERE sweep_id = ?1 AND trial_index = ?2 AND stop_reason = ''",
+                "UPDATE sweep_trials SET stop_reason = ?3
+                 WHERE sweep_id = ?1 AND trial_index = ?2 AND stop_reason = '' AND state = 'running'",
                 params![sweep, index, reason],
             )?;
             Ok(())
         })
     }
 
-    /// Ends the trial's current attempt. A trial that already ended is left as it is, so a
-    /// late report cannot undo a newer state; answers the trial as stored.
-    pub fn end_trial(&self, sweep: &str, index: i64, end: &TrialEnd, run_status: &str) -> Result<TrialRow> {
+    /// Ends attempt `attempt` of the trial (None: whichever runs). A trial that already ended,
+    /// or runs another attempt, is left as it is, so a late report cannot undo a newer state;
+    /// answers the trial as stored.
+    pub fn end_trial(
+        &self,
+        sweep: &str,
+        index: i64,
+        attempt: Option<i64>,
+        end: &TrialEnd,
+        run_status: &str,
+    ) -> Result<TrialRow> {
         self.write(|conn| {
             let tx = conn.transaction()?;
             let t = get_trial(&tx, sweep, index)?;
-            if t.state != "running" {
+            if t.state != "running" || attempt.is_some_and(|a| a != t.attempts) {
                 return Ok(());
             }
             let now = now_ms();

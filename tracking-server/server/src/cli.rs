@@ -95,8 +95,8 @@ struct SlotArgs {
     /// Slurm partition for the trials.
     #[arg(long, requires = "slurm")]
     partition: Option<String>,
-    /// GPUs each Slurm trial asks for (--gres=gpu:N).
-    #[arg(long, default_value_t = 1, requires = "slurm")]
+    /// GPUs each trial gets: here, slots of N GPUs from --gpus; on Slurm, --gres=gpu:N.
+    #[arg(long, default_value_t = 1)]
     gpus_per_trial: u32,
     /// Slurm trials queued or running at once.
     #[arg(long, default_value_t = 4, requires = "slurm")]
@@ -268,11 +268,11 @@ fn agent(server: Option<&str>, sweep_id: &str, slots: &SlotArgs) -> Result<Strin
             .map(|k| trainlog::agent::Slot {
                 name: format!("slurm:{k}"),
                 cuda_visible_devices: None,
-                gpus: slots.gpus_per_trial,
+                gpus: f64::from(slots.gpus_per_trial),
             })
             .collect()
     } else {
-        trainlog::agent::slots(slots.gpus.as_deref(), slots.slots_per_gpu, slots.cpu_slots)
+        trainlog::agent::slots(slots.gpus.as_deref(), slots.slots_per_gpu, slots.gpus_per_trial, slots.cpu_slots)
             .map_err(|e| e.to_string())?
     };
     let mut config = trainlog::agent::AgentConfig::new(sweep_id, list);

@@ -40,6 +40,8 @@ pub struct AppState {
     /// Held while a sweep proposes or completes, so two agents never get the same trial.
     pub sweep_lock: tokio::sync::Mutex<()>,
     pub trial_timeout_ms: i64,
+    /// When this server started, in milliseconds since the epoch.
+    pub started_ms: i64,
 }
 
 /// Opens the stores, serves until SIGINT or SIGTERM, then persists what is buffered.
@@ -63,6 +65,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
         run_projects: Mutex::new(HashMap::new()),
         sweep_lock: tokio::sync::Mutex::new(()),
         trial_timeout_ms: config.trial_timeout.as_millis() as i64,
+        started_ms: trainlog_meta::now_ms(),
     });
     let listener = TcpListener::bind((config.host.as_str(), config.port))?;
     let addr = listener.local_addr()?;

@@ -131,7 +131,7 @@ async fn spent(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Result<(
     let mut gpu_hours = 0.0;
     for t in trials {
         usd += trial_cost(state, sweep, t).await?.unwrap_or(0.0);
-        gpu_hours += t.gpus as f64 * t.elapsed_ms(now) as f64 / 3_600_000.0;
+        gpu_hours += t.gpus * t.elapsed_ms(now) as f64 / 3_600_000.0;
     }
     Ok((usd, gpu_hours))
 }
@@ -212,7 +212,7 @@ struct NextRequest {
     #[serde(default)]
     slot: String,
     #[serde(default)]
-    gpus: i64,
+    gpus: f64,
 }
 
 /// Why a sweep starts no more trials, if it does not.
@@ -230,19 +230,24 @@ fn exhausted(cfg: &SweepConfig, trials: &[TrialRow], usd: f64, gpu_hours: f64) -
 async fn expire_lost(state: &State, sweep: &SweepRow, trials: &mut Vec<TrialRow>) -> Result<()> {
     let now = trainlog_meta::now_ms();
     let timeout = state.trial_timeout_ms;
-    let lost: Vec<i64> =
-        trials.iter().filter(|t| t.is_active() && now - t.heartbeat_ms > timeout).map(|t| t.index).collect();
+    // Agents could not report while this server was down: their silence counts from its start.
+    let silent_since = |t: &TrialRow| t.heartbeat_ms.max(state.started_ms);
+    let lost: Vec<(i64, i64)> = trials
+        .iter()
+        .filter(|t| t.is_active() && now - silent_since(t) > timeout)
+        .map(|t| (t.index, t.attempts))
+        .collect();
     if lost.is_empty() {
         return Ok(());
     }
-    for index in lost {
+    for (index, attempt) in lost {
         let end = TrialEnd {
             state: "preempted".into(),
             exit_code: None,
             output_tail: format!("no heartbeat from its agent for {} s: the node is taken as lost", timeout / 1000),
             loss: None,
         };
-        finish_attempt(state, sweep, index, end).await?;
+        finish_attempt(state, sweep, index, Some(attempt), end).await?;
     }
     let id = sweep.id.clone();
     *trials = meta(state, move |m| m.trials(&id)).await?;
@@ -250,7 +255,13 @@ async fn expire_lost(state: &State, sweep: &SweepRow, trials: &mut Vec<TrialRow>
 }
 
 /// Ends a trial's attempt, with the loss read from its run; a preempted trial past its retries fails.
-async fn finish_attempt(state: &State, sweep: &SweepRow, index: i64, mut end: TrialEnd) -> Result<TrialRow> {
+async fn finish_attempt(
+    state: &State,
+    sweep: &SweepRow,
+    index: i64,
+    attempt: Option<i64>,
+    mut end: TrialEnd,
+) -> Result<TrialRow> {
     let cfg = stored_config(sweep)?;
     let id = sweep.id.clone();
     let trial = meta(state, move |m| m.trial(&id, index)).await?;
@@ -273,7 +284,7 @@ async fn finish_attempt(state: &State, sweep: &SweepRow, index: i64, mut end: Tr
         _ => "failed",
     };
     let id = sweep.id.clone();
-    let row = meta(state, move |m| m.end_trial(&id, index, &end, run_status)).await?;
+    let row = meta(state, move |m| m.end_trial(&id, index, attempt, &end, run_status)).await?;
     state.store.project_changed(sweep.project_id);
     Ok(row)
 }
@@ -292,7 +303,10 @@ async fn next_trial(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let body: NextRequest = json_body(&req, payload).await?;
-    let placement = Placement { agent: body.agent, slot: body.slot, gpus: body.gpus.max(0) };
+    if !(body.gpus.is_finite() && (0.0..=1024.0).contains(&body.gpus)) {
+        return Err(ApiError::invalid("gpus", "expected a number of GPUs from 0 to 1024"));
+    }
+    let placement = Placement { agent: body.agent, slot: body.slot, gpus: body.gpus };
     // One proposal at a time, so two agents never get the same trial.
     let _guard = state.sweep_lock.lock().await;
     let (sweep, mut trials) = load(&state, &path).await?;
@@ -417,17 +431,32 @@ async fn should_stop(state: &State, sweep: &SweepRow, trial: &TrialRow) -> Resul
     Ok(reason)
 }
 
-async fn progress_of(state: &State, cfg: &SweepConfig, t: &TrialRow) -> Result<Progress> {
+/// A trial's metric as (step, loss). Rules compare trials only at steps the trial being judged
+/// has reached, so a peer is read up to `max_step`, plus its last point when it went further
+/// (which tells the rules it reached those steps, and is never compared itself).
+async fn progress_of(
+    state: &State,
+    sweep: &SweepRow,
+    cfg: &SweepConfig,
+    t: &TrialRow,
+    max_step: Option<i64>,
+) -> Result<Progress> {
     let run = RunId::parse("run_id", &t.run_id)?;
     let key = MetricKey::parse("metric", &cfg.metric.name)?;
-    let series = state.store.series(&run, &key, StepRange::default()).await?;
-    let points = series
+    let series = state.store.series(&run, &key, StepRange { min: None, max: max_step }).await?;
+    let mut points: Vec<(i64, f64)> = series
         .steps
         .iter()
         .zip(&series.values)
         .filter(|(_, v)| v.is_finite())
         .map(|(s, v)| (*s, cfg.metric.goal.loss(*v)))
         .collect();
+    if let Some(max) = max_step {
+        let sums = state.store.summaries(&run, sweep.project_id).await?;
+        if let Some(last) = sums.get(&cfg.metric.name).filter(|s| s.last_step > max && s.last.is_finite()) {
+            points.push((last.last_step, cfg.metric.goal.loss(last.last)));
+        }
+    }
     Ok(Progress { trial_index: t.index as u64, points })
 }
 
@@ -438,15 +467,15 @@ async fn prune_decision(
     rule: &Rule,
     trial: &TrialRow,
 ) -> Result<Option<String>> {
-    let me = progress_of(state, cfg, trial).await?;
-    if me.points.is_empty() {
+    let me = progress_of(state, sweep, cfg, trial, None).await?;
+    let Some(&(last_step, _)) = me.points.last() else {
         return Ok(None);
-    }
+    };
     let id = sweep.id.clone();
     let trials = meta(state, move |m| m.trials(&id)).await?;
     let mut peers = Vec::with_capacity(trials.len());
     for t in trials.iter().filter(|t| t.index != trial.index) {
-        peers.push(progress_of(state, cfg, t).await?);
+        peers.push(progress_of(state, sweep, cfg, t, Some(last_step)).await?);
     }
     Ok(match early::decide(rule, &me, &peers) {
         Decision::Continue => None,
@@ -454,21 +483,78 @@ async fn prune_decision(
     })
 }
 
-async fn heartbeat(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct HeartbeatRequest {
+    /// The attempt the agent runs; a report about an attempt that is no longer the trial's
+    /// running one answers stop, so a trial never runs twice.
+    attempt: Option<i64>,
+}
+
+/// Why a report about `attempt` must stop: the trial ended or runs another attempt.
+fn superseded(trial: &TrialRow, attempt: Option<i64>) -> Option<String> {
+    let attempt = attempt.unwrap_or(trial.attempts);
+    if !trial.is_active() {
+        Some(format!("the trial is {}", trial.state))
+    } else if attempt != trial.attempts {
+        Some(format!("attempt {attempt} was superseded by attempt {}", trial.attempts))
+    } else {
+        None
+    }
+}
+
+async fn heartbeat(
+    state: State,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
     let (id, index) = path.into_inner();
     let index = trial_index(&index)?;
+    let body: HeartbeatRequest = json_body(&req, payload).await?;
     let (sweep, trial) = {
         let id = id.clone();
-        meta(&state, move |m| Ok((m.sweep(&id)?, m.trial_heartbeat(&id, index)?))).await?
+        meta(&state, move |m| {
+            let trial = m.trial(&id, index)?;
+            m.trial_heartbeat(&id, index, body.attempt.unwrap_or(trial.attempts))?;
+            Ok((m.sweep(&id)?, trial))
+        })
+        .await?
     };
-    let stop = should_stop(&state, &sweep, &trial).await?;
+    let stop = match superseded(&trial, body.attempt) {
+        Some(reason) => Some(reason),
+        None => should_stop(&state, &sweep, &trial).await?,
+    };
     Ok(HttpResponse::Ok().json(json!({"state": trial.state, "stop": stop.is_some(), "reason": stop})))
+}
+
+/// At most this much of a trial's last output is kept.
+const MAX_TAIL_LINES: usize = 40;
+const MAX_TAIL_LINE_BYTES: usize = 1000;
+
+fn output_tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(MAX_TAIL_LINES)..]
+        .iter()
+        .map(|l| {
+            // A progress bar redrawn with \r is one long line: keep its end.
+            let l = l.rsplit('\r').next().unwrap_or(l);
+            let mut start = l.len().saturating_sub(MAX_TAIL_LINE_BYTES);
+            while !l.is_char_boundary(start) {
+                start += 1;
+            }
+            &l[start..]
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EndRequest {
     outcome: String,
+    /// The attempt that ended; a late report about an older attempt changes nothing.
+    attempt: Option<i64>,
     exit_code: Option<i64>,
     #[serde(default)]
     output_tail: String,
@@ -486,16 +572,13 @@ async fn end_trial(
     if !["finished", "failed", "pruned", "preempted"].contains(&body.outcome.as_str()) {
         return Err(ApiError::invalid("outcome", "expected finished, failed, pruned or preempted"));
     }
-    let tail: String = {
-        let lines: Vec<&str> = body.output_tail.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    };
+    let tail = output_tail(&body.output_tail);
     let sweep = {
         let id = id.clone();
         meta(&state, move |m| m.sweep(&id)).await?
     };
     let end = TrialEnd { state: body.outcome, exit_code: body.exit_code, output_tail: tail, loss: None };
-    let row = finish_attempt(&state, &sweep, index, end).await?;
+    let row = finish_attempt(&state, &sweep, index, body.attempt, end).await?;
     // A sweep whose last trial just ended may be complete.
     let _guard = state.sweep_lock.lock().await;
     let (sweep, trials) = load(&state, &id).await?;
@@ -513,7 +596,10 @@ async fn end_trial(
 }
 
 /// For a run inside a sweep: its trial, and whether the sweep wants it to stop.
-async fn run_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+async fn run_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    let attempt = query_one(&query_pairs(&req)?, "attempt")
+        .map(|a| a.parse::<i64>().map_err(|_| ApiError::invalid("attempt", "expected a number")))
+        .transpose()?;
     let run = RunId::parse("id", &path)?;
     let trial = meta(&state, move |m| m.trial_of_run(&run)).await?;
     let Some(trial) = trial else {
@@ -523,7 +609,10 @@ async fn run_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse
         let id = trial.sweep_id.clone();
         meta(&state, move |m| m.sweep(&id)).await?
     };
-    let stop = should_stop(&state, &sweep, &trial).await?;
+    let stop = match superseded(&trial, attempt) {
+        Some(reason) => Some(reason),
+        None => should_stop(&state, &sweep, &trial).await?,
+    };
     Ok(HttpResponse::Ok().json(json!({
         "sweep_id": sweep.id, "trial": trial.index, "params": trial.params, "state": trial.state,
         "stop": stop.is_some(), "reason": stop,

@@ -411,6 +411,9 @@ fn parse_metric(node: &Node) -> Result<Metric, ConfigError> {
     let m = Fields::of(node, "metric")?;
     m.allow_only(&["name", "goal"])?;
     let name = m.string("name")?.ok_or_else(|| err(node.line, "metric.name", "is required"))?;
+    if let Err(e) = trainlog_schema::MetricKey::parse("metric.name", &name) {
+        return Err(err(m.line_of("name"), "metric.name", e.reason));
+    }
     let goal = match m.get("goal") {
         None => Goal::Minimize,
         Some(Node { kind: Kind::Str(g), line }) => match g.as_str() {
@@ -441,6 +444,17 @@ fn parse_parameters(node: &Node) -> Result<(Space, BTreeMap<String, usize>), Con
     for (name, spec) in entries {
         let path = format!("parameters.{name}");
         lines.insert(path.clone(), spec.line);
+        if let Err(e) = trainlog_schema::ParamKey::parse(&path, name) {
+            return Err(err(spec.line, &path, format!("not a valid parameter name: {}", e.reason)));
+        }
+        // Trials get `--name=value`: a name must read as one flag.
+        if name.starts_with('-') || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-./".contains(&b)) {
+            return Err(err(
+                spec.line,
+                &path,
+                "a parameter name may hold letters, digits, '_', '-', '.' and '/', not first '-'",
+            ));
+        }
         let distribution = parse_distribution(spec, &path)?;
         distribution.validate(&path).map_err(|e| {
             let crate::Error::Invalid { reason, .. } = e;
@@ -476,12 +490,19 @@ fn parse_distribution(spec: &Node, path: &str) -> Result<Distribution, ConfigErr
             if items.is_empty() {
                 return Err(err(*line, &f.path("values"), "is empty: give at least one value"));
             }
+            for (i, item) in items.iter().enumerate() {
+                plain_value(item, &format!("{}[{i}]", f.path("values")))?;
+            }
             Some(items.iter().map(Node::to_json).collect::<Vec<_>>())
         }
         Some(n) => return Err(err(n.line, &f.path("values"), format!("expected a list, got {}", n.describe()))),
     };
     let bound = |key: &str| -> Result<f64, ConfigError> {
-        f.number(key)?.ok_or_else(|| err(spec.line, &f.path(key), "is required for this distribution"))
+        match f.number(key)? {
+            Some(v) if v.is_finite() => Ok(v),
+            Some(v) => Err(err(f.line_of(key), &f.path(key), format!("{v} is not a finite number"))),
+            None => Err(err(spec.line, &f.path(key), "is required for this distribution")),
+        }
     };
     let kind = match named.as_deref() {
         Some(d) => d.to_owned(),
@@ -496,7 +517,11 @@ fn parse_distribution(spec: &Node, path: &str) -> Result<Distribution, ConfigErr
     };
     let dist_line = f.line_of("distribution");
     let d = match kind.as_str() {
-        "constant" => Distribution::Constant(f.required("value")?.to_json()),
+        "constant" => {
+            let value = f.required("value")?;
+            plain_value(value, &f.path("value"))?;
+            Distribution::Constant(value.to_json())
+        }
         "categorical" => Distribution::Categorical(
             values.ok_or_else(|| err(spec.line, &f.path("values"), "is required for categorical"))?,
         ),
@@ -523,6 +548,17 @@ fn parse_distribution(spec: &Node, path: &str) -> Result<Distribution, ConfigErr
         }
     };
     Ok(d)
+}
+
+/// A parameter value a run can record: a string, a boolean or a finite number (not null, not a
+/// list or mapping).
+fn plain_value(node: &Node, field: &str) -> Result<(), ConfigError> {
+    match node.kind {
+        Kind::Bool(_) | Kind::Int(_) | Kind::Str(_) => Ok(()),
+        Kind::Float(f) if f.is_finite() => Ok(()),
+        Kind::Float(f) => Err(err(node.line, field, format!("{f} is not a finite number"))),
+        _ => Err(err(node.line, field, format!("expected a string, a boolean or a number, got {}", node.describe()))),
+    }
 }
 
 fn parse_early(node: &Node) -> Result<Rule, ConfigError> {
@@ -652,6 +688,15 @@ budget: {usd: 40}
 
         let e = refusal("method: grid\nmetric: {name: loss}\nparameters: {a: {values: [1]}}\n");
         assert_eq!(e.field, "command");
+
+        let e = refusal(&with_param("{values: [0.1, null]}"));
+        assert_eq!((e.line, e.field.as_str()), (5, "parameters.lr.values[1]"), "{e}");
+        let e = refusal(&with_param("{distribution: q_uniform, min: 0, max: .inf, q: 1}"));
+        assert_eq!(e.field, "parameters.lr.max", "{e}");
+        let e = refusal("command: [python]\nmethod: grid\nmetric: {name: loss}\nparameters: {'a b': {values: [1]}}\n");
+        assert_eq!(e.field, "parameters.a b", "{e}");
+        let e = refusal("command: [python]\nmethod: grid\nmetric: {name: ''}\nparameters: {a: {values: [1]}}\n");
+        assert_eq!(e.field, "metric.name", "{e}");
 
         let e = refusal("command: [python\nmethod: grid\n");
         assert!(e.reason.contains("not valid YAML"), "{e}");

@@ -23,7 +23,7 @@ CREATE TABLE sweep_trials (
     attempts     INTEGER NOT NULL DEFAULT 1,
     agent        TEXT    NOT NULL DEFAULT '',
     slot         TEXT    NOT NULL DEFAULT '',
-    gpus         INTEGER NOT NULL DEFAULT 0,
+    gpus         REAL    NOT NULL DEFAULT 0,
     bracket      INTEGER,
     exit_code    INTEGER,
     output_tail  TEXT    NOT NULL DEFAULT '',
