@@ -149,29 +149,35 @@ enum SweepCommand {
     /// Print Kubernetes manifests that run the sweep's trials as pods (one agent per pod).
     K8sManifest {
         id: String,
-        /// Image with the trial's code, Python and the trainlog package.
-        #[arg(long)]
-        image: String,
-        /// The server's URL as pods reach it; default: the one this command talks to.
-        #[arg(long)]
-        pod_server: Option<String>,
-        #[arg(long)]
-        namespace: Option<String>,
-        #[arg(long, default_value_t = 1)]
-        gpus_per_trial: u32,
-        /// Trials running at once.
-        #[arg(long, default_value_t = 4)]
-        max_concurrent: u32,
-        /// Trials in all; default the sweep's run_cap or grid size.
-        #[arg(long)]
-        trials: Option<u32>,
-        /// One Job per trial (the default for TPE) or one Indexed Job (the default otherwise).
-        #[arg(long)]
-        job_per_trial: Option<bool>,
-        /// Failed pods per trial before it is given up; preemptions do not count.
-        #[arg(long, default_value_t = 3)]
-        retries: u32,
+        #[command(flatten)]
+        options: K8sArgs,
     },
+}
+
+#[derive(clap::Args)]
+struct K8sArgs {
+    /// Image with the trial's code, Python and the trainlog package.
+    #[arg(long)]
+    image: String,
+    /// The server's URL as pods reach it; default: the one this command talks to.
+    #[arg(long)]
+    pod_server: Option<String>,
+    #[arg(long)]
+    namespace: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    gpus_per_trial: u32,
+    /// Trials running at once.
+    #[arg(long, default_value_t = 4)]
+    max_concurrent: u32,
+    /// Trials in all; default the sweep's run_cap or grid size.
+    #[arg(long)]
+    trials: Option<u32>,
+    /// One Job per trial (the default for TPE) or one Indexed Job (the default otherwise).
+    #[arg(long)]
+    job_per_trial: Option<bool>,
+    /// Failed pods per trial before it is given up; preemptions do not count.
+    #[arg(long, default_value_t = 3)]
+    retries: u32,
 }
 
 #[derive(Subcommand)]
@@ -297,35 +303,24 @@ fn set_running(server: Option<&str>, id: &str, running: bool) -> Result<String, 
     Ok(format!("sweep {id} is {}", s["state"].as_str().unwrap_or_default()))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn k8s_manifest(
-    server: Option<&str>,
-    id: &str,
-    image: String,
-    pod_server: Option<String>,
-    namespace: Option<String>,
-    gpus_per_trial: u32,
-    max_concurrent: u32,
-    trials: Option<u32>,
-    job_per_trial: Option<bool>,
-    retries: u32,
-) -> Result<String, String> {
+fn k8s_manifest(server: Option<&str>, id: &str, o: K8sArgs) -> Result<String, String> {
     let api = trainlog::Api::new(server).map_err(|e| e.to_string())?;
     let s = api.sweep(id).map_err(|e| e.to_string())?;
-    let trials = trials
+    let trials = o
+        .trials
         .or(s["run_cap"].as_u64().map(|n| n as u32))
         .or(s["grid_size"].as_u64().map(|n| n as u32))
         .ok_or("the sweep has no run_cap: give --trials")?;
     let options = trainlog::k8s::ManifestOptions {
         sweep_id: id.to_owned(),
-        server: pod_server.unwrap_or_else(|| trainlog::server_url(server)),
-        image,
-        namespace,
-        gpus_per_trial,
-        parallelism: max_concurrent,
+        server: o.pod_server.unwrap_or_else(|| trainlog::server_url(server)),
+        image: o.image,
+        namespace: o.namespace,
+        gpus_per_trial: o.gpus_per_trial,
+        parallelism: o.max_concurrent,
         trials,
-        job_per_trial: job_per_trial.unwrap_or(s["method"] == "tpe"),
-        retries,
+        job_per_trial: o.job_per_trial.unwrap_or(s["method"] == "tpe"),
+        retries: o.retries,
     };
     Ok(trainlog::k8s::manifest_yaml(&options))
 }
@@ -429,28 +424,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 SweepCommand::Status { id } => print_result(sweep_status(server, &id).map_err(|e| e.to_string())),
                 SweepCommand::Stop { id } => print_result(set_running(server, &id, false)),
                 SweepCommand::Resume { id } => print_result(set_running(server, &id, true)),
-                SweepCommand::K8sManifest {
-                    id,
-                    image,
-                    pod_server,
-                    namespace,
-                    gpus_per_trial,
-                    max_concurrent,
-                    trials,
-                    job_per_trial,
-                    retries,
-                } => print_result(k8s_manifest(
-                    server,
-                    &id,
-                    image,
-                    pod_server,
-                    namespace,
-                    gpus_per_trial,
-                    max_concurrent,
-                    trials,
-                    job_per_trial,
-                    retries,
-                )),
+                SweepCommand::K8sManifest { id, options } => print_result(k8s_manifest(server, &id, options)),
             }
         }
         Command::Models { server, action } => match models(server.as_deref(), action) {
