@@ -174,10 +174,10 @@ impl RunBuilder {
             self.resume = Resume::Allow;
         }
         let params = env("TRAINLOG_SWEEP_PARAMS").and_then(|p| serde_json::from_str::<Value>(&p).ok());
-        if let (Some(Value::Object(params)), Value::Object(config)) = (params, &mut self.config) {
-            config.extend(params);
-        } else if let Some(params) = env("TRAINLOG_SWEEP_PARAMS").and_then(|p| serde_json::from_str::<Value>(&p).ok()) {
-            self.config = params;
+        match (params, &mut self.config) {
+            (Some(Value::Object(params)), Value::Object(config)) => config.extend(params),
+            (Some(params), config) => *config = params,
+            (None, _) => {}
         }
     }
 

@@ -113,30 +113,20 @@ struct SlotArgs {
 enum SweepCommand {
     /// Store a sweep on the server and print its id.
     Create {
-        file: PathBuf,
-        /// Project of the trials; else the file's `project:`.
-        #[arg(long)]
-        project: Option<String>,
-        #[arg(long)]
-        name: Option<String>,
+        #[command(flatten)]
+        sweep: SweepFileArgs,
     },
     /// Create a sweep and run an agent for it on this machine.
     Run {
-        file: PathBuf,
-        #[arg(long)]
-        project: Option<String>,
-        #[arg(long)]
-        name: Option<String>,
+        #[command(flatten)]
+        sweep: SweepFileArgs,
         #[command(flatten)]
         slots: SlotArgs,
     },
     /// Create a sweep and submit its trials to Slurm (an agent with --slurm, on this machine).
     Submit {
-        file: PathBuf,
-        #[arg(long)]
-        project: Option<String>,
-        #[arg(long)]
-        name: Option<String>,
+        #[command(flatten)]
+        sweep: SweepFileArgs,
         #[command(flatten)]
         slots: SlotArgs,
     },
@@ -152,6 +142,17 @@ enum SweepCommand {
         #[command(flatten)]
         options: K8sArgs,
     },
+}
+
+/// A sweep file and where its trials go.
+#[derive(clap::Args)]
+struct SweepFileArgs {
+    file: PathBuf,
+    /// Project of the trials; else the file's `project:`.
+    #[arg(long)]
+    project: Option<String>,
+    #[arg(long)]
+    name: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -243,29 +244,15 @@ fn read_sweep_file(file: &std::path::Path) -> Result<String, String> {
     Ok(text)
 }
 
-fn create_sweep(
-    server: Option<&str>,
-    file: &std::path::Path,
-    project: Option<&str>,
-    name: Option<&str>,
-) -> Result<serde_json::Value, String> {
-    let text = read_sweep_file(file)?;
+/// Creates the sweep of a sweep file on the server; answers its id.
+fn create_sweep(server: Option<&str>, sweep: &SweepFileArgs) -> Result<String, String> {
+    let text = read_sweep_file(&sweep.file)?;
     let api = trainlog::Api::new(server).map_err(|e| e.to_string())?;
-    api.create_sweep(&text, project, name).map_err(|e| e.to_string())
-}
-
-/// `sweep run` and `sweep submit`: a new sweep, then an agent for it here.
-fn create_and_run(
-    server: Option<&str>,
-    file: &std::path::Path,
-    project: Option<&str>,
-    name: Option<&str>,
-    slots: &SlotArgs,
-) -> Result<String, String> {
-    let sweep = create_sweep(server, file, project, name)?;
-    let id = sweep["id"].as_str().unwrap_or_default().to_owned();
-    eprintln!("trainlog: created sweep {id} in project {}", sweep["project"].as_str().unwrap_or_default());
-    agent(server, &id, slots)
+    let created =
+        api.create_sweep(&text, sweep.project.as_deref(), sweep.name.as_deref()).map_err(|e| e.to_string())?;
+    let id = created["id"].as_str().unwrap_or_default().to_owned();
+    eprintln!("trainlog: created sweep {id} in project {}", created["project"].as_str().unwrap_or_default());
+    Ok(id)
 }
 
 fn agent(server: Option<&str>, sweep_id: &str, slots: &SlotArgs) -> Result<String, String> {
@@ -404,22 +391,13 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
         Command::Sweep { server, action } => {
             let server = server.as_deref();
             match action {
-                SweepCommand::Create { file, project, name } => {
-                    print_result(create_sweep(server, &file, project.as_deref(), name.as_deref()).map(|s| {
-                        eprintln!(
-                            "trainlog: created sweep {} in project {}",
-                            s["id"].as_str().unwrap_or_default(),
-                            s["project"].as_str().unwrap_or_default()
-                        );
-                        s["id"].as_str().unwrap_or_default().to_owned()
-                    }))
+                SweepCommand::Create { sweep } => print_result(create_sweep(server, &sweep)),
+                SweepCommand::Run { sweep, slots } => {
+                    print_result(create_sweep(server, &sweep).and_then(|id| agent(server, &id, &slots)))
                 }
-                SweepCommand::Submit { file, project, name, mut slots } => {
+                SweepCommand::Submit { sweep, mut slots } => {
                     slots.slurm = true;
-                    print_result(create_and_run(server, &file, project.as_deref(), name.as_deref(), &slots))
-                }
-                SweepCommand::Run { file, project, name, slots } => {
-                    print_result(create_and_run(server, &file, project.as_deref(), name.as_deref(), &slots))
+                    print_result(create_sweep(server, &sweep).and_then(|id| agent(server, &id, &slots)))
                 }
                 SweepCommand::Status { id } => print_result(sweep_status(server, &id).map_err(|e| e.to_string())),
                 SweepCommand::Stop { id } => print_result(set_running(server, &id, false)),

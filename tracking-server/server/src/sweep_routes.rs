@@ -217,13 +217,17 @@ struct NextRequest {
 
 /// Why a sweep starts no more trials, if it does not.
 fn exhausted(cfg: &SweepConfig, trials: &[TrialRow], usd: f64, gpu_hours: f64) -> Option<&'static str> {
-    if cfg.budget.usd.is_some_and(|b| usd >= b) || cfg.budget.gpu_hours.is_some_and(|b| gpu_hours >= b) {
+    if budget_spent(cfg, usd, gpu_hours) {
         return Some("budget");
     }
     if cfg.run_cap.is_some_and(|cap| trials.len() as u64 >= cap) {
         return Some("run_cap");
     }
     None
+}
+
+fn budget_spent(cfg: &SweepConfig, usd: f64, gpu_hours: f64) -> bool {
+    cfg.budget.usd.is_some_and(|b| usd >= b) || cfg.budget.gpu_hours.is_some_and(|b| gpu_hours >= b)
 }
 
 /// Trials whose agent stopped reporting: their node is treated as lost, so they are preempted.
@@ -317,7 +321,7 @@ async fn next_trial(
     }
     expire_lost(&state, &sweep, &mut trials).await?;
     let (usd, gpu_hours) = spent(&state, &sweep, &trials).await?;
-    if cfg.budget.usd.is_some_and(|b| usd >= b) || cfg.budget.gpu_hours.is_some_and(|b| gpu_hours >= b) {
+    if budget_spent(&cfg, usd, gpu_hours) {
         finish_sweep(&state, &sweep, &trials, "budget", true).await?;
         return Ok(done("budget"));
     }
@@ -406,9 +410,10 @@ fn no_trial(finished: bool, reason: &str) -> HttpResponse {
     }
 }
 
-/// Decides whether a running trial should stop: the sweep was stopped, or the early-termination
-/// rule prunes it on the metric points ingested so far. Records the decision.
-async fn should_stop(state: &State, sweep: &SweepRow, trial: &TrialRow) -> Result<Option<String>> {
+/// Whether a running trial should stop: the sweep was stopped, or the early-termination rule
+/// prunes it on the metric points ingested so far. With `evaluate` false (the trial asking for
+/// itself) the rule is not run again: the agent's heartbeats run it, and record the decision.
+async fn should_stop(state: &State, sweep: &SweepRow, trial: &TrialRow, evaluate: bool) -> Result<Option<String>> {
     if !trial.stop_reason.is_empty() {
         return Ok(Some(trial.stop_reason.clone()));
     }
@@ -417,6 +422,8 @@ async fn should_stop(state: &State, sweep: &SweepRow, trial: &TrialRow) -> Resul
     }
     let reason = if sweep.state == "stopped" {
         Some("the sweep was stopped".to_owned())
+    } else if !evaluate {
+        None
     } else {
         let cfg = stored_config(sweep)?;
         match cfg.early_terminate {
@@ -523,7 +530,7 @@ async fn heartbeat(
     };
     let stop = match superseded(&trial, body.attempt) {
         Some(reason) => Some(reason),
-        None => should_stop(&state, &sweep, &trial).await?,
+        None => should_stop(&state, &sweep, &trial, true).await?,
     };
     Ok(HttpResponse::Ok().json(json!({"state": trial.state, "stop": stop.is_some(), "reason": stop})))
 }
@@ -611,7 +618,7 @@ async fn run_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> R
     };
     let stop = match superseded(&trial, attempt) {
         Some(reason) => Some(reason),
-        None => should_stop(&state, &sweep, &trial).await?,
+        None => should_stop(&state, &sweep, &trial, false).await?,
     };
     Ok(HttpResponse::Ok().json(json!({
         "sweep_id": sweep.id, "trial": trial.index, "params": trial.params, "state": trial.state,
