@@ -224,7 +224,7 @@ def test_runs_table_holds_params_tags_and_metric_summaries(trainlog_server, demo
     project_id = next(iter(demo.values()))["project_id"]
     path = trainlog_server.store / "projects" / str(project_id) / "runs.parquet"
     assert path.is_file(), f"{path} is missing"
-    assert pq.read_metadata(path).metadata[b"trainlog.schema_version"] == b"1"
+    assert pq.read_metadata(path).metadata[b"trainlog.schema_version"] == b"2"
 
     table = pq.read_table(path)
     schema = table.schema
