@@ -43,6 +43,13 @@ impl From<trainlog_schema::Error> for Error {
     }
 }
 
+impl Error {
+    /// Whether SQLite failed because the disk (or a quota) is full.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::DiskFull)
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) fn not_found(what: impl Into<String>) -> Error {

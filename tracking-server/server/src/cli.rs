@@ -31,6 +31,10 @@ enum Command {
         /// Seconds without a heartbeat after which a sweep trial's node is taken as lost.
         #[arg(long, env = "TRAINLOG_TRIAL_TIMEOUT", default_value_t = 60)]
         trial_timeout: u64,
+        /// Host names this server answers to besides the bound address (comma-separated; `*`
+        /// for any). Requests naming another host get 421, which stops DNS rebinding.
+        #[arg(long, env = "TRAINLOG_ALLOWED_HOSTS", value_delimiter = ',')]
+        allowed_hosts: Vec<String>,
     },
     /// The model registry: list, show, alias, download.
     Models {
@@ -441,13 +445,15 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 }
             }
         }
-        Command::Server { host, port, data, store, trial_timeout } => {
+        Command::Server { host, port, data, store, trial_timeout, allowed_hosts } => {
+            tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).init();
             let config = ServerConfig {
                 host,
                 port,
                 data_dir: data,
                 store_url: store,
                 trial_timeout: std::time::Duration::from_secs(trial_timeout.max(1)),
+                allowed_hosts,
             };
             let system = actix_web::rt::System::with_tokio_rt(|| {
                 tokio::runtime::Builder::new_multi_thread()

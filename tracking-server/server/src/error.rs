@@ -3,6 +3,7 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use serde_json::json;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -16,8 +17,14 @@ pub enum ApiError {
     TooLarge { limit: usize },
     #[error("{0}")]
     UnsupportedMediaType(String),
+    #[error("{field}: {reason}")]
+    Forbidden { field: String, reason: String },
+    #[error("{0}")]
+    MisdirectedRequest(String),
     #[error("{0}")]
     Unavailable(String),
+    #[error("{0}")]
+    InsufficientStorage(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -36,14 +43,20 @@ impl ApiError {
             ApiError::Conflict { .. } => "conflict",
             ApiError::TooLarge { .. } => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::Forbidden { .. } => "forbidden",
+            ApiError::MisdirectedRequest(_) => "misdirected_request",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::InsufficientStorage(_) => "insufficient_storage",
             ApiError::Internal(_) => "internal",
         }
     }
 
     fn field(&self) -> Option<&str> {
         match self {
-            ApiError::Invalid { field, .. } | ApiError::Conflict { field, .. } => Some(field),
+            ApiError::Invalid { field, .. } | ApiError::Conflict { field, .. } | ApiError::Forbidden { field, .. } => {
+                Some(field)
+            }
+            ApiError::MisdirectedRequest(_) => Some("Host"),
             _ => None,
         }
     }
@@ -57,7 +70,10 @@ fn status_of(error: &ApiError) -> StatusCode {
         ApiError::Conflict { .. } => StatusCode::CONFLICT,
         ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+        ApiError::MisdirectedRequest(_) => StatusCode::MISDIRECTED_REQUEST,
         ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
         ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -68,14 +84,20 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
+        count(self.code());
         if matches!(self, ApiError::Internal(_)) {
-            eprintln!("trainlog: internal error: {self}");
+            tracing::error!("internal error: {self}");
         }
         let mut body = json!({"code": self.code(), "message": self.to_string()});
         if let Some(field) = self.field() {
             body["field"] = json!(field);
         }
-        HttpResponse::build(self.status_code()).json(json!({ "error": body }))
+        let mut response = HttpResponse::build(self.status_code());
+        if matches!(self, ApiError::Unavailable(_) | ApiError::InsufficientStorage(_)) {
+            // Clients keep the data (the SDKs spool it) and send it again after this long.
+            response.insert_header((actix_web::http::header::RETRY_AFTER, "1"));
+        }
+        response.json(json!({ "error": body }))
     }
 }
 
@@ -85,9 +107,37 @@ impl From<trainlog_schema::Error> for ApiError {
     }
 }
 
+/// Error answers given since start, by error code.
+static ERRORS_BY_CODE: [(&str, AtomicU64); 11] = [
+    ("not_found", AtomicU64::new(0)),
+    ("invalid_argument", AtomicU64::new(0)),
+    ("conflict", AtomicU64::new(0)),
+    ("payload_too_large", AtomicU64::new(0)),
+    ("unsupported_media_type", AtomicU64::new(0)),
+    ("forbidden", AtomicU64::new(0)),
+    ("misdirected_request", AtomicU64::new(0)),
+    ("unavailable", AtomicU64::new(0)),
+    ("insufficient_storage", AtomicU64::new(0)),
+    ("internal", AtomicU64::new(0)),
+    ("other", AtomicU64::new(0)),
+];
+
+fn count(code: &str) {
+    let slot = ERRORS_BY_CODE.iter().find(|(c, _)| *c == code).unwrap_or(&ERRORS_BY_CODE[ERRORS_BY_CODE.len() - 1]);
+    slot.1.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many error answers of each code were given since start.
+pub fn error_counts() -> Vec<(&'static str, u64)> {
+    ERRORS_BY_CODE.iter().map(|(code, n)| (*code, n.load(Ordering::Relaxed))).collect()
+}
+
 impl From<trainlog_meta::Error> for ApiError {
     fn from(e: trainlog_meta::Error) -> Self {
         use trainlog_meta::Error as M;
+        if e.is_disk_full() {
+            return ApiError::InsufficientStorage(format!("the data disk is full: {e}; free space and retry"));
+        }
         match e {
             M::NotFound { what } => ApiError::NotFound(what),
             M::Invalid { field, reason } => ApiError::Invalid { field, reason },
@@ -100,10 +150,16 @@ impl From<trainlog_meta::Error> for ApiError {
 impl From<trainlog_store::Error> for ApiError {
     fn from(e: trainlog_store::Error) -> Self {
         use trainlog_store::Error as S;
+        if e.is_disk_full() {
+            return ApiError::InsufficientStorage(format!("the data disk is full: {e}; free space and retry"));
+        }
         match e {
             S::Meta(m) => m.into(),
             S::ShuttingDown => ApiError::Unavailable("the server is shutting down".into()),
             S::Body(reason) => ApiError::invalid("body", reason),
+            S::LogUnavailable { message, .. } => {
+                ApiError::Unavailable(format!("the write-ahead log cannot be written: {message}"))
+            }
             other => ApiError::Internal(other.to_string()),
         }
     }

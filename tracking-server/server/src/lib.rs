@@ -3,7 +3,9 @@
 pub mod body;
 pub mod cli;
 pub mod error;
+mod guard;
 pub(crate) mod json;
+mod metrics;
 mod registry_routes;
 mod routes;
 mod sweep_routes;
@@ -29,6 +31,8 @@ pub struct ServerConfig {
     pub store_url: Option<String>,
     /// A sweep trial whose agent sends no heartbeat for this long is taken as preempted.
     pub trial_timeout: std::time::Duration,
+    /// Host names served besides the bound address (`*`: any); see `guard::HostPolicy`.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Shared by every request handler.
@@ -70,8 +74,15 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let listener = TcpListener::bind((config.host.as_str(), config.port))?;
     let addr = listener.local_addr()?;
     let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(2);
+    let host_policy = web::Data::new(guard::HostPolicy::new(&config.host, &config.allowed_hosts));
     let server = HttpServer::new(move || {
-        App::new().app_data(state.clone()).configure(ui::configure).configure(routes::configure)
+        App::new()
+            .app_data(state.clone())
+            .app_data(host_policy.clone())
+            .wrap(actix_web::middleware::from_fn(guard::guard))
+            .wrap(guard::security_headers())
+            .configure(ui::configure)
+            .configure(routes::configure)
     })
     .workers(workers)
     .shutdown_timeout(30)

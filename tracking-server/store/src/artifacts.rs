@@ -118,7 +118,7 @@ mod tests {
     #[tokio::test]
     async fn small_and_multipart_uploads_round_trip_with_their_sha256() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ArtifactStore::new(crate::objects::open(None, dir.path()).unwrap());
+        let store = ArtifactStore::new(crate::objects::open(None, dir.path()).unwrap().store);
         for size in [0usize, 1000, PART_BYTES * 2 + 12345] {
             let data: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
             let chunks: Vec<std::result::Result<Bytes, String>> =
@@ -145,7 +145,7 @@ mod tests {
     #[tokio::test]
     async fn a_failing_body_leaves_no_object() {
         let dir = tempfile::tempdir().unwrap();
-        let store = ArtifactStore::new(crate::objects::open(None, dir.path()).unwrap());
+        let store = ArtifactStore::new(crate::objects::open(None, dir.path()).unwrap().store);
         let big = Bytes::from(vec![7u8; PART_BYTES]);
         let chunks: Vec<std::result::Result<Bytes, String>> =
             vec![Ok(big.clone()), Ok(big), Err("client went away".into())];

@@ -5,6 +5,7 @@
 
 pub mod artifacts;
 mod buffer;
+mod counters;
 mod objects;
 mod parquet_io;
 mod runs_table;
@@ -14,6 +15,7 @@ mod summaries;
 pub mod wal;
 
 pub use artifacts::{ArtifactStore, Uploaded};
+pub use counters::CounterValues;
 pub use objects::{metric_file_path, runs_table_path};
 pub use parquet_io::{KeyIndex, KeyRange};
 pub use series::{Bucket, Series, StepRange};
@@ -41,6 +43,30 @@ pub enum Error {
     Body(String),
     #[error("a background task failed: {0}")]
     Task(String),
+    /// The write-ahead log cannot take a batch now; nothing of it was acknowledged.
+    #[error("the write-ahead log cannot be written: {message}")]
+    LogUnavailable { message: String, disk_full: bool },
+}
+
+impl Error {
+    /// Whether the error comes from a full disk (or an exhausted quota), which frees up by itself
+    /// once space is made.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::Io { source, .. } => io_is_disk_full(source),
+            Error::LogUnavailable { disk_full, .. } => *disk_full,
+            Error::Meta(m) => m.is_disk_full(),
+            _ => false,
+        }
+    }
+}
+
+pub(crate) fn io_is_disk_full(e: &std::io::Error) -> bool {
+    const ENOSPC: i32 = 28;
+    const EDQUOT: i32 = 122;
+    e.kind() == std::io::ErrorKind::StorageFull
+        || e.kind() == std::io::ErrorKind::QuotaExceeded
+        || matches!(e.raw_os_error(), Some(ENOSPC | EDQUOT))
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -6,12 +6,18 @@ use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use object_store::prefix::PrefixStore;
 use object_store::ObjectStore;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// An opened store, and its folder when it is on the local disk.
+pub struct Opened {
+    pub store: Arc<dyn ObjectStore>,
+    pub local_root: Option<PathBuf>,
+}
 
 /// Opens the store named by `url` (`file:///abs/dir`, `s3://bucket/prefix`), or the local folder
 /// `default_dir` when `url` is None. S3 settings come from the standard `AWS_*` variables.
-pub fn open(url: Option<&str>, default_dir: &Path) -> Result<Arc<dyn ObjectStore>> {
+pub fn open(url: Option<&str>, default_dir: &Path) -> Result<Opened> {
     let Some(url) = url else {
         return local(default_dir);
     };
@@ -29,7 +35,9 @@ pub fn open(url: Option<&str>, default_dir: &Path) -> Result<Arc<dyn ObjectStore
                 .build()
                 .map_err(|e| Error::Config(format!("--store {url:?}: {e}")))?;
             let prefix = parsed.path().trim_matches('/');
-            Ok(if prefix.is_empty() { Arc::new(store) } else { Arc::new(PrefixStore::new(store, prefix)) })
+            let store: Arc<dyn ObjectStore> =
+                if prefix.is_empty() { Arc::new(store) } else { Arc::new(PrefixStore::new(store, prefix)) };
+            Ok(Opened { store, local_root: None })
         }
         other => Err(Error::Config(format!(
             "--store {url:?}: unsupported scheme {other:?}; this build supports file:// and s3://"
@@ -37,10 +45,34 @@ pub fn open(url: Option<&str>, default_dir: &Path) -> Result<Arc<dyn ObjectStore
     }
 }
 
-fn local(dir: &Path) -> Result<Arc<dyn ObjectStore>> {
+fn local(dir: &Path) -> Result<Opened> {
     std::fs::create_dir_all(dir).map_err(crate::io_err("creating the local object store folder"))?;
     let fs = LocalFileSystem::new_with_prefix(dir).map_err(Error::ObjectStore)?.with_automatic_cleanup(true);
-    Ok(Arc::new(fs))
+    Ok(Opened { store: Arc::new(fs), local_root: Some(dir.to_owned()) })
+}
+
+/// Makes objects of a local store durable: fsyncs each file, then every folder from its own up
+/// to the store's root, so a power loss cannot lose a file that the catalog is about to name.
+/// Object stores over the network are durable once a put returns.
+pub fn sync_local(root: &Path, paths: &[ObjectPath]) -> Result<()> {
+    let mut folders = std::collections::BTreeSet::new();
+    for path in paths {
+        let file = root.join(path.as_ref());
+        std::fs::File::open(&file)
+            .and_then(|f| f.sync_all())
+            .map_err(crate::io_err("syncing a metric file to disk"))?;
+        let mut folder = file.parent();
+        while let Some(f) = folder.filter(|f| f.starts_with(root)) {
+            folders.insert(f.to_owned());
+            folder = f.parent();
+        }
+    }
+    for folder in folders {
+        std::fs::File::open(&folder)
+            .and_then(|f| f.sync_all())
+            .map_err(crate::io_err("syncing a folder of the object store to disk"))?;
+    }
+    Ok(())
 }
 
 /// `projects/{project_id}/metrics/{run_id}/{number:020}.parquet`

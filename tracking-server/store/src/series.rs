@@ -41,6 +41,9 @@ pub struct Bucket {
 }
 
 impl Series {
+    /// Bytes a point takes in a series: its step, timestamp and value.
+    pub const BYTES_PER_POINT: usize = 24;
+
     pub fn len(&self) -> usize {
         self.steps.len()
     }

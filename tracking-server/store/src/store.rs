@@ -2,6 +2,7 @@
 //! persister and compactor, and the read path merging files with buffered points.
 
 use crate::buffer::{FileMeta, Generation, RunFiles, State};
+use crate::counters::{bump, CounterValues, Counters};
 use crate::parquet_io::{self, key_index_from_json, key_index_to_json, COMPACT_ZSTD_LEVEL, FLUSH_ZSTD_LEVEL};
 use crate::series::{Series, StepRange};
 use crate::summaries::Summaries;
@@ -11,7 +12,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -55,15 +56,14 @@ impl StoreConfig {
 #[derive(Debug, Clone, Default)]
 pub struct StoreStats {
     pub buffered_points: usize,
+    pub buffered_bytes: usize,
     pub frozen_generations: usize,
     pub files: usize,
     pub file_bytes: u64,
     pub file_rows: u64,
     pub wal_replayed_records: usize,
     pub wal_cut_bytes: u64,
-    /// Batches written to the write-ahead log since start, and the fsyncs that made them durable.
-    pub wal_records: u64,
-    pub wal_syncs: u64,
+    pub counters: CounterValues,
 }
 
 enum WalCmd {
@@ -93,6 +93,8 @@ pub(crate) struct Inner {
     config: StoreConfig,
     meta: Arc<MetaStore>,
     objects: Arc<dyn ObjectStore>,
+    /// The store's folder when it is on the local disk: files written there are fsynced.
+    local_root: Option<PathBuf>,
     wal_dir: PathBuf,
     state: RwLock<State>,
     summaries: Mutex<Summaries>,
@@ -107,9 +109,7 @@ pub(crate) struct Inner {
     stopping: AtomicBool,
     replay: (usize, u64),
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    persist_failures: AtomicU64,
-    wal_records: AtomicU64,
-    wal_syncs: AtomicU64,
+    counters: Counters,
     /// Serializes persisting and compacting, which the background task and `flush` both start.
     persist_lock: tokio::sync::Mutex<()>,
     /// Serializes writing summaries, so an older snapshot never lands after a newer one.
@@ -150,7 +150,7 @@ impl MetricsStore {
     /// Opens the store: loads the file catalog, replays the write-ahead log, starts the log
     /// writer thread and the background tasks. Must be called inside a tokio runtime.
     pub async fn open(config: StoreConfig, meta: Arc<MetaStore>) -> Result<Self> {
-        let objects = objects::open(config.store_url.as_deref(), &config.data_dir.join("store"))?;
+        let opened = objects::open(config.store_url.as_deref(), &config.data_dir.join("store"))?;
         let wal_dir = config.data_dir.join("wal");
         std::fs::create_dir_all(&wal_dir).map_err(io_err("creating the write-ahead log folder"))?;
         let meta2 = meta.clone();
@@ -160,7 +160,8 @@ impl MetricsStore {
         let inner = Arc::new(Inner {
             config,
             meta,
-            objects,
+            objects: opened.store,
+            local_root: opened.local_root,
             wal_dir,
             state: RwLock::new(state),
             summaries: Mutex::new(summaries),
@@ -174,9 +175,7 @@ impl MetricsStore {
             stopping: AtomicBool::new(false),
             replay,
             tasks: Mutex::new(Vec::new()),
-            persist_failures: AtomicU64::new(0),
-            wal_records: AtomicU64::new(0),
-            wal_syncs: AtomicU64::new(0),
+            counters: Counters::default(),
             persist_lock: tokio::sync::Mutex::new(()),
             summary_sync_lock: tokio::sync::Mutex::new(()),
         });
@@ -204,8 +203,11 @@ impl MetricsStore {
             tokio::spawn(async move {
                 match inner.sweep_orphans().await {
                     Ok(0) => {}
-                    Ok(n) => eprintln!("trainlog: removed {n} metric files left unrecorded by a crash"),
-                    Err(e) => eprintln!("trainlog: could not sweep unrecorded metric files: {e}"),
+                    Ok(n) => tracing::info!(files = n, "removed metric files left unrecorded by a crash"),
+                    Err(e) => {
+                        bump(&inner.counters.orphan_sweep_failures);
+                        tracing::error!("could not sweep unrecorded metric files: {e}");
+                    }
                 }
             })
         };
@@ -215,12 +217,13 @@ impl MetricsStore {
                 loop {
                     let _ = tokio::time::timeout(Duration::from_secs(1), inner.persist_wanted.notified()).await;
                     if let Err(e) = inner.persist_frozen().await {
-                        inner.persist_failures.fetch_add(1, Ordering::Relaxed);
-                        eprintln!("trainlog: persisting buffered points failed, will retry: {e}");
+                        bump(&inner.counters.persist_failures);
+                        tracing::error!("persisting buffered points failed, will retry: {e}");
                         tokio::time::sleep(Duration::from_millis(500)).await;
                     }
                     if let Err(e) = inner.compact_pending().await {
-                        eprintln!("trainlog: compaction failed, will retry: {e}");
+                        bump(&inner.counters.compaction_failures);
+                        tracing::error!("compaction failed, will retry: {e}");
                     }
                     if inner.stopping.load(Ordering::Acquire) {
                         break;
@@ -239,11 +242,13 @@ impl MetricsStore {
                     }
                     tick += 1;
                     if let Err(e) = inner.sync_summaries().await {
-                        eprintln!("trainlog: writing metric summaries failed, will retry: {e}");
+                        bump(&inner.counters.summary_sync_failures);
+                        tracing::error!("writing metric summaries failed, will retry: {e}");
                     }
                     let with_summaries = tick.is_multiple_of(10);
                     if let Err(e) = inner.refresh_runs_tables(with_summaries).await {
-                        eprintln!("trainlog: writing a runs table failed, will retry: {e}");
+                        bump(&inner.counters.runs_table_failures);
+                        tracing::error!("writing a runs table failed, will retry: {e}");
                     }
                 }
             })
@@ -259,6 +264,7 @@ impl MetricsStore {
         self.inner.ensure_summaries(run, project_id).await?;
         let (done, wait) = oneshot::channel();
         let tx = lock(&self.inner.wal_tx).clone().ok_or(Error::ShuttingDown)?;
+        let points = batch.points.len() as u64;
         let cmd = WalCmd::Append { run: run.clone(), project_id, batch, done };
         // A full channel means the log writer is behind: wait off the executor.
         match tx.try_send(cmd) {
@@ -268,7 +274,10 @@ impl MetricsStore {
             }
             Err(mpsc::TrySendError::Disconnected(_)) => return Err(Error::ShuttingDown),
         }
-        wait.await.map_err(|_| Error::ShuttingDown)?
+        wait.await.map_err(|_| Error::ShuttingDown)??;
+        bump(&self.inner.counters.ingest_batches);
+        self.inner.counters.ingest_points.fetch_add(points, Ordering::Relaxed);
+        Ok(())
     }
 
     /// One series of a run, sorted by step, restricted to `range`.
@@ -355,16 +364,17 @@ impl MetricsStore {
             bytes += f.bytes;
             rows += f.rows;
         }
+        let buffered_points = state.active.points + state.frozen.iter().map(|g| g.points).sum::<usize>();
         StoreStats {
-            buffered_points: state.active.points + state.frozen.iter().map(|g| g.points).sum::<usize>(),
+            buffered_points,
+            buffered_bytes: buffered_points * Series::BYTES_PER_POINT,
             frozen_generations: state.frozen.len(),
             files: n,
             file_bytes: bytes,
             file_rows: rows,
             wal_replayed_records: self.inner.replay.0,
             wal_cut_bytes: self.inner.replay.1,
-            wal_records: self.inner.wal_records.load(Ordering::Relaxed),
-            wal_syncs: self.inner.wal_syncs.load(Ordering::Relaxed),
+            counters: self.inner.counters.values(),
         }
     }
 }
@@ -379,6 +389,17 @@ fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     m.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Reads an object whole, counting the request and its latency.
+async fn get_object(objects: &Arc<dyn ObjectStore>, counters: &Counters, path: &ObjectPath) -> Result<bytes::Bytes> {
+    let started = Instant::now();
+    let outcome = match objects.get(path).await {
+        Ok(got) => got.bytes().await,
+        Err(e) => Err(e),
+    };
+    counters.object_store_call(started.elapsed(), &outcome);
+    Ok(outcome?)
 }
 
 type Recovered = (State, Summaries, Segment, (usize, u64));
@@ -415,7 +436,7 @@ fn recover(meta: &MetaStore, wal_dir: &std::path::Path) -> Result<Recovered> {
         }
         let r = wal::replay_segment(&path)?;
         if r.cut_bytes > 0 {
-            eprintln!("trainlog: cut {} bytes of torn or corrupt tail from {}", r.cut_bytes, path.display());
+            tracing::warn!(bytes = r.cut_bytes, segment = %path.display(), "cut a torn or corrupt write-ahead log tail");
         }
         cut += r.cut_bytes;
         records += r.records.len();
@@ -477,11 +498,20 @@ fn wal_loop(inner: Arc<Inner>, mut segment: Segment, rx: mpsc::Receiver<WalCmd>,
             }
         }
         if !group.is_empty() {
-            let written = segment.append_durable(&encoded);
+            // A segment that a failed write left torn takes nothing more: records after a torn
+            // one would be cut at replay although they were acknowledged.
+            let written = if segment.is_sound() {
+                segment.append_durable(&encoded)
+            } else {
+                rotate(&inner, &segment).and_then(|next| {
+                    segment = next;
+                    segment.append_durable(&encoded)
+                })
+            };
             match written {
                 Ok(()) => {
-                    inner.wal_syncs.fetch_add(1, Ordering::Relaxed);
-                    inner.wal_records.fetch_add(group.len() as u64, Ordering::Relaxed);
+                    bump(&inner.counters.wal_syncs);
+                    inner.counters.wal_records.fetch_add(group.len() as u64, Ordering::Relaxed);
                     {
                         let mut state = write(&inner.state);
                         for (run, project_id, batch, _) in &group {
@@ -499,14 +529,16 @@ fn wal_loop(inner: Arc<Inner>, mut segment: Segment, rx: mpsc::Receiver<WalCmd>,
                     }
                 }
                 Err(e) => {
-                    eprintln!("trainlog: the write-ahead log could not be written: {e}");
-                    let msg = e.to_string();
-                    for (_, _, _, done) in group {
-                        let _ = done.send(Err(Error::Task(format!("write-ahead log: {msg}"))));
-                    }
-                    // The file may hold a partial record now: continue in a fresh segment.
-                    if let Ok(next) = rotate(&inner, &segment) {
-                        segment = next;
+                    bump(&inner.counters.wal_write_failures);
+                    let (message, disk_full) = (e.to_string(), e.is_disk_full());
+                    tracing::error!(
+                        batches = group.len(),
+                        disk_full,
+                        "the write-ahead log could not be written: {message}"
+                    );
+                    for (run, _, _, done) in group {
+                        tracing::warn!(run = %run, "batch refused: {message}");
+                        let _ = done.send(Err(Error::LogUnavailable { message: message.clone(), disk_full }));
                     }
                     continue;
                 }
@@ -530,7 +562,12 @@ fn wal_loop(inner: Arc<Inner>, mut segment: Segment, rx: mpsc::Receiver<WalCmd>,
             }
             match rotate(&inner, &segment) {
                 Ok(next) => segment = next,
-                Err(e) => eprintln!("trainlog: could not start a new write-ahead log segment: {e}"),
+                Err(e) => {
+                    // The current segment is sound and takes the next batches; rotation is tried
+                    // again on the next round.
+                    bump(&inner.counters.wal_rotate_failures);
+                    tracing::error!("could not start a new write-ahead log segment: {e}");
+                }
             }
             inner.persist_wanted.notify_one();
         }
@@ -557,6 +594,23 @@ fn rotate(inner: &Inner, current: &Segment) -> Result<Segment> {
 }
 
 impl Inner {
+    /// Writes an object, counting the request and its latency.
+    async fn put_object(&self, path: &ObjectPath, bytes: bytes::Bytes) -> Result<()> {
+        let started = Instant::now();
+        let outcome = self.objects.put(path, PutPayload::from_bytes(bytes)).await;
+        self.counters.object_store_call(started.elapsed(), &outcome);
+        outcome?;
+        Ok(())
+    }
+
+    /// Makes written metric files durable before the catalog names them.
+    async fn make_durable(&self, paths: Vec<ObjectPath>) -> Result<()> {
+        match self.local_root.clone() {
+            Some(root) => blocking(move || objects::sync_local(&root, &paths)).await,
+            None => Ok(()),
+        }
+    }
+
     async fn ensure_summaries(&self, run: &RunId, project_id: i64) -> Result<()> {
         if lock(&self.summaries).is_loaded(run) {
             return Ok(());
@@ -695,7 +749,7 @@ impl Inner {
             })
             .await?;
             let bytes = file.bytes.len() as u64;
-            self.objects.put(&path, PutPayload::from_bytes(file.bytes)).await?;
+            self.put_object(&path, file.bytes).await?;
             uploaded.push(path.clone());
             rows.push(catalog_row(run, &path, number, file.rows, bytes, key_index_to_json(&file.index)));
             metas.push((
@@ -710,11 +764,14 @@ impl Inner {
                 }),
             ));
         }
+        self.make_durable(uploaded.clone()).await?;
         let meta = self.meta.clone();
         let segment = generation.wal_segment;
         blocking(move || Ok(meta.commit_files(&rows, &[], Some(segment))?)).await?;
         // From here the catalog points at the files: a later failure must not delete them.
         uploaded.clear();
+        self.counters.persisted_files.fetch_add(metas.len() as u64, Ordering::Relaxed);
+        self.counters.persisted_points.fetch_add(generation.points as u64, Ordering::Relaxed);
         let mut over_limit = Vec::new();
         {
             let mut state = write(&self.state);
@@ -805,7 +862,7 @@ impl Inner {
         // Compressed file bytes are held; decoded series only one key at a time.
         let mut blobs = Vec::with_capacity(files.files.len());
         for f in &files.files {
-            blobs.push((f.clone(), self.objects.get(&f.path).await?.bytes().await?));
+            blobs.push((f.clone(), get_object(&self.objects, &self.counters, &f.path).await?));
         }
         let keys: std::collections::BTreeSet<String> =
             files.files.iter().flat_map(|f| f.index.keys().cloned()).collect();
@@ -830,17 +887,21 @@ impl Inner {
         })
         .await?;
         let bytes = file.bytes.len() as u64;
-        self.objects.put(&path, PutPayload::from_bytes(file.bytes)).await?;
+        self.put_object(&path, file.bytes).await?;
         let removed: Vec<ObjectPath> = files.files.iter().map(|f| f.path.clone()).collect();
         let removed_text: Vec<String> = removed.iter().map(|p| p.to_string()).collect();
+        self.make_durable(vec![path.clone()]).await?;
         let row = catalog_row(run, &path, ord, file.rows, bytes, key_index_to_json(&file.index));
         let meta = self.meta.clone();
         blocking(move || Ok(meta.commit_files(&[row], &removed_text, None)?)).await?;
+        bump(&self.counters.compactions);
         let new_file = Arc::new(FileMeta { path, project_id, ord, rows: file.rows, bytes, index: file.index });
         write(&self.state).swap_files(run, vec![new_file], &removed);
         for p in removed {
             if let Err(e) = self.objects.delete(&p).await {
-                eprintln!("trainlog: could not delete compacted file {p}: {e}");
+                // The catalog no longer lists it: the next start's orphan sweep deletes it.
+                bump(&self.counters.object_store_failures);
+                tracing::warn!(run = %run, "could not delete compacted file {p}: {e}");
             }
         }
         Ok(())
@@ -917,7 +978,7 @@ impl Inner {
             let loads = in_range.map(|(path, r)| {
                 let objects = self.objects.clone();
                 async move {
-                    let bytes = objects.get(&path).await?.bytes().await?;
+                    let bytes = get_object(&objects, &self.counters, &path).await?;
                     blocking(move || parquet_io::read_rows_in_range(bytes, r, range)).await
                 }
             });
@@ -928,7 +989,7 @@ impl Inner {
             let objects = self.objects.clone();
             let key = key.to_string();
             async move {
-                let bytes = objects.get(&f.path).await?.bytes().await?;
+                let bytes = get_object(&objects, &self.counters, &f.path).await?;
                 let r = f.index[&key];
                 blocking(move || parquet_io::read_rows(bytes, r.first_row, r.rows)).await
             }

@@ -1,7 +1,7 @@
 //! The write-ahead log: numbered segment files of checksummed records, one record per batch.
 //! Replay cuts a torn or corrupt tail instead of failing.
 
-use crate::{io_err, Result};
+use crate::{io_err, Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -183,6 +183,9 @@ pub struct Segment {
     file: File,
     /// Bytes of whole, synced records: a failed write is cut back to this length.
     len: u64,
+    /// False once a failed write could not be cut back: the file may end in a torn record, so
+    /// nothing more may be appended to it.
+    sound: bool,
 }
 
 impl Segment {
@@ -195,12 +198,25 @@ impl Segment {
             .map_err(io_err("creating a write-ahead log segment"))?;
         sync_dir(dir)?;
         let len = file.metadata().map_err(io_err("reading a write-ahead log segment"))?.len();
-        Ok(Self { number, file, len })
+        Ok(Self { number, file, len, sound: true })
+    }
+
+    /// Whether records may still be appended: false after a failed write that could not be cut
+    /// back to its last whole record.
+    pub fn is_sound(&self) -> bool {
+        self.sound
     }
 
     /// Writes encoded records and waits until they are on disk. On failure the segment is cut
-    /// back to its last whole record, so later records never follow a torn one.
+    /// back to its last whole record, so later records never follow a torn one; when even that
+    /// fails, the segment refuses every later append.
     pub fn append_durable(&mut self, bytes: &[u8]) -> Result<()> {
+        if !self.sound {
+            return Err(Error::Io {
+                context: "appending to a write-ahead log segment that a failed write left torn",
+                source: std::io::Error::other("the segment is closed to appends"),
+            });
+        }
         let written = self
             .file
             .write_all(bytes)
@@ -212,7 +228,9 @@ impl Segment {
                 Ok(())
             }
             Err(e) => {
-                let _ = self.file.set_len(self.len).and_then(|()| self.file.sync_data());
+                if self.file.set_len(self.len).and_then(|()| self.file.sync_data()).is_err() {
+                    self.sound = false;
+                }
                 Err(e)
             }
         }
@@ -263,6 +281,24 @@ mod tests {
         assert_eq!(replayed.cut_bytes, (torn.len() - 9) as u64);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), before - replayed.cut_bytes);
         assert_eq!(replay_segment(&path).unwrap().records.len(), 2);
+    }
+
+    #[test]
+    fn a_segment_whose_failed_write_cannot_be_cut_back_refuses_later_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        // Writes to /dev/full fail with "no space", and it cannot be truncated either.
+        std::os::unix::fs::symlink("/dev/full", segment_path(dir.path(), 1)).unwrap();
+        let mut seg = Segment::create(dir.path(), 1).unwrap();
+        let mut buf = Vec::new();
+        encode(&mut buf, &RunId::from_trusted("r1".into()), 1, &batch(4));
+        let first = seg.append_durable(&buf).unwrap_err();
+        assert!(first.is_disk_full(), "{first}");
+        assert!(!seg.is_sound());
+        assert!(seg.append_durable(&buf).is_err());
+
+        let mut fine = Segment::create(dir.path(), 2).unwrap();
+        fine.append_durable(&buf).unwrap();
+        assert!(fine.is_sound());
     }
 
     #[test]

@@ -1,0 +1,87 @@
+//! Counters of what the store did and what failed, read by the server's stats and `/metrics`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Monotonic counts since the server started. Every failure on the data path that is retried in
+/// the background is counted here, so an operator sees it.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub ingest_batches: AtomicU64,
+    pub ingest_points: AtomicU64,
+    pub wal_records: AtomicU64,
+    pub wal_syncs: AtomicU64,
+    pub wal_write_failures: AtomicU64,
+    pub wal_rotate_failures: AtomicU64,
+    pub persisted_files: AtomicU64,
+    pub persisted_points: AtomicU64,
+    pub persist_failures: AtomicU64,
+    pub compactions: AtomicU64,
+    pub compaction_failures: AtomicU64,
+    pub summary_sync_failures: AtomicU64,
+    pub runs_table_failures: AtomicU64,
+    pub orphan_sweep_failures: AtomicU64,
+    pub object_store_requests: AtomicU64,
+    pub object_store_failures: AtomicU64,
+    pub object_store_micros: AtomicU64,
+}
+
+/// A copy of every counter at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CounterValues {
+    pub ingest_batches: u64,
+    pub ingest_points: u64,
+    pub wal_records: u64,
+    pub wal_syncs: u64,
+    pub wal_write_failures: u64,
+    pub wal_rotate_failures: u64,
+    pub persisted_files: u64,
+    pub persisted_points: u64,
+    pub persist_failures: u64,
+    pub compactions: u64,
+    pub compaction_failures: u64,
+    pub summary_sync_failures: u64,
+    pub runs_table_failures: u64,
+    pub orphan_sweep_failures: u64,
+    pub object_store_requests: u64,
+    pub object_store_failures: u64,
+    pub object_store_micros: u64,
+}
+
+pub(crate) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Counters {
+    /// Counts one object-store request and its latency.
+    pub(crate) fn object_store_call<T, E>(&self, took: Duration, outcome: &Result<T, E>) {
+        bump(&self.object_store_requests);
+        self.object_store_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        if outcome.is_err() {
+            bump(&self.object_store_failures);
+        }
+    }
+
+    pub fn values(&self) -> CounterValues {
+        let v = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        CounterValues {
+            ingest_batches: v(&self.ingest_batches),
+            ingest_points: v(&self.ingest_points),
+            wal_records: v(&self.wal_records),
+            wal_syncs: v(&self.wal_syncs),
+            wal_write_failures: v(&self.wal_write_failures),
+            wal_rotate_failures: v(&self.wal_rotate_failures),
+            persisted_files: v(&self.persisted_files),
+            persisted_points: v(&self.persisted_points),
+            persist_failures: v(&self.persist_failures),
+            compactions: v(&self.compactions),
+            compaction_failures: v(&self.compaction_failures),
+            summary_sync_failures: v(&self.summary_sync_failures),
+            runs_table_failures: v(&self.runs_table_failures),
+            orphan_sweep_failures: v(&self.orphan_sweep_failures),
+            object_store_requests: v(&self.object_store_requests),
+            object_store_failures: v(&self.object_store_failures),
+            object_store_micros: v(&self.object_store_micros),
+        }
+    }
+}
