@@ -1,5 +1,6 @@
 //! Newtypes for identifiers and keys, each validated once when it is built.
 
+use crate::limits::{check_len, MAX_ARTIFACT_PATH_BYTES, MAX_KEY_BYTES, MAX_NAME_BYTES, MAX_RUN_ID_BYTES};
 use crate::{Error, Result};
 use std::fmt;
 
@@ -37,11 +38,14 @@ pub struct RunId(String);
 string_newtype!(RunId);
 
 impl RunId {
-    pub const MAX_LEN: usize = 64;
+    pub const MAX_LEN: usize = MAX_RUN_ID_BYTES;
 
     pub fn parse(field: &str, s: &str) -> Result<Self> {
         if s.is_empty() || s.len() > Self::MAX_LEN {
-            return Err(Error::new(field, format!("a run id has 1 to {} characters", Self::MAX_LEN)));
+            return Err(Error::new(
+                field,
+                format!("a run id has at least 1 and at most {} characters, got {}", Self::MAX_LEN, s.len()),
+            ));
         }
         if !s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
             return Err(Error::new(field, "a run id may only hold letters, digits, '_' and '-'"));
@@ -59,9 +63,7 @@ fn check_text(field: &str, s: &str, what: &str, max: usize) -> Result<()> {
     if s.is_empty() {
         return Err(Error::new(field, format!("{what} must not be empty")));
     }
-    if s.len() > max {
-        return Err(Error::new(field, format!("{what} is longer than {max} bytes")));
-    }
+    check_len(field, what, s, max)?;
     if s.chars().any(char::is_control) {
         return Err(Error::new(field, format!("{what} must not contain control characters")));
     }
@@ -71,14 +73,14 @@ fn check_text(field: &str, s: &str, what: &str, max: usize) -> Result<()> {
     Ok(())
 }
 
-/// A project's name: 1 to 256 bytes of printable text.
+/// A project's name (also a registered model's): 1 to 500 bytes of printable text.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProjectName(String);
 string_newtype!(ProjectName);
 
 impl ProjectName {
     pub fn parse(field: &str, s: &str) -> Result<Self> {
-        check_text(field, s, "a project name", 256)?;
+        check_text(field, s, "a project name", MAX_NAME_BYTES)?;
         Ok(Self(s.to_owned()))
     }
     pub fn from_trusted(s: String) -> Self {
@@ -92,7 +94,7 @@ pub struct MetricKey(String);
 string_newtype!(MetricKey);
 
 impl MetricKey {
-    pub const MAX_LEN: usize = 250;
+    pub const MAX_LEN: usize = MAX_KEY_BYTES;
     pub fn parse(field: &str, s: &str) -> Result<Self> {
         check_text(field, s, "a metric key", Self::MAX_LEN)?;
         Ok(Self(s.to_owned()))
@@ -102,14 +104,15 @@ impl MetricKey {
     }
 }
 
-/// A param key; nested configs are flattened into dotted keys such as `model.depth`.
+/// A param key; nested configs are flattened into dotted keys such as `model.depth`. 1 to 250
+/// bytes of printable text.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ParamKey(String);
 string_newtype!(ParamKey);
 
 impl ParamKey {
     pub fn parse(field: &str, s: &str) -> Result<Self> {
-        check_text(field, s, "a param key", 250)?;
+        check_text(field, s, "a param key", MAX_KEY_BYTES)?;
         Ok(Self(s.to_owned()))
     }
     pub fn from_trusted(s: String) -> Self {
@@ -117,14 +120,14 @@ impl ParamKey {
     }
 }
 
-/// A tag key.
+/// A tag key: 1 to 250 bytes of printable text.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TagKey(String);
 string_newtype!(TagKey);
 
 impl TagKey {
     pub fn parse(field: &str, s: &str) -> Result<Self> {
-        check_text(field, s, "a tag key", 250)?;
+        check_text(field, s, "a tag key", MAX_KEY_BYTES)?;
         Ok(Self(s.to_owned()))
     }
     pub fn from_trusted(s: String) -> Self {
@@ -139,11 +142,14 @@ pub struct ArtifactPath(String);
 string_newtype!(ArtifactPath);
 
 impl ArtifactPath {
-    pub const MAX_LEN: usize = 1024;
+    pub const MAX_LEN: usize = MAX_ARTIFACT_PATH_BYTES;
 
     pub fn parse(field: &str, s: &str) -> Result<Self> {
         if s.is_empty() || s.len() > Self::MAX_LEN {
-            return Err(Error::new(field, format!("an artifact path has 1 to {} bytes", Self::MAX_LEN)));
+            return Err(Error::new(
+                field,
+                format!("an artifact path has at least 1 and at most {} bytes, got {}", Self::MAX_LEN, s.len()),
+            ));
         }
         if s.starts_with('/') {
             return Err(Error::new(field, "an artifact path must be relative, not start with '/'"));
@@ -190,5 +196,23 @@ mod tests {
         assert!(MetricKey::parse("key", " loss").is_err());
         assert!(MetricKey::parse("key", "").is_err());
         assert!(MetricKey::parse("key", &"k".repeat(251)).is_err());
+    }
+
+    /// Asserts that `parse` accepts `max` bytes and refuses `max + 1` naming the field and the limit.
+    fn assert_boundary<T: fmt::Debug>(parse: impl Fn(&str, &str) -> Result<T>, max: usize) {
+        assert!(parse("field", &"a".repeat(max)).is_ok(), "{max} bytes are accepted");
+        let error = parse("field", &"a".repeat(max + 1)).unwrap_err();
+        assert_eq!(error.field, "field");
+        assert!(error.reason.contains(&format!("at most {max}")), "{error}");
+    }
+
+    #[test]
+    fn each_identifier_is_accepted_at_its_limit_and_refused_one_byte_past_it() {
+        assert_boundary(RunId::parse, MAX_RUN_ID_BYTES);
+        assert_boundary(ProjectName::parse, MAX_NAME_BYTES);
+        assert_boundary(MetricKey::parse, MAX_KEY_BYTES);
+        assert_boundary(ParamKey::parse, MAX_KEY_BYTES);
+        assert_boundary(TagKey::parse, MAX_KEY_BYTES);
+        assert_boundary(ArtifactPath::parse, MAX_ARTIFACT_PATH_BYTES);
     }
 }

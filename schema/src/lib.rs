@@ -3,6 +3,7 @@
 
 pub mod arrow;
 mod ids;
+pub mod limits;
 mod params;
 mod points;
 

@@ -1,5 +1,6 @@
 //! Typed params and the flattening of nested configs into dotted keys.
 
+use crate::limits::{check_count, check_len, MAX_PARAMS_PER_REQUEST, MAX_PARAM_VALUE_BYTES};
 use crate::{Error, ParamKey, Result};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -86,12 +87,14 @@ fn parse_float(s: &str) -> Option<f64> {
 
 /// Flattens a JSON object of params, nested objects becoming dotted keys
 /// (`{"model": {"depth": 50}}` gives `model.depth = 50`). `field` names the object in errors.
+/// Refuses more than `MAX_PARAMS_PER_REQUEST` params, and a value over `MAX_PARAM_VALUE_BYTES`.
 pub fn flatten_params(field: &str, value: &Value) -> Result<BTreeMap<ParamKey, ParamValue>> {
     let Value::Object(map) = value else {
         return Err(Error::new(field, "expected an object of params"));
     };
     let mut out = BTreeMap::new();
     flatten_into(field, "", map, &mut out)?;
+    check_count(field, "params", out.len(), MAX_PARAMS_PER_REQUEST)?;
     Ok(out)
 }
 
@@ -121,6 +124,9 @@ fn flatten_into(
             Value::Array(_) => ParamValue::Str(v.to_string()),
             Value::Null => return Err(Error::new(&here, "null is not a param value; send a string, number or bool")),
         };
+        if let ParamValue::Str(text) = &value {
+            check_len(&here, "a param value", text, MAX_PARAM_VALUE_BYTES)?;
+        }
         let key = ParamKey::parse(&here, &key)?;
         if out.insert(key, value).is_some() {
             return Err(Error::new(&here, "the same key is given twice after flattening"));
@@ -154,6 +160,32 @@ mod tests {
         assert_eq!(err.field, "params.a.b");
         let err = flatten_params("params", &json!({"a.b": 1, "a": {"b": 2}})).unwrap_err();
         assert_eq!(err.field, "params.a.b");
+    }
+
+    #[test]
+    fn values_and_counts_are_limited_naming_the_param() {
+        let at_limit = "v".repeat(MAX_PARAM_VALUE_BYTES);
+        assert!(flatten_params("params", &json!({"model": {"arch": at_limit}})).is_ok());
+        let over = "v".repeat(MAX_PARAM_VALUE_BYTES + 1);
+        let err = flatten_params("params", &json!({"lr": 0.1, "model": {"arch": over}})).unwrap_err();
+        assert_eq!(err.field, "params.model.arch");
+        assert!(err.reason.contains(&format!("at most {MAX_PARAM_VALUE_BYTES} bytes")), "{err}");
+
+        // A list counts as its JSON text: each "1," is two bytes.
+        let list_over = vec![1; MAX_PARAM_VALUE_BYTES / 2 + 1];
+        assert_eq!(flatten_params("params", &json!({"sizes": list_over})).unwrap_err().field, "params.sizes");
+
+        // The key is measured after flattening.
+        let prefix = "a".repeat(crate::limits::MAX_KEY_BYTES - 2);
+        let nested = |inner: &str| Value::Object([(prefix.clone(), json!({ inner: 1 }))].into_iter().collect());
+        assert!(flatten_params("params", &nested("b")).is_ok());
+        assert_eq!(flatten_params("params", &nested("bc")).unwrap_err().field, format!("params.{prefix}.bc"));
+
+        let many = |n: usize| Value::Object((0..n).map(|i| (format!("p{i}"), json!(i))).collect());
+        assert_eq!(flatten_params("params", &many(MAX_PARAMS_PER_REQUEST)).unwrap().len(), MAX_PARAMS_PER_REQUEST);
+        let err = flatten_params("params", &many(MAX_PARAMS_PER_REQUEST + 1)).unwrap_err();
+        assert_eq!(err.field, "params");
+        assert!(err.reason.contains(&format!("at most {MAX_PARAMS_PER_REQUEST} params")), "{err}");
     }
 
     #[test]

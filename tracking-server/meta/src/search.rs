@@ -37,16 +37,25 @@
 //! Order-by items are `FIELD [asc|desc]` over the same fields. Runs lacking the value sort last in both directions;
 //! params sort numbers before strings, numbers by value and strings by text. Ties are broken by `runs.id`, and
 //! with no items the order is newest first (`start_ms DESC, id ASC`).
+//!
+//! Limits (`trainlog_schema::limits`), each refused with an error naming the field: the filter's length
+//! (`MAX_FILTER_BYTES`), its comparisons (`MAX_FILTER_COMPARISONS`) and levels of parentheses and `not`
+//! (`MAX_FILTER_NESTING`); the number of order-by items (`MAX_ORDER_BY_ITEMS`) and each one's length
+//! (`MAX_ORDER_BY_ITEM_BYTES`). Within them the compiled query stays inside SQLite's own limits (expression
+//! depth, bound values, `LIKE`/`GLOB` pattern length), so no filter reaches SQLite only to fail there.
 
 use rusqlite::types::Value;
 use std::fmt;
+use trainlog_schema::limits::{
+    MAX_FILTER_BYTES, MAX_FILTER_COMPARISONS, MAX_FILTER_NESTING, MAX_ORDER_BY_ITEMS, MAX_ORDER_BY_ITEM_BYTES,
+};
 
 /// A filter or order-by item that does not follow the grammar.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchError {
     /// "filter" or "order_by".
     pub field: &'static str,
-    /// What is wrong, starting with the character offset (from 0) where it was found.
+    /// What is wrong, starting with the character offset (from 0) where it was found, when it was found at one.
     pub reason: String,
 }
 
@@ -67,8 +76,6 @@ pub struct SearchQuery {
 
 const FILTER: &str = "filter";
 const ORDER_BY: &str = "order_by";
-const MAX_NESTING: usize = 64;
-const MAX_ORDER_ITEMS: usize = 16;
 /// SQLite's bundled build accepts 32766 parameters; leave room for the fixed ones.
 const MAX_BOUND_VALUES: usize = 32_000;
 
@@ -93,15 +100,31 @@ pub fn build_search(
 ) -> Result<SearchQuery, SearchError> {
     let mut bindings = Bindings::default();
 
-    if order_by.len() > MAX_ORDER_ITEMS {
+    if filter.len() > MAX_FILTER_BYTES {
+        return Err(SearchError {
+            field: FILTER,
+            reason: format!("a filter may have at most {MAX_FILTER_BYTES} bytes, got {}", filter.len()),
+        });
+    }
+    if order_by.len() > MAX_ORDER_BY_ITEMS {
         return Err(SearchError {
             field: ORDER_BY,
-            reason: format!("at most {MAX_ORDER_ITEMS} items are allowed, got {}", order_by.len()),
+            reason: format!("at most {MAX_ORDER_BY_ITEMS} items are allowed, got {}", order_by.len()),
         });
     }
     let mut joins = String::new();
     let mut order_terms: Vec<String> = Vec::new();
     for (index, item) in order_by.iter().enumerate() {
+        if item.len() > MAX_ORDER_BY_ITEM_BYTES {
+            return Err(SearchError {
+                field: ORDER_BY,
+                reason: format!(
+                    "item {} may have at most {MAX_ORDER_BY_ITEM_BYTES} bytes, got {}",
+                    index + 1,
+                    item.len()
+                ),
+            });
+        }
         let mut parser = Parser::new(item, ORDER_BY, &mut bindings);
         let order = parser.parse_order_item(index).map_err(|error| SearchError {
             field: ORDER_BY,
@@ -430,11 +453,12 @@ struct Parser<'a> {
     context: &'static str,
     bindings: &'a mut Bindings,
     depth: usize,
+    comparisons: usize,
 }
 
 impl<'a> Parser<'a> {
     fn new(text: &str, context: &'static str, bindings: &'a mut Bindings) -> Self {
-        Self { chars: text.chars().collect(), position: 0, context, bindings, depth: 0 }
+        Self { chars: text.chars().collect(), position: 0, context, bindings, depth: 0, comparisons: 0 }
     }
 
     // ---- errors ----
@@ -551,10 +575,11 @@ impl<'a> Parser<'a> {
 
     fn enter_nesting(&mut self, position: usize) -> Result<(), SearchError> {
         self.depth += 1;
-        if self.depth > MAX_NESTING {
-            return Err(
-                self.error(position, format!("nested deeper than {MAX_NESTING} levels of 'not' and parentheses"))
-            );
+        if self.depth > MAX_FILTER_NESTING {
+            return Err(self.error(
+                position,
+                format!("nested too deep: at most {MAX_FILTER_NESTING} levels of 'not' and parentheses are allowed"),
+            ));
         }
         Ok(())
     }
@@ -609,6 +634,14 @@ impl<'a> Parser<'a> {
     }
 
     fn parse_comparison(&mut self) -> Result<String, SearchError> {
+        self.skip_whitespace();
+        self.comparisons += 1;
+        if self.comparisons > MAX_FILTER_COMPARISONS {
+            return Err(self.error(
+                self.position,
+                format!("a filter may hold at most {MAX_FILTER_COMPARISONS} comparisons; this is one more"),
+            ));
+        }
         let field = self.parse_field()?;
         let operator = self.parse_operator(&field)?;
         let values = match operator.operator {
@@ -1509,8 +1542,8 @@ mod tests {
         assert_error(filter_error("status in ()"), FILTER, 11, "expected a value after '('");
         assert_error(filter_error("status = nul"), FILTER, 9, "expected a value after '='");
         let deep = format!("{}status = 'x'{}", "(".repeat(100), ")".repeat(100));
-        assert_error(filter_error(&deep), FILTER, 64, "nested deeper than 64");
-        assert_error(filter_error(&"not ".repeat(100)), FILTER, 256, "nested deeper than 64");
+        assert_error(filter_error(&deep), FILTER, 16, "nested too deep: at most 16 levels");
+        assert_error(filter_error(&"not ".repeat(100)), FILTER, 64, "nested too deep: at most 16 levels");
     }
 
     #[test]
@@ -1530,8 +1563,95 @@ mod tests {
             error.reason.contains("at 9: expected 'asc', 'desc' or the end of the item, found 'desc'"),
             "{error:?}"
         );
-        let many: Vec<&str> = std::iter::repeat_n("name", MAX_ORDER_ITEMS + 1).collect();
+        let many: Vec<&str> = std::iter::repeat_n("name", MAX_ORDER_BY_ITEMS + 1).collect();
         assert_eq!(order_error(&many).field, ORDER_BY);
+    }
+
+    /// `count` comparisons joined by `or`, each on its own tag key so none is folded away.
+    fn or_chain(count: usize) -> String {
+        (0..count).map(|i| format!("tags.k{i} = 'v{i}'")).collect::<Vec<_>>().join(" or ")
+    }
+
+    #[test]
+    fn filters_at_each_limit_compile_and_run_in_sqlite() {
+        let conn = fixture();
+        // The most comparisons, every one a correlated EXISTS, in one long `or` chain and in one `and` chain.
+        assert!(ids(&conn, &or_chain(MAX_FILTER_COMPARISONS)).is_empty());
+        let and_chain = (0..MAX_FILTER_COMPARISONS).map(|_| "tags.team like 'vis%'").collect::<Vec<_>>().join(" and ");
+        assert_eq!(ids(&conn, &and_chain), ["r2", "r1"]);
+        // The deepest nesting, `not` and parentheses (an odd number of `not`), with the most comparisons inside.
+        let pairs = MAX_FILTER_NESTING / 2 - 1;
+        let nested = format!("{}(({})){}", "not (".repeat(pairs), or_chain(MAX_FILTER_COMPARISONS), ")".repeat(pairs));
+        assert_eq!(ids(&conn, &nested), ["r4", "r3", "r2", "r1"]);
+        // The longest pattern of the longest filter, made of characters GLOB must escape (three bytes each).
+        let prefix = "name like '";
+        let pattern = "*".repeat(MAX_FILTER_BYTES - prefix.len() - 1);
+        let longest = format!("{prefix}{pattern}'");
+        assert_eq!(longest.len(), MAX_FILTER_BYTES);
+        assert!(ids(&conn, &longest).is_empty());
+        let longest_ilike = format!("name ilike '{}'", "%".repeat(MAX_FILTER_BYTES - 13));
+        assert_eq!(longest_ilike.len(), MAX_FILTER_BYTES);
+        assert_eq!(ids(&conn, &longest_ilike).len(), 4);
+        // The most values a filter of that length can list.
+        let values = "1,".repeat((MAX_FILTER_BYTES - 40) / 2);
+        let listed = format!("params.depth in ({values}1)");
+        assert!(listed.len() <= MAX_FILTER_BYTES);
+        assert!(ids(&conn, &listed).is_empty());
+        // Huge numbers and long strings are ordinary values.
+        assert!(ids(
+            &conn,
+            "metrics.val_loss > 1e308 or params.depth = 99999999999999999999999 or start_time < -9223372036854775808"
+        )
+        .is_empty());
+        assert!(ids(&conn, &format!("notes = '{}'", "n".repeat(MAX_FILTER_BYTES - 20))).is_empty());
+        // The most order-by items, each one a join.
+        let order: Vec<String> = (0..MAX_ORDER_BY_ITEMS).map(|i| format!("params.p{i} desc")).collect();
+        let order: Vec<&str> = order.iter().map(String::as_str).collect();
+        assert_eq!(ordered(&conn, &order), ["r1", "r2", "r3", "r4"]);
+    }
+
+    #[test]
+    fn filters_past_each_limit_are_refused_naming_the_limit() {
+        let error = filter_error(&or_chain(MAX_FILTER_COMPARISONS + 1));
+        assert_eq!(error.field, FILTER);
+        assert!(error.reason.contains(&format!("at most {MAX_FILTER_COMPARISONS} comparisons")), "{error:?}");
+        let thousand = filter_error(&vec!["id = 'x'"; 1000].join(" or "));
+        assert_eq!(thousand.field, FILTER);
+        assert!(thousand.reason.contains(&format!("at most {MAX_FILTER_COMPARISONS} comparisons")), "{thousand:?}");
+        // A longer chain of a thousand is refused for its length first.
+        let thousand = filter_error(&or_chain(1000));
+        assert_eq!(thousand.field, FILTER);
+        assert!(thousand.reason.contains(&format!("at most {MAX_FILTER_BYTES} bytes")), "{thousand:?}");
+
+        let over_nested =
+            format!("{}status = 'x'{}", "(".repeat(MAX_FILTER_NESTING + 1), ")".repeat(MAX_FILTER_NESTING + 1));
+        let error = filter_error(&over_nested);
+        assert_eq!(error.field, FILTER);
+        assert!(error.reason.contains(&format!("at most {MAX_FILTER_NESTING}")), "{error:?}");
+        let at_limit = format!("{}status = 'x'{}", "(".repeat(MAX_FILTER_NESTING), ")".repeat(MAX_FILTER_NESTING));
+        assert!(build_search(Some(1), &at_limit, &[], 10, 0).is_ok());
+
+        let too_long = format!("name = '{}'", "n".repeat(MAX_FILTER_BYTES));
+        let error = filter_error(&too_long);
+        assert_eq!(error.field, FILTER);
+        assert!(
+            error.reason.contains(&format!("at most {MAX_FILTER_BYTES} bytes, got {}", too_long.len())),
+            "{error:?}"
+        );
+        let exactly = format!("name = '{}'", "n".repeat(MAX_FILTER_BYTES - 9));
+        assert_eq!(exactly.len(), MAX_FILTER_BYTES);
+        assert!(build_search(Some(1), &exactly, &[], 10, 0).is_ok());
+
+        let item = format!("params.`{}` desc", "k".repeat(MAX_ORDER_BY_ITEM_BYTES));
+        let error = order_error(&["name", &item]);
+        assert_eq!(error.field, ORDER_BY);
+        assert!(
+            error.reason.contains(&format!("item 2 may have at most {MAX_ORDER_BY_ITEM_BYTES} bytes")),
+            "{error:?}"
+        );
+        let item = format!("params.`{}`", "k".repeat(MAX_ORDER_BY_ITEM_BYTES - 9));
+        assert_eq!(item.len(), MAX_ORDER_BY_ITEM_BYTES);
+        assert!(build_search(Some(1), "", &[item], 10, 0).is_ok());
     }
 
     #[test]

@@ -8,7 +8,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use trainlog_meta::{ModelRow, NewVersion, VersionRef, VersionRow, VersionUpdate};
-use trainlog_schema::{ProjectName, RunId};
+use trainlog_schema::limits::{
+    check_count, check_len, MAX_FILTER_BYTES, MAX_NAME_BYTES, MAX_TAGS_PER_REQUEST, MAX_TAG_VALUE_BYTES, MAX_TEXT_BYTES,
+};
+use trainlog_schema::{ProjectName, RunId, TagKey};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/models", web::post().to(create_model))
@@ -26,7 +29,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 fn model_name(s: &str) -> Result<String> {
+    check_len("name", "a model name", s, MAX_NAME_BYTES)?;
     Ok(ProjectName::parse("name", s)?.into_string())
+}
+
+fn description(s: &str) -> Result<()> {
+    Ok(check_len("description", "a description", s, MAX_TEXT_BYTES)?)
 }
 
 fn alias(field: &str, s: &str) -> Result<String> {
@@ -47,9 +55,13 @@ fn string_map(field: &str, v: &Value) -> Result<(BTreeMap<String, String>, Vec<S
     match v {
         Value::Null => {}
         Value::Object(map) => {
+            check_count(field, "tags", map.len(), MAX_TAGS_PER_REQUEST)?;
             for (k, v) in map {
+                let here = format!("{field}.{k}");
+                TagKey::parse(&here, k)?;
                 match v {
                     Value::String(s) => {
+                        check_len(&here, "a tag value", s, MAX_TAG_VALUE_BYTES)?;
                         set.insert(k.clone(), s.clone());
                     }
                     Value::Null => delete.push(k.clone()),
@@ -96,6 +108,7 @@ struct CreateModel {
 async fn create_model(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let body: CreateModel = json_body(&req, payload).await?;
     let name = model_name(&body.name)?;
+    description(&body.description)?;
     let (tags, _) = string_map("tags", &body.tags)?;
     let model = meta(&state, move |m| m.create_model(&name, &body.description, &tags)).await?;
     Ok(HttpResponse::Created().json(model_json(&model)))
@@ -104,6 +117,7 @@ async fn create_model(state: State, req: HttpRequest, payload: web::Payload) -> 
 async fn list_models(state: State, req: HttpRequest) -> Result<HttpResponse> {
     let pairs = query_pairs(&req)?;
     let search = query_one(&pairs, "search").unwrap_or_default().to_owned();
+    check_len("search", "a model search", &search, MAX_FILTER_BYTES)?;
     let models = meta(&state, move |m| m.models(&search)).await?;
     Ok(HttpResponse::Ok().json(json!({"models": models.iter().map(model_json).collect::<Vec<_>>()})))
 }
@@ -130,6 +144,9 @@ async fn update_model(
 ) -> Result<HttpResponse> {
     let name = path.into_inner();
     let body: UpdateModel = json_body(&req, payload).await?;
+    if let Some(text) = &body.description {
+        description(text)?;
+    }
     let (set, delete) = string_map("tags", &body.tags)?;
     let model = meta(&state, move |m| m.update_model(&name, body.description.as_deref(), &set, &delete)).await?;
     Ok(HttpResponse::Ok().json(model_json(&model)))
@@ -202,6 +219,7 @@ async fn create_version(
     let body: CreateVersion = json_body(&req, payload).await?;
     let run = RunId::parse("run_id", &body.run_id).map_err(|_| ApiError::NotFound(format!("run {:?}", body.run_id)))?;
     let alias = body.alias.as_deref().map(|a| alias("alias", a)).transpose()?;
+    description(&body.description)?;
     let (tags, _) = string_map("tags", &body.tags)?;
     let (source, files) = version_source(&state, &run, &body).await?;
     // Lineage: the run as it is now, with what it recorded about its code and environment.
@@ -268,6 +286,9 @@ async fn update_version(
         if s != "ready" && s != "archived" {
             return Err(ApiError::invalid("status", "a version's status is \"ready\" or \"archived\""));
         }
+    }
+    if let Some(text) = &body.description {
+        description(text)?;
     }
     let (set_tags, delete_tags) = string_map("tags", &body.tags)?;
     let update = VersionUpdate { description: body.description, status: body.status, set_tags, delete_tags };

@@ -13,6 +13,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use trainlog_meta::{MetaStore, NewRun, Run, RunUpdate};
 use trainlog_schema::arrow::ARROW_STREAM_MEDIA_TYPE;
+use trainlog_schema::limits::{
+    check_count, check_len, MAX_NAME_BYTES, MAX_PAGE_SIZE, MAX_TAGS_PER_REQUEST, MAX_TAG_VALUE_BYTES, MAX_TEXT_BYTES,
+};
 use trainlog_schema::{flatten_params, ArtifactPath, ProjectName, RunId, RunStatus, TagKey};
 use trainlog_store::StepRange;
 
@@ -138,6 +141,7 @@ struct CreateProject {
 async fn create_project(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let body: CreateProject = json_body(&req, payload).await?;
     let name = ProjectName::parse("name", &body.name)?;
+    check_len("description", "a project's description", &body.description, MAX_TEXT_BYTES)?;
     let project = meta(&state, move |m| m.create_project(&name, &body.description)).await?;
     Ok(HttpResponse::Created().json(json::project(&project, Some(0))))
 }
@@ -155,6 +159,7 @@ fn parse_tags(field: &str, value: &Value, allow_delete: bool) -> Result<(BTreeMa
     match value {
         Value::Null => {}
         Value::Array(labels) => {
+            check_count(field, "tags", labels.len(), MAX_TAGS_PER_REQUEST)?;
             for (i, label) in labels.iter().enumerate() {
                 let here = format!("{field}[{i}]");
                 let s = label.as_str().ok_or_else(|| ApiError::invalid(&here, "a tag label must be a string"))?;
@@ -162,11 +167,13 @@ fn parse_tags(field: &str, value: &Value, allow_delete: bool) -> Result<(BTreeMa
             }
         }
         Value::Object(map) => {
+            check_count(field, "tags", map.len(), MAX_TAGS_PER_REQUEST)?;
             for (k, v) in map {
                 let here = format!("{field}.{k}");
                 let key = TagKey::parse(&here, k)?;
                 match v {
                     Value::String(s) => {
+                        check_len(&here, "a tag value", s, MAX_TAG_VALUE_BYTES)?;
                         set.insert(key, s.clone());
                     }
                     Value::Null if allow_delete => delete.push(key),
@@ -180,6 +187,15 @@ fn parse_tags(field: &str, value: &Value, allow_delete: bool) -> Result<(BTreeMa
         _ => return Err(ApiError::invalid(field, "expected an object of tags or a list of labels")),
     }
     Ok((set, delete))
+}
+
+/// Refuses run text beyond its limit: notes up to `MAX_TEXT_BYTES`, the name and the rest up to `MAX_NAME_BYTES`.
+fn check_run_text(fields: &[(&str, Option<&str>)]) -> Result<()> {
+    for &(field, value) in fields {
+        let max = if field == "notes" { MAX_TEXT_BYTES } else { MAX_NAME_BYTES };
+        check_len(field, &format!("a run's {field}"), value.unwrap_or_default(), max)?;
+    }
+    Ok(())
 }
 
 #[derive(Deserialize)]
@@ -212,6 +228,13 @@ async fn create_run(state: State, req: HttpRequest, payload: web::Payload) -> Re
     let body: CreateRun = json_body(&req, payload).await?;
     let params = if body.params.is_null() { BTreeMap::new() } else { flatten_params("params", &body.params)? };
     let (tags, _) = parse_tags("tags", &body.tags, false)?;
+    check_run_text(&[
+        ("name", body.name.as_deref()),
+        ("user", Some(&body.user)),
+        ("host", Some(&body.host)),
+        ("group", Some(&body.group)),
+        ("notes", Some(&body.notes)),
+    ])?;
     let new = NewRun {
         id: body.id.as_deref().map(|s| RunId::parse("id", s)).transpose()?,
         project: body.project.as_deref().map(|s| ProjectName::parse("project", s)).transpose()?,
@@ -292,6 +315,11 @@ async fn update_run(
     let id = run_id(&path)?;
     let body: UpdateRun = json_body(&req, payload).await?;
     let (set_tags, delete_tags) = parse_tags("tags", &body.tags, true)?;
+    check_run_text(&[
+        ("name", body.name.as_deref()),
+        ("group", body.group.as_deref()),
+        ("notes", body.notes.as_deref()),
+    ])?;
     let update = RunUpdate { name: body.name, notes: body.notes, group: body.group, set_tags, delete_tags };
     let run = change_run(&state, id, move |m, id| m.update_run(id, &update)).await?;
     Ok(HttpResponse::Ok().json(run_json(&state, &run).await?))
@@ -522,8 +550,8 @@ struct SearchRequest {
 
 fn page(limit: Option<u32>, token: Option<&str>) -> Result<(u32, u64)> {
     let limit = limit.unwrap_or(100);
-    if limit == 0 || limit > 1000 {
-        return Err(ApiError::invalid("limit", "expected 1 to 1000"));
+    if limit == 0 || limit > MAX_PAGE_SIZE {
+        return Err(ApiError::invalid("limit", format!("expected 1 to at most {MAX_PAGE_SIZE}, got {limit}")));
     }
     let offset = match token {
         None | Some("") => 0,

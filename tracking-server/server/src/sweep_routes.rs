@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use trainlog_meta::{NewRun, Placement, SweepRow, TrialEnd, TrialRow};
+use trainlog_schema::limits::{check_len, MAX_NAME_BYTES, MAX_TEXT_BYTES};
 use trainlog_schema::{flatten_params, MetricKey, ProjectName, RunId, TagKey};
 use trainlog_store::StepRange;
 use trainlog_sweep::config::{Method, SweepConfig};
@@ -58,6 +59,7 @@ struct CreateSweep {
 
 async fn create_sweep(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let body: CreateSweep = json_body(&req, payload).await?;
+    check_len("config", "a sweep file", &body.config, MAX_TEXT_BYTES)?;
     let cfg = parse_config(&body.config)?;
     let project = body
         .project
@@ -65,6 +67,7 @@ async fn create_sweep(state: State, req: HttpRequest, payload: web::Payload) -> 
         .ok_or_else(|| ApiError::invalid("project", "give a project (in the request or the sweep file)"))?;
     let project = ProjectName::parse("project", &project)?;
     let name = body.name.or(cfg.name.clone()).unwrap_or_default();
+    check_len("name", "a sweep name", &name, MAX_NAME_BYTES)?;
     let sweep = meta(&state, move |m| m.create_sweep(&project, &name, &body.config)).await?;
     Ok(HttpResponse::Created().json(sweep_json(&state, &sweep, &[]).await?))
 }
@@ -307,6 +310,8 @@ async fn next_trial(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let body: NextRequest = json_body(&req, payload).await?;
+    check_len("agent", "an agent's name", &body.agent, MAX_NAME_BYTES)?;
+    check_len("slot", "a slot's name", &body.slot, MAX_NAME_BYTES)?;
     if !(body.gpus.is_finite() && (0.0..=1024.0).contains(&body.gpus)) {
         return Err(ApiError::invalid("gpus", "expected a number of GPUs from 0 to 1024"));
     }
