@@ -119,7 +119,8 @@ impl NativeRun {
     #[new]
     #[pyo3(signature = (project, *, name=None, run_id=None, config=None, tags=None, group=None, notes=None,
         server=None, resume="never", mode="online", spool_dir=None, metadata=None,
-        system_interval=10.0, capture_environment=true, capture_code=true, cost=true, cost_per_hour=None))]
+        system_interval=10.0, capture_environment=true, capture_code=true, capture_code_diff=true, cost=true,
+        cost_per_hour=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -138,6 +139,7 @@ impl NativeRun {
         system_interval: f64,
         capture_environment: bool,
         capture_code: bool,
+        capture_code_diff: bool,
         cost: bool,
         cost_per_hour: Option<f64>,
     ) -> PyResult<Self> {
@@ -147,6 +149,7 @@ impl NativeRun {
             .system_metrics((system_interval > 0.0).then(|| Duration::from_secs_f64(system_interval)))
             .capture_environment(capture_environment)
             .capture_code(capture_code)
+            .capture_code_diff(capture_code_diff)
             .cost(cost);
         if let Some(v) = name {
             b = b.name(v);
@@ -497,6 +500,13 @@ fn sync(py: Python<'_>, dir: Option<String>, server: Option<String>, include_liv
     )
 }
 
+/// `args` with the values of secret flags and the credentials of URLs masked, as the SDK records
+/// a command line.
+#[pyfunction]
+fn redact_command_line(args: Vec<String>) -> Vec<String> {
+    trainlog::collect::redact::redact_command_line(&args)
+}
+
 /// Runs the `trainlog` command line (`server`, `sync`) with `argv`; answers its exit code.
 #[pyfunction]
 fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
@@ -515,6 +525,7 @@ fn _trainlog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeApi>()?;
     m.add_function(wrap_pyfunction!(sync, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add_function(wrap_pyfunction!(redact_command_line, m)?)?;
     m.add("TrainlogError", py.get_type::<TrainlogError>())?;
     m.add("ServerError", py.get_type::<ServerError>())?;
     m.add("InvalidArgumentError", py.get_type::<InvalidArgumentError>())?;

@@ -72,6 +72,7 @@ pub struct RunBuilder {
     system_interval: Option<Duration>,
     capture_environment: bool,
     capture_code: bool,
+    capture_code_diff: bool,
     cost_per_hour: Option<f64>,
     cost: bool,
 }
@@ -148,6 +149,14 @@ impl RunBuilder {
     /// Record the git commit, branch, remote and uncommitted diff. Default on.
     pub fn capture_code(mut self, on: bool) -> Self {
         self.capture_code = on;
+        self
+    }
+    /// Record the uncommitted diff (and the names of untracked files) with the code, which may
+    /// hold secrets written into tracked files. Default on; `TRAINLOG_CAPTURE_CODE_DIFF=0` (or
+    /// `false`, `no`, `off`) in the environment turns it off too. Off, `metadata.code` keeps the
+    /// commit, branch, remote and dirty flag, and its `diff` is null.
+    pub fn capture_code_diff(mut self, on: bool) -> Self {
+        self.capture_code_diff = on;
         self
     }
     /// Price per hour of the machine; else `TRAINLOG_COST_PER_HOUR`, else the shipped price table.
@@ -280,7 +289,8 @@ impl RunBuilder {
         }
         if self.capture_code {
             let cwd = std::env::current_dir().unwrap_or_default();
-            if let Some(code) = crate::collect::git::capture(&cwd, 1 << 20) {
+            let diff_cap_bytes = (self.capture_code_diff && !code_diff_switched_off_by_env()).then_some(1 << 20);
+            if let Some(code) = crate::collect::git::capture(&cwd, diff_cap_bytes) {
                 metadata.insert("code".into(), code);
             }
         }
@@ -338,6 +348,12 @@ fn next_user_step(summary: &Value) -> i64 {
         .unwrap_or(0)
 }
 
+/// Whether `TRAINLOG_CAPTURE_CODE_DIFF` says not to record the diff.
+fn code_diff_switched_off_by_env() -> bool {
+    std::env::var("TRAINLOG_CAPTURE_CODE_DIFF")
+        .is_ok_and(|value| matches!(value.trim().to_ascii_lowercase().as_str(), "0" | "false" | "no" | "off"))
+}
+
 pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_owned())
@@ -383,6 +399,7 @@ impl Run {
             system_interval: Some(Duration::from_secs(10)),
             capture_environment: true,
             capture_code: true,
+            capture_code_diff: true,
             cost_per_hour: None,
             cost: true,
         }

@@ -78,6 +78,7 @@ def init(
     capture_environment: bool = True,
     capture_packages: bool = True,
     capture_code: bool = True,
+    capture_code_diff: bool = True,
     cost: Union[bool, Mapping[str, float]] = True,
     spool_dir: Optional[str] = None,
     handle_sigterm: bool = True,
@@ -88,6 +89,10 @@ def init(
     - `run_id` (else `TRAINLOG_RUN_ID`) with `resume` "allow" (continue or create; the default when
       an id is given), "must" (continue, refuse if unknown) or "never" (refuse an existing id).
     - `mode="offline"` only writes the local spool; `trainlog sync` sends it later.
+    - `capture_code_diff=False` (or `TRAINLOG_CAPTURE_CODE_DIFF=0`) records the commit, branch,
+      remote and dirty flag but not the uncommitted diff, which may hold secrets.
+    - The command line is recorded with the values of secret-looking flags (`--password`,
+      `--api-key`, ...) and the credentials in URLs replaced by `***`.
     - `cost={"per_hour": 2.5}` sets the price (else `TRAINLOG_COST_PER_HOUR`, else the shipped
       price table for the detected GPUs); `cost=False` turns cost accounting off.
     - On SIGTERM (a preemption notice) the run is flushed for a bounded time and marked `preempted`,
@@ -129,6 +134,7 @@ def init(
         system_interval=float(system_metrics_interval or 0.0),
         capture_environment=capture_environment,
         capture_code=capture_code,
+        capture_code_diff=capture_code_diff,
         cost=cost_on,
         cost_per_hour=per_hour,
     )

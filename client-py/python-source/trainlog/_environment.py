@@ -6,13 +6,15 @@ import platform
 import sys
 from typing import Any, Dict
 
+from trainlog._trainlog import redact_command_line
+
 
 def python_info() -> Dict[str, Any]:
     return {
         "version": platform.python_version(),
         "implementation": platform.python_implementation(),
         "executable": sys.executable,
-        "argv": list(sys.argv),
+        "argv": redact_command_line(list(sys.argv)),
     }
 
 

@@ -15,6 +15,7 @@ __all__ = [
     "UnreachableError",
     "__version__",
     "cli_main",
+    "redact_command_line",
     "sync",
 ]
 
@@ -49,6 +50,7 @@ class NativeRun:
         system_interval: float = 10.0,
         capture_environment: bool = True,
         capture_code: bool = True,
+        capture_code_diff: bool = True,
         cost: bool = True,
         cost_per_hour: Optional[float] = None,
     ) -> "NativeRun": ...
@@ -111,3 +113,4 @@ class NativeApi:
 
 def sync(dir: Optional[str] = None, server: Optional[str] = None, include_live: bool = False) -> Dict[str, Any]: ...
 def cli_main(argv: List[str]) -> int: ...
+def redact_command_line(args: List[str]) -> List[str]: ...

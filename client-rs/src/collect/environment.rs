@@ -6,12 +6,12 @@
 use serde_json::{json, Value};
 use sysinfo::{CpuRefreshKind, MemoryRefreshKind, RefreshKind, System};
 
-use super::gpu;
+use super::{gpu, redact};
 
 /// A JSON object: `os` {name, version, arch}, `kernel`, `hostname`,
 /// `cpu` {model, logical_cores, physical_cores}, `ram_total_bytes`, `command_line` (this
-/// process's arguments), `executable`, `cwd`, `sdk_version`, `cuda_visible_devices` and `gpu`
-/// (see [`gpu::describe`]).
+/// process's arguments, secrets masked by [`redact::redact_command_line`]), `executable`, `cwd`,
+/// `sdk_version`, `cuda_visible_devices` and `gpu` (see [`gpu::describe`]).
 pub fn capture() -> Value {
     let system = System::new_with_specifics(
         RefreshKind::nothing().with_cpu(CpuRefreshKind::nothing()).with_memory(MemoryRefreshKind::nothing().with_ram()),
@@ -22,7 +22,8 @@ pub fn capture() -> Value {
     let logical_cores =
         if cpus.is_empty() { std::thread::available_parallelism().ok().map(|n| n.get()) } else { Some(cpus.len()) };
     let ram_total = system.as_ref().map(System::total_memory).filter(|total| *total > 0);
-    let command_line: Vec<String> = std::env::args_os().map(|arg| arg.to_string_lossy().into_owned()).collect();
+    let arguments: Vec<String> = std::env::args_os().map(|arg| arg.to_string_lossy().into_owned()).collect();
+    let command_line = redact::redact_command_line(&arguments);
     json!({
         "os": {
             "name": System::name().ok(),

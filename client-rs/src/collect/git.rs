@@ -3,7 +3,8 @@
 //!
 //! Each git command runs with a deadline (killed past it), no terminal prompt and no optional
 //! locks, so capturing never hangs the run or disturbs a concurrent `git` in the same checkout.
-//! Remote URLs are stored without credentials.
+//! Remote URLs are stored without credentials, and without the values of secret query
+//! parameters (`?access_token=`, see [`redact`]).
 
 use std::io::Read;
 use std::path::Path;
@@ -12,6 +13,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+use super::redact;
 
 /// How long one git command may run before it is killed.
 const GIT_DEADLINE: Duration = Duration::from_secs(10);
@@ -148,10 +151,12 @@ fn cap_text(text: &mut String, cap: usize) -> bool {
 /// or git is not installed.
 ///
 /// The object: `commit` (null before the first commit), `branch` (null when detached), `remote_url`
-/// (origin's, else the first remote's; credentials stripped; null without remotes), `dirty`
-/// (uncommitted changes, untracked files included), `diff` (`git diff HEAD` followed by the list
-/// of untracked files, cut at `diff_cap_bytes` on a char boundary), `diff_truncated`, `root`.
-pub fn capture(dir: &Path, diff_cap_bytes: usize) -> Option<Value> {
+/// (origin's, else the first remote's; credentials and secret query parameters removed; null
+/// without remotes), `dirty` (uncommitted changes, untracked files included), `diff` (`git diff
+/// HEAD` followed by the list of untracked files, cut at `diff_cap_bytes` on a char boundary),
+/// `diff_truncated`, `root`. With `diff_cap_bytes` None the diff is not read: `diff` and
+/// `diff_truncated` are null.
+pub fn capture(dir: &Path, diff_cap_bytes: Option<usize>) -> Option<Value> {
     let inside = run_git(dir, &["rev-parse", "--is-inside-work-tree"], SMALL_OUTPUT)?.line();
     if inside.as_deref() != Some("true") {
         return None;
@@ -163,29 +168,56 @@ pub fn capture(dir: &Path, diff_cap_bytes: usize) -> Option<Value> {
     let commit =
         run_git(dir, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], SMALL_OUTPUT).and_then(GitOutput::line);
     let branch = run_git(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"], SMALL_OUTPUT).and_then(GitOutput::line);
-    let remote_url = remote_url(dir).map(|url| strip_credentials(&url));
+    let remote_url = remote_url(dir).map(|url| redact::redact_urls(&strip_credentials(&url)));
 
     let status = run_git(dir, &["status", "--porcelain", "--untracked-files=normal"], SMALL_OUTPUT);
     let status_known = status.as_ref().is_some_and(|s| s.success);
     let status_dirty = status.as_ref().is_some_and(|s| s.success && !s.stdout.is_empty());
 
+    let diff = diff_cap_bytes.map(|cap| read_diff(dir, commit.is_some(), cap));
+    let dirty =
+        if status_known { Some(status_dirty) } else { diff.as_ref().filter(|d| d.known).map(|d| !d.text.is_empty()) };
+
+    Some(json!({
+        "commit": commit,
+        "branch": branch,
+        "remote_url": remote_url,
+        "dirty": dirty,
+        "diff": diff.as_ref().map(|d| d.text.as_str()),
+        "diff_truncated": diff.as_ref().map(|d| d.truncated),
+        "root": root,
+    }))
+}
+
+/// The uncommitted changes of a work tree.
+struct Diff {
+    /// `git diff` against HEAD (or the empty tree) then the untracked files, at most the cap.
+    text: String,
+    truncated: bool,
+    /// Whether `git diff` answered (else `text` holds at most the untracked files).
+    known: bool,
+}
+
+/// Reads the diff of the work tree at `root`, cut at `cap_bytes` on a char boundary.
+fn read_diff(root: &Path, has_commit: bool, cap_bytes: usize) -> Diff {
     // Before the first commit there is no HEAD: compare with the empty tree instead.
-    let base = match &commit {
-        Some(_) => Some("HEAD".to_owned()),
-        None => run_git(dir, &["hash-object", "-t", "tree", "--stdin"], SMALL_OUTPUT).and_then(GitOutput::line),
+    let base = if has_commit {
+        Some("HEAD".to_owned())
+    } else {
+        run_git(root, &["hash-object", "-t", "tree", "--stdin"], SMALL_OUTPUT).and_then(GitOutput::line)
     };
     // One byte more than the cap tells whether the cap cut anything.
-    let keep = diff_cap_bytes.saturating_add(1);
+    let keep = cap_bytes.saturating_add(1);
     let diff_output = base.and_then(|base| {
-        run_git(dir, &["diff", "--no-ext-diff", "--no-textconv", "--no-color", base.as_str(), "--"], keep)
+        run_git(root, &["diff", "--no-ext-diff", "--no-textconv", "--no-color", base.as_str(), "--"], keep)
     });
-    let untracked = run_git(dir, &["ls-files", "--others", "--exclude-standard", "-z"], SMALL_OUTPUT);
+    let untracked = run_git(root, &["ls-files", "--others", "--exclude-standard", "-z"], SMALL_OUTPUT);
 
     let mut truncated = false;
-    let mut diff = String::new();
+    let mut text = String::new();
     if let Some(output) = &diff_output {
         truncated |= output.truncated;
-        diff.push_str(&String::from_utf8_lossy(&output.stdout));
+        text.push_str(&String::from_utf8_lossy(&output.stdout));
     }
     let mut untracked_files: Vec<String> = Vec::new();
     if let Some(output) = untracked.filter(|o| o.success) {
@@ -198,36 +230,18 @@ pub fn capture(dir: &Path, diff_cap_bytes: usize) -> Option<Value> {
             .collect();
     }
     if !untracked_files.is_empty() {
-        if !diff.is_empty() && !diff.ends_with('\n') {
-            diff.push('\n');
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
         }
-        diff.push_str("# Untracked files:\n");
+        text.push_str("# Untracked files:\n");
         for name in &untracked_files {
-            diff.push_str("#   ");
-            diff.push_str(name);
-            diff.push('\n');
+            text.push_str("#   ");
+            text.push_str(name);
+            text.push('\n');
         }
     }
-    truncated |= cap_text(&mut diff, diff_cap_bytes);
-
-    let diff_known = diff_output.as_ref().is_some_and(|o| o.success);
-    let dirty = if status_known {
-        Some(status_dirty)
-    } else if diff_known {
-        Some(!diff.is_empty())
-    } else {
-        None
-    };
-
-    Some(json!({
-        "commit": commit,
-        "branch": branch,
-        "remote_url": remote_url,
-        "dirty": dirty,
-        "diff": diff,
-        "diff_truncated": truncated,
-        "root": root,
-    }))
+    truncated |= cap_text(&mut text, cap_bytes);
+    Diff { text, truncated, known: diff_output.as_ref().is_some_and(|o| o.success) }
 }
 
 /// origin's URL, else the first remote's.
@@ -322,7 +336,7 @@ mod tests {
         std::fs::create_dir(dir.join("sub")).unwrap();
 
         // From a subdirectory: the work tree is found above it.
-        let value = capture(&dir.join("sub"), 1 << 20).unwrap();
+        let value = capture(&dir.join("sub"), Some(1 << 20)).unwrap();
         assert_eq!(value["commit"], git(dir, &["rev-parse", "HEAD"]).as_str());
         assert_eq!(value["commit"].as_str().map(str::len), Some(40));
         assert_eq!(value["branch"], "trunk");
@@ -340,17 +354,45 @@ mod tests {
     #[test]
     fn clean_repository_is_not_dirty() {
         let tmp = repo();
-        let value = capture(&tmp.0, 1 << 20).unwrap();
+        let value = capture(&tmp.0, Some(1 << 20)).unwrap();
         assert_eq!(value["dirty"], false);
         assert_eq!(value["diff"], "");
         assert_eq!(value["diff_truncated"], false);
     }
 
     #[test]
+    fn without_the_diff_only_the_state_is_kept() {
+        let tmp = repo();
+        let dir = tmp.0.as_path();
+        std::fs::write(dir.join("train.py"), "api_key = 'sk-live-123'\n").unwrap();
+        std::fs::write(dir.join("credentials.txt"), "x\n").unwrap();
+        let value = capture(dir, None).unwrap();
+        assert_eq!(value["commit"], git(dir, &["rev-parse", "HEAD"]).as_str());
+        assert_eq!(value["branch"], "trunk");
+        assert_eq!(value["dirty"], true);
+        assert_eq!(value["diff"], Value::Null);
+        assert_eq!(value["diff_truncated"], Value::Null);
+        let text = value.to_string();
+        assert!(!text.contains("sk-live-123") && !text.contains("credentials.txt"), "{value}");
+    }
+
+    #[test]
+    fn remote_url_loses_secret_query_parameters() {
+        let tmp = repo();
+        let dir = tmp.0.as_path();
+        git(dir, &["remote", "set-url", "origin", "https://example.com/org/repo.git?access_token=tok123&ref=main"]);
+        let value = capture(dir, None).unwrap();
+        assert_eq!(value["remote_url"], "https://example.com/org/repo.git?access_token=***&ref=main");
+        git(dir, &["remote", "set-url", "origin", "ssh://git:hunter2@example.com/org/repo.git"]);
+        let value = capture(dir, None).unwrap();
+        assert_eq!(value["remote_url"], "ssh://git@example.com/org/repo.git");
+    }
+
+    #[test]
     fn untracked_file_alone_makes_dirty() {
         let tmp = repo();
         std::fs::write(tmp.0.join("new.py"), "x = 1\n").unwrap();
-        let value = capture(&tmp.0, 1 << 20).unwrap();
+        let value = capture(&tmp.0, Some(1 << 20)).unwrap();
         assert_eq!(value["dirty"], true);
         assert!(value["diff"].as_str().unwrap().contains("new.py"), "{value}");
     }
@@ -361,7 +403,7 @@ mod tests {
         let dir = tmp.0.as_path();
         let big: String = (0..2000).map(|i| format!("line {i} é\n")).collect();
         std::fs::write(dir.join("train.py"), big).unwrap();
-        let value = capture(dir, 100).unwrap();
+        let value = capture(dir, Some(100)).unwrap();
         let diff = value["diff"].as_str().unwrap();
         assert!(diff.len() <= 100 && diff.len() > 50, "{}", diff.len());
         assert!(diff.starts_with("diff --git"), "{diff}");
@@ -374,7 +416,7 @@ mod tests {
         let tmp = TempDir::new("empty");
         git(&tmp.0, &["init", "--quiet"]);
         std::fs::write(tmp.0.join("a.txt"), "a\n").unwrap();
-        let value = capture(&tmp.0, 1 << 20).unwrap();
+        let value = capture(&tmp.0, Some(1 << 20)).unwrap();
         assert_eq!(value["commit"], Value::Null);
         assert_eq!(value["remote_url"], Value::Null);
         assert_eq!(value["dirty"], true);
@@ -409,7 +451,7 @@ mod tests {
         // check that assumption so the test means what it says.
         let above = Command::new("git").arg("-C").arg(&tmp.0).args(["rev-parse", "--git-dir"]).output().unwrap();
         assert!(!above.status.success(), "temp dir unexpectedly inside a git repository");
-        assert_eq!(capture(&tmp.0, 1000), None);
-        assert_eq!(capture(&tmp.0.join("missing"), 1000), None);
+        assert_eq!(capture(&tmp.0, Some(1000)), None);
+        assert_eq!(capture(&tmp.0.join("missing"), Some(1000)), None);
     }
 }

@@ -3,4 +3,5 @@ pub mod cost;
 pub mod environment;
 pub mod git;
 pub mod gpu;
+pub mod redact;
 pub mod system;
