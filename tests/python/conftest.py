@@ -58,19 +58,18 @@ def _pump(stream, lines: queue.Queue, output: list[str]) -> None:
     lines.put(None)
 
 
-@pytest.fixture(scope="module")
-def trainlog_server(tmp_path_factory: pytest.TempPathFactory):
-    """A server on port 0 in a fresh working directory, stopped with SIGTERM afterwards."""
+def start_trainlog(cwd: Path, extra_args: list[str] | None = None, env: dict[str, str] | None = None) -> TrainlogServer:
+    """Starts the server in `cwd` on port 0 and waits for its ready line (fails the test if none comes)."""
     binary = trainlog_binary()
     if not binary.is_file():
         pytest.fail(f"{binary} is missing: run `cargo build --release` first, or set TRAINLOG_BIN")
-    cwd = tmp_path_factory.mktemp("trainlog")
     # The flags below decide; a TRAINLOG_STORE from the environment would move the store elsewhere.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
+    base_env.update(env or {})
     process = subprocess.Popen(
-        [str(binary), "server", "--host", "127.0.0.1", "--port", "0", "--data", "trainlog-data"],
+        [str(binary), "server", "--host", "127.0.0.1", "--port", "0", "--data", "trainlog-data", *(extra_args or [])],
         cwd=cwd,
-        env=env,
+        env=base_env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -101,10 +100,12 @@ def trainlog_server(tmp_path_factory: pytest.TempPathFactory):
         process.kill()
         process.wait()
         pytest.fail(f"trainlog did not start: {e}\n--- server output ---\n{''.join(output)}")
+    return TrainlogServer(url=url, cwd=cwd, process=process, output=output)
 
-    server = TrainlogServer(url=url, cwd=cwd, process=process, output=output)
-    yield server
 
+def stop_trainlog(server: TrainlogServer) -> None:
+    """SIGTERM, then fails the test unless the server stops cleanly in time."""
+    process = server.process
     process.send_signal(signal.SIGTERM)
     try:
         status = process.wait(timeout=STOP_TIMEOUT_S)
@@ -114,3 +115,11 @@ def trainlog_server(tmp_path_factory: pytest.TempPathFactory):
         pytest.fail(f"trainlog did not stop within {STOP_TIMEOUT_S} s of SIGTERM; killed\n{server.log()}")
     if status != 0:
         pytest.fail(f"trainlog exited with status {status} after SIGTERM\n{server.log()}")
+
+
+@pytest.fixture(scope="module")
+def trainlog_server(tmp_path_factory: pytest.TempPathFactory):
+    """A server on port 0 in a fresh working directory, stopped with SIGTERM afterwards."""
+    server = start_trainlog(tmp_path_factory.mktemp("trainlog"))
+    yield server
+    stop_trainlog(server)

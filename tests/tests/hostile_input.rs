@@ -161,3 +161,91 @@ fn failures_and_work_are_counted_where_an_operator_sees_them() {
     }
     assert!(text.contains("# TYPE trainlog_object_store_latency_seconds counter"), "{text}");
 }
+
+#[test]
+fn a_rewritten_old_step_is_answered_from_summaries_without_merging_the_series_on_reads() {
+    let server = TestServer::spawn_local();
+    let run = server.create_run("resumed", "r");
+    let steps = 200_000;
+    for first in (0..steps).step_by(50_000) {
+        let points: Vec<Value> = (first..first + 50_000)
+            .map(|s| json!({"key": "loss", "step": s, "value": 10.0 - s as f64 / 1e5}))
+            .collect();
+        assert_eq!(server.log(&run, Value::Array(points)).0, 200);
+    }
+    server.flush();
+    let recomputes =
+        |server: &TestServer| server.get("/admin/stats").1["summary_recomputes"].as_u64().expect("a count");
+    let before = recomputes(&server);
+
+    // The resume path: the old step 0 (the series' maximum) sent again lower, step 5 higher,
+    // then new steps keep coming while the run is read and searched.
+    let (status, body) =
+        server.log(&run, json!([{"key": "loss", "step": 0, "value": 1.0}, {"key": "loss", "step": 5, "value": 20.0}]));
+    assert_eq!(status, 200, "{body}");
+    for i in 0..20 {
+        assert_eq!(server.log(&run, json!([{"key": "loss", "step": steps + i, "value": 5.0}])).0, 200);
+        let (status, got) = server.get(&format!("/runs/{run}"));
+        assert_eq!(status, 200);
+        let loss = &got["summary"]["loss"];
+        assert_eq!(loss["last"], 5.0, "{loss}");
+        assert_eq!(loss["last_step"], steps + i);
+        assert_eq!(loss["max"], 20.0, "the rewritten step widens the max at once: {loss}");
+        let (status, found) = server.post("/runs/search", &json!({"project": "resumed", "filter": "metrics.loss = 5"}));
+        assert_eq!(status, 200, "{found}");
+        assert_eq!(found["runs"].as_array().map(Vec::len), Some(1), "{found}");
+    }
+    // Forty reads later, the series was recomputed in the background at most a few times, not per read.
+    let during = recomputes(&server) - before;
+    assert!(during <= 5, "{during} recomputations for 40 reads");
+
+    server.flush();
+    let (_, got) = server.get(&format!("/runs/{run}"));
+    let loss = &got["summary"]["loss"];
+    let expected_max = 20.0;
+    assert_eq!(loss["max"], expected_max);
+    assert_eq!(loss["count"], steps + 20, "{loss}");
+    // Exact after the recomputation: step 0's old 10.0 no longer counts, the new 1.0 does.
+    let expected_min = 1.0_f64.min(10.0 - (steps - 1) as f64 / 1e5);
+    assert_eq!(loss["min"], expected_min);
+}
+
+#[test]
+fn a_lost_metric_file_leaves_the_rest_of_the_series_readable_and_compaction_moves_on() {
+    let server = TestServer::spawn_local();
+    let run = server.create_run("lost", "r");
+    for first in [0, 100] {
+        let points: Vec<Value> = (first..first + 100).map(|s| json!({"key": "loss", "step": s, "value": s})).collect();
+        assert_eq!(server.log(&run, Value::Array(points)).0, 200);
+        server.flush();
+    }
+    let folder = std::fs::read_dir(server.data.join("store/projects"))
+        .expect("projects")
+        .map(|e| e.expect("entry").path().join("metrics").join(&run))
+        .find(|p| p.exists())
+        .expect("the run's metric folder");
+    let mut files: Vec<_> = std::fs::read_dir(&folder).expect("files").map(|e| e.expect("entry").path()).collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    std::fs::remove_file(&files[0]).expect("removing the older file");
+
+    let (status, body) = server.get(&format!("/runs/{run}/metrics?key=loss"));
+    assert_eq!(status, 200, "{body}");
+    let steps: Vec<i64> =
+        body["points"].as_array().expect("points").iter().map(|p| p["step"].as_i64().expect("step")).collect();
+    assert_eq!(steps, (100..200).collect::<Vec<_>>());
+    let missing = body["missing_files"].as_array().expect("the lost file is named");
+    assert_eq!(missing.len(), 1);
+    assert!(missing[0].as_str().is_some_and(|m| files[0].ends_with(m)), "{missing:?}");
+    assert_eq!(server.get("/admin/stats").1["missing_files"], 1);
+
+    // Finishing compacts the run: the lost file leaves the catalog, and nothing fails again.
+    assert_eq!(server.post(&format!("/runs/{run}/finish"), &json!({"status": "finished"})).0, 200);
+    server.flush();
+    let (_, body) = server.get(&format!("/runs/{run}/metrics?key=loss"));
+    assert!(body.get("missing_files").is_none(), "{body}");
+    assert_eq!(body["points"].as_array().map(Vec::len), Some(100));
+    let (_, stats) = server.get("/admin/stats");
+    assert_eq!(stats["compaction_failures"], 0, "{stats}");
+    assert_eq!(stats["files"], 1, "{stats}");
+}

@@ -35,6 +35,10 @@ enum Command {
         /// for any). Requests naming another host get 421, which stops DNS rebinding.
         #[arg(long, env = "TRAINLOG_ALLOWED_HOSTS", value_delimiter = ',')]
         allowed_hosts: Vec<String>,
+        /// Bytes of buffered points (24 a point) above which ingest answers 503 with Retry-After
+        /// while the object store is slow or away; the SDKs spool and send again.
+        #[arg(long, env = "TRAINLOG_MAX_BUFFER_BYTES", default_value_t = trainlog_store::DEFAULT_MAX_BUFFER_BYTES)]
+        max_buffer_bytes: usize,
     },
     /// The model registry: list, show, alias, download.
     Models {
@@ -445,8 +449,12 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 }
             }
         }
-        Command::Server { host, port, data, store, trial_timeout, allowed_hosts } => {
-            tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).init();
+        Command::Server { host, port, data, store, trial_timeout, allowed_hosts, max_buffer_bytes } => {
+            tracing_subscriber::fmt()
+                .with_writer(std::io::stderr)
+                .with_target(false)
+                .with_max_level(tracing::Level::WARN)
+                .init();
             let config = ServerConfig {
                 host,
                 port,
@@ -454,6 +462,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 store_url: store,
                 trial_timeout: std::time::Duration::from_secs(trial_timeout.max(1)),
                 allowed_hosts,
+                max_buffer_bytes,
             };
             let system = actix_web::rt::System::with_tokio_rt(|| {
                 tokio::runtime::Builder::new_multi_thread()

@@ -33,6 +33,8 @@ pub struct ServerConfig {
     pub trial_timeout: std::time::Duration,
     /// Host names served besides the bound address (`*`: any); see `guard::HostPolicy`.
     pub allowed_hosts: Vec<String>,
+    /// Bytes of buffered points above which ingest answers 503 until persisting catches up.
+    pub max_buffer_bytes: usize,
 }
 
 /// Shared by every request handler.
@@ -60,7 +62,11 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
             .map_err(|e| to_io(e.to_string()))?
             .map_err(|e| to_io(format!("opening the metadata store: {e}")))?,
     );
-    let store = MetricsStore::open(StoreConfig::new(config.data_dir.clone(), config.store_url.clone()), meta.clone())
+    let store_config = StoreConfig {
+        max_buffer_bytes: config.max_buffer_bytes,
+        ..StoreConfig::new(config.data_dir.clone(), config.store_url.clone())
+    };
+    let store = MetricsStore::open(store_config, meta.clone())
         .await
         .map_err(|e| to_io(format!("opening the metrics store: {e}")))?;
     let state = web::Data::new(AppState {

@@ -15,9 +15,14 @@ pub async fn prometheus(state: State) -> HttpResponse {
     let stats = state.store.stats();
     let c = stats.counters;
     let mut registry = Registry::with_prefix("trainlog");
-    let counters: [(&str, &str, u64); 16] = [
+    let counters: [(&str, &str, u64); 19] = [
         ("ingest_batches", "Metric batches acknowledged", c.ingest_batches),
         ("ingest_points", "Metric points acknowledged", c.ingest_points),
+        (
+            "ingest_refused_buffer_full",
+            "Metric batches refused with 503 because the buffer was at its bound",
+            c.ingest_refused_buffer_full,
+        ),
         ("wal_records", "Records written to the write-ahead log", c.wal_records),
         ("wal_syncs", "fsyncs of the write-ahead log (group commits)", c.wal_syncs),
         ("wal_write_failures", "Write-ahead log writes that failed (their batches were refused)", c.wal_write_failures),
@@ -29,9 +34,15 @@ pub async fn prometheus(state: State) -> HttpResponse {
         ("compaction_failures", "Compaction rounds that failed and will be retried", c.compaction_failures),
         ("summary_sync_failures", "Writes of metric summaries to SQLite that failed", c.summary_sync_failures),
         ("runs_table_failures", "Runs-table rewrites that failed", c.runs_table_failures),
+        (
+            "summary_recomputes",
+            "Series summaries recomputed in the background after a rewritten step",
+            c.summary_recomputes,
+        ),
         ("orphan_sweep_failures", "Start-up sweeps of unrecorded files that failed", c.orphan_sweep_failures),
         ("object_store_requests", "Object-store reads and writes of metric files", c.object_store_requests),
         ("object_store_failures", "Object-store requests that failed", c.object_store_failures),
+        ("missing_files", "Catalogued metric files found missing from the object store", c.missing_files),
     ];
     for (name, help, value) in counters {
         registry.register(name, help, ConstCounter::new(value));
@@ -42,9 +53,10 @@ pub async fn prometheus(state: State) -> HttpResponse {
         Unit::Seconds,
         ConstCounter::new(c.object_store_micros as f64 / 1e6),
     );
-    let gauges: [(&str, &str, i64); 5] = [
+    let gauges: [(&str, &str, i64); 6] = [
         ("buffered_points", "Points in memory waiting to be persisted", stats.buffered_points as i64),
         ("buffered_bytes", "Bytes of points in memory waiting to be persisted", stats.buffered_bytes as i64),
+        ("max_buffer_bytes", "Bound of buffered bytes above which ingest answers 503", stats.max_buffer_bytes as i64),
         ("frozen_generations", "Buffer generations waiting to be persisted", stats.frozen_generations as i64),
         ("files", "Metric files in the catalog", stats.files as i64),
         ("file_bytes", "Bytes of metric files in the catalog", stats.file_bytes as i64),

@@ -498,6 +498,11 @@ async fn get_metrics(state: State, path: web::Path<String>, req: HttpRequest) ->
     serde_json::to_writer(&mut out, q.key.as_str()).map_err(|e| ApiError::Internal(e.to_string()))?;
     out.extend_from_slice(if q.buckets.is_some() { b",\"buckets\":" } else { b",\"points\":" });
     series_body(&series, q.buckets, &mut out)?;
+    let missing = state.store.missing_files(&id);
+    if !missing.is_empty() {
+        out.extend_from_slice(b",\"missing_files\":");
+        serde_json::to_writer(&mut out, &missing).map_err(|e| ApiError::Internal(e.to_string()))?;
+    }
     out.push(b'}');
     Ok(HttpResponse::Ok().content_type("application/json").body(out))
 }
@@ -829,16 +834,20 @@ async fn stats(state: State) -> Result<HttpResponse> {
         "wal_rotate_failures": c.wal_rotate_failures,
         "ingest_batches": c.ingest_batches,
         "ingest_points": c.ingest_points,
+        "ingest_refused_buffer_full": c.ingest_refused_buffer_full,
+        "max_buffer_bytes": s.max_buffer_bytes,
         "persisted_files": c.persisted_files,
         "persisted_points": c.persisted_points,
         "persist_failures": c.persist_failures,
         "compactions": c.compactions,
         "compaction_failures": c.compaction_failures,
         "summary_sync_failures": c.summary_sync_failures,
+        "summary_recomputes": c.summary_recomputes,
         "runs_table_failures": c.runs_table_failures,
         "orphan_sweep_failures": c.orphan_sweep_failures,
         "object_store_requests": c.object_store_requests,
         "object_store_failures": c.object_store_failures,
+        "missing_files": c.missing_files,
         "object_store_seconds": c.object_store_micros as f64 / 1e6,
         "errors": errors,
     })))

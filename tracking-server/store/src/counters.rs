@@ -9,6 +9,7 @@ use std::time::Duration;
 pub struct Counters {
     pub ingest_batches: AtomicU64,
     pub ingest_points: AtomicU64,
+    pub ingest_refused_buffer_full: AtomicU64,
     pub wal_records: AtomicU64,
     pub wal_syncs: AtomicU64,
     pub wal_write_failures: AtomicU64,
@@ -19,10 +20,12 @@ pub struct Counters {
     pub compactions: AtomicU64,
     pub compaction_failures: AtomicU64,
     pub summary_sync_failures: AtomicU64,
+    pub summary_recomputes: AtomicU64,
     pub runs_table_failures: AtomicU64,
     pub orphan_sweep_failures: AtomicU64,
     pub object_store_requests: AtomicU64,
     pub object_store_failures: AtomicU64,
+    pub missing_files: AtomicU64,
     pub object_store_micros: AtomicU64,
 }
 
@@ -31,6 +34,7 @@ pub struct Counters {
 pub struct CounterValues {
     pub ingest_batches: u64,
     pub ingest_points: u64,
+    pub ingest_refused_buffer_full: u64,
     pub wal_records: u64,
     pub wal_syncs: u64,
     pub wal_write_failures: u64,
@@ -41,10 +45,12 @@ pub struct CounterValues {
     pub compactions: u64,
     pub compaction_failures: u64,
     pub summary_sync_failures: u64,
+    pub summary_recomputes: u64,
     pub runs_table_failures: u64,
     pub orphan_sweep_failures: u64,
     pub object_store_requests: u64,
     pub object_store_failures: u64,
+    pub missing_files: u64,
     pub object_store_micros: u64,
 }
 
@@ -67,6 +73,7 @@ impl Counters {
         CounterValues {
             ingest_batches: v(&self.ingest_batches),
             ingest_points: v(&self.ingest_points),
+            ingest_refused_buffer_full: v(&self.ingest_refused_buffer_full),
             wal_records: v(&self.wal_records),
             wal_syncs: v(&self.wal_syncs),
             wal_write_failures: v(&self.wal_write_failures),
@@ -77,10 +84,12 @@ impl Counters {
             compactions: v(&self.compactions),
             compaction_failures: v(&self.compaction_failures),
             summary_sync_failures: v(&self.summary_sync_failures),
+            summary_recomputes: v(&self.summary_recomputes),
             runs_table_failures: v(&self.runs_table_failures),
             orphan_sweep_failures: v(&self.orphan_sweep_failures),
             object_store_requests: v(&self.object_store_requests),
             object_store_failures: v(&self.object_store_failures),
+            missing_files: v(&self.missing_files),
             object_store_micros: v(&self.object_store_micros),
         }
     }

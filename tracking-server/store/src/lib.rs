@@ -19,7 +19,7 @@ pub use counters::CounterValues;
 pub use objects::{metric_file_path, runs_table_path};
 pub use parquet_io::{KeyIndex, KeyRange};
 pub use series::{Bucket, Series, StepRange};
-pub use store::{MetricsStore, StoreConfig, StoreStats};
+pub use store::{MetricsStore, StoreConfig, StoreStats, DEFAULT_MAX_BUFFER_BYTES};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -43,6 +43,10 @@ pub enum Error {
     Body(String),
     #[error("a background task failed: {0}")]
     Task(String),
+    /// Buffered points wait for an object store that is slow or away; nothing of the batch
+    /// was acknowledged, and the client should send it again later.
+    #[error("the server's buffer holds {buffered_bytes} bytes of points waiting for the object store (limit {limit})")]
+    BufferFull { buffered_bytes: usize, limit: usize },
     /// The write-ahead log cannot take a batch now; nothing of it was acknowledged.
     #[error("the write-ahead log cannot be written: {message}")]
     LogUnavailable { message: String, disk_full: bool },

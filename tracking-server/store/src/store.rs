@@ -10,15 +10,18 @@ use crate::wal::{self, Segment};
 use crate::{blocking, io_err, objects, runs_table, Error, Result};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Notify};
 use trainlog_meta::{MetaStore, MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
 use trainlog_schema::{MetricKey, MetricSummary, PointBatch, RunId};
+
+/// Default bound of buffered point bytes: about eleven million points.
+pub const DEFAULT_MAX_BUFFER_BYTES: usize = 256 << 20;
 
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -36,6 +39,9 @@ pub struct StoreConfig {
     pub max_files_per_run: usize,
     /// Bytes of decoded series kept in memory for reads.
     pub cache_bytes: usize,
+    /// Bytes of buffered points (`Series::BYTES_PER_POINT` each) above which ingest is refused
+    /// with `Error::BufferFull` until persisting catches up.
+    pub max_buffer_bytes: usize,
 }
 
 impl StoreConfig {
@@ -48,6 +54,7 @@ impl StoreConfig {
             max_frozen: 2,
             max_files_per_run: 16,
             cache_bytes: 128 << 20,
+            max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
         }
     }
 }
@@ -57,6 +64,7 @@ impl StoreConfig {
 pub struct StoreStats {
     pub buffered_points: usize,
     pub buffered_bytes: usize,
+    pub max_buffer_bytes: usize,
     pub frozen_generations: usize,
     pub files: usize,
     pub file_bytes: u64,
@@ -110,6 +118,11 @@ pub(crate) struct Inner {
     replay: (usize, u64),
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     counters: Counters,
+    /// Metric files the catalog names but the object store no longer has, by run: reads skip
+    /// them and say so, and the run's next compaction drops them from the catalog.
+    missing_files: Mutex<HashMap<RunId, BTreeSet<String>>>,
+    /// Points in the active and frozen generations, read by ingest to refuse what exceeds the bound.
+    buffered_points: AtomicUsize,
     /// Serializes persisting and compacting, which the background task and `flush` both start.
     persist_lock: tokio::sync::Mutex<()>,
     /// Serializes writing summaries, so an older snapshot never lands after a newer one.
@@ -156,6 +169,7 @@ impl MetricsStore {
         let meta2 = meta.clone();
         let wal_dir2 = wal_dir.clone();
         let (state, summaries, segment, replay) = blocking(move || recover(&meta2, &wal_dir2)).await?;
+        let replayed_points = state.frozen.iter().map(|g| g.points).sum();
         let (tx, rx) = mpsc::sync_channel(1024);
         let inner = Arc::new(Inner {
             config,
@@ -176,6 +190,8 @@ impl MetricsStore {
             replay,
             tasks: Mutex::new(Vec::new()),
             counters: Counters::default(),
+            buffered_points: AtomicUsize::new(replayed_points),
+            missing_files: Mutex::new(HashMap::new()),
             persist_lock: tokio::sync::Mutex::new(()),
             summary_sync_lock: tokio::sync::Mutex::new(()),
         });
@@ -203,7 +219,7 @@ impl MetricsStore {
             tokio::spawn(async move {
                 match inner.sweep_orphans().await {
                     Ok(0) => {}
-                    Ok(n) => tracing::info!(files = n, "removed metric files left unrecorded by a crash"),
+                    Ok(n) => tracing::warn!(files = n, "removed metric files left unrecorded by a crash"),
                     Err(e) => {
                         bump(&inner.counters.orphan_sweep_failures);
                         tracing::error!("could not sweep unrecorded metric files: {e}");
@@ -241,6 +257,10 @@ impl MetricsStore {
                         break;
                     }
                     tick += 1;
+                    if let Err(e) = inner.settle_stale_summaries().await {
+                        bump(&inner.counters.summary_sync_failures);
+                        tracing::error!("recomputing metric summaries failed, will retry: {e}");
+                    }
                     if let Err(e) = inner.sync_summaries().await {
                         bump(&inner.counters.summary_sync_failures);
                         tracing::error!("writing metric summaries failed, will retry: {e}");
@@ -260,6 +280,12 @@ impl MetricsStore {
     pub async fn append(&self, run: &RunId, project_id: i64, batch: PointBatch) -> Result<()> {
         if batch.points.is_empty() {
             return Ok(());
+        }
+        let buffered = self.inner.buffered_points.load(Ordering::Relaxed);
+        let limit = self.inner.config.max_buffer_bytes;
+        if buffered > 0 && (buffered + batch.points.len()) * Series::BYTES_PER_POINT > limit {
+            bump(&self.inner.counters.ingest_refused_buffer_full);
+            return Err(Error::BufferFull { buffered_bytes: buffered * Series::BYTES_PER_POINT, limit });
         }
         self.inner.ensure_summaries(run, project_id).await?;
         let (done, wait) = oneshot::channel();
@@ -285,20 +311,27 @@ impl MetricsStore {
         self.inner.series(run, key, range).await
     }
 
-    /// Current summaries of a run's series, recomputing stale ones.
+    /// Metric files of a run that its catalog names but the object store lost: reads of the run
+    /// leave their points out.
+    pub fn missing_files(&self, run: &RunId) -> Vec<String> {
+        lock(&self.inner.missing_files).get(run).map(|m| m.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Current summaries of a run's series. A series with a rewritten step answers bounds until
+    /// the background recomputes it (see `summaries.rs`); no read merges a series.
     pub async fn summaries(&self, run: &RunId, project_id: i64) -> Result<BTreeMap<String, MetricSummary>> {
         self.inner.ensure_summaries(run, project_id).await?;
-        self.inner.refresh_stale(run).await?;
         Ok(lock(&self.inner.summaries).current(run).unwrap_or_default())
     }
 
-    /// Writes every current summary to the metadata store, so run search sees them.
+    /// Writes every changed summary to the metadata store, so run search sees them.
     pub async fn sync_summaries(&self) -> Result<()> {
-        let stale_runs = lock(&self.inner.summaries).runs_with_stale();
-        for run in stale_runs {
-            self.inner.refresh_stale(&run).await?;
-        }
         self.inner.sync_summaries().await
+    }
+
+    /// Recomputes, from their series, the summaries that a rewritten step left as bounds.
+    pub async fn settle_stale_summaries(&self) -> Result<()> {
+        self.inner.settle_stale_summaries().await
     }
 
     /// Notes that a project's runs changed, so its runs table is rewritten soon.
@@ -328,6 +361,7 @@ impl MetricsStore {
         self.rotate().await?;
         self.inner.persist_frozen().await?;
         self.inner.compact_pending().await?;
+        self.settle_stale_summaries().await?;
         self.sync_summaries().await?;
         self.inner.refresh_runs_tables(true).await
     }
@@ -368,6 +402,7 @@ impl MetricsStore {
         StoreStats {
             buffered_points,
             buffered_bytes: buffered_points * Series::BYTES_PER_POINT,
+            max_buffer_bytes: self.inner.config.max_buffer_bytes,
             frozen_generations: state.frozen.len(),
             files: n,
             file_bytes: bytes,
@@ -518,6 +553,8 @@ fn wal_loop(inner: Arc<Inner>, mut segment: Segment, rx: mpsc::Receiver<WalCmd>,
                             state.active.apply(run, *project_id, batch);
                         }
                     }
+                    let applied: usize = group.iter().map(|(_, _, batch, _)| batch.points.len()).sum();
+                    inner.buffered_points.fetch_add(applied, Ordering::Relaxed);
                     {
                         let mut sums = lock(&inner.summaries);
                         for (run, project_id, batch, _) in &group {
@@ -546,20 +583,18 @@ fn wal_loop(inner: Arc<Inner>, mut segment: Segment, rx: mpsc::Receiver<WalCmd>,
         }
         let due = {
             let state = read(&inner.state);
-            state.active.points >= inner.config.rotate_points
-                || (state.active.points > 0 && state.active.started.elapsed() >= inner.config.rotate_after)
+            let automatic = state.active.points >= inner.config.rotate_points
+                || (state.active.points > 0 && state.active.started.elapsed() >= inner.config.rotate_after);
+            // While `max_frozen` generations wait for the persister (a slow or absent object
+            // store), the active one keeps growing instead: ingest never waits here, and
+            // `max_buffer_bytes` bounds the memory. A flush or a finished run still rotates.
+            (automatic && state.frozen.len() < inner.config.max_frozen)
                 || (!rotate_waiters.is_empty() && state.active.points > 0)
         };
+        if !due && read(&inner.state).frozen.len() >= inner.config.max_frozen {
+            inner.persist_wanted.notify_one();
+        }
         if due {
-            // Bounded memory: wait for the persister before freezing yet another generation.
-            let deadline = Instant::now() + Duration::from_secs(600);
-            while read(&inner.state).frozen.len() >= inner.config.max_frozen
-                && Instant::now() < deadline
-                && !inner.stopping.load(Ordering::Acquire)
-            {
-                inner.persist_wanted.notify_one();
-                std::thread::sleep(Duration::from_millis(5));
-            }
             match rotate(&inner, &segment) {
                 Ok(next) => segment = next,
                 Err(e) => {
@@ -603,6 +638,29 @@ impl Inner {
         Ok(())
     }
 
+    /// Reads a metric file of `run`. A file the object store lost while the catalog still
+    /// names it is reported (counted, logged, listed by `missing_files`) and read as empty, so
+    /// the rest of the series still reads; a file that compaction replaced meanwhile is
+    /// `NotFound`, and the read starts again with the new file list.
+    async fn metric_file(&self, run: &RunId, path: &ObjectPath) -> Result<Option<bytes::Bytes>> {
+        match get_object(&self.objects, &self.counters, path).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(Error::ObjectStore(object_store::Error::NotFound { .. })) if self.still_catalogued(run, path) => {
+                let first_report = lock(&self.missing_files).entry(run.clone()).or_default().insert(path.to_string());
+                if first_report {
+                    bump(&self.counters.missing_files);
+                    tracing::error!(run = %run, file = %path, "a metric file in the catalog is missing from the object store; its points are left out of reads");
+                }
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn still_catalogued(&self, run: &RunId, path: &ObjectPath) -> bool {
+        read(&self.state).files.get(run).is_some_and(|f| f.files.iter().any(|m| &m.path == path))
+    }
+
     /// Makes written metric files durable before the catalog names them.
     async fn make_durable(&self, paths: Vec<ObjectPath>) -> Result<()> {
         match self.local_root.clone() {
@@ -624,10 +682,21 @@ impl Inner {
 
     async fn refresh_stale(&self, run: &RunId) -> Result<()> {
         let stale = lock(&self.summaries).stale_keys(run);
-        for (key, generation) in stale {
+        for (key, rewrites) in stale {
             let series = self.series(run, &key, StepRange::default()).await?;
-            let summary = MetricSummary::of_sorted(&series.steps, &series.timestamps, &series.values);
-            lock(&self.summaries).settle(run, &key, generation, summary);
+            let summary =
+                blocking(move || Ok(MetricSummary::of_sorted(&series.steps, &series.timestamps, &series.values)))
+                    .await?;
+            bump(&self.counters.summary_recomputes);
+            lock(&self.summaries).settle(run, &key, rewrites, summary);
+        }
+        Ok(())
+    }
+
+    async fn settle_stale_summaries(&self) -> Result<()> {
+        let stale_runs = lock(&self.summaries).runs_with_stale();
+        for run in stale_runs {
+            self.refresh_stale(&run).await?;
         }
         Ok(())
     }
@@ -783,6 +852,7 @@ impl Inner {
             }
             if state.frozen.front().is_some_and(|g| Arc::ptr_eq(g, generation)) {
                 state.frozen.pop_front();
+                self.buffered_points.fetch_sub(generation.points, Ordering::Relaxed);
             }
         }
         {
@@ -862,10 +932,12 @@ impl Inner {
         // Compressed file bytes are held; decoded series only one key at a time.
         let mut blobs = Vec::with_capacity(files.files.len());
         for f in &files.files {
-            blobs.push((f.clone(), get_object(&self.objects, &self.counters, &f.path).await?));
+            // A lost file is left out: its catalog entry goes with the files this one replaces.
+            if let Some(bytes) = self.metric_file(run, &f.path).await? {
+                blobs.push((f.clone(), bytes));
+            }
         }
-        let keys: std::collections::BTreeSet<String> =
-            files.files.iter().flat_map(|f| f.index.keys().cloned()).collect();
+        let keys: BTreeSet<String> = blobs.iter().flat_map(|(f, _)| f.index.keys().cloned()).collect();
         let ord = files.files.iter().map(|f| f.ord).max().unwrap_or(0);
         let project_id = files.files[0].project_id;
         let meta = self.meta.clone();
@@ -897,6 +969,9 @@ impl Inner {
         bump(&self.counters.compactions);
         let new_file = Arc::new(FileMeta { path, project_id, ord, rows: file.rows, bytes, index: file.index });
         write(&self.state).swap_files(run, vec![new_file], &removed);
+        if let Some(missing) = lock(&self.missing_files).get_mut(run) {
+            missing.retain(|m| !removed.iter().any(|p| p.as_ref() == m));
+        }
         for p in removed {
             if let Err(e) = self.objects.delete(&p).await {
                 // The catalog no longer lists it: the next start's orphan sweep deletes it.
@@ -975,23 +1050,23 @@ impl Inner {
                 let r = *f.index.get(key.as_str())?;
                 range.overlaps(r.min_step, r.max_step).then(|| (f.path.clone(), r))
             });
-            let loads = in_range.map(|(path, r)| {
-                let objects = self.objects.clone();
-                async move {
-                    let bytes = get_object(&objects, &self.counters, &path).await?;
-                    blocking(move || parquet_io::read_rows_in_range(bytes, r, range)).await
+            let loads = in_range.map(|(path, r)| async move {
+                match self.metric_file(run, &path).await? {
+                    Some(bytes) => blocking(move || parquet_io::read_rows_in_range(bytes, r, range)).await,
+                    None => Ok(Series::default()),
                 }
             });
             return Ok(Series::merge(futures::future::try_join_all(loads).await?));
         }
         let loads = with_key.iter().map(|f| {
             let f = f.clone();
-            let objects = self.objects.clone();
             let key = key.to_string();
             async move {
-                let bytes = get_object(&objects, &self.counters, &f.path).await?;
                 let r = f.index[&key];
-                blocking(move || parquet_io::read_rows(bytes, r.first_row, r.rows)).await
+                match self.metric_file(run, &f.path).await? {
+                    Some(bytes) => blocking(move || parquet_io::read_rows(bytes, r.first_row, r.rows)).await,
+                    None => Ok(Series::default()),
+                }
             }
         });
         let layers = futures::future::try_join_all(loads).await?;
