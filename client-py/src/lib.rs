@@ -510,7 +510,7 @@ fn redact_command_line(args: Vec<String>) -> Vec<String> {
 /// Runs the `trainlog` command line (`server`, `sync`) with `argv`; answers its exit code.
 #[pyfunction]
 fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
-    let code = py.detach(|| trainlog_server::cli::main_with_args(argv));
+    let code = py.detach(|| trainlog_cli::main_with_args(argv));
     if code == std::process::ExitCode::SUCCESS {
         0
     } else {

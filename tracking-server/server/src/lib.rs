@@ -1,7 +1,6 @@
 //! The trainlog tracking server: actix-web routes over the metadata and metrics stores.
 
 pub mod body;
-pub mod cli;
 pub mod error;
 mod guard;
 pub(crate) mod json;

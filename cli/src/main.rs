@@ -4,5 +4,5 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    trainlog_server::cli::main_with_args(std::env::args().collect())
+    trainlog_cli::main_with_args(std::env::args().collect())
 }

@@ -1,7 +1,8 @@
 //! The `trainlog` command line: `trainlog server`, `sync`, `models`, `sweep` and `agent`. Shared by
-//! the binary and the Python package's console script.
+//! the binary and the Python package's console script; the only crate that links both the server
+//! and the SDK.
 
-use crate::{serve, ServerConfig, DEFAULT_PORT};
+use trainlog_server::{serve, ServerConfig, DEFAULT_PORT};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
