@@ -284,3 +284,58 @@ test('a sweep shows its trials, parallel coordinates, best-so-far curve and spen
   assert.match(await page.getByTestId('budget-row').innerText(), /\$6\.00 \/ \$10\.00/);
   await page.screenshot({ path: path.join(shots, 'sweep.png'), fullPage: true });
 });
+
+test('a page of another origin cannot change anything, nor frame the UI', async () => {
+  const target = ids[0];
+  const before = await (await fetch(`${base}/api/v1/runs/${target}`)).json();
+  const projectsBefore = (await (await fetch(`${base}/api/v1/projects`)).json()).projects.length;
+  // The attacker's page: its own origin (another port), trying every request a page can make
+  // without the server's consent: simple fetches, a form post, a beacon, and framing the UI.
+  const attack = `<!doctype html><body>
+    <form id="f" method="POST" enctype="text/plain" action="${base}/api/v1/runs/${target}/params">
+      <input name='{"params":{"lr":666},"x":"' value='"}'></form>
+    <script>
+      const api = ${JSON.stringify(base)} + '/api/v1';
+      const tries = [
+        fetch(api + '/runs', { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body: JSON.stringify({ project: 'evil', name: 'x' }) }),
+        fetch(api + '/runs/${target}/tags', { method: 'POST', mode: 'no-cors', body: JSON.stringify({ tags: { owned: 'yes' } }) }),
+        fetch(api + '/runs/${target}/params', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ params: { lr: 667 } }) }),
+        fetch(api + '/runs/${target}/finish', { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'status=failed' }),
+      ].map((p) => p.then(() => 'sent', () => 'blocked'));
+      navigator.sendBeacon(api + '/runs/${target}/tags', JSON.stringify({ tags: { beacon: 'yes' } }));
+      Promise.all(tries).then((r) => { window.results = r; document.getElementById('f').submit(); });
+    </script></body>`;
+  const http = await import('node:http');
+  const framing = `<!doctype html><body><iframe src="${base}/"></iframe></body>`;
+  const evil = http.createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html' });
+    res.end(req.url === '/frame' ? framing : attack);
+  });
+  await new Promise((resolve) => evil.listen(0, '127.0.0.1', resolve));
+  const evilUrl = `http://127.0.0.1:${evil.address().port}/`;
+  const refused = [];
+  const attacker = await browser.newPage();
+  attacker.on('response', (r) => { if (r.url().startsWith(base)) refused.push(`${r.request().method()} ${r.status()}`); });
+  try {
+    // The page submits its form once every fetch has settled: its navigation ends the attack.
+    await attacker.goto(evilUrl);
+    await attacker.waitForURL((u) => u.href.startsWith(base), { timeout: 15000 });
+    // The form's navigation landed on the server's refusal.
+    assert.match(await attacker.content(), /forbidden/);
+    await attacker.goto(evilUrl + 'frame', { waitUntil: 'load' });
+    const framed = attacker.frames().filter((f) => f !== attacker.mainFrame());
+    assert.equal(framed.length, 1);
+    // Chromium replaces a frame that its headers refuse with an error page of its own.
+    assert.ok(!framed[0].url().startsWith(base), `the UI loaded inside a foreign frame: ${framed[0].url()}`);
+  } finally {
+    await attacker.close();
+    evil.close();
+  }
+  const after = await (await fetch(`${base}/api/v1/runs/${target}`)).json();
+  assert.deepEqual(after.params, before.params);
+  assert.deepEqual(after.tags, before.tags);
+  assert.equal(after.status, before.status);
+  assert.equal((await (await fetch(`${base}/api/v1/projects`)).json()).projects.length, projectsBefore);
+  const posts = refused.filter((r) => r.startsWith('POST'));
+  assert.ok(posts.length >= 3 && posts.every((r) => / 40[13]$/.test(r) || / 415$/.test(r)), posts.join(', '));
+});
