@@ -157,10 +157,7 @@ impl From<trainlog_store::Error> for ApiError {
             S::Meta(m) => m.into(),
             S::ShuttingDown => ApiError::Unavailable("the server is shutting down".into()),
             S::Body(reason) => ApiError::invalid("body", reason),
-            e @ S::BufferFull { .. } => ApiError::Unavailable(format!("{e}; send the batch again later")),
-            S::LogUnavailable { message, .. } => {
-                ApiError::Unavailable(format!("the write-ahead log cannot be written: {message}"))
-            }
+            S::Backpressure(b) => ApiError::Unavailable(format!("{b}; send the batch again later")),
             other => ApiError::Internal(other.to_string()),
         }
     }

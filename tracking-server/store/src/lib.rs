@@ -43,11 +43,20 @@ pub enum Error {
     Body(String),
     #[error("a background task failed: {0}")]
     Task(String),
-    /// Buffered points wait for an object store that is slow or away; nothing of the batch
-    /// was acknowledged, and the client should send it again later.
+    /// Ingest cannot take a batch now; nothing of it was acknowledged, and the client should
+    /// send it again later.
+    #[error(transparent)]
+    Backpressure(#[from] Backpressure),
+}
+
+/// Why ingest refuses a batch for now. Each clears by itself: persisting catches up, or the
+/// disk gets space again.
+#[derive(Debug, thiserror::Error)]
+pub enum Backpressure {
+    /// Buffered points wait for an object store that is slow or away.
     #[error("the server's buffer holds {buffered_bytes} bytes of points waiting for the object store (limit {limit})")]
     BufferFull { buffered_bytes: usize, limit: usize },
-    /// The write-ahead log cannot take a batch now; nothing of it was acknowledged.
+    /// The write-ahead log cannot be written.
     #[error("the write-ahead log cannot be written: {message}")]
     LogUnavailable { message: String, disk_full: bool },
 }
@@ -58,7 +67,7 @@ impl Error {
     pub fn is_disk_full(&self) -> bool {
         match self {
             Error::Io { source, .. } => io_is_disk_full(source),
-            Error::LogUnavailable { disk_full, .. } => *disk_full,
+            Error::Backpressure(Backpressure::LogUnavailable { disk_full, .. }) => *disk_full,
             Error::Meta(m) => m.is_disk_full(),
             _ => false,
         }

@@ -1,0 +1,542 @@
+//! `MetricsStore`: the write path (write-ahead log thread with group commit), the background
+//! persister and compactor, and the read path merging files with buffered points.
+
+mod compactor;
+mod log_writer;
+mod persister;
+mod reads;
+
+use crate::buffer::{FileMeta, Generation, RunFiles, State};
+use crate::counters::{bump, CounterValues, Counters};
+use crate::parquet_io::{self, key_index_from_json, key_index_to_json, COMPACT_ZSTD_LEVEL, FLUSH_ZSTD_LEVEL};
+use crate::series::{Series, StepRange};
+use crate::summaries::Summaries;
+use crate::wal::{self, Segment};
+use crate::{blocking, io_err, objects, runs_table, Backpressure, Error, Result};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::{oneshot, Notify};
+use trainlog_meta::{MetaStore, MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
+use trainlog_schema::{MetricKey, MetricSummary, PointBatch, RunId};
+
+use log_writer::{recover, wal_loop, WalCmd};
+use persister::{catalog_row, project_of_path};
+use reads::SeriesCache;
+
+/// Default bound of buffered point bytes: about eleven million points.
+pub const DEFAULT_MAX_BUFFER_BYTES: usize = 256 << 20;
+
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Holds `wal/` and, without `store_url`, the local object store in `store/`.
+    pub data_dir: PathBuf,
+    /// An object_store URL (`file:///…`, `s3://bucket/prefix`).
+    pub store_url: Option<String>,
+    /// Buffered points that make the active generation freeze and persist.
+    pub rotate_points: usize,
+    /// Age at which a non-empty active generation freezes and persists.
+    pub rotate_after: Duration,
+    /// Frozen generations allowed to wait for persistence before ingest waits.
+    pub max_frozen: usize,
+    /// A run with more files than this is compacted while it is still running.
+    pub max_files_per_run: usize,
+    /// Bytes of decoded series kept in memory for reads.
+    pub cache_bytes: usize,
+    /// Bytes of buffered points (`Series::BYTES_PER_POINT` each) above which ingest is refused
+    /// with `Error::BufferFull` until persisting catches up.
+    pub max_buffer_bytes: usize,
+}
+
+impl StoreConfig {
+    pub fn new(data_dir: PathBuf, store_url: Option<String>) -> Self {
+        Self {
+            data_dir,
+            store_url,
+            rotate_points: 500_000,
+            rotate_after: Duration::from_secs(30),
+            max_frozen: 2,
+            max_files_per_run: 16,
+            cache_bytes: 128 << 20,
+            max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
+        }
+    }
+}
+
+/// Counters for health and benchmarks.
+#[derive(Debug, Clone, Default)]
+pub struct StoreStats {
+    pub buffered_points: usize,
+    pub buffered_bytes: usize,
+    pub max_buffer_bytes: usize,
+    pub frozen_generations: usize,
+    pub files: usize,
+    pub file_bytes: u64,
+    pub file_rows: u64,
+    pub wal_replayed_records: usize,
+    pub wal_cut_bytes: u64,
+    pub counters: CounterValues,
+}
+
+pub(crate) struct Inner {
+    config: StoreConfig,
+    meta: Arc<MetaStore>,
+    objects: Arc<dyn ObjectStore>,
+    /// The store's folder when it is on the local disk: files written there are fsynced.
+    local_root: Option<PathBuf>,
+    wal_dir: PathBuf,
+    state: RwLock<State>,
+    summaries: Mutex<Summaries>,
+    cache: Mutex<SeriesCache>,
+    wal_tx: Mutex<Option<SyncSender<WalCmd>>>,
+    wal_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    persist_wanted: Notify,
+    /// Runs to compact: `true` merges every file (a finished run), `false` only the small recent ones.
+    compact_wanted: Mutex<HashMap<RunId, bool>>,
+    projects_changed: Mutex<HashSet<i64>>,
+    projects_summary_changed: Mutex<HashSet<i64>>,
+    stopping: AtomicBool,
+    replay: (usize, u64),
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    counters: Counters,
+    /// Metric files the catalog names but the object store no longer has, by run: reads skip
+    /// them and say so, and the run's next compaction drops them from the catalog.
+    missing_files: Mutex<HashMap<RunId, BTreeSet<String>>>,
+    /// Points in the active and frozen generations, read by ingest to refuse what exceeds the bound.
+    buffered_points: AtomicUsize,
+    /// Serializes persisting and compacting, which the background task and `flush` both start.
+    persist_lock: tokio::sync::Mutex<()>,
+    /// Serializes writing summaries, so an older snapshot never lands after a newer one.
+    summary_sync_lock: tokio::sync::Mutex<()>,
+}
+
+/// The metrics store; cheap to clone.
+#[derive(Clone)]
+pub struct MetricsStore {
+    inner: Arc<Inner>,
+}
+
+impl MetricsStore {
+    /// Opens the store: loads the file catalog, replays the write-ahead log, starts the log
+    /// writer thread and the background tasks. Must be called inside a tokio runtime.
+    pub async fn open(config: StoreConfig, meta: Arc<MetaStore>) -> Result<Self> {
+        let opened = objects::open(config.store_url.as_deref(), &config.data_dir.join("store"))?;
+        let wal_dir = config.data_dir.join("wal");
+        std::fs::create_dir_all(&wal_dir).map_err(io_err("creating the write-ahead log folder"))?;
+        let meta2 = meta.clone();
+        let wal_dir2 = wal_dir.clone();
+        let (state, summaries, segment, replay) = blocking(move || recover(&meta2, &wal_dir2)).await?;
+        let replayed_points = state.frozen.iter().map(|g| g.points).sum();
+        let (tx, rx) = mpsc::sync_channel(1024);
+        let inner = Arc::new(Inner {
+            config,
+            meta,
+            objects: opened.store,
+            local_root: opened.local_root,
+            wal_dir,
+            state: RwLock::new(state),
+            summaries: Mutex::new(summaries),
+            cache: Mutex::new(SeriesCache::default()),
+            wal_tx: Mutex::new(Some(tx)),
+            wal_thread: Mutex::new(None),
+            persist_wanted: Notify::new(),
+            compact_wanted: Mutex::new(HashMap::new()),
+            projects_changed: Mutex::new(HashSet::new()),
+            projects_summary_changed: Mutex::new(HashSet::new()),
+            stopping: AtomicBool::new(false),
+            replay,
+            tasks: Mutex::new(Vec::new()),
+            counters: Counters::default(),
+            buffered_points: AtomicUsize::new(replayed_points),
+            missing_files: Mutex::new(HashMap::new()),
+            persist_lock: tokio::sync::Mutex::new(()),
+            summary_sync_lock: tokio::sync::Mutex::new(()),
+        });
+        let runtime = tokio::runtime::Handle::current();
+        let thread_inner = inner.clone();
+        let handle = std::thread::Builder::new()
+            .name("trainlog-wal".into())
+            .spawn(move || wal_loop(thread_inner, segment, rx, runtime))
+            .map_err(io_err("starting the write-ahead log thread"))?;
+        *lock(&inner.wal_thread) = Some(handle);
+        let store = Self { inner };
+        store.spawn_background();
+        Ok(store)
+    }
+
+    /// Deletes metric files the catalog does not know: left by a crash between writing a file
+    /// and recording it, or between a compaction's commit and its deletes. Answers how many.
+    pub async fn sweep_orphans(&self) -> Result<usize> {
+        self.inner.sweep_orphans().await
+    }
+
+    fn spawn_background(&self) {
+        let sweeper = {
+            let inner = self.inner.clone();
+            tokio::spawn(async move {
+                match inner.sweep_orphans().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::warn!(files = n, "removed metric files left unrecorded by a crash"),
+                    Err(e) => {
+                        bump(&inner.counters.orphan_sweep_failures);
+                        tracing::error!("could not sweep unrecorded metric files: {e}");
+                    }
+                }
+            })
+        };
+        let persister = {
+            let inner = self.inner.clone();
+            tokio::spawn(async move {
+                loop {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), inner.persist_wanted.notified()).await;
+                    if let Err(e) = inner.persist_frozen().await {
+                        bump(&inner.counters.persist_failures);
+                        tracing::error!("persisting buffered points failed, will retry: {e}");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                    if let Err(e) = inner.compact_pending().await {
+                        bump(&inner.counters.compaction_failures);
+                        tracing::error!("compaction failed, will retry: {e}");
+                    }
+                    if inner.stopping.load(Ordering::Acquire) {
+                        break;
+                    }
+                }
+            })
+        };
+        let maintenance = {
+            let inner = self.inner.clone();
+            tokio::spawn(async move {
+                let mut tick = 0u64;
+                loop {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    if inner.stopping.load(Ordering::Acquire) {
+                        break;
+                    }
+                    tick += 1;
+                    if let Err(e) = inner.settle_stale_summaries().await {
+                        bump(&inner.counters.summary_sync_failures);
+                        tracing::error!("recomputing metric summaries failed, will retry: {e}");
+                    }
+                    if let Err(e) = inner.sync_summaries().await {
+                        bump(&inner.counters.summary_sync_failures);
+                        tracing::error!("writing metric summaries failed, will retry: {e}");
+                    }
+                    let with_summaries = tick.is_multiple_of(10);
+                    if let Err(e) = inner.refresh_runs_tables(with_summaries).await {
+                        bump(&inner.counters.runs_table_failures);
+                        tracing::error!("writing a runs table failed, will retry: {e}");
+                    }
+                }
+            })
+        };
+        lock(&self.inner.tasks).extend([sweeper, persister, maintenance]);
+    }
+
+    /// Logs a batch for a run; answers once it is durable in the write-ahead log and queryable.
+    pub async fn append(&self, run: &RunId, project_id: i64, batch: PointBatch) -> Result<()> {
+        if batch.points.is_empty() {
+            return Ok(());
+        }
+        let buffered = self.inner.buffered_points.load(Ordering::Relaxed);
+        let limit = self.inner.config.max_buffer_bytes;
+        if buffered > 0 && (buffered + batch.points.len()) * Series::BYTES_PER_POINT > limit {
+            bump(&self.inner.counters.ingest_refused_buffer_full);
+            return Err(Backpressure::BufferFull { buffered_bytes: buffered * Series::BYTES_PER_POINT, limit }.into());
+        }
+        self.inner.ensure_summaries(run, project_id).await?;
+        let (done, wait) = oneshot::channel();
+        let tx = lock(&self.inner.wal_tx).clone().ok_or(Error::ShuttingDown)?;
+        let points = batch.points.len() as u64;
+        let cmd = WalCmd::Append { run: run.clone(), project_id, batch, done };
+        // A full channel means the log writer is behind: wait off the executor.
+        match tx.try_send(cmd) {
+            Ok(()) => {}
+            Err(mpsc::TrySendError::Full(cmd)) => {
+                blocking(move || tx.send(cmd).map_err(|_| Error::ShuttingDown)).await?
+            }
+            Err(mpsc::TrySendError::Disconnected(_)) => return Err(Error::ShuttingDown),
+        }
+        wait.await.map_err(|_| Error::ShuttingDown)??;
+        bump(&self.inner.counters.ingest_batches);
+        self.inner.counters.ingest_points.fetch_add(points, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// One series of a run, sorted by step, restricted to `range`.
+    pub async fn series(&self, run: &RunId, key: &MetricKey, range: StepRange) -> Result<Series> {
+        self.inner.series(run, key, range).await
+    }
+
+    /// Metric files of a run that its catalog names but the object store lost: reads of the run
+    /// leave their points out.
+    pub fn missing_files(&self, run: &RunId) -> Vec<String> {
+        lock(&self.inner.missing_files).get(run).map(|m| m.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Current summaries of a run's series. A series with a rewritten step answers bounds until
+    /// the background recomputes it (see `summaries.rs`); no read merges a series.
+    pub async fn summaries(&self, run: &RunId, project_id: i64) -> Result<BTreeMap<String, MetricSummary>> {
+        self.inner.ensure_summaries(run, project_id).await?;
+        Ok(lock(&self.inner.summaries).current(run).unwrap_or_default())
+    }
+
+    /// Writes every changed summary to the metadata store, so run search sees them.
+    pub async fn sync_summaries(&self) -> Result<()> {
+        self.inner.sync_summaries().await
+    }
+
+    /// Recomputes, from their series, the summaries that a rewritten step left as bounds.
+    pub async fn settle_stale_summaries(&self) -> Result<()> {
+        self.inner.settle_stale_summaries().await
+    }
+
+    /// Notes that a project's runs changed, so its runs table is rewritten soon.
+    pub fn project_changed(&self, project_id: i64) {
+        lock(&self.inner.projects_changed).insert(project_id);
+    }
+
+    /// A run ended: persist its buffered points soon and compact its files.
+    pub async fn run_finished(&self, run: &RunId) -> Result<()> {
+        lock(&self.inner.compact_wanted).insert(run.clone(), true);
+        if read(&self.inner.state).buffered(run) {
+            self.rotate().await?;
+        }
+        self.inner.persist_wanted.notify_one();
+        Ok(())
+    }
+
+    async fn rotate(&self) -> Result<()> {
+        let (done, wait) = oneshot::channel();
+        let tx = lock(&self.inner.wal_tx).clone().ok_or(Error::ShuttingDown)?;
+        blocking(move || tx.send(WalCmd::Rotate { done }).map_err(|_| Error::ShuttingDown)).await?;
+        wait.await.map_err(|_| Error::ShuttingDown)
+    }
+
+    /// Persists every buffered point, compacts pending runs and writes summaries and runs tables.
+    pub async fn flush(&self) -> Result<()> {
+        self.rotate().await?;
+        self.inner.persist_frozen().await?;
+        self.inner.compact_pending().await?;
+        self.settle_stale_summaries().await?;
+        self.sync_summaries().await?;
+        self.inner.refresh_runs_tables(true).await
+    }
+
+    /// Flushes, then stops the log writer and the background tasks.
+    pub async fn shutdown(&self) -> Result<()> {
+        let flushed = self.flush().await;
+        self.inner.stopping.store(true, Ordering::Release);
+        if let Some(tx) = lock(&self.inner.wal_tx).take() {
+            let _ = tx.send(WalCmd::Stop);
+        }
+        let thread = lock(&self.inner.wal_thread).take();
+        if let Some(t) = thread {
+            blocking(move || t.join().map_err(|_| Error::Task("the write-ahead log thread panicked".into()))).await?;
+        }
+        let tasks = std::mem::take(&mut *lock(&self.inner.tasks));
+        for t in tasks {
+            t.abort();
+        }
+        flushed
+    }
+
+    /// Artifact bytes, in the same object store as the metric files.
+    pub fn artifacts(&self) -> crate::ArtifactStore {
+        crate::ArtifactStore::new(self.inner.objects.clone())
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let state = read(&self.inner.state);
+        let files = state.files.values().flat_map(|f| f.files.iter());
+        let (mut n, mut bytes, mut rows) = (0, 0, 0);
+        for f in files {
+            n += 1;
+            bytes += f.bytes;
+            rows += f.rows;
+        }
+        let buffered_points = state.active.points + state.frozen.iter().map(|g| g.points).sum::<usize>();
+        StoreStats {
+            buffered_points,
+            buffered_bytes: buffered_points * Series::BYTES_PER_POINT,
+            max_buffer_bytes: self.inner.config.max_buffer_bytes,
+            frozen_generations: state.frozen.len(),
+            files: n,
+            file_bytes: bytes,
+            file_rows: rows,
+            wal_replayed_records: self.inner.replay.0,
+            wal_cut_bytes: self.inner.replay.1,
+            counters: self.inner.counters.values(),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Inner {
+    async fn ensure_summaries(&self, run: &RunId, project_id: i64) -> Result<()> {
+        if lock(&self.summaries).is_loaded(run) {
+            return Ok(());
+        }
+        let meta = self.meta.clone();
+        let id = run.clone();
+        let stored = blocking(move || Ok(meta.summaries(&id)?)).await?;
+        lock(&self.summaries).load(run, project_id, stored);
+        Ok(())
+    }
+
+    async fn refresh_stale(&self, run: &RunId) -> Result<()> {
+        let stale = lock(&self.summaries).stale_keys(run);
+        for (key, rewrites) in stale {
+            let series = self.series(run, &key, StepRange::default()).await?;
+            let summary =
+                blocking(move || Ok(MetricSummary::of_sorted(&series.steps, &series.timestamps, &series.values)))
+                    .await?;
+            bump(&self.counters.summary_recomputes);
+            lock(&self.summaries).settle(run, &key, rewrites, summary);
+        }
+        Ok(())
+    }
+
+    async fn settle_stale_summaries(&self) -> Result<()> {
+        let stale_runs = lock(&self.summaries).runs_with_stale();
+        for run in stale_runs {
+            self.refresh_stale(&run).await?;
+        }
+        Ok(())
+    }
+
+    async fn sync_summaries(&self) -> Result<()> {
+        let _guard = self.summary_sync_lock.lock().await;
+        let rows = lock(&self.summaries).take_dirty();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let meta = self.meta.clone();
+        let upserts: Vec<(RunId, MetricKey, MetricSummary)> =
+            rows.iter().map(|(r, _, k, s)| (r.clone(), k.clone(), *s)).collect();
+        let result = blocking(move || Ok(meta.upsert_summaries(&upserts)?)).await;
+        match result {
+            Ok(()) => {
+                lock(&self.projects_summary_changed).extend(rows.iter().map(|r| r.1));
+                Ok(())
+            }
+            Err(e) => {
+                lock(&self.summaries).mark_dirty(&rows);
+                Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::persister::is_metric_file_path;
+    use super::*;
+    use trainlog_schema::{BatchPoint, ProjectName};
+
+    fn batch(steps: impl Iterator<Item = i64>, value: impl Fn(i64) -> f64) -> PointBatch {
+        let keys = vec![MetricKey::parse("key", "acc").unwrap(), MetricKey::parse("key", "loss").unwrap()];
+        let points = steps
+            .flat_map(|step| {
+                let point = |key| BatchPoint { key, step, timestamp_ms: 1_700_000_000_000 + step, value: value(step) };
+                [point(0), point(1)]
+            })
+            .collect();
+        PointBatch { keys, points }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn step_range_reads_equal_slices_of_whole_reads_across_files_and_the_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = Arc::new(MetaStore::open(&dir.path().join("meta.db")).unwrap());
+        let store = MetricsStore::open(StoreConfig::new(dir.path().to_owned(), None), meta.clone()).await.unwrap();
+        let loss = MetricKey::parse("key", "loss").unwrap();
+        let page = parquet_io::DATA_PAGE_ROWS as i64;
+        // A long series (step ranges read from pages) and a short one (read whole and cached).
+        for scale in [1, 100] {
+            let new = trainlog_meta::NewRun {
+                project: Some(ProjectName::parse("project", "p").unwrap()),
+                ..Default::default()
+            };
+            let (run, _) = meta.create_run(&new).unwrap();
+            let (id, project) = (run.id.clone(), run.project_id);
+            // Two files that overlap (the newer one rewrites steps 40,000 to 59,999) and buffered
+            // points that rewrite some steps again and add new ones.
+            let mut expected: BTreeMap<i64, f64> = BTreeMap::new();
+            let layers: [(Vec<i64>, f64, bool); 3] = [
+                ((0..60_000 / scale).collect(), 1.0, true),
+                ((40_000 / scale..100_000 / scale).collect(), 2.0, true),
+                ((90_000 / scale..95_000 / scale).chain([120_000 / scale]).collect(), 3.0, false),
+            ];
+            for (steps, layer, persist) in layers {
+                let value = move |step: i64| layer * 1e6 + step as f64;
+                for &step in &steps {
+                    expected.insert(step, value(step));
+                }
+                store.append(&id, project, batch(steps.into_iter(), value)).await.unwrap();
+                if persist {
+                    store.flush().await.unwrap();
+                }
+            }
+            assert!(store.stats().buffered_points > 0);
+            let mut whole = Series::default();
+            for (&step, &value) in &expected {
+                whole.push(step, 1_700_000_000_000 + step, value);
+            }
+            let range = |min: Option<i64>, max: Option<i64>| StepRange {
+                min: min.map(|m| m / scale),
+                max: max.map(|m| m / scale),
+            };
+            let ranges = [
+                range(Some(10), Some(20)),
+                range(Some(page - 1), Some(page)),
+                range(Some(35_000), Some(65_000)),
+                range(Some(59_999), Some(60_000)),
+                range(Some(41_000), Some(58_000)),
+                range(Some(70_000), None),
+                range(None, Some(2 * page + 5)),
+                range(Some(92_000), Some(110_000)),
+                range(Some(99_999), Some(119_999)),
+                range(Some(-1000), Some(-100)),
+                range(Some(5000), Some(4000)),
+            ];
+            // Nothing cached: ranges are read from the files. Then the whole series is read
+            // and cached, and ranges come out of the cache.
+            for round in ["files", "cache"] {
+                for q in ranges {
+                    let got = store.series(&id, &loss, q).await.unwrap();
+                    assert_eq!(got, whole.slice(q), "1/{scale} scale, {round}: {q:?}");
+                }
+                assert_eq!(store.series(&id, &loss, StepRange::default()).await.unwrap(), whole);
+            }
+        }
+        // Two files a run, and the first run's buffered points, persisted by the second run's flushes.
+        assert_eq!(store.stats().files, 5);
+        store.shutdown().await.unwrap();
+    }
+
+    #[test]
+    fn only_the_exact_metric_file_layout_counts_as_a_metric_file() {
+        assert!(is_metric_file_path("projects/1/metrics/abc/00000000000000000007.parquet"));
+        assert!(!is_metric_file_path("projects/1/artifacts/abc/eval/metrics/preds.parquet"));
+        assert!(!is_metric_file_path("projects/1/metrics/abc/sub/00000000000000000007.parquet"));
+        assert!(!is_metric_file_path("projects/1/metrics/abc/7.parquet"));
+        assert!(!is_metric_file_path("projects/1/runs.parquet"));
+    }
+}
