@@ -59,9 +59,42 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     }
 }
 
+/// The media type of a JSON request body.
+pub const JSON_MEDIA_TYPE: &str = "application/json";
+
+/// The request's media type, lowercased and without parameters (`; charset=utf-8`). A missing
+/// or unreadable Content-Type is refused: without one, a browser's cross-origin form or
+/// `text/plain` post would reach the handlers without a CORS preflight.
+fn media_type(req: &HttpRequest, accepted: &str) -> Result<String> {
+    let header = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .ok_or_else(|| ApiError::UnsupportedMediaType(format!("the request has no Content-Type; send {accepted}")))?;
+    let value = header.to_str().map_err(|_| {
+        ApiError::UnsupportedMediaType(format!("the Content-Type header is not readable text; send {accepted}"))
+    })?;
+    Ok(value.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+}
+
+/// Refuses a request whose Content-Type is not `application/json`.
+fn require_json(req: &HttpRequest) -> Result<()> {
+    match media_type(req, JSON_MEDIA_TYPE)?.as_str() {
+        JSON_MEDIA_TYPE => Ok(()),
+        other => Err(ApiError::UnsupportedMediaType(format!(
+            "content type {other:?} is not accepted; send {JSON_MEDIA_TYPE}"
+        ))),
+    }
+}
+
+/// Reads a body sent as `application/json`, refusing any other content type before reading it.
+pub async fn json_bytes(req: &HttpRequest, payload: web::Payload) -> Result<web::Bytes> {
+    require_json(req)?;
+    read_body(req, payload).await
+}
+
+/// Reads and parses a body sent as `application/json`.
 pub async fn json_body<T: DeserializeOwned>(req: &HttpRequest, payload: web::Payload) -> Result<T> {
-    let bytes = read_body(req, payload).await?;
-    parse_json(&bytes)
+    parse_json(&json_bytes(req, payload).await?)
 }
 
 /// A float given as a JSON number or as "NaN", "Infinity" or "-Infinity".
@@ -185,7 +218,84 @@ fn key_ids(array: &ArrayRef, keys: &mut KeyTable) -> Result<Vec<u32>> {
     }
 }
 
+/// Parses an Arrow IPC stream. A corrupt stream is an `Invalid` body, never a panic.
+///
+/// arrow-ipc 60 offers no option that checks a message's buffers against its body: it slices
+/// each buffer with an assertion, and a few of its other checks assert too. So the buffers are
+/// checked here first, and whatever panic is left is caught, where the decoder owns everything
+/// it touches.
 pub fn metrics_from_arrow(bytes: web::Bytes, now_ms: i64) -> Result<PointBatch> {
+    check_arrow_message_bounds(&bytes)?;
+    refusing_decoder_panics(|| decode_arrow(bytes, now_ms))
+}
+
+/// Runs an Arrow decoder, turning a panic inside it into a refusal of the body.
+fn refusing_decoder_panics<T>(decode: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode)).unwrap_or_else(|panic| {
+        Err(ApiError::invalid("body", format!("malformed Arrow IPC stream: {}", panic_message(&*panic))))
+    })
+}
+
+/// Refuses a stream in which a message declares a body longer than the bytes left (the reader
+/// would first allocate it, up to 64 MiB), or a record batch or dictionary message declares a
+/// buffer outside its body. Framing this walk cannot follow is left for the reader to refuse.
+fn check_arrow_message_bounds(stream: &[u8]) -> Result<()> {
+    const CONTINUATION_MARKER: &[u8] = &[0xff; 4];
+    let mut rest = stream;
+    let mut message_index = 0;
+    loop {
+        rest = rest.strip_prefix(CONTINUATION_MARKER).unwrap_or(rest);
+        let Some((metadata_len, after_len)) = rest.split_first_chunk::<4>() else { return Ok(()) };
+        let metadata_len = match usize::try_from(i32::from_le_bytes(*metadata_len)) {
+            Ok(0) | Err(_) => return Ok(()),
+            Ok(n) => n,
+        };
+        let Some((metadata, after_metadata)) = after_len.split_at_checked(metadata_len) else { return Ok(()) };
+        let Ok(message) = arrow_ipc::root_as_message(metadata) else { return Ok(()) };
+        let body_len = message.bodyLength();
+        let batch = message.header_as_record_batch().or_else(|| message.header_as_dictionary_batch()?.data());
+        let buffers = batch.and_then(|b| b.buffers()).into_iter().flatten();
+        for (buffer_index, buffer) in buffers.enumerate() {
+            let inside = buffer.offset() >= 0
+                && buffer.length() >= 0
+                && buffer.offset().checked_add(buffer.length()).is_some_and(|end| end <= body_len);
+            if !inside {
+                return Err(ApiError::invalid(
+                    "body",
+                    format!(
+                        "malformed Arrow IPC stream: buffer {buffer_index} of message {message_index} \
+                         (offset {}, length {}) lies outside its body of {body_len} bytes",
+                        buffer.offset(),
+                        buffer.length()
+                    ),
+                ));
+            }
+        }
+        let Ok(body_len) = usize::try_from(body_len) else { return Ok(()) };
+        let Some(after_body) = after_metadata.get(body_len..) else {
+            return Err(ApiError::invalid(
+                "body",
+                format!(
+                    "malformed Arrow IPC stream: message {message_index} declares a body of {body_len} bytes, \
+                     and {} follow it",
+                    after_metadata.len()
+                ),
+            ));
+        };
+        rest = after_body;
+        message_index += 1;
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(message), _) => message,
+        (None, Some(message)) => message,
+        (None, None) => "the decoder failed",
+    }
+}
+
+fn decode_arrow(bytes: web::Bytes, now_ms: i64) -> Result<PointBatch> {
     let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
         .map_err(|e| ApiError::invalid("body", format!("not an Arrow IPC stream: {e}")))?;
     let mut keys = KeyTable::default();
@@ -221,26 +331,275 @@ pub fn metrics_from_arrow(bytes: web::Bytes, now_ms: i64) -> Result<PointBatch> 
     Ok(PointBatch { keys: keys.keys, points })
 }
 
-/// Parses a metrics batch by its content type.
+/// Parses a metrics batch by its content type: `application/json` or an Arrow IPC stream.
 pub fn metrics_batch(req: &HttpRequest, bytes: web::Bytes, now_ms: i64) -> Result<PointBatch> {
-    let content_type = req
-        .headers()
-        .get(actix_web::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json");
-    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    match media.as_str() {
-        "application/json" | "" => metrics_from_json(&bytes, now_ms),
-        m if m == ARROW_STREAM_MEDIA_TYPE => metrics_from_arrow(bytes, now_ms),
-        other => Err(ApiError::UnsupportedMediaType(format!(
-            "content type {other:?} is not accepted; send application/json or {ARROW_STREAM_MEDIA_TYPE}"
-        ))),
+    let accepted = format!("{JSON_MEDIA_TYPE} or {ARROW_STREAM_MEDIA_TYPE}");
+    match media_type(req, &accepted)?.as_str() {
+        JSON_MEDIA_TYPE => metrics_from_json(&bytes, now_ms),
+        ARROW_STREAM_MEDIA_TYPE => metrics_from_arrow(bytes, now_ms),
+        other => {
+            Err(ApiError::UnsupportedMediaType(format!("content type {other:?} is not accepted; send {accepted}")))
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use actix_web::test::TestRequest;
+    use arrow_array::{DictionaryArray, Float64Array, Int64Array, StringArray};
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+    use proptest::test_runner::{Config as ProptestConfig, RngAlgorithm, RngSeed};
+    use std::sync::Arc;
+
+    const KEYS: [&str; 4] = ["train/loss", "lr", "train/loss", "val/acc"];
+
+    /// A valid metrics body of two batches: keys as utf8 or as a dictionary of utf8, step,
+    /// value and timestamp.
+    fn arrow_body(dictionary_keys: bool) -> Vec<u8> {
+        let batch = |first_step: i64| {
+            let key: ArrayRef = if dictionary_keys {
+                Arc::new(KEYS.into_iter().collect::<DictionaryArray<Int32Type>>())
+            } else {
+                Arc::new(StringArray::from(KEYS.to_vec()))
+            };
+            let steps: Vec<i64> = (first_step..first_step + KEYS.len() as i64).collect();
+            let values: Vec<f64> = steps.iter().map(|&s| 0.5 + s as f64).collect();
+            let timestamps: Vec<i64> = steps.iter().map(|&s| 1_700_000_000_000 + s).collect();
+            let columns: Vec<(&str, ArrayRef)> = vec![
+                ("key", key),
+                ("step", Arc::new(Int64Array::from(steps))),
+                ("value", Arc::new(Float64Array::from(values))),
+                ("timestamp", Arc::new(Int64Array::from(timestamps))),
+            ];
+            RecordBatch::try_from_iter(columns).unwrap()
+        };
+        let (first, second) = (batch(0), batch(4));
+        let mut body = Vec::new();
+        let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut body, &first.schema()).unwrap();
+        writer.write(&first).unwrap();
+        writer.write(&second).unwrap();
+        writer.finish().unwrap();
+        drop(writer);
+        body
+    }
+
+    const JSON_BODY: &str = r#"{"points":[{"key":"train/loss","step":0,"value":0.5,"timestamp":1700000000000},
+        {"key":"lr","step":0,"value":"NaN"},{"key":"val/acc","step":1,"value":-1e300,"timestamp":-5}]}"#;
+
+    /// One change to a body; positions are scaled to the body's length when applied.
+    #[derive(Debug, Clone)]
+    enum Mutation {
+        FlipBits {
+            at: Index,
+            mask: u8,
+        },
+        /// Overwrites up to 8 bytes with a little-endian integer, to reach lengths and offsets.
+        SetWord {
+            at: Index,
+            word: i64,
+        },
+        Truncate {
+            at: Index,
+        },
+        Insert {
+            at: Index,
+            bytes: Vec<u8>,
+        },
+        Remove {
+            at: Index,
+            len: usize,
+        },
+    }
+
+    fn mutation() -> impl Strategy<Value = Mutation> {
+        let word = prop_oneof![
+            Just(0i64),
+            Just(-1),
+            Just(i64::MAX),
+            Just(i64::MIN),
+            Just(i32::MAX as i64),
+            Just(i32::MIN as i64),
+            Just(u32::MAX as i64),
+            -64i64..4096,
+        ];
+        prop_oneof![
+            4 => (any::<Index>(), 1u8..=255).prop_map(|(at, mask)| Mutation::FlipBits { at, mask }),
+            2 => (any::<Index>(), word).prop_map(|(at, word)| Mutation::SetWord { at, word }),
+            1 => any::<Index>().prop_map(|at| Mutation::Truncate { at }),
+            1 => (any::<Index>(), prop::collection::vec(any::<u8>(), 1..16))
+                .prop_map(|(at, bytes)| Mutation::Insert { at, bytes }),
+            1 => (any::<Index>(), 1usize..32).prop_map(|(at, len)| Mutation::Remove { at, len }),
+        ]
+    }
+
+    fn mutate(mut body: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
+        for m in mutations {
+            let len = body.len();
+            match m {
+                Mutation::Insert { at, bytes } => {
+                    let at = at.index(len + 1);
+                    body.splice(at..at, bytes.iter().copied());
+                }
+                Mutation::Truncate { at } => body.truncate(at.index(len + 1)),
+                _ if len == 0 => {}
+                Mutation::FlipBits { at, mask } => body[at.index(len)] ^= mask,
+                Mutation::SetWord { at, word } => {
+                    let at = at.index(len);
+                    let end = (at + 8).min(len);
+                    body[at..end].copy_from_slice(&word.to_le_bytes()[..end - at]);
+                }
+                Mutation::Remove { at, len: n } => {
+                    let at = at.index(len);
+                    body.drain(at..(at + n).min(len));
+                }
+            }
+        }
+        body
+    }
+
+    /// What every decoder answer must be: a batch whose points name keys of the batch, or a
+    /// refusal of the request (400), never an internal error.
+    fn assert_sound(decoded: &Result<PointBatch>) {
+        match decoded {
+            Ok(batch) => assert!(
+                batch.points.iter().all(|p| (p.key as usize) < batch.keys.len()),
+                "a point names a key outside the batch"
+            ),
+            Err(e) => assert!(matches!(e, ApiError::Invalid { .. }), "expected a refusal of the body, got {e:?}"),
+        }
+    }
+
+    fn fuzz_config(cases: u32) -> ProptestConfig {
+        ProptestConfig {
+            cases,
+            rng_algorithm: RngAlgorithm::ChaCha,
+            rng_seed: RngSeed::Fixed(0x0072_6169_6e6c_6f67),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(fuzz_config(2_000))]
+
+        #[test]
+        fn arrow_decoder_answers_every_mutated_stream(
+            dictionary_keys in any::<bool>(),
+            mutations in prop::collection::vec(mutation(), 1..6),
+        ) {
+            let body = mutate(arrow_body(dictionary_keys), &mutations);
+            assert_sound(&metrics_from_arrow(web::Bytes::from(body), 0));
+        }
+
+        #[test]
+        fn json_decoder_answers_every_mutated_body(mutations in prop::collection::vec(mutation(), 1..6)) {
+            let body = mutate(JSON_BODY.as_bytes().to_vec(), &mutations);
+            assert_sound(&metrics_from_json(&body, 0));
+            let _ = parse_json::<serde_json::Value>(&body);
+        }
+
+        #[test]
+        fn decoders_answer_arbitrary_bytes(body in prop::collection::vec(any::<u8>(), 0..512)) {
+            assert_sound(&metrics_from_json(&body, 0));
+            assert_sound(&metrics_from_arrow(web::Bytes::from(body.clone()), 0));
+            let _ = parse_json::<serde_json::Value>(&body);
+        }
+
+        #[test]
+        fn json_decoders_answer_json_like_text(body in r#"[\[\]{}",:0-9a-z.eE+ -]{0,300}"#) {
+            assert_sound(&metrics_from_json(body.as_bytes(), 0));
+            let _ = parse_json::<serde_json::Value>(body.as_bytes());
+        }
+    }
+
+    fn request_with(content_type: &[u8]) -> HttpRequest {
+        let value = actix_web::http::header::HeaderValue::from_bytes(content_type).unwrap();
+        TestRequest::default().insert_header((actix_web::http::header::CONTENT_TYPE, value)).to_http_request()
+    }
+
+    #[test]
+    fn json_bodies_need_the_json_content_type() {
+        for accepted in ["application/json", "application/json; charset=utf-8", "Application/JSON ;charset=UTF-8"] {
+            assert!(require_json(&request_with(accepted.as_bytes())).is_ok(), "{accepted}");
+        }
+        let refused = [
+            &b"text/plain"[..],
+            b"application/x-www-form-urlencoded",
+            b"multipart/form-data; boundary=x",
+            b"application/jsonp",
+            b"",
+            b"application/json\xff",
+        ];
+        for content_type in refused {
+            let err = require_json(&request_with(content_type)).unwrap_err();
+            assert!(
+                matches!(&err, ApiError::UnsupportedMediaType(m) if m.contains("send application/json")),
+                "{content_type:?}: {err:?}"
+            );
+        }
+        let err = require_json(&TestRequest::default().to_http_request()).unwrap_err();
+        assert!(matches!(&err, ApiError::UnsupportedMediaType(m) if m.contains("no Content-Type")), "{err:?}");
+    }
+
+    #[test]
+    fn metrics_batches_are_read_by_content_type() {
+        let json = web::Bytes::from_static(br#"{"points":[{"key":"a","step":1,"value":1}]}"#);
+        let decoded = metrics_batch(&request_with(b"application/json; charset=utf-8"), json.clone(), 0).unwrap();
+        assert_eq!(decoded.points.len(), 1);
+        let arrow = web::Bytes::from(arrow_body(true));
+        assert_eq!(metrics_batch(&request_with(ARROW_STREAM_MEDIA_TYPE.as_bytes()), arrow, 0).unwrap().points.len(), 8);
+        let missing = TestRequest::default().to_http_request();
+        for request in [request_with(b"text/plain"), request_with(b"application/octet-stream"), missing] {
+            let err = metrics_batch(&request, json.clone(), 0).unwrap_err();
+            let names_both = |m: &str| m.contains("application/json") && m.contains(ARROW_STREAM_MEDIA_TYPE);
+            assert!(matches!(&err, ApiError::UnsupportedMediaType(m) if names_both(m)), "{err:?}");
+        }
+    }
+
+    #[test]
+    fn valid_arrow_bodies_decode_in_both_key_layouts() {
+        for dictionary_keys in [false, true] {
+            let batch = metrics_from_arrow(web::Bytes::from(arrow_body(dictionary_keys)), 0).unwrap();
+            let keys: Vec<&str> = batch.keys.iter().map(MetricKey::as_str).collect();
+            assert_eq!(keys, ["train/loss", "lr", "val/acc"]);
+            assert_eq!(batch.points.len(), 8);
+            let last = batch.points[7];
+            assert_eq!((last.key, last.step, last.value, last.timestamp_ms), (2, 7, 7.5, 1_700_000_000_007));
+        }
+    }
+
+    #[test]
+    fn every_single_bit_flip_of_an_arrow_stream_is_answered() {
+        let mut buffers_outside_the_body = 0;
+        for dictionary_keys in [false, true] {
+            let body = arrow_body(dictionary_keys);
+            for at in 0..body.len() {
+                for bit in 0..8 {
+                    let mut flipped = body.clone();
+                    flipped[at] ^= 1 << bit;
+                    let decoded = metrics_from_arrow(web::Bytes::from(flipped), 0);
+                    assert_sound(&decoded);
+                    if matches!(&decoded, Err(ApiError::Invalid { reason, .. }) if reason.contains("outside its body"))
+                    {
+                        buffers_outside_the_body += 1;
+                    }
+                }
+            }
+        }
+        assert!(buffers_outside_the_body > 0, "no flip moved a buffer outside its message's body");
+    }
+
+    #[test]
+    fn a_panic_inside_the_arrow_decoder_refuses_the_body() {
+        let err = refusing_decoder_panics(|| -> Result<()> { panic!("buffer slice out of range") }).unwrap_err();
+        assert!(
+            matches!(&err, ApiError::Invalid { field, reason }
+                if field == "body" && reason == "malformed Arrow IPC stream: buffer slice out of range"),
+            "{err:?}"
+        );
+    }
 
     #[test]
     fn json_batches_accept_non_finite_strings_and_name_bad_fields() {

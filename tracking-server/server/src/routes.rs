@@ -284,7 +284,7 @@ async fn put_metadata(
     if !valid_section {
         return Err(ApiError::invalid("section", "a metadata section has 1 to 64 characters from [A-Za-z0-9_-]"));
     }
-    let bytes = read_body(&req, payload).await?;
+    let bytes = crate::body::json_bytes(&req, payload).await?;
     if bytes.len() > MAX_METADATA_BYTES {
         return Err(ApiError::TooLarge { limit: MAX_METADATA_BYTES });
     }
@@ -381,7 +381,7 @@ async fn finish_run(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let id = run_id(&path)?;
-    let bytes = read_body(&req, payload).await?;
+    let bytes = crate::body::json_bytes(&req, payload).await?;
     let body: Finish =
         if bytes.iter().all(u8::is_ascii_whitespace) { Finish::default() } else { crate::body::parse_json(&bytes)? };
     let status = RunStatus::parse("status", body.status.as_deref().unwrap_or("finished"))?;
