@@ -8,6 +8,8 @@ pub const MAX_RUN_ID_BYTES: usize = 64;
 pub const MAX_KEY_BYTES: usize = 250;
 /// Project, run, model and sweep names, and a run's user, host and group.
 pub const MAX_NAME_BYTES: usize = 500;
+/// Names of sweeps: each trial's run is named after its sweep with "-NNN" added.
+pub const MAX_SWEEP_NAME_BYTES: usize = MAX_NAME_BYTES - 24;
 /// A param's value as text (a list counts as its JSON text).
 pub const MAX_PARAM_VALUE_BYTES: usize = 64 << 10;
 /// A tag's value, on runs and in the model registry.

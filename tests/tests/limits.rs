@@ -7,6 +7,7 @@ use trainlog_tests::{json, urlencode, TestServer, Value};
 const MAX_RUN_ID_BYTES: usize = 64;
 const MAX_KEY_BYTES: usize = 250;
 const MAX_NAME_BYTES: usize = 500;
+const MAX_SWEEP_NAME_BYTES: usize = MAX_NAME_BYTES - 24;
 const MAX_PARAM_VALUE_BYTES: usize = 64 << 10;
 const MAX_TAG_VALUE_BYTES: usize = 64 << 10;
 const MAX_TEXT_BYTES: usize = 1 << 20;
@@ -175,14 +176,22 @@ fn registry_and_sweep_text_is_limited_too() {
 
     let config = "command: [\"python\", \"train.py\"]\nmethod: random\nmetric: {name: loss, goal: minimize}\n\
                   parameters:\n  lr: {values: [0.1, 0.01]}\n";
-    let answer = s.post("/sweeps", &json!({"config": config, "project": "p", "name": text(MAX_NAME_BYTES + 1)}));
-    assert_refused(answer, "name", MAX_NAME_BYTES);
+    let answer = s.post("/sweeps", &json!({"config": config, "project": "p", "name": text(MAX_SWEEP_NAME_BYTES + 1)}));
+    assert_refused(answer, "name", MAX_SWEEP_NAME_BYTES);
     let padded = format!("{config}# {}\n", text(MAX_TEXT_BYTES));
     assert_refused(s.post("/sweeps", &json!({"config": padded, "project": "p"})), "config", MAX_TEXT_BYTES);
     let (status, sweeps) = s.get("/sweeps");
     assert_eq!((status, &sweeps["sweeps"]), (200, &json!([])), "a refused sweep is not created");
-    let (status, sweep) = s.post("/sweeps", &json!({"config": config, "project": "p", "name": text(MAX_NAME_BYTES)}));
+    let (status, sweep) =
+        s.post("/sweeps", &json!({"config": config, "project": "p", "name": text(MAX_SWEEP_NAME_BYTES)}));
     assert_eq!(status, 201, "{sweep}");
+    // The longest sweep name still leaves its trials' run names within the name limit.
+    let id = sweep["id"].as_str().expect("a sweep id");
+    let (status, trial) = s.post(&format!("/sweeps/{id}/next"), &json!({"agent": "a", "slot": "cpu:0"}));
+    assert_eq!(status, 200, "{trial}");
+    let (status, run) = s.get(&format!("/runs/{}", trial["run_id"].as_str().expect("a trial run")));
+    assert_eq!(status, 200, "{run}");
+    assert!(run["name"].as_str().is_some_and(|n| n.len() <= MAX_NAME_BYTES), "{run}");
 }
 
 /// `count` comparisons joined by `or`.

@@ -333,13 +333,33 @@ fn decode_arrow(bytes: web::Bytes, now_ms: i64) -> Result<PointBatch> {
 
 /// Parses a metrics batch by its content type: `application/json` or an Arrow IPC stream.
 pub fn metrics_batch(req: &HttpRequest, bytes: web::Bytes, now_ms: i64) -> Result<PointBatch> {
+    decode_metrics(metrics_encoding(req)?, bytes, now_ms)
+}
+
+/// How a metrics body is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsEncoding {
+    Json,
+    ArrowStream,
+}
+
+/// The encoding a metrics request declares in its Content-Type.
+pub fn metrics_encoding(req: &HttpRequest) -> Result<MetricsEncoding> {
     let accepted = format!("{JSON_MEDIA_TYPE} or {ARROW_STREAM_MEDIA_TYPE}");
     match media_type(req, &accepted)?.as_str() {
-        JSON_MEDIA_TYPE => metrics_from_json(&bytes, now_ms),
-        ARROW_STREAM_MEDIA_TYPE => metrics_from_arrow(bytes, now_ms),
+        JSON_MEDIA_TYPE => Ok(MetricsEncoding::Json),
+        ARROW_STREAM_MEDIA_TYPE => Ok(MetricsEncoding::ArrowStream),
         other => {
             Err(ApiError::UnsupportedMediaType(format!("content type {other:?} is not accepted; send {accepted}")))
         }
+    }
+}
+
+/// Decodes a metrics body; CPU work, to run off the async workers.
+pub fn decode_metrics(encoding: MetricsEncoding, bytes: web::Bytes, now_ms: i64) -> Result<PointBatch> {
+    match encoding {
+        MetricsEncoding::Json => metrics_from_json(&bytes, now_ms),
+        MetricsEncoding::ArrowStream => metrics_from_arrow(bytes, now_ms),
     }
 }
 

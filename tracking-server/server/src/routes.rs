@@ -1,7 +1,7 @@
 //! Route table and request handlers. Handlers parse input into schema types once, call the
 //! stores (SQLite work on the blocking pool), and shape JSON; errors go through `ApiError`.
 
-use crate::body::{json_body, metrics_batch, read_body};
+use crate::body::{decode_metrics, json_body, metrics_encoding, read_body};
 use crate::error::{ApiError, Result};
 use crate::{json, AppState};
 use actix_web::http::header;
@@ -423,7 +423,9 @@ async fn log_metrics(
     let id = run_id(&path)?;
     let project_id = run_project(&state, &id).await?;
     let bytes = read_body(&req, payload).await?;
-    let batch = metrics_batch(&req, bytes, now_ms())?;
+    let encoding = metrics_encoding(&req)?;
+    let now = now_ms();
+    let batch = web::block(move || decode_metrics(encoding, bytes, now)).await??;
     let accepted = batch.points.len();
     state.store.append(&id, project_id, batch).await?;
     Ok(HttpResponse::Ok().json(json!({ "accepted": accepted })))

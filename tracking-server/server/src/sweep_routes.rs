@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use trainlog_meta::{NewRun, Placement, SweepRow, TrialEnd, TrialRow};
-use trainlog_schema::limits::{check_len, MAX_NAME_BYTES, MAX_TEXT_BYTES};
+use trainlog_schema::limits::{check_len, MAX_NAME_BYTES, MAX_SWEEP_NAME_BYTES, MAX_TEXT_BYTES};
 use trainlog_schema::{flatten_params, MetricKey, ProjectName, RunId, TagKey};
 use trainlog_store::StepRange;
 use trainlog_sweep::config::{Method, SweepConfig};
@@ -67,7 +67,7 @@ async fn create_sweep(state: State, req: HttpRequest, payload: web::Payload) -> 
         .ok_or_else(|| ApiError::invalid("project", "give a project (in the request or the sweep file)"))?;
     let project = ProjectName::parse("project", &project)?;
     let name = body.name.or(cfg.name.clone()).unwrap_or_default();
-    check_len("name", "a sweep name", &name, MAX_NAME_BYTES)?;
+    check_len("name", "a sweep name", &name, MAX_SWEEP_NAME_BYTES)?;
     let sweep = meta(&state, move |m| m.create_sweep(&project, &name, &body.config)).await?;
     Ok(HttpResponse::Created().json(sweep_json(&state, &sweep, &[]).await?))
 }
