@@ -294,12 +294,16 @@ impl NativeRun {
     }
 
     /// Ends the run; sends what is queued for at most `timeout` seconds, then spools the rest.
+    /// Answers how its points ended up; the same again once finished, None while another
+    /// thread is still finishing it.
     #[pyo3(signature = (status="finished", timeout=60.0))]
-    fn finish(&self, py: Python<'_>, status: &str, timeout: f64) -> PyResult<()> {
-        match py.detach(|| self.run.finish_with(status, Duration::from_secs_f64(timeout.max(0.0)))) {
-            Ok(()) | Err(trainlog::Error::Finished) => Ok(()),
-            Err(e) => Err(to_py_err(e)),
-        }
+    fn finish(&self, py: Python<'_>, status: &str, timeout: f64) -> PyResult<Py<PyAny>> {
+        let summary = match py.detach(|| self.run.finish_with(status, Duration::from_secs_f64(timeout.max(0.0)))) {
+            Ok(summary) => Some(summary),
+            Err(trainlog::Error::Finished) => self.run.finish_summary(),
+            Err(e) => return Err(to_py_err(e)),
+        };
+        to_py(py, &summary.map_or(Value::Null, |s| s.to_json()))
     }
 }
 

@@ -24,17 +24,34 @@ impl Http {
         format!("{}/api/v1{}", self.base, path)
     }
 
+    fn unreachable(&self, error: reqwest::Error) -> Error {
+        Error::Unreachable { url: self.base.clone(), reason: error.to_string(), retry_after: None }
+    }
+
     fn answer(&self, result: reqwest::Result<reqwest::blocking::Response>) -> Result<Value> {
-        let response = result.map_err(|e| Error::Unreachable { url: self.base.clone(), reason: e.to_string() })?;
+        let response = result.map_err(|e| {
+            // A request that cannot even be built (a malformed URL) never will be: not a network problem.
+            if e.is_builder() {
+                Error::Invalid(format!("the request could not be built: {e}"))
+            } else {
+                self.unreachable(e)
+            }
+        })?;
         let status = response.status().as_u16();
-        let text = response.text().map_err(|e| Error::Unreachable { url: self.base.clone(), reason: e.to_string() })?;
+        let retry_after = retry_after(response.headers());
+        let text = response.text().map_err(|e| self.unreachable(e))?;
         let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         if (200..300).contains(&status) {
             return Ok(body);
         }
-        // Overload and outages are the network's problem, not the request's: retry later.
-        if status >= 500 || status == 429 || status == 408 {
-            return Err(Error::Unreachable { url: self.base.clone(), reason: format!("HTTP {status}: {body}") });
+        // Overload, a full disk and outages are not the request's fault: it is sent again later
+        // (503 and 507 come with `Retry-After`).
+        if is_transient(status) {
+            return Err(Error::Unreachable {
+                url: self.base.clone(),
+                reason: format!("HTTP {status}: {body}"),
+                retry_after,
+            });
         }
         let e = &body["error"];
         Err(Error::Server {
@@ -69,11 +86,7 @@ impl Http {
 
     /// A GET whose body the caller streams; errors are turned into `Error`s first.
     pub fn get_stream(&self, path: &str) -> Result<reqwest::blocking::Response> {
-        let response = self
-            .client
-            .get(self.url(path))
-            .send()
-            .map_err(|e| Error::Unreachable { url: self.base.clone(), reason: e.to_string() })?;
+        let response = self.client.get(self.url(path)).send().map_err(|e| self.unreachable(e))?;
         if response.status().is_success() {
             return Ok(response);
         }
@@ -94,5 +107,43 @@ impl Http {
 
     pub fn put(&self, path: &str, body: &Value) -> Result<Value> {
         self.answer(self.client.put(self.url(path)).json(body).send())
+    }
+}
+
+/// Statuses that say "not now" rather than "never": request timeout, too many requests, and
+/// every server error (503 when the server's log or buffer cannot take a batch, 507 when its
+/// disk is full).
+pub(crate) fn is_transient(status: u16) -> bool {
+    status >= 500 || status == 429 || status == 408
+}
+
+/// `Retry-After` in seconds; the HTTP-date form is left to the client's own backoff.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_and_failing_servers_are_transient_and_refusals_are_not() {
+        for status in [408, 429, 500, 502, 503, 504, 507] {
+            assert!(is_transient(status), "{status}");
+        }
+        for status in [400, 403, 404, 409, 413, 415, 421, 422] {
+            assert!(!is_transient(status), "{status}");
+        }
+    }
+
+    #[test]
+    fn retry_after_is_read_in_seconds() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        assert_eq!(retry_after(&headers), None);
+        headers.insert(reqwest::header::RETRY_AFTER, " 7".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(7)));
+        headers.insert(reqwest::header::RETRY_AFTER, "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap());
+        assert_eq!(retry_after(&headers), None);
     }
 }

@@ -32,7 +32,8 @@ pub use api::{Api, HistoryPoint, RunInfo};
 pub use artifacts::Retention;
 pub use registry::ModelSource;
 pub use run::{Mode, Resume, Run, RunBuilder};
-pub use spool::{sync_all, SyncReport};
+pub use sender::FinishSummary;
+pub use spool::{rejected_path, sync_all, SyncReport};
 
 /// Where a server runs when neither `server(...)` nor `TRAINLOG_SERVER` says otherwise.
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:7310";
@@ -42,8 +43,10 @@ pub enum Error {
     /// The server answered with an error: its status, code, message and the field at fault.
     #[error("the server refused the request ({status} {code}): {message}")]
     Server { status: u16, code: String, message: String, field: Option<String> },
+    /// The server could not be reached, or answered that it cannot take the request now (408,
+    /// 429, 5xx): send it again later, after `retry_after` when the server said how long.
     #[error("the server at {url} cannot be reached: {reason}")]
-    Unreachable { url: String, reason: String },
+    Unreachable { url: String, reason: String, retry_after: Option<std::time::Duration> },
     #[error("{0}")]
     Invalid(String),
     #[error("{context}: {source}")]

@@ -2,7 +2,7 @@
 //! finishing within a bounded time.
 
 use crate::http::Http;
-use crate::sender::{Sender, Shared};
+use crate::sender::{FinishSummary, Sender, Shared};
 use crate::spool::Spool;
 use crate::{Error, Result};
 use serde_json::{json, Map, Value};
@@ -279,6 +279,7 @@ impl RunBuilder {
             json: run_json,
             sender: Mutex::new(Some(sender_thread)),
             finished: AtomicBool::new(false),
+            summary: Mutex::new(None),
             sampler: Mutex::new(None),
             stop_flag: Arc::new(AtomicBool::new(false)),
             stop_poller: std::sync::Once::new(),
@@ -300,8 +301,13 @@ impl RunBuilder {
         if self.system_interval.is_some() || self.cost {
             let resumed = Resumed::from_summary(&run.json["summary"]);
             let cost = self.cost.then_some(self.cost_per_hour);
-            let sampler = crate::sampler::Sampler::start(&run, self.system_interval, cost, resumed);
-            *lock(&run.sampler) = Some(sampler);
+            match crate::sampler::Sampler::start(&run, self.system_interval, cost, resumed) {
+                Ok(sampler) => *lock(&run.sampler) = Some(sampler),
+                Err(e) => run.shared.report_problem(format!(
+                    "run {} records no system metrics or cost: the sampler thread did not start ({e})",
+                    run.id
+                )),
+            }
         }
         Ok(run)
     }
@@ -372,8 +378,9 @@ pub struct Run {
     project: String,
     server: String,
     json: Value,
-    sender: Mutex<Option<JoinHandle<()>>>,
+    sender: Mutex<Option<JoinHandle<FinishSummary>>>,
     finished: AtomicBool,
+    summary: Mutex<Option<FinishSummary>>,
     sampler: Mutex<Option<crate::sampler::Sampler>>,
     /// Set once the sweep wants this trial to stop; a background thread asks the server.
     stop_flag: Arc<AtomicBool>,
@@ -499,13 +506,15 @@ impl Run {
     }
 
     /// Ends the run as `finished`, waiting up to 60 s for what is queued.
-    pub fn finish(&self) -> Result<()> {
+    pub fn finish(&self) -> Result<FinishSummary> {
         self.finish_with("finished", Duration::from_secs(60))
     }
 
     /// Ends the run with `status` (finished, failed, killed, preempted). Sends what is queued
-    /// until `timeout`, then spools the rest, so it returns in about `timeout` at most.
-    pub fn finish_with(&self, status: &str, timeout: Duration) -> Result<()> {
+    /// until `timeout`, then spools the rest, so it returns in about `timeout` at most. Answers
+    /// how many points were acknowledged, spooled, rejected and unsaved; anything rejected or
+    /// unsaved is also reported on stderr.
+    pub fn finish_with(&self, status: &str, timeout: Duration) -> Result<FinishSummary> {
         trainlog_schema::RunStatus::parse("status", status).map_err(|e| Error::Invalid(e.to_string()))?;
         if self.finished.swap(true, Ordering::SeqCst) {
             return Err(Error::Finished);
@@ -517,11 +526,25 @@ impl Run {
         let op = json!({"op": "finish", "body": {"status": status, "end_time": crate::now_ms()}});
         lock(&self.shared.pending).finish = Some((op, deadline));
         self.shared.wake.notify_one();
-        if let Some(handle) = lock(&self.sender).take() {
-            // The sender spools whatever is left at the deadline, so this join is bounded.
-            let _ = handle.join();
-        }
-        Ok(())
+        let handle = lock(&self.sender).take();
+        // The sender spools whatever is left at the deadline, so this join is bounded.
+        let summary = match handle.map(JoinHandle::join) {
+            Some(Ok(summary)) => summary,
+            Some(Err(_)) | None => {
+                let unsaved = self.shared.waiting.load(Ordering::Relaxed);
+                let warning =
+                    format!("the sender thread of run {} stopped early; {unsaved} points were not saved", self.id);
+                eprintln!("trainlog: {warning}");
+                FinishSummary { unsaved, warnings: vec![warning], ..FinishSummary::default() }
+            }
+        };
+        *lock(&self.summary) = Some(summary.clone());
+        Ok(summary)
+    }
+
+    /// What `finish` answered, once the run is finished.
+    pub fn finish_summary(&self) -> Option<FinishSummary> {
+        lock(&self.summary).clone()
     }
 
     pub fn is_finished(&self) -> bool {

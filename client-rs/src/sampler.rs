@@ -18,13 +18,13 @@ pub struct Sampler {
 
 impl Sampler {
     /// Starts sampling: system metrics every `interval` (None: off), and cost when `cost` is
-    /// `Some(explicit price per hour or None to look it up)`.
+    /// `Some(explicit price per hour or None to look it up)`. Fails when the thread cannot start.
     pub fn start(
         run: &Run,
         interval: Option<Duration>,
         cost: Option<Option<f64>>,
         resumed: crate::run::Resumed,
-    ) -> Self {
+    ) -> crate::Result<Self> {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let shared = run.shared.clone();
         let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
@@ -52,8 +52,8 @@ impl Sampler {
                 let meter = price.map(|p| cost::CostMeter::new(p.0));
                 sample_loop(shared, interval.is_some(), gpus, meter, resumed, every, stop2)
             })
-            .unwrap_or_else(|_| std::thread::spawn(|| {}));
-        Self { stop, handle }
+            .map_err(crate::io_err("starting the sampler thread"))?;
+        Ok(Self { stop, handle })
     }
 
     /// Stops the thread after a last sample, so the recorded cost covers the whole run.

@@ -2,10 +2,11 @@
 //! server cannot be reached switches to the spool until the server is back.
 
 use crate::http::Http;
-use crate::spool::Spool;
+use crate::spool::{points_in, with_retries, Rejected, Settled, Spool};
 use crate::{Error, Result};
 use serde_json::{json, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex};
@@ -21,6 +22,11 @@ pub const BATCH_POINTS: usize = 10_000;
 const CHUNK_POINTS: usize = 16_384;
 /// Points waiting in memory past which the sender writes them to the spool instead.
 pub const MAX_PENDING_POINTS: usize = 2_000_000;
+/// Points kept in memory at most when neither the server nor the spool takes them (32 bytes
+/// each: 32 MiB). Past it, newer points are dropped and counted as unsaved; older ones are kept.
+pub const MAX_HELD_POINTS: usize = 1_000_000;
+/// Requests other than points kept in memory at most, likewise.
+const MAX_HELD_REQUESTS: usize = 10_000;
 
 #[derive(Clone, Copy)]
 pub struct PendingPoint {
@@ -64,6 +70,8 @@ pub struct Shared {
     pub spooling: AtomicBool,
     pub waiting: AtomicU64,
     pub warned: AtomicBool,
+    /// Problems met outside the sender (a sampler that did not start), for the finish summary.
+    pub problems: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -78,7 +86,14 @@ impl Shared {
             spooling: AtomicBool::new(offline),
             waiting: AtomicU64::new(0),
             warned: AtomicBool::new(false),
+            problems: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Prints a problem now and keeps it for the finish summary.
+    pub(crate) fn report_problem(&self, problem: String) {
+        eprintln!("trainlog: {problem}");
+        lock(&self.problems).push(problem);
     }
 
     /// Enqueues points; interns each key once. Never blocks on the network.
@@ -212,109 +227,334 @@ fn op_request(http: &Http, run_id: &str, op: &Value) -> Result<Value> {
     }
 }
 
+/// How a run's points and requests ended up, as `Run::finish` answers it. Each point this
+/// process logged (and each one an earlier process of the run left in its spool) is counted
+/// once: acknowledged, spooled, rejected or unsaved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FinishSummary {
+    /// Points the server acknowledged.
+    pub acknowledged: u64,
+    /// Points left in the local spool (offline, or the server could not be reached in time):
+    /// `trainlog sync`, or the run resumed, sends them.
+    pub spooled: u64,
+    /// Points the server refused for good, kept with its answer in `rejected_file`.
+    pub rejected: u64,
+    /// Points lost: the server did not take them and they could not be written locally.
+    pub unsaved: u64,
+    /// Other requests (create, params, metadata, finish) left in the spool.
+    pub requests_spooled: u64,
+    /// Other requests the server refused, in `rejected_file`.
+    pub requests_rejected: u64,
+    /// Other requests lost.
+    pub requests_unsaved: u64,
+    /// The spool, when something is left in it.
+    pub spool_file: Option<PathBuf>,
+    /// `<spool folder>/rejected/<run id>.jsonl`, when the server refused something.
+    pub rejected_file: Option<PathBuf>,
+    /// What went wrong, also printed to stderr: refusals, data that could not be saved, a
+    /// sampler that did not start.
+    pub warnings: Vec<String>,
+}
+
+impl FinishSummary {
+    /// The summary as a JSON object with the same field names; paths as text.
+    pub fn to_json(&self) -> Value {
+        let text = |path: &Option<PathBuf>| path.as_ref().map(|p| p.display().to_string());
+        json!({
+            "acknowledged": self.acknowledged,
+            "spooled": self.spooled,
+            "rejected": self.rejected,
+            "unsaved": self.unsaved,
+            "requests_spooled": self.requests_spooled,
+            "requests_rejected": self.requests_rejected,
+            "requests_unsaved": self.requests_unsaved,
+            "spool_file": text(&self.spool_file),
+            "rejected_file": text(&self.rejected_file),
+            "warnings": self.warnings,
+        })
+    }
+}
+
+/// A request waiting in memory because neither the server nor the spool took it.
+enum Held {
+    Points(Vec<PendingPoint>),
+    Request(Value),
+}
+
+/// The longest wait before trying the server again, whatever its `Retry-After` says.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
+/// The shortest, so a `Retry-After: 0` does not spin.
+const MIN_RETRY_WAIT: Duration = Duration::from_millis(100);
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+fn retry_after_of(error: &Error) -> Option<Duration> {
+    match error {
+        Error::Unreachable { retry_after, .. } => *retry_after,
+        _ => None,
+    }
+}
+
 pub struct Sender {
     pub shared: Arc<Shared>,
     pub http: Http,
     pub spool: Spool,
+    rejected: Rejected,
+    /// Oldest first; newer requests queue behind them, so the order of requests holds.
+    held: VecDeque<Held>,
+    held_points: usize,
+    held_requests: usize,
+    /// Set when a spool write failed in this pass: the rest of the pass is held without trying.
+    spool_failing: bool,
+    spool_warned: bool,
+    memory_full_warned: bool,
+    /// Why something could not be written locally, for the summary.
+    save_error: Option<String>,
+    points_acknowledged: u64,
+    points_unsaved: u64,
+    requests_unsaved: u64,
     retry_at: Instant,
     backoff: Duration,
 }
 
 impl Sender {
     pub fn new(shared: Arc<Shared>, http: Http, spool: Spool) -> Self {
-        Self { shared, http, spool, retry_at: Instant::now(), backoff: Duration::from_millis(250) }
+        let rejected = Rejected::new(spool.dir(), &shared.run_id);
+        Self {
+            shared,
+            http,
+            spool,
+            rejected,
+            held: VecDeque::new(),
+            held_points: 0,
+            held_requests: 0,
+            spool_failing: false,
+            spool_warned: false,
+            memory_full_warned: false,
+            save_error: None,
+            points_acknowledged: 0,
+            points_unsaved: 0,
+            requests_unsaved: 0,
+            retry_at: Instant::now(),
+            backoff: FIRST_BACKOFF,
+        }
     }
 
-    fn spool_points(&mut self, points: &[PendingPoint], names: &[Arc<str>]) {
-        for chunk in points.chunks(BATCH_POINTS) {
-            if let Err(e) = self.spool.append(&points_op(chunk, names)) {
-                eprintln!("trainlog: could not write the spool of run {}: {e}", self.shared.run_id);
+    fn names(&self) -> Vec<Arc<str>> {
+        lock(&self.shared.keys).names.clone()
+    }
+
+    fn is_spooling(&self) -> bool {
+        self.shared.spooling.load(Ordering::Relaxed)
+    }
+
+    fn sends_directly(&self) -> bool {
+        !self.shared.offline && !self.is_spooling()
+    }
+
+    /// The server cannot take requests now: spool them, and try again after `retry_after`
+    /// (capped) when the server said, else after an exponential backoff.
+    fn enter_spooling(&mut self, reason: &str, retry_after: Option<Duration>) {
+        self.shared.spooling.store(true, Ordering::Relaxed);
+        let wait = retry_after.unwrap_or(self.backoff).clamp(MIN_RETRY_WAIT, MAX_RETRY_WAIT);
+        self.retry_at = Instant::now() + wait;
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        self.shared.warn_once(reason);
+    }
+
+    /// Appends a record to the spool, retrying a failed write; false when it could not be written.
+    fn spool_append(&mut self, record: &Value) -> bool {
+        if self.spool_failing {
+            return false;
+        }
+        let spool = &mut self.spool;
+        match with_retries(|| spool.append(record)) {
+            Ok(()) => true,
+            Err(e) => {
+                self.spool_failing = true;
+                if !self.spool_warned {
+                    self.spool_warned = true;
+                    eprintln!(
+                        "trainlog: could not write the spool of run {} ({e}); keeping up to {MAX_HELD_POINTS} points in memory and trying again",
+                        self.shared.run_id
+                    );
+                }
+                self.save_error = Some(format!("the spool could not be written: {e}"));
+                false
             }
         }
     }
 
-    fn enter_spooling(&mut self, reason: &str) {
-        self.shared.spooling.store(true, Ordering::Relaxed);
-        self.retry_at = Instant::now() + self.backoff;
-        self.backoff = (self.backoff * 2).min(Duration::from_secs(30));
-        self.shared.warn_once(reason);
+    /// Keeps a request in memory, behind those already held; past the bound it is counted as unsaved.
+    fn hold(&mut self, item: Held) {
+        let fits = match &item {
+            Held::Points(points) => self.held_points + points.len() <= MAX_HELD_POINTS,
+            Held::Request(_) => self.held_requests < MAX_HELD_REQUESTS,
+        };
+        if !fits {
+            match &item {
+                Held::Points(points) => self.points_unsaved += points.len() as u64,
+                Held::Request(_) => self.requests_unsaved += 1,
+            }
+            if !self.memory_full_warned {
+                self.memory_full_warned = true;
+                eprintln!(
+                    "trainlog: run {} holds {} points in memory that neither the server nor the spool took; newer ones are dropped and counted as unsaved",
+                    self.shared.run_id, self.held_points
+                );
+            }
+            return;
+        }
+        match &item {
+            Held::Points(points) => self.held_points += points.len(),
+            Held::Request(_) => self.held_requests += 1,
+        }
+        self.held.push_back(item);
     }
 
-    /// Tries to send what the spool holds; leaves spooling mode once it is all sent.
-    fn drain_spool(&mut self, force: bool, deadline: Option<Instant>) {
-        if self.shared.offline || !self.shared.spooling.load(Ordering::Relaxed) {
+    /// Writes a refused request to the rejected file; when even that fails, it is counted as unsaved.
+    fn reject(&mut self, record: &Value, refusal: &Error) {
+        if let Err(e) = self.rejected.keep(record, refusal) {
+            let points = points_in(record);
+            if record["op"] == "points" {
+                self.points_unsaved += points;
+            } else {
+                self.requests_unsaved += 1;
+            }
+            eprintln!(
+                "trainlog: the server refused a {} request of run {} ({refusal}) and it could not be kept in {}: {e}",
+                record["op"].as_str().unwrap_or("?"),
+                self.shared.run_id,
+                self.rejected.path().display()
+            );
+            self.save_error = Some(format!("the rejected file could not be written: {e}"));
+        }
+    }
+
+    /// Sends a chunk of points, or spools it, or holds it; a refusal goes to the rejected file.
+    fn deliver_points(&mut self, chunk: &[PendingPoint], names: &[Arc<str>], deadline: Option<Instant>) {
+        if !self.held.is_empty() {
+            return self.hold(Held::Points(chunk.to_vec()));
+        }
+        if self.sends_directly() && deadline.is_none_or(|d| Instant::now() < d) {
+            let path = format!("/runs/{}/metrics", self.shared.run_id);
+            let sent = points_arrow(chunk, names)
+                .and_then(|body| self.http.post_bytes(&path, trainlog_schema::arrow::ARROW_STREAM_MEDIA_TYPE, body));
+            match sent {
+                Ok(_) => {
+                    self.points_acknowledged += chunk.len() as u64;
+                    return;
+                }
+                Err(e @ Error::Unreachable { .. }) => self.enter_spooling(&e.to_string(), retry_after_of(&e)),
+                Err(refusal) => return self.reject(&points_op(chunk, names), &refusal),
+            }
+        }
+        if !self.spool_append(&points_op(chunk, names)) {
+            self.hold(Held::Points(chunk.to_vec()));
+        }
+    }
+
+    /// Sends a request other than points, or spools it, or holds it, in the same way.
+    fn deliver_request(&mut self, op: Value) {
+        if !self.held.is_empty() {
+            return self.hold(Held::Request(op));
+        }
+        if self.sends_directly() {
+            match op_request(&self.http, &self.shared.run_id, &op) {
+                Ok(_) => return,
+                Err(e @ Error::Unreachable { .. }) => self.enter_spooling(&e.to_string(), retry_after_of(&e)),
+                Err(refusal) => return self.reject(&op, &refusal),
+            }
+        }
+        if !self.spool_append(&op) {
+            self.hold(Held::Request(op));
+        }
+    }
+
+    fn send_points(&mut self, points: &[PendingPoint], names: &[Arc<str>], deadline: Option<Instant>) {
+        if points.len() > MAX_PENDING_POINTS && self.sends_directly() {
+            self.enter_spooling("points arrive faster than the server takes them", None);
+        }
+        for chunk in points.chunks(BATCH_POINTS) {
+            self.deliver_points(chunk, names, deadline);
+        }
+    }
+
+    /// Tries what is held in memory again, oldest first; stops trying at the first that is held again.
+    fn deliver_held(&mut self, deadline: Option<Instant>) {
+        self.spool_failing = false;
+        if self.held.is_empty() {
+            return;
+        }
+        let names = self.names();
+        let mut waiting = std::mem::take(&mut self.held).into_iter();
+        (self.held_points, self.held_requests) = (0, 0);
+        while let Some(item) = waiting.next() {
+            match item {
+                Held::Points(points) => self.deliver_points(&points, &names, deadline),
+                Held::Request(op) => self.deliver_request(op),
+            }
+            if !self.held.is_empty() {
+                for later in waiting.by_ref() {
+                    self.hold(later);
+                }
+            }
+        }
+    }
+
+    /// Keeps `waiting` equal to the points queued plus the points held, once `taken` points
+    /// left the queue or the held list.
+    fn settle_waiting(&self, taken: usize) {
+        self.shared.waiting.fetch_add(self.held_points as u64, Ordering::Relaxed);
+        self.shared.waiting.fetch_sub(taken as u64, Ordering::Relaxed);
+    }
+
+    /// Sends what the spool holds once the wait after the last failure is over (or at once when
+    /// `force`); leaves spooling mode once it is all sent.
+    fn retry_server(&mut self, force: bool, deadline: Option<Instant>) {
+        if self.shared.offline || !self.is_spooling() {
             return;
         }
         if !force && Instant::now() < self.retry_at {
             return;
         }
-        match self.spool.send(&self.http, deadline) {
-            Ok(_) => {
-                self.shared.spooling.store(false, Ordering::Relaxed);
-                self.backoff = Duration::from_millis(250);
-                if self.shared.warned.swap(false, Ordering::Relaxed) {
-                    eprintln!("trainlog: the server is back; run {} sent its spooled points", self.shared.run_id);
-                }
+        if self.spool.has_unsent() {
+            let mut settled = Settled::default();
+            let sent = self.spool.send(&self.http, deadline, &mut self.rejected, &mut settled);
+            self.points_acknowledged += settled.points_acknowledged;
+            if let Err(e) = sent {
+                return self.enter_spooling(&e.to_string(), retry_after_of(&e));
             }
-            Err(e) => self.enter_spooling(&e.to_string()),
+        }
+        self.shared.spooling.store(false, Ordering::Relaxed);
+        self.backoff = FIRST_BACKOFF;
+    }
+
+    fn announce_recovery(&self) {
+        if !self.is_spooling() && self.held.is_empty() && self.shared.warned.swap(false, Ordering::Relaxed) {
+            eprintln!("trainlog: the server is back; run {} sent its spooled points", self.shared.run_id);
         }
     }
 
-    fn send_points(&mut self, points: &[PendingPoint], names: &[Arc<str>], deadline: Option<Instant>) {
-        let mut sent = 0;
-        if !self.shared.spooling.load(Ordering::Relaxed) && points.len() <= MAX_PENDING_POINTS {
-            for chunk in points.chunks(BATCH_POINTS) {
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    break;
-                }
-                let path = format!("/runs/{}/metrics", self.shared.run_id);
-                let sent_ok = points_arrow(chunk, names).and_then(|body| {
-                    self.http.post_bytes(&path, trainlog_schema::arrow::ARROW_STREAM_MEDIA_TYPE, body)
-                });
-                match sent_ok {
-                    Ok(_) => sent += chunk.len(),
-                    Err(Error::Server { message, .. }) => {
-                        eprintln!(
-                            "trainlog: the server refused {} points of run {}: {message}",
-                            chunk.len(),
-                            self.shared.run_id
-                        );
-                        sent += chunk.len();
-                    }
-                    Err(e) => {
-                        self.enter_spooling(&e.to_string());
-                        break;
-                    }
-                }
-            }
-        } else if !self.shared.spooling.load(Ordering::Relaxed) {
-            self.enter_spooling("points arrive faster than the server takes them");
-        }
-        if sent < points.len() {
-            self.spool_points(&points[sent..], names);
-            if deadline.is_none() {
-                self.drain_spool(false, None);
-            }
-        }
-    }
-
-    fn send_op(&mut self, op: Value) {
-        if self.shared.spooling.load(Ordering::Relaxed) {
-            let _ = self.spool.append(&op);
+    /// At finish: tries again, honouring the server's `Retry-After`, until everything is sent or
+    /// `deadline` passes.
+    fn settle_before(&mut self, deadline: Instant) {
+        if self.shared.offline {
             return;
         }
-        match op_request(&self.http, &self.shared.run_id, &op) {
-            Ok(_) => {}
-            Err(Error::Server { message, .. }) => {
-                eprintln!(
-                    "trainlog: the server refused a {} request of run {}: {message}",
-                    op["op"], self.shared.run_id
-                )
+        loop {
+            let held_before = self.held_points;
+            self.deliver_held(Some(deadline));
+            self.settle_waiting(held_before);
+            self.retry_server(false, Some(deadline));
+            if !self.is_spooling() && self.held.is_empty() {
+                return self.announce_recovery();
             }
-            Err(e) => {
-                let _ = self.spool.append(&op);
-                self.enter_spooling(&e.to_string());
+            let now = Instant::now();
+            if now >= deadline {
+                return;
             }
+            std::thread::sleep(self.retry_at.min(deadline).saturating_duration_since(now));
         }
     }
 
@@ -341,8 +581,8 @@ impl Sender {
         all
     }
 
-    /// The sender thread's loop; returns once the run is finished.
-    pub fn run(mut self) {
+    /// The sender thread's loop; returns once the run is finished, with how its data ended up.
+    pub fn run(mut self) -> FinishSummary {
         loop {
             let (points, ops, flushes, finish) = {
                 let mut pending = lock(&self.shared.pending);
@@ -376,27 +616,30 @@ impl Sender {
             };
             // Joined outside the lock, so `log` never waits for this copy.
             let points = self.join_chunks(points.0, points.1);
-            let names: Vec<Arc<str>> = lock(&self.shared.keys).names.clone();
             let deadline = finish.as_ref().map(|f| f.1);
+            let held_before = self.held_points;
+            self.deliver_held(deadline);
             if !points.is_empty() {
+                let names = self.names();
                 self.send_points(&points, &names, deadline);
             }
-            self.shared.waiting.fetch_sub(points.len() as u64, Ordering::Relaxed);
+            self.settle_waiting(held_before + points.len());
             for op in ops {
-                self.send_op(op);
+                self.deliver_request(op);
             }
             let past_deadline = deadline.is_some_and(|d| Instant::now() >= d);
             if past_deadline {
                 // Out of time: what is left stays in the spool for `trainlog sync` or a resumed run.
             } else if !flushes.is_empty() || finish.is_some() {
-                self.drain_spool(true, deadline);
+                self.retry_server(true, deadline);
             } else {
-                self.drain_spool(false, None);
+                self.retry_server(false, None);
             }
+            self.announce_recovery();
             for f in flushes {
                 let _ = f.send(());
             }
-            if let Some((op, _)) = finish {
+            if let Some((op, deadline)) = finish {
                 // Points logged after `finish` was called are still sent.
                 let late = {
                     let mut pending = lock(&self.shared.pending);
@@ -404,27 +647,77 @@ impl Sender {
                     (std::mem::take(&mut pending.full), std::mem::take(&mut pending.points))
                 };
                 let late = self.join_chunks(late.0, late.1);
+                let held_before = self.held_points;
                 if !late.is_empty() {
-                    let names: Vec<Arc<str>> = lock(&self.shared.keys).names.clone();
-                    self.send_points(&late, &names, deadline);
+                    let names = self.names();
+                    self.send_points(&late, &names, Some(deadline));
                 }
-                self.send_op(op);
-                if !self.shared.spooling.load(Ordering::Relaxed) && !self.spool.has_unsent() {
-                    self.spool.remove();
-                    return;
-                }
-                if let Err(e) = self.spool.release(&self.http.base) {
-                    eprintln!("trainlog: could not release the spool of run {}: {e}", self.shared.run_id);
-                }
-                if !self.shared.offline {
-                    eprintln!(
-                        "trainlog: run {} ended with requests left in its spool {}; `trainlog sync` sends them",
-                        self.shared.run_id,
-                        self.spool.path().display()
-                    );
-                }
-                return;
+                self.settle_waiting(held_before + late.len());
+                self.deliver_request(op);
+                self.settle_before(deadline);
+                return self.close();
             }
+        }
+    }
+
+    /// Ends the sender: what is still held is lost; the spool is released when something is
+    /// left in it (else removed); warnings are printed.
+    fn close(mut self) -> FinishSummary {
+        let run_id = &self.shared.run_id;
+        self.shared.waiting.fetch_sub(self.held_points as u64, Ordering::Relaxed);
+        let unsaved = self.points_unsaved + self.held_points as u64;
+        let requests_unsaved = self.requests_unsaved + self.held_requests as u64;
+        let mut warnings = lock(&self.shared.problems).clone();
+        let mut closing = Vec::new();
+        let mut spool_file = None;
+        let (mut spooled, mut requests_spooled) = (0, 0);
+        if self.spool.has_unsent() {
+            (spooled, requests_spooled) = self.spool.unsent().unwrap_or_else(|e| {
+                closing.push(format!("the spool of run {run_id} could not be read back to count what it holds: {e}"));
+                (0, 0)
+            });
+            if let Err(e) = self.spool.release(&self.http.base) {
+                eprintln!("trainlog: could not release the spool of run {run_id}: {e}");
+            }
+            if !self.shared.offline {
+                eprintln!(
+                    "trainlog: run {run_id} ended with requests left in its spool {}; `trainlog sync` sends them",
+                    self.spool.path().display()
+                );
+            }
+            spool_file = Some(self.spool.path());
+        } else {
+            self.spool.remove();
+        }
+        if !self.rejected.is_empty() {
+            closing.push(format!(
+                "the server refused {} points and {} other requests of run {run_id}; they are kept with its answers in {}",
+                self.rejected.points,
+                self.rejected.requests,
+                self.rejected.path().display()
+            ));
+        }
+        if unsaved > 0 || requests_unsaved > 0 {
+            let why = self.save_error.as_deref().unwrap_or("they could not be written locally");
+            closing.push(format!(
+                "{unsaved} points and {requests_unsaved} other requests of run {run_id} could not be saved: the server did not take them and {why}"
+            ));
+        }
+        for warning in &closing {
+            eprintln!("trainlog: {warning}");
+        }
+        warnings.extend(closing);
+        FinishSummary {
+            acknowledged: self.points_acknowledged,
+            spooled,
+            rejected: self.rejected.points,
+            unsaved,
+            requests_spooled,
+            requests_rejected: self.rejected.requests,
+            requests_unsaved,
+            spool_file,
+            rejected_file: (!self.rejected.is_empty()).then(|| self.rejected.path().to_owned()),
+            warnings,
         }
     }
 }

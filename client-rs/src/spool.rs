@@ -1,7 +1,8 @@
 //! The spool: a run's requests kept in a local file while the server cannot be reached (or in
 //! offline mode), sent later in order. Records are checksummed; an offset file remembers what
 //! the server already acknowledged, so a resend never starts over. `trainlog sync` sends the
-//! spools that processes left behind.
+//! spools that processes left behind. Requests the server refuses for good go, with its answer,
+//! to `rejected/<run id>.jsonl` beside the spools.
 
 use crate::http::Http;
 use crate::{io_err, Error, Result};
@@ -12,6 +13,23 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const HEADER: usize = 8;
+
+/// Pauses before each attempt at a local write: a full disk or a busy network filesystem often
+/// recovers within a fraction of a second.
+const WRITE_ATTEMPT_PAUSES: [Duration; 3] = [Duration::ZERO, Duration::from_millis(20), Duration::from_millis(100)];
+
+/// Runs a local write up to three times; answers the last error when every attempt failed.
+pub(crate) fn with_retries<T>(mut write: impl FnMut() -> Result<T>) -> Result<T> {
+    let mut last = None;
+    for pause in WRITE_ATTEMPT_PAUSES {
+        std::thread::sleep(pause);
+        match write() {
+            Ok(done) => return Ok(done),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::Invalid("no write was attempted".into())))
+}
 
 /// A run's spool, open for appending by the process that owns the run.
 pub struct Spool {
@@ -59,6 +77,11 @@ impl Spool {
         path(&self.dir, &self.run_id, "spool")
     }
 
+    /// The folder holding the spools (and their `rejected/` folder).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Appends one request.
     pub fn append(&mut self, op: &Value) -> Result<()> {
         let payload = op.to_string().into_bytes();
@@ -66,7 +89,11 @@ impl Spool {
         record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         record.extend_from_slice(&crc32(&payload).to_le_bytes());
         record.extend_from_slice(&payload);
-        self.file.write_all(&record).map_err(io_err("writing the spool"))?;
+        if let Err(e) = self.file.write_all(&record) {
+            // A partly written record would hide every record appended after it.
+            let _ = self.file.set_len(self.len);
+            return Err(io_err("writing the spool")(e));
+        }
         self.len += record.len() as u64;
         Ok(())
     }
@@ -80,15 +107,32 @@ impl Spool {
         read_offset(&self.dir, &self.run_id) < self.len
     }
 
-    /// Sends unsent requests in order; stops at the first failure. On success the spool is emptied.
-    pub fn send(&mut self, http: &Http, deadline: Option<std::time::Instant>) -> Result<usize> {
-        let sent = send_from_offset(&self.dir, &self.run_id, http, deadline)?;
-        // The offset goes back to 0 before the file empties: a crash in between resends
-        // (harmless: last write wins) instead of skipping.
-        write_offset(&self.dir, &self.run_id, 0)?;
-        self.file.set_len(0).map_err(io_err("emptying the spool"))?;
-        self.len = 0;
-        Ok(sent)
+    /// Points and other requests appended and not acknowledged yet.
+    pub fn unsent(&self) -> Result<(u64, u64)> {
+        let records = read_records(&self.path(), read_offset(&self.dir, &self.run_id))?;
+        let points = records.iter().map(|(op, _)| points_in(op)).sum();
+        let requests = records.iter().filter(|(op, _)| op["op"] != "points").count() as u64;
+        Ok((points, requests))
+    }
+
+    /// Sends unsent requests in order, writing those the server refuses to `rejected`; stops at
+    /// the first transient failure. On success the spool is emptied.
+    pub fn send(
+        &mut self,
+        http: &Http,
+        deadline: Option<std::time::Instant>,
+        rejected: &mut Rejected,
+        settled: &mut Settled,
+    ) -> Result<()> {
+        send_from_offset(&self.dir, &self.run_id, http, deadline, rejected, settled)?;
+        if self.len > 0 {
+            // The offset goes back to 0 before the file empties: a crash in between resends
+            // (harmless: last write wins) instead of skipping.
+            write_offset(&self.dir, &self.run_id, 0)?;
+            self.file.set_len(0).map_err(io_err("emptying the spool"))?;
+            self.len = 0;
+        }
+        Ok(())
     }
 
     /// Whether the spool holds no record at all (sent or not).
@@ -103,8 +147,115 @@ impl Spool {
     }
 
     /// Removes the spool's files once everything in it is sent.
-    pub fn remove(self) {
+    pub fn remove(&self) {
         remove_files(&self.dir, &self.run_id);
+    }
+}
+
+/// The file of `run_id`'s requests that the server refused for good: `<spool dir>/rejected/<run id>.jsonl`.
+pub fn rejected_path(spool_dir: &Path, run_id: &str) -> PathBuf {
+    spool_dir.join("rejected").join(format!("{run_id}.jsonl"))
+}
+
+/// What sending a spool settled.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    /// Requests acknowledged or refused (and kept in the rejected file).
+    pub requests: usize,
+    pub points_acknowledged: u64,
+}
+
+/// A run's rejected file: one JSON line per refused request, `{"rejected_at", "status", "code",
+/// "message", "field", "request"}`, the request in the spool's form (points as `[key, step,
+/// timestamp, value]` rows). The first refusal of a run is reported on stderr, naming the file.
+pub struct Rejected {
+    path: PathBuf,
+    run_id: String,
+    warned: bool,
+    pub points: u64,
+    pub requests: u64,
+}
+
+impl Rejected {
+    pub fn new(spool_dir: &Path, run_id: &str) -> Self {
+        Self {
+            path: rejected_path(spool_dir, run_id),
+            run_id: run_id.to_owned(),
+            warned: false,
+            points: 0,
+            requests: 0,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether anything was written to the file by this process.
+    pub fn is_empty(&self) -> bool {
+        self.points == 0 && self.requests == 0
+    }
+
+    /// Writes a request the server refused, with its answer. An error means the request is
+    /// in neither place: the caller keeps it or counts it lost.
+    pub fn keep(&mut self, request: &Value, refusal: &Error) -> Result<()> {
+        let (status, code, message, field) = match refusal {
+            Error::Server { status, code, message, field } => {
+                (json!(status), code.clone(), message.clone(), json!(field))
+            }
+            other => (Value::Null, "unsendable".to_owned(), other.to_string(), Value::Null),
+        };
+        let mut line = json!({
+            "rejected_at": crate::now_ms(),
+            "status": status,
+            "code": code,
+            "message": message,
+            "field": field,
+            "request": request,
+        })
+        .to_string();
+        line.push('\n');
+        with_retries(|| self.append_line(line.as_bytes()))?;
+        let points = points_in(request);
+        if request["op"] == "points" {
+            self.points += points;
+        } else {
+            self.requests += 1;
+        }
+        if !self.warned {
+            self.warned = true;
+            eprintln!(
+                "trainlog: the server refused {} of run {} ({}); it is kept with the server's answer, as are later refusals, in {}",
+                if request["op"] == "points" {
+                    format!("{points} points")
+                } else {
+                    format!("a {} request", request["op"].as_str().unwrap_or("?"))
+                },
+                self.run_id,
+                refusal,
+                self.path.display()
+            );
+        }
+        Ok(())
+    }
+
+    fn append_line(&self, line: &[u8]) -> Result<()> {
+        let context = || format!("writing {}", self.path.display());
+        if let Some(folder) = self.path.parent() {
+            std::fs::create_dir_all(folder).map_err(io_err(context()))?;
+        }
+        let mut file = OpenOptions::new().create(true).append(true).open(&self.path).map_err(io_err(context()))?;
+        file.write_all(line).map_err(io_err(context()))?;
+        file.sync_data().map_err(io_err(context()))
+    }
+}
+
+/// Points held by a spool record (0 for requests other than points).
+pub(crate) fn points_in(record: &Value) -> u64 {
+    if record["op"] == "points" {
+        record["points"].as_array().map_or(0, |rows| rows.len() as u64)
+    } else {
+        0
     }
 }
 
@@ -180,7 +331,7 @@ fn points_body(points: &Value) -> Value {
 }
 
 /// Sends one spooled request.
-fn send_op(http: &Http, run_id: &str, op: &Value) -> Result<()> {
+fn send_op(http: &Http, run_id: &str, op: &Value) -> Result<Value> {
     let result = match op["op"].as_str() {
         Some("create") => http.post("/runs", &op["body"]),
         Some("points") => http.post(&format!("/runs/{run_id}/metrics"), &points_body(&op["points"])),
@@ -190,36 +341,42 @@ fn send_op(http: &Http, run_id: &str, op: &Value) -> Result<()> {
         }
         Some("params") => http.post(&format!("/runs/{run_id}/params"), &op["body"]),
         Some("finish") => http.post(&format!("/runs/{run_id}/finish"), &op["body"]),
-        _ => return Ok(()),
+        _ => Ok(Value::Null),
     };
-    match result {
-        Ok(_) => Ok(()),
-        // The server refused this request for good (bad input): it can never succeed, and
-        // holding it back would hold back everything after it.
-        Err(Error::Server { message, .. }) => {
-            eprintln!("trainlog: the server refused a spooled {} request of run {run_id}: {message}", op["op"]);
-            Ok(())
-        }
-        Err(e) => Err(e),
-    }
+    result
 }
 
-/// Sends from the acknowledged offset on; stops (leaving the rest for later) once `deadline` passes.
-fn send_from_offset(dir: &Path, run_id: &str, http: &Http, deadline: Option<std::time::Instant>) -> Result<usize> {
+/// Sends from the acknowledged offset on; stops (leaving the rest for later) at a transient
+/// failure or once `deadline` passes. A request the server refused for good can never succeed,
+/// and holding it back would hold back everything after it: it goes to `rejected` and the
+/// offset moves past it only once it is written there.
+fn send_from_offset(
+    dir: &Path,
+    run_id: &str,
+    http: &Http,
+    deadline: Option<std::time::Instant>,
+    rejected: &mut Rejected,
+    settled: &mut Settled,
+) -> Result<()> {
     let offset = read_offset(dir, run_id);
     let records = read_records(&path(dir, run_id, "spool"), offset)?;
-    let n = records.len();
     for (op, end) in records {
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             return Err(Error::Unreachable {
                 url: http.base.clone(),
                 reason: "out of time; the rest stays in the spool".into(),
+                retry_after: None,
             });
         }
-        send_op(http, run_id, &op)?;
+        match send_op(http, run_id, &op) {
+            Ok(_) => settled.points_acknowledged += points_in(&op),
+            Err(transient @ Error::Unreachable { .. }) => return Err(transient),
+            Err(refusal) => rejected.keep(&op, &refusal)?,
+        }
         write_offset(dir, run_id, end)?;
+        settled.requests += 1;
     }
-    Ok(n)
+    Ok(())
 }
 
 /// What `sync_all` did.
@@ -258,14 +415,16 @@ pub fn sync_all(dir: &Path, server: Option<&str>, include_live: bool) -> Result<
             continue;
         }
         let url = crate::server_url(server.or(info["server"].as_str()));
+        let mut rejected = Rejected::new(dir, &run_id);
         let outcome = Http::new(&url, Duration::from_secs(60)).and_then(|http| {
             let records = read_records(&path(dir, &run_id, "spool"), 0)?;
             let finished = records.iter().any(|(op, _)| op["op"] == "finish");
-            let n = send_from_offset(dir, &run_id, &http, None)?;
+            let mut settled = Settled::default();
+            send_from_offset(dir, &run_id, &http, None, &mut rejected, &mut settled)?;
             if !finished && !alive {
                 http.post(&format!("/runs/{run_id}/finish"), &json!({"status": "failed"}))?;
             }
-            Ok(n)
+            Ok(settled.requests)
         });
         match outcome {
             Ok(n) => {
@@ -282,6 +441,42 @@ pub fn sync_all(dir: &Path, server: Option<&str>, include_live: bool) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_request_is_kept_as_one_json_line_with_the_servers_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rejected = Rejected::new(dir.path(), "r3");
+        let refusal = Error::Server {
+            status: 422,
+            code: "invalid_argument".into(),
+            message: "no".into(),
+            field: Some("points".into()),
+        };
+        let points = json!({"op": "points", "points": [["loss", 4, 9, 0.5], ["loss", 5, 9, "NaN"]]});
+        rejected.keep(&points, &refusal).unwrap();
+        rejected.keep(&json!({"op": "params", "body": {"lr": 1}}), &Error::Invalid("unencodable".into())).unwrap();
+        assert_eq!((rejected.points, rejected.requests), (2, 1));
+        let text = std::fs::read_to_string(rejected_path(dir.path(), "r3")).unwrap();
+        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            (&lines[0]["status"], &lines[0]["code"], &lines[0]["field"]),
+            (&json!(422), &json!("invalid_argument"), &json!("points"))
+        );
+        assert_eq!(lines[0]["request"], points);
+        assert_eq!((&lines[1]["status"], &lines[1]["message"]), (&Value::Null, &json!("unencodable")));
+    }
+
+    #[test]
+    fn a_rejected_file_that_cannot_be_written_is_an_error_and_counts_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let not_a_folder = dir.path().join("file");
+        std::fs::write(&not_a_folder, b"").unwrap();
+        let mut rejected = Rejected::new(&not_a_folder, "r4");
+        let refusal = Error::Server { status: 400, code: "invalid_argument".into(), message: "no".into(), field: None };
+        assert!(rejected.keep(&json!({"op": "points", "points": [["a", 0, 0, 1.0]]}), &refusal).is_err());
+        assert!(rejected.is_empty());
+    }
 
     #[test]
     fn crc_matches_the_ieee_check_value() {

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
 from trainlog._api import Api, ApiRun, Model, ModelVersion
 from trainlog._environment import installed_packages, python_info
-from trainlog._run import Config, Run, _register
+from trainlog._run import Config, FinishReport, Run, _register
 from trainlog._trainlog import (
     ChecksumError,
     ConflictError,
@@ -36,6 +36,7 @@ __all__ = [
     "ChecksumError",
     "Config",
     "ConflictError",
+    "FinishReport",
     "InvalidArgumentError",
     "Model",
     "ModelVersion",
@@ -157,10 +158,11 @@ def log(data: Mapping[str, Any], step: Optional[int] = None) -> None:
     run.log(data, step=step)
 
 
-def finish(status: str = "finished", timeout: float = 60.0) -> None:
-    """Finish `trainlog.run`, if any."""
+def finish(status: str = "finished", timeout: float = 60.0) -> Optional[FinishReport]:
+    """Finish `trainlog.run`, if any; returns its `FinishReport` (None without a run)."""
     if run is not None:
-        run.finish(status, timeout)
+        return run.finish(status, timeout)
+    return None
 
 
 def sync(dir: Optional[str] = None, server: Optional[str] = None, include_live: bool = False) -> Dict[str, Any]:

@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 from types import TracebackType
-from typing import Any, Dict, Mapping, Optional, Type
+from typing import Any, Dict, List, Mapping, Optional, Type, TypedDict, cast
 
 from trainlog._trainlog import NativeRun
 
@@ -24,6 +24,32 @@ class Config(dict):  # type: ignore[type-arg]
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+
+class FinishReport(TypedDict):
+    """How a run's points ended up, as `Run.finish` returns it. Each point is counted once."""
+
+    #: Points the server acknowledged.
+    acknowledged: int
+    #: Points left in the local spool (offline, or the server was unreachable until the
+    #: timeout): `trainlog sync`, or the run resumed, sends them.
+    spooled: int
+    #: Points the server refused for good, kept with its answer in `rejected_file`.
+    rejected: int
+    #: Points lost: the server did not take them and they could not be written locally.
+    unsaved: int
+    #: Other requests (create, params, metadata, finish), counted likewise.
+    requests_spooled: int
+    requests_rejected: int
+    requests_unsaved: int
+    #: The spool, when something is left in it.
+    spool_file: Optional[str]
+    #: `<spool folder>/rejected/<run id>.jsonl`: one JSON line per refused request, with the
+    #: server's `status`, `code`, `message` and `field`, and the `request` (points as
+    #: `[key, step, timestamp, value]` rows).
+    rejected_file: Optional[str]
+    #: What went wrong, also printed to stderr.
+    warnings: List[str]
 
 
 class Run:
@@ -114,10 +140,16 @@ class Run:
     def flush(self, timeout: float = 60.0) -> bool:
         return self._native.flush(timeout)
 
-    def finish(self, status: str = "finished", timeout: float = 60.0) -> None:
-        """End the run (`finished`, `failed`, `killed`, `preempted`); waits at most `timeout` seconds."""
-        self._native.finish(status, timeout)
+    def finish(self, status: str = "finished", timeout: float = 60.0) -> Optional[FinishReport]:
+        """End the run (`finished`, `failed`, `killed`, `preempted`); waits at most `timeout` seconds.
+
+        Returns how the run's points ended up: acknowledged, spooled, rejected or unsaved (see
+        `FinishReport`); anything rejected or unsaved is also printed to stderr. Finishing again
+        returns the same report (None while another thread is still finishing the run).
+        """
+        report = self._native.finish(status, timeout)
         _forget(self)
+        return cast(Optional[FinishReport], report)
 
     def __enter__(self) -> "Run":
         return self
