@@ -75,6 +75,38 @@ pub fn sync_local(root: &Path, paths: &[ObjectPath]) -> Result<()> {
     Ok(())
 }
 
+/// Removes the staging files (`NAME#N`) that a local store's upload leaves when the process dies
+/// before its rename: the store's own listing never shows them. Answers how many.
+pub fn remove_staged_uploads(projects: &Path) -> Result<usize> {
+    let mut removed = 0;
+    let mut folders = vec![projects.to_owned()];
+    while let Some(folder) = folders.pop() {
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(crate::io_err("listing the local object store")(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(crate::io_err("listing the local object store"))?;
+            let path = entry.path();
+            if entry.file_type().map_err(crate::io_err("listing the local object store"))?.is_dir() {
+                folders.push(path);
+                continue;
+            }
+            let staged = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.rsplit_once('#'))
+                .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if staged {
+                std::fs::remove_file(&path).map_err(crate::io_err("removing a staged upload"))?;
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
+}
+
 /// `projects/{project_id}/metrics/{run_id}/{number:020}.parquet`
 pub fn metric_file_path(project_id: i64, run_id: &str, number: i64) -> ObjectPath {
     ObjectPath::from(format!("projects/{project_id}/metrics/{run_id}/{number:020}.parquet"))
@@ -83,4 +115,25 @@ pub fn metric_file_path(project_id: i64, run_id: &str, number: i64) -> ObjectPat
 /// `projects/{project_id}/runs.parquet`
 pub fn runs_table_path(project_id: i64) -> ObjectPath {
     ObjectPath::from(format!("projects/{project_id}/runs.parquet"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staged_uploads_left_by_a_crash_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("projects/1/metrics/r1");
+        std::fs::create_dir_all(&run).unwrap();
+        for name in ["00000000000000000043.parquet#1", "00000000000000000043.parquet", "notes#draft", "x.parquet#"] {
+            std::fs::write(run.join(name), b"x").unwrap();
+        }
+        assert_eq!(remove_staged_uploads(&dir.path().join("projects")).unwrap(), 1);
+        let mut left: Vec<String> =
+            std::fs::read_dir(&run).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, ["00000000000000000043.parquet", "notes#draft", "x.parquet#"]);
+        assert_eq!(remove_staged_uploads(&dir.path().join("missing")).unwrap(), 0);
+    }
 }

@@ -214,6 +214,9 @@ impl Inner {
                 removed += 1;
             }
         }
+        if let Some(root) = self.local_root.clone() {
+            removed += blocking(move || objects::remove_staged_uploads(&root.join("projects"))).await?;
+        }
         Ok(removed)
     }
 }
