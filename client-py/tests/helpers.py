@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("TRAINLOG_BIN", REPO / "target" / "release" / "trainlog"))
@@ -69,6 +69,15 @@ class Server:
             self.proc = None
 
 
+
+
+def wait_until(what: str, done: Callable[[], bool], timeout: float = 60) -> None:
+    """Waits until `done()` holds, failing the test with `what` if it never does."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not seen in {timeout} s")
+        time.sleep(0.02)
 
 
 def run_script(code: str, env: dict, cwd: Optional[Path] = None, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -1,6 +1,10 @@
 """A sweep trial for the tests: `--key=value` params, a synthetic loss curve, and behaviours
 chosen by the `mode` param (ok, fail, preempt, slow). It appends what it saw (slot, times, params)
-to $TRIAL_LOG as JSON lines."""
+to $TRIAL_LOG as JSON lines.
+
+$TRIAL_HOLD="X:STEP" makes the trial whose x is X, once it has logged STEP, log nothing more and
+wait until the sweep stops it (or a signal ends it): a test can then act on a trial that cannot
+finish meanwhile, whatever the machine's speed."""
 
 from __future__ import annotations
 
@@ -42,11 +46,17 @@ latest = run.latest_checkpoint()
 if latest is not None:
     start_step = int(latest["step"]) + 1
 record["resumed_from"] = start_step
+hold_x, _, hold_step = os.environ.get("TRIAL_HOLD", "").partition(":")
+hold_at = int(hold_step) if hold_x and float(hold_x) == args.x else None
 stopped = False
 for step in range(start_step, args.steps):
     # A bowl around (1, 2): smaller is better; the curve falls with the steps.
     loss = ((args.x - 1) ** 2 + (args.y - 2) ** 2 + 0.1) * (1 + 1.0 / (step + 1))
     run.log({"loss": loss}, step=step)
+    if step == hold_at:
+        print(f"holding at step {step}", flush=True)
+        while not run.should_stop():
+            time.sleep(0.05)
     if args.mode == "preempt" and record["attempt"] == 1 and step == 4:
         checkpoint_dir = os.path.join(os.environ["TRIAL_LOG_DIR"], f"ckpt-{record['trial']}")
         os.makedirs(checkpoint_dir, exist_ok=True)

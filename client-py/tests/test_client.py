@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 import math
 import signal
+import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import trainlog
-from helpers import Server, run_script, spawn_script, wait_for_line
+from helpers import Server, run_script, spawn_script, wait_for_line, wait_until
 
 
 def test_a_whole_run_lifecycle(server: Server, client_env: dict) -> None:
@@ -97,17 +97,26 @@ def test_resume_replays_steps_and_accepts_same_params(server: Server, client_env
 
 
 def test_a_server_crash_mid_run_loses_and_duplicates_nothing(server: Server, client_env: dict) -> None:
-    run = trainlog.init(project="crash", system_metrics_interval=None)
+    run = trainlog.init(project="crash", system_metrics_interval=None, cost=False)
     for step in range(3000):
         run.log({"loss": float(step)}, step=step)
     assert run.flush(30)
+    assert run.pending_points == 0
     server.kill9()
-    started = time.perf_counter()
-    for step in range(3000, 6000):
-        run.log({"loss": float(step)}, step=step)  # never raises, never blocks
-    assert time.perf_counter() - started < 1.0
-    time.sleep(1.5)
-    assert run.is_spooling
+    # In the server's place, one that hangs: the sender's next request is never answered.
+    with hung_server(server.port) as listener:
+        run.log({"loss": 3000.0}, step=3000)
+        request = next_request(listener)
+        for step in range(3001, 6000):
+            run.log({"loss": float(step)}, step=step)  # never raises, never blocks
+        assert still_waiting(request), (
+            "the sender's request was still unanswered when the logging above returned, so logging never waited on it"
+        )
+        assert run.pending_points in (2999, 3000), "the points logged during the hang are queued"
+        request.close()
+    # The hung server goes away too: everything logged meanwhile moves to the spool.
+    wait_until("the run spools what it logged while the server was away",
+               lambda: run.is_spooling and run.pending_points == 0)
     server.restart_same_port()
     for step in range(6000, 7000):
         run.log({"loss": float(step)}, step=step)
@@ -115,6 +124,52 @@ def test_a_server_crash_mid_run_loses_and_duplicates_nothing(server: Server, cli
     history = trainlog.Api().run(run.id).history("loss")
     assert [p["step"] for p in history] == list(range(7000))
     assert all(p["value"] == p["step"] for p in history)
+
+
+class hung_server:
+    """A server that hangs: it takes connections on 127.0.0.1:`port` and never answers."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen()
+
+    def __enter__(self) -> socket.socket:
+        return self.sock
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+
+def next_request(listener: socket.socket, timeout: float = 60) -> socket.socket:
+    """Waits for a connection and the head of a request on it; the request stays unanswered."""
+    listener.settimeout(timeout)
+    try:
+        conn, _ = listener.accept()
+    except socket.timeout:
+        raise AssertionError(f"no request reached the hung server in {timeout} s") from None
+    conn.settimeout(timeout)
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = conn.recv(4096)
+        assert chunk, f"the connection closed before a request: {head!r}"
+        head += chunk
+    return conn
+
+
+def still_waiting(conn: socket.socket) -> bool:
+    """Whether the client still waits on the connection: neither closed nor reset (body bytes
+    still arriving are read and dropped)."""
+    conn.setblocking(False)
+    while True:
+        try:
+            if not conn.recv(1 << 16):
+                return False
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
 
 
 def test_offline_mode_then_trainlog_sync(server: Server, client_env: dict, tmp_path: Path) -> None:
@@ -196,12 +251,18 @@ def test_environment_and_git_are_recorded_with_credentials_stripped(server: Serv
 
 def test_cost_accumulates_at_a_set_price_while_running(server: Server, client_env: dict) -> None:
     run = trainlog.init(project="cost", cost={"per_hour": 3600.0}, system_metrics_interval=0.1)
-    time.sleep(0.8)
-    assert run.flush(10)
+    wait_until("ten cost samples on the server while the run goes",
+               lambda: trainlog.Api().run(run.id).summary.get("cost/usd", {}).get("count", 0) >= 10)
     live = trainlog.Api().run(run.id)
     assert live.status == "running"
     usd = live.summary["cost/usd"]["last"]
-    assert 0.4 < usd < 5.0, usd
+    assert usd > 0, usd
+    # $3600 an hour is a dollar a second of the time the samples' own timestamps cover.
+    samples = live.history("cost/usd")
+    first, last = samples[0], samples[-1]
+    assert last["timestamp"] > first["timestamp"], samples
+    rate = (last["value"] - first["value"]) / ((last["timestamp"] - first["timestamp"]) / 1000)
+    assert 0.8 <= rate < 1.25, f"about one dollar per second: {rate}"
     assert live.metadata["cost"]["usd_per_hour"] == 3600.0
     assert live.summary["sys/ram.used_bytes"]["last"] > 0
     run.finish()

@@ -28,6 +28,7 @@ def test_the_dependency_free_python_example(server, client_env: dict) -> None:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+@pytest.mark.timeout(900)  # trains on the CPU; run_example gives it up to 600 s
 def test_the_pytorch_example(server, client_env: dict) -> None:
     out = run_example([sys.executable, "examples/python/pytorch_train.py", "--epochs", "2"], client_env)
     run_id = out.stdout.split()[1]

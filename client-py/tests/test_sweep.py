@@ -7,13 +7,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
 
 import trainlog
+from helpers import wait_until
 
 TRIAL = Path(__file__).with_name("sweep_trial.py")
 CLI = Path(sys.executable).with_name("trainlog")
@@ -136,15 +136,19 @@ parameters:
   step_seconds: {value: 0.1}
 early_terminate: {type: asha, min_steps: 3, max_steps: 27, eta: 3}
 """)
-    done = cli(sweep_env, "sweep", "run", str(path), "--project", "prune", "--cpu-slots", "1")
+    # Past rung 3 the x=5 trial holds until the sweep stops it: it can only end by being stopped.
+    done = cli(dict(sweep_env, TRIAL_HOLD="5:5"), "sweep", "run", str(path), "--project", "prune", "--cpu-slots", "1")
     assert done.returncode == 0, done.stderr
     sweep_id = done.stderr.split("created sweep ")[1].split()[0]
     trials = {t["params"]["x"]: t for t in api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]}
     assert trials[1]["state"] == "finished"
     assert trials[5]["state"] == "pruned", trials[5]
     assert "not among the best" in trials[5]["stop_reason"]
+    assert api_get(sweep_env, f"/runs/{trials[5]['run_id']}")["status"] == "killed"
     history = api_get(sweep_env, f"/runs/{trials[5]['run_id']}/metrics?key=loss")["points"]
-    assert len(history) < 30, "the pruned trial stopped before its last step"
+    assert [p["step"] for p in history] == list(range(6)), "the pruned trial logged nothing after its hold"
+    # When the trial itself saw the stop (before the agent's SIGTERM), it says so.
+    assert all(r["stopped"] for r in records(sweep_env) if r["config"].get("x") == 5 and "stopped" in r)
 
 
 def test_a_preempted_trial_resumes_its_run(sweep_env: dict, tmp_path: Path) -> None:
@@ -228,6 +232,8 @@ def slurm_conf(tmp_path_factory: pytest.TempPathFactory) -> Any:
     subprocess.run([str(REPO / "tests/slurm/stop-local-slurm.sh"), str(folder)], timeout=60)
 
 
+# Its fixture may install Slurm's packages first (up to 900 s), then three sweeps of up to 240 s.
+@pytest.mark.timeout(1800)
 def test_a_sweep_through_slurm(sweep_env: dict, tmp_path: Path, slurm_conf: str) -> None:
     env = dict(sweep_env, SLURM_CONF=slurm_conf)
     submit = ("--slurm", "--gpus-per-trial", "1", "--max-concurrent", "3", "--slurm-dir", str(tmp_path / "jobs"))
@@ -278,12 +284,15 @@ parameters:
   step_seconds: {value: 0.1}
 early_terminate: {type: asha, min_steps: 3, max_steps: 27, eta: 3}
 """)
-    done = cli(env, "sweep", "submit", str(path), "--project", "slurm", *submit[:-4], "--max-concurrent", "1", "--slurm-dir", str(tmp_path / "jobs"))
+    # Past rung 3 the x=5 trial holds until the sweep stops it: it can only end by being stopped.
+    done = cli(dict(env, TRIAL_HOLD="5:5"), "sweep", "submit", str(path), "--project", "slurm", *submit[:-4],
+               "--max-concurrent", "1", "--slurm-dir", str(tmp_path / "jobs"))
     assert done.returncode == 0, done.stderr
     sweep_id = done.stderr.split("created sweep ")[1].split()[0]
     trials = {t["params"]["x"]: t for t in api_get(env, f"/sweeps/{sweep_id}/trials")["trials"]}
     assert (trials[1]["state"], trials[5]["state"]) == ("finished", "pruned")
-    assert len(api_get(env, f"/runs/{trials[5]['run_id']}/metrics?key=loss")["points"]) < 40
+    steps = [p["step"] for p in api_get(env, f"/runs/{trials[5]['run_id']}/metrics?key=loss")["points"]]
+    assert steps == list(range(6)), "the pruned trial logged nothing after its hold"
 
 
 def test_a_sweep_survives_its_agent_dying_and_the_server_restarting(client_env: dict, tmp_path: Path) -> None:
@@ -304,14 +313,16 @@ parameters:
         created = cli(env, "sweep", "create", str(path), "--project", "survive")
         assert created.returncode == 0, created.stderr
         sweep_id = created.stdout.strip()
-        first = subprocess.Popen([str(CLI), "agent", sweep_id, "--cpu-slots", "1"], env=env,
+        # Under the first agent, trial 0 holds after step 4 until stopped: it cannot finish before the agent dies.
+        first = subprocess.Popen([str(CLI), "agent", sweep_id, "--cpu-slots", "1"], env=dict(env, TRIAL_HOLD="0:4"),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+
+        def first_trial_logged_five_steps() -> bool:
             trials = api_get(env, f"/sweeps/{sweep_id}/trials")["trials"]
-            if trials and api_get(env, f"/runs/{trials[0]['run_id']}")["summary"].get("loss", {}).get("count", 0) >= 5:
-                break
-            time.sleep(0.1)
+            return bool(trials) and api_get(env, f"/runs/{trials[0]['run_id']}")["summary"].get("loss", {}).get("count", 0) >= 5
+
+        wait_until("the first trial logs five steps", first_trial_logged_five_steps)
+        assert first.poll() is None, "the first agent still runs its trial"
         first.kill()  # the agent dies; its trial gets SIGTERM and the server hears nothing more
         first.wait(timeout=10)
         server.restart_same_port()  # and the server is killed and restarted meanwhile
@@ -368,11 +379,15 @@ parameters:
   step_seconds: {value: 0.02}
 """)
     sweep_id = cli(sweep_env, "sweep", "create", str(path), "--project", "stop").stdout.strip()
-    agent = subprocess.Popen([str(CLI), "agent", sweep_id, "--cpu-slots", "1"], env=sweep_env,
+    # Under this agent, trial 0 holds after step 5 until stopped: it cannot finish before the stop.
+    agent = subprocess.Popen([str(CLI), "agent", sweep_id, "--cpu-slots", "1"], env=dict(sweep_env, TRIAL_HOLD="0:5"),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]:
-        time.sleep(0.1)
+
+    def first_trial_holds() -> bool:
+        trials = api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]
+        return bool(trials) and api_get(sweep_env, f"/runs/{trials[0]['run_id']}")["summary"].get("loss", {}).get("count", 0) >= 6
+
+    wait_until("the first trial logs six steps", first_trial_holds)
     stopped = cli(sweep_env, "sweep", "stop", sweep_id)
     assert stopped.returncode == 0 and "is stopped" in stopped.stdout
     assert agent.wait(timeout=60) == 0, "the agent stops its trial and exits"

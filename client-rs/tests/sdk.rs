@@ -1,9 +1,88 @@
 //! The Rust SDK against the real server binary.
 
 use serde_json::json;
-use std::time::Duration;
-use trainlog::{Api, Mode, Resume, Run};
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+use trainlog::{Api, HistoryPoint, Mode, Resume, Run};
 use trainlog_tests::TestServer;
+
+/// How long a test waits for something that must happen before it fails.
+const EVENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Waits until `done` holds, failing the test with `what` if it never does.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + EVENT_TIMEOUT;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not seen in {EVENT_TIMEOUT:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How many points of `key` the server holds for the run.
+fn points_on_server(api: &Api, run: &str, key: &str) -> u64 {
+    api.run(run).ok().and_then(|r| r.summary()[key]["count"].as_u64()).unwrap_or(0)
+}
+
+/// Dollars per second between the first and last points, by the points' own timestamps.
+fn usd_per_second(points: &[HistoryPoint]) -> f64 {
+    let (first, last) = (points.first().unwrap(), points.last().unwrap());
+    assert!(last.timestamp_ms > first.timestamp_ms, "the samples span some time: {points:?}");
+    (last.value - first.value) / ((last.timestamp_ms - first.timestamp_ms) as f64 / 1000.0)
+}
+
+/// A server that hangs: it takes connections on the address and never answers.
+struct HungServer {
+    listener: TcpListener,
+}
+
+impl HungServer {
+    fn bind(url: &str) -> Self {
+        let listener = TcpListener::bind(url.trim_start_matches("http://")).expect("the port is free again");
+        listener.set_nonblocking(true).unwrap();
+        Self { listener }
+    }
+
+    /// Waits for a connection and the head of a request on it; the request stays unanswered.
+    fn next_request(&self) -> TcpStream {
+        let deadline = Instant::now() + EVENT_TIMEOUT;
+        let mut stream = loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => break stream,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    assert!(Instant::now() < deadline, "no request reached the hung server in {EVENT_TIMEOUT:?}");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("accepting a connection: {e}"),
+            }
+        };
+        stream.set_nonblocking(false).unwrap();
+        stream.set_read_timeout(Some(EVENT_TIMEOUT)).unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = stream.read(&mut buf).expect("the head of a request");
+            assert!(n > 0, "the connection closed before a request: {:?}", String::from_utf8_lossy(&head));
+            head.extend_from_slice(&buf[..n]);
+        }
+        stream
+    }
+}
+
+/// Whether the client still waits on the connection: neither closed nor reset (body bytes
+/// still arriving are read and dropped).
+fn still_waiting(stream: &mut TcpStream) -> bool {
+    stream.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 1 << 16];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return false,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+            Err(_) => return false,
+        }
+    }
+}
 
 fn builder(s: &TestServer, project: &str, spool: &std::path::Path) -> trainlog::RunBuilder {
     Run::builder(project).server(s.url.clone()).spool_dir(spool).system_metrics(None).cost(false).capture_code(false)
@@ -79,15 +158,29 @@ fn a_server_crash_mid_run_loses_and_duplicates_nothing() {
         run.log(step, &[("loss", step as f64)]);
     }
     assert!(run.flush(Duration::from_secs(30)));
+    assert_eq!(run.pending_points(), 0);
     s.kill9();
-    // Logging goes on while the server is down: it must neither fail nor block.
-    let started = std::time::Instant::now();
-    for step in 5000..10_000 {
+    // In the server's place, one that hangs: the sender's next request is never answered.
+    let hung = HungServer::bind(&s.url);
+    run.log(5000, &[("loss", 5000.0)]);
+    let mut request = hung.next_request();
+    // Logging goes on while the sender waits on the network: every call returns, and the
+    // points wait in memory, none lost.
+    for step in 5001..10_000 {
         run.log(step, &[("loss", step as f64)]);
     }
-    assert!(started.elapsed() < Duration::from_millis(500), "logging during an outage took {:?}", started.elapsed());
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(run.is_spooling());
+    assert!(
+        still_waiting(&mut request),
+        "the sender's request was still unanswered when the logging above returned, so logging never waited on it"
+    );
+    let queued = run.pending_points();
+    assert!((4999..=5000).contains(&queued), "the points logged during the hang are queued: {queued}");
+    // The hung server goes away too: everything logged meanwhile moves to the spool.
+    drop((request, hung));
+    wait_until("the run spools what it logged while the server was away", || {
+        run.is_spooling() && run.pending_points() == 0
+    });
+    assert!(spool.path().join(format!("{}.spool", run.id())).exists());
     s.restart_same_port();
     for step in 10_000..12_000 {
         run.log(step, &[("loss", step as f64)]);
@@ -153,20 +246,24 @@ fn cost_accumulates_at_a_set_price_while_the_run_goes() {
         .cost_per_hour(3600.0)
         .start()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(800));
-    assert!(run.flush(Duration::from_secs(10)));
     let api = Api::new(Some(&s.url)).unwrap();
+    wait_until("ten cost samples on the server while the run goes", || {
+        points_on_server(&api, run.id(), "cost/usd") >= 10
+    });
     let live = api.run(run.id()).unwrap();
     assert_eq!(live.status(), "running");
     let usd = live.summary()["cost/usd"]["last"].as_f64().expect("cost in the summary while running");
-    assert!(usd > 0.4 && usd < 5.0, "about one dollar per second: {usd}");
+    assert!(usd > 0.0, "{usd}");
+    // $3600 an hour is a dollar a second of the time the samples' own timestamps cover.
+    let rate = usd_per_second(&api.history(run.id(), "cost/usd").unwrap());
+    assert!((0.8..1.25).contains(&rate), "about one dollar per second: {rate}");
     assert!(live.summary()["sys/cpu.percent"].is_object(), "{}", live.summary());
     assert!(live.summary()["sys/proc.rss_bytes"]["last"].as_f64().unwrap() > 1e6);
     assert_eq!(live.json["metadata"]["cost"]["usd_per_hour"], 3600.0);
     run.finish().unwrap();
     let h = api.history(run.id(), "cost/usd").unwrap();
     assert!(h.windows(2).all(|w| w[1].value >= w[0].value), "cost only grows");
-    assert!(h.len() >= 5);
+    assert!(h.len() >= 11, "the samples seen while running, and one at the end: {}", h.len());
 }
 
 #[test]
@@ -185,17 +282,20 @@ fn a_resumed_run_continues_its_system_steps_and_cost() {
             .start()
             .unwrap()
     };
+    let api = Api::new(Some(&s.url)).unwrap();
     let first = start();
     for step in 0..100 {
         first.log(step, &[("loss", 1.0)]);
     }
-    std::thread::sleep(Duration::from_millis(600));
+    wait_until("five cost samples of the first attempt", || points_on_server(&api, "spot-1", "cost/usd") >= 5);
     first.finish_with("preempted", Duration::from_secs(10)).unwrap();
-    let api = Api::new(Some(&s.url)).unwrap();
+    let samples_before = points_on_server(&api, "spot-1", "cost/usd");
     let cost_before = api.run("spot-1").unwrap().summary()["cost/usd"]["last"].as_f64().unwrap();
     let second = start();
     assert_eq!(second.next_step(), 100);
-    std::thread::sleep(Duration::from_millis(600));
+    wait_until("ten cost samples of the second attempt", || {
+        points_on_server(&api, "spot-1", "cost/usd") >= samples_before + 10
+    });
     second.finish().unwrap();
     let cost = api.history("spot-1", "cost/usd").unwrap();
     assert!(cost.windows(2).all(|w| w[1].step == w[0].step + 1), "one point per sample, none overwritten");
@@ -204,7 +304,12 @@ fn a_resumed_run_continues_its_system_steps_and_cost() {
         "cost only grows across the restart: {:?}",
         cost.iter().map(|p| (p.step, p.value)).collect::<Vec<_>>()
     );
-    assert!(cost.last().unwrap().value > cost_before + 0.3, "the second attempt adds to the first");
+    assert!(cost.last().unwrap().value > cost_before, "the second attempt adds to the first");
+    // The second attempt charges the set price from where the first one stopped.
+    let second_attempt = &cost[samples_before as usize..];
+    assert!(second_attempt[0].value >= cost_before, "{:?} after {cost_before}", second_attempt[0]);
+    let rate = usd_per_second(second_attempt);
+    assert!((0.8..1.25).contains(&rate), "about one dollar per second: {rate}");
 }
 
 #[test]

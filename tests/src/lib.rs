@@ -29,6 +29,9 @@ pub fn test_store_url(unique: &str) -> Option<String> {
         .map(|base| format!("{}/{unique}", base.trim_end_matches('/')))
 }
 
+/// How long a spawned server may take to print its ready line.
+const READY_TIMEOUT_S: u64 = 60;
+
 pub struct TestServer {
     pub url: String,
     pub data: PathBuf,
@@ -81,15 +84,27 @@ impl TestServer {
         let mut child =
             cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("the trainlog binary starts");
         let stdout = child.stdout.take().expect("piped stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let url = loop {
-            let line = lines.next().expect("the server prints a ready line before exiting").expect("utf-8 stdout");
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                break rest.split_whitespace().next().unwrap_or_default().to_owned();
+        // The output is read on a thread of its own, so a server that never gets ready fails
+        // the test instead of hanging it.
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut ready = Some(ready_tx);
+            for line in BufReader::new(stdout).lines().map_while(std::result::Result::ok) {
+                if let Some(rest) = line.split("listening on ").nth(1) {
+                    if let Some(tx) = ready.take() {
+                        let _ = tx.send(rest.split_whitespace().next().unwrap_or_default().to_owned());
+                    }
+                }
+            }
+        });
+        let url = match ready_rx.recv_timeout(Duration::from_secs(READY_TIMEOUT_S)) {
+            Ok(url) => url,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("the server printed no ready line within {READY_TIMEOUT_S} s (or exited before it)");
             }
         };
         let startup_ms = started.elapsed().as_millis();
-        std::thread::spawn(move || for _ in lines {});
         let client =
             reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build().expect("an HTTP client");
         Self { url, data, store_url, child: Some(child), _dir: None, client, startup_ms }

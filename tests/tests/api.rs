@@ -232,9 +232,19 @@ fn flags_are_read_from_trainlog_environment_variables() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let line = BufReader::new(child.stdout.take().unwrap()).lines().next().unwrap().unwrap();
+    // Read on a thread, so a server that never prints fails the test instead of hanging it.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(BufReader::new(stdout).lines().next());
+    });
+    let first = rx.recv_timeout(std::time::Duration::from_secs(60));
     let _ = child.kill();
     let _ = child.wait();
+    let line = first
+        .expect("the server prints its ready line within 60 s")
+        .expect("the server prints a line before exiting")
+        .unwrap();
     assert!(line.contains("listening on http://127.0.0.1:"), "{line}");
     assert!(!line.contains(":7310 "), "TRAINLOG_PORT=0 picked a free port: {line}");
     assert!(data.join("trainlog.db").exists() && data.join("wal").is_dir());

@@ -113,10 +113,12 @@ fn storage_a_large_upload_goes_in_parts_with_server_memory_bounded() {
 fn raw_status(s: &TestServer, method: &str, path: &str) -> (u16, String) {
     let addr = s.url.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    // A server that never answers fails the test instead of hanging it.
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(120))).unwrap();
     write!(stream, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx")
         .unwrap();
     let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
+    stream.read_to_string(&mut answer).expect("the server answers and closes the connection");
     let status = answer.split_whitespace().nth(1).unwrap_or("0").parse().unwrap_or(0);
     (status, answer)
 }

@@ -6,8 +6,20 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use trainlog_tests::{arrow_stream, json, TestServer, Value};
+
+/// How long a test waits for something that must happen before it fails.
+const EVENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Waits until `done` holds, failing the test with `what` if it never does.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + EVENT_TIMEOUT;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not seen in {EVENT_TIMEOUT:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
 
 fn points(key: &str, steps: std::ops::Range<i64>, f: impl Fn(i64) -> f64) -> Value {
     Value::Array(
@@ -162,19 +174,21 @@ fn storage_kill9_during_ingest_loses_no_acknowledged_point() {
         })
         .collect();
     // Kill once a fair amount has been acknowledged, while the writers are still sending.
-    for _ in 0..500 {
-        if acked.lock().unwrap().len() >= 60 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("60 batches acknowledged", || {
+        let n = acked.lock().unwrap().len();
+        assert!(
+            n >= 60 || !writers.iter().all(|w| w.is_finished()),
+            "the writers stopped with {n} batches acknowledged"
+        );
+        n >= 60
+    });
     s.kill9();
     stop.store(true, Ordering::Relaxed);
     for w in writers {
         w.join().unwrap();
     }
     let acked = acked.lock().unwrap().clone();
-    assert!(acked.len() >= 20, "too few batches acknowledged before the kill: {}", acked.len());
+    assert!(acked.len() >= 60, "batches acknowledged before the kill: {}", acked.len());
     s.restart();
     assert!(stats(&s)["wal_replayed_records"].as_u64().unwrap() > 0);
     let sent = sent.lock().unwrap().clone();
@@ -374,13 +388,8 @@ fn storage_files_left_unrecorded_by_a_crash_are_swept_at_start_up() {
     let orphan = run_dir.join("00000000000000099999.parquet");
     std::fs::copy(&recorded[0], &orphan).unwrap();
     s.restart();
-    for _ in 0..200 {
-        if !orphan.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(!orphan.exists(), "the unrecorded file is removed");
+    wait_until("the start-up sweep removes the unrecorded file", || !orphan.exists());
+    assert_eq!(stats(&s)["orphan_sweep_failures"], 0);
     assert!(recorded[0].exists(), "the recorded file stays");
     assert_eq!(s.series(&run, "loss").len(), 100);
 }
