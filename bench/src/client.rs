@@ -20,8 +20,10 @@ pub struct Ingest {
     pub requests: u64,
     pub body_bytes: u64,
     pub elapsed: Duration,
-    /// Per-request latency (send to ack), milliseconds, all clients.
+    /// Per-request latency (send to ack, retries included), milliseconds, all clients.
     pub latencies_ms: Vec<f64>,
+    /// Sends answered 503 (the server's buffer at its bound) and sent again.
+    pub refused: u64,
 }
 
 /// One client's work: its run's metrics URL and its pre-encoded bodies with their point counts.
@@ -41,33 +43,48 @@ pub async fn ingest(work: Vec<ClientWork>, content_type: &'static str) -> Ingest
         tasks.push(tokio::spawn(async move {
             let mut points = 0u64;
             let mut lat = Vec::with_capacity(w.bodies.len());
+            let mut refused = 0u64;
             for (body, n) in w.bodies {
+                let body = bytes::Bytes::from(body);
                 let t = Instant::now();
-                let resp = http
-                    .post(&w.url)
-                    .header("content-type", content_type)
-                    .body(body)
-                    .send()
-                    .await
-                    .expect("the metrics POST reaches the server");
-                let status = resp.status();
-                let text = resp.text().await.expect("the metrics POST answers");
-                assert!(status.is_success(), "POST {} answered {status}: {text}", w.url);
+                // A 503 says the server's buffer is at its bound: send the same batch again soon,
+                // as the SDKs do (they wait for Retry-After; a load generator waits less).
+                let bound = 10_000;
+                for attempt in 0..=bound {
+                    let resp = http
+                        .post(&w.url)
+                        .header("content-type", content_type)
+                        .body(body.clone())
+                        .send()
+                        .await
+                        .expect("the metrics POST reaches the server");
+                    let status = resp.status();
+                    let text = resp.text().await.expect("the metrics POST answers");
+                    if status == reqwest::StatusCode::SERVICE_UNAVAILABLE && attempt < bound {
+                        refused += 1;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                    assert!(status.is_success(), "POST {} answered {status}: {text}", w.url);
+                    break;
+                }
                 lat.push(t.elapsed().as_secs_f64() * 1e3);
                 points += n as u64;
             }
-            (points, lat)
+            (points, lat, refused)
         }));
     }
     let mut points = 0;
     let mut latencies_ms = Vec::new();
+    let mut refused = 0;
     for t in tasks {
-        let (p, l) = t.await.expect("an ingest task finishes");
+        let (p, l, r) = t.await.expect("an ingest task finishes");
         points += p;
         latencies_ms.extend(l);
+        refused += r;
     }
     let elapsed = started.elapsed();
-    Ingest { points, requests: latencies_ms.len() as u64, body_bytes, elapsed, latencies_ms }
+    Ingest { points, requests: latencies_ms.len() as u64, body_bytes, elapsed, latencies_ms, refused }
 }
 
 /// One timed GET: milliseconds to the last byte of the body, and the body.

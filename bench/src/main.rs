@@ -263,7 +263,8 @@ fn ingest_bench(
         encode.as_secs_f64()
     ));
     info(format!(
-        "request latency p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms; CPU over the timed window: server {:.1} s ({:.0}% of one core), client {:.1} s ({:.0}%), of {:.1} core-seconds available",
+        "{} sends answered 503 at the buffer bound and sent again; request latency p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms; CPU over the timed window: server {:.1} s ({:.0}% of one core), client {:.1} s ({:.0}%), of {:.1} core-seconds available",
+        r.refused,
         percentile(&r.latencies_ms, 50.0),
         percentile(&r.latencies_ms, 90.0),
         percentile(&r.latencies_ms, 100.0),
@@ -544,43 +545,48 @@ fn main() {
         "0.7 s over 1,000 runs",
     );
 
-    // 7a-7c. A resumed run: one old step of the long series rewritten, then new steps keep
-    // coming. Search and run reads must stay as fast as after plain appends.
-    println!("\n== Search and run reads after an old step is rewritten ==");
+    // 7a-7c. A resumed run re-sends steps it had already logged (from its last checkpoint on):
+    // search and run reads must stay as fast as while runs only append.
+    println!("\n== Search and run reads while a run re-sends old steps ==");
     let project_search = server.api("/projects/bench-arrow/runs?limit=100");
     let run_url = server.api(&format!("/runs/{long_run}"));
     let metrics_url = server.api(&format!("/runs/{long_run}/metrics"));
-    let mut next_step = scale.long_series as i64;
-    let mut append_then_get = |url: &str| -> Vec<f64> {
+    let mut appended = scale.long_series as i64;
+    let mut resent = 0i64;
+    let mut send_then_get = |url: &str, resend: bool| -> Vec<f64> {
         (0..scale.reps)
             .map(|_| {
-                let point = format!(r#"{{"points":[{{"key":"train/loss","step":{next_step},"value":0.5}}]}}"#);
-                next_step += 1;
+                let step = if resend { &mut resent } else { &mut appended };
+                let point = format!(r#"{{"points":[{{"key":"train/loss","step":{step},"value":0.5}}]}}"#);
+                *step += 1;
                 rt.block_on(client::post_json(&http, &metrics_url, point));
                 rt.block_on(client::timed_get(&http, url)).0
             })
             .collect()
     };
-    let (after_append, _) = summarize("search after appends", &append_then_get(&project_search));
-    rt.block_on(client::post_json(
-        &http,
-        &metrics_url,
-        r#"{"points":[{"key":"train/loss","step":7,"value":0.25}]}"#.into(),
-    ));
-    let (after_rewrite, _) = summarize("search after a rewrite", &append_then_get(&project_search));
-    let (run_after_rewrite, _) = summarize("run read after a rewrite", &append_then_get(&run_url));
+    let (after_append, _) = summarize("search while appending", &send_then_get(&project_search, false));
+    let (after_rewrite, _) = summarize("search while re-sending old steps", &send_then_get(&project_search, true));
+    let (run_after_rewrite, _) = summarize("run read while re-sending old steps", &send_then_get(&run_url, true));
     let label = thousands(scale.long_series as f64, 0);
-    report.add("7a", "Search a project while its runs append, p50", after_append, 2, "ms", Goal::None, "");
+    report.add("7a", "Search a project while a run appends, p50", after_append, 2, "ms", Goal::None, "");
     report.add(
         "7b",
-        format!("Search the same after a {label}-point run rewrote an old step, p50"),
+        format!("Search the same while its {label}-point run re-sends old steps, p50"),
         after_rewrite,
         2,
         "ms",
         Goal::AtMost(50.0),
         "",
     );
-    report.add("7c", "Read that run after the rewrite, p50", run_after_rewrite, 2, "ms", Goal::AtMost(50.0), "");
+    report.add(
+        "7c",
+        "Read that run while it re-sends old steps, p50",
+        run_after_rewrite,
+        2,
+        "ms",
+        Goal::AtMost(50.0),
+        "",
+    );
 
     // 8. Start-up: kill -9 and restart with data present, graceful restart, empty folder.
     println!("\n== Start-up ==");

@@ -425,7 +425,7 @@ async fn log_metrics(
     let bytes = read_body(&req, payload).await?;
     let encoding = metrics_encoding(&req)?;
     let now = now_ms();
-    let batch = web::block(move || decode_metrics(encoding, bytes, now)).await??;
+    let batch = decode_metrics(encoding, bytes, now)?;
     let accepted = batch.points.len();
     state.store.append(&id, project_id, batch).await?;
     Ok(HttpResponse::Ok().json(json!({ "accepted": accepted })))

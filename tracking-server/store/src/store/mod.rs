@@ -29,8 +29,8 @@ use log_writer::{recover, wal_loop, WalCmd};
 use persister::{catalog_row, project_of_path};
 use reads::SeriesCache;
 
-/// Default bound of buffered point bytes: about eleven million points.
-pub const DEFAULT_MAX_BUFFER_BYTES: usize = 256 << 20;
+/// Default bound of buffered point bytes: about 2.8 million points, a few persist rounds.
+pub const DEFAULT_MAX_BUFFER_BYTES: usize = 64 << 20;
 
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
