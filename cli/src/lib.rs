@@ -2,9 +2,9 @@
 //! the binary and the Python package's console script; the only crate that links both the server
 //! and the SDK.
 
-use trainlog_server::{serve, ServerConfig, DEFAULT_PORT};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+use trainlog_server::{serve, ServerConfig, DEFAULT_PORT};
 
 #[derive(Parser)]
 #[command(name = "trainlog", version, about = "trainlog: experiment tracking for machine-learning training")]
