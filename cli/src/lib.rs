@@ -451,11 +451,17 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             }
         }
         Command::Server { host, port, data, store, trial_timeout, allowed_hosts, max_buffer_bytes } => {
+            // Fails only when this process already has a subscriber, which then keeps logging.
             tracing_subscriber::fmt()
                 .with_writer(std::io::stderr)
                 .with_target(false)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .with_max_level(tracing::Level::WARN)
-                .init();
+                .try_init()
+                .ok();
+            // A panic the server catches (a request body that trips a decoder) is one log line,
+            // like every other failure, not a raw message on stderr.
+            std::panic::set_hook(Box::new(|panic| tracing::error!("caught a panic: {panic}")));
             let config = ServerConfig {
                 host,
                 port,
