@@ -15,36 +15,7 @@ pub async fn prometheus(state: State) -> HttpResponse {
     let stats = state.store.stats();
     let c = stats.counters;
     let mut registry = Registry::with_prefix("trainlog");
-    let counters: [(&str, &str, u64); 19] = [
-        ("ingest_batches", "Metric batches acknowledged", c.ingest_batches),
-        ("ingest_points", "Metric points acknowledged", c.ingest_points),
-        (
-            "ingest_refused_buffer_full",
-            "Metric batches refused with 503 because the buffer was at its bound",
-            c.ingest_refused_buffer_full,
-        ),
-        ("wal_records", "Records written to the write-ahead log", c.wal_records),
-        ("wal_syncs", "fsyncs of the write-ahead log (group commits)", c.wal_syncs),
-        ("wal_write_failures", "Write-ahead log writes that failed (their batches were refused)", c.wal_write_failures),
-        ("wal_rotate_failures", "Write-ahead log segments that could not be started", c.wal_rotate_failures),
-        ("persisted_files", "Metric files written from the buffer", c.persisted_files),
-        ("persisted_points", "Points written from the buffer to metric files", c.persisted_points),
-        ("persist_failures", "Rounds of persisting that failed and will be retried", c.persist_failures),
-        ("compactions", "Compactions committed", c.compactions),
-        ("compaction_failures", "Compaction rounds that failed and will be retried", c.compaction_failures),
-        ("summary_sync_failures", "Writes of metric summaries to SQLite that failed", c.summary_sync_failures),
-        ("runs_table_failures", "Runs-table rewrites that failed", c.runs_table_failures),
-        (
-            "summary_recomputes",
-            "Series summaries recomputed in the background after a rewritten step",
-            c.summary_recomputes,
-        ),
-        ("orphan_sweep_failures", "Start-up sweeps of unrecorded files that failed", c.orphan_sweep_failures),
-        ("object_store_requests", "Object-store reads and writes of metric files", c.object_store_requests),
-        ("object_store_failures", "Object-store requests that failed", c.object_store_failures),
-        ("missing_files", "Catalogued metric files found missing from the object store", c.missing_files),
-    ];
-    for (name, help, value) in counters {
+    for (name, help, value) in c.named() {
         registry.register(name, help, ConstCounter::new(value));
     }
     registry.register_with_unit(

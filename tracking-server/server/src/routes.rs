@@ -821,36 +821,21 @@ async fn stats(state: State) -> Result<HttpResponse> {
     let c = s.counters;
     let errors: serde_json::Map<String, Value> =
         crate::error::error_counts().into_iter().map(|(code, n)| (code.to_owned(), json!(n))).collect();
-    Ok(HttpResponse::Ok().json(json!({
+    let mut body = json!({
         "buffered_points": s.buffered_points,
         "buffered_bytes": s.buffered_bytes,
+        "max_buffer_bytes": s.max_buffer_bytes,
         "frozen_generations": s.frozen_generations,
         "files": s.files,
         "file_bytes": s.file_bytes,
         "file_rows": s.file_rows,
         "wal_replayed_records": s.wal_replayed_records,
         "wal_cut_bytes": s.wal_cut_bytes,
-        "wal_records": c.wal_records,
-        "wal_syncs": c.wal_syncs,
-        "wal_write_failures": c.wal_write_failures,
-        "wal_rotate_failures": c.wal_rotate_failures,
-        "ingest_batches": c.ingest_batches,
-        "ingest_points": c.ingest_points,
-        "ingest_refused_buffer_full": c.ingest_refused_buffer_full,
-        "max_buffer_bytes": s.max_buffer_bytes,
-        "persisted_files": c.persisted_files,
-        "persisted_points": c.persisted_points,
-        "persist_failures": c.persist_failures,
-        "compactions": c.compactions,
-        "compaction_failures": c.compaction_failures,
-        "summary_sync_failures": c.summary_sync_failures,
-        "summary_recomputes": c.summary_recomputes,
-        "runs_table_failures": c.runs_table_failures,
-        "orphan_sweep_failures": c.orphan_sweep_failures,
-        "object_store_requests": c.object_store_requests,
-        "object_store_failures": c.object_store_failures,
-        "missing_files": c.missing_files,
         "object_store_seconds": c.object_store_micros as f64 / 1e6,
         "errors": errors,
-    })))
+    });
+    for (name, _, value) in c.named() {
+        body[name] = json!(value);
+    }
+    Ok(HttpResponse::Ok().json(body))
 }

@@ -58,6 +58,46 @@ pub(crate) fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
+impl CounterValues {
+    /// Every count with its name and meaning (the object-store time aside), for the operator's
+    /// views: `/api/v1/admin/stats` and `/metrics`.
+    pub fn named(&self) -> [(&'static str, &'static str, u64); 19] {
+        [
+            ("ingest_batches", "Metric batches acknowledged", self.ingest_batches),
+            ("ingest_points", "Metric points acknowledged", self.ingest_points),
+            (
+                "ingest_refused_buffer_full",
+                "Metric batches refused with 503 because the buffer was at its bound",
+                self.ingest_refused_buffer_full,
+            ),
+            ("wal_records", "Records written to the write-ahead log", self.wal_records),
+            ("wal_syncs", "fsyncs of the write-ahead log (group commits)", self.wal_syncs),
+            (
+                "wal_write_failures",
+                "Write-ahead log writes that failed (their batches were refused)",
+                self.wal_write_failures,
+            ),
+            ("wal_rotate_failures", "Write-ahead log segments that could not be started", self.wal_rotate_failures),
+            ("persisted_files", "Metric files written from the buffer", self.persisted_files),
+            ("persisted_points", "Points written from the buffer to metric files", self.persisted_points),
+            ("persist_failures", "Rounds of persisting that failed and will be retried", self.persist_failures),
+            ("compactions", "Compactions committed", self.compactions),
+            ("compaction_failures", "Compaction rounds that failed and will be retried", self.compaction_failures),
+            ("summary_sync_failures", "Writes of metric summaries to SQLite that failed", self.summary_sync_failures),
+            ("runs_table_failures", "Runs-table rewrites that failed", self.runs_table_failures),
+            (
+                "summary_recomputes",
+                "Series summaries recomputed in the background after a rewritten step",
+                self.summary_recomputes,
+            ),
+            ("orphan_sweep_failures", "Start-up sweeps of unrecorded files that failed", self.orphan_sweep_failures),
+            ("object_store_requests", "Object-store reads and writes of metric files", self.object_store_requests),
+            ("object_store_failures", "Object-store requests that failed", self.object_store_failures),
+            ("missing_files", "Catalogued metric files found missing from the object store", self.missing_files),
+        ]
+    }
+}
+
 impl Counters {
     /// Counts one object-store request and its latency.
     pub(crate) fn object_store_call<T, E>(&self, took: Duration, outcome: &Result<T, E>) {
