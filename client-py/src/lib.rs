@@ -317,13 +317,26 @@ fn flatten_numbers(data: &Bound<'_, PyDict>, prefix: &str, out: &mut Vec<(String
         let key = if prefix.is_empty() { key } else { format!("{prefix}.{key}") };
         if let Ok(inner) = v.cast::<PyDict>() {
             flatten_numbers(inner, &key, out)?;
-        } else if let Ok(x) = v.extract::<f64>() {
+        } else if let Some(x) = number(&v)? {
             out.push((key, x));
         } else {
             warn_skipped(&key, &v);
         }
     }
     Ok(())
+}
+
+/// A logged value as a number. A tensor that tracks gradients is detached first, as reading a
+/// number from it directly makes PyTorch warn on every call.
+fn number(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+    if value.is_instance_of::<pyo3::types::PyFloat>() || value.is_instance_of::<pyo3::types::PyInt>() {
+        return Ok(value.extract::<f64>().ok());
+    }
+    let tracks_grad = value.getattr_opt("requires_grad")?.is_some_and(|g| g.is_truthy().unwrap_or(false));
+    if tracks_grad {
+        return Ok(value.call_method0("detach")?.extract::<f64>().ok());
+    }
+    Ok(value.extract::<f64>().ok())
 }
 
 fn warn_skipped(key: &str, value: &Bound<'_, PyAny>) {

@@ -48,6 +48,29 @@ def test_config_values_of_none_are_kept_as_text(server: Server, client_env: dict
     assert trainlog.Api().run(run.id).params == {"scheduler": "None", "opt.betas": "[0.9,0.99]"}
 
 
+class _GradTensor:
+    """Stands in for a 0-d tensor that tracks gradients: reading a number from it without
+    detaching it first is what makes PyTorch warn."""
+
+    def __init__(self, value: float, requires_grad: bool = True) -> None:
+        self.value, self.requires_grad = value, requires_grad
+
+    def detach(self) -> "_GradTensor":
+        return _GradTensor(self.value, requires_grad=False)
+
+    def __float__(self) -> float:
+        if self.requires_grad:
+            raise AssertionError("read without detach()")
+        return self.value
+
+
+def test_a_tensor_that_tracks_gradients_is_detached_before_it_is_read(server: Server, client_env: dict) -> None:
+    with trainlog.init(project="p", system_metrics_interval=None) as run:
+        run.log({"loss": _GradTensor(0.5), "plain": _GradTensor(2.0, requires_grad=False)}, step=0)
+    summary = trainlog.Api().run(run.id).summary
+    assert (summary["loss"]["last"], summary["plain"]["last"]) == (0.5, 2.0)
+
+
 def test_history_arrow_gives_a_pyarrow_table(server: Server, client_env: dict) -> None:
     pa = pytest.importorskip("pyarrow")
     with trainlog.init(project="p", system_metrics_interval=None) as run:
