@@ -1,6 +1,6 @@
 //! Newtypes for identifiers and keys, each validated once when it is built.
 
-use crate::limits::{check_len, MAX_ARTIFACT_PATH_BYTES, MAX_KEY_BYTES, MAX_NAME_BYTES, MAX_RUN_ID_BYTES};
+use crate::limits::{check_len, MAX_ARTIFACT_PATH_CHARS, MAX_KEY_CHARS, MAX_NAME_CHARS, MAX_RUN_ID_CHARS};
 use crate::{Error, Result};
 use std::fmt;
 
@@ -38,7 +38,7 @@ pub struct RunId(String);
 string_newtype!(RunId);
 
 impl RunId {
-    pub const MAX_LEN: usize = MAX_RUN_ID_BYTES;
+    pub const MAX_LEN: usize = MAX_RUN_ID_CHARS;
 
     pub fn parse(field: &str, s: &str) -> Result<Self> {
         if s.is_empty() || s.len() > Self::MAX_LEN {
@@ -73,14 +73,14 @@ fn check_text(field: &str, s: &str, what: &str, max: usize) -> Result<()> {
     Ok(())
 }
 
-/// A project's name (also a registered model's): 1 to 500 bytes of printable text.
+/// A project's name (also a registered model's): 1 to 500 characters of printable text.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProjectName(String);
 string_newtype!(ProjectName);
 
 impl ProjectName {
     pub fn parse(field: &str, s: &str) -> Result<Self> {
-        check_text(field, s, "a project name", MAX_NAME_BYTES)?;
+        check_text(field, s, "a project name", MAX_NAME_CHARS)?;
         Ok(Self(s.to_owned()))
     }
     pub fn from_trusted(s: String) -> Self {
@@ -88,13 +88,13 @@ impl ProjectName {
     }
 }
 
-/// A metric key such as `train/loss` or `sys/gpu.0.util`: 1 to 250 bytes of printable text.
+/// A metric key such as `train/loss` or `sys/gpu.0.util`: 1 to 250 characters of printable text.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MetricKey(String);
 string_newtype!(MetricKey);
 
 impl MetricKey {
-    pub const MAX_LEN: usize = MAX_KEY_BYTES;
+    pub const MAX_LEN: usize = MAX_KEY_CHARS;
     pub fn parse(field: &str, s: &str) -> Result<Self> {
         check_text(field, s, "a metric key", Self::MAX_LEN)?;
         Ok(Self(s.to_owned()))
@@ -105,14 +105,14 @@ impl MetricKey {
 }
 
 /// A param key; nested configs are flattened into dotted keys such as `model.depth`. 1 to 250
-/// bytes of printable text.
+/// characters of printable text.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ParamKey(String);
 string_newtype!(ParamKey);
 
 impl ParamKey {
     pub fn parse(field: &str, s: &str) -> Result<Self> {
-        check_text(field, s, "a param key", MAX_KEY_BYTES)?;
+        check_text(field, s, "a param key", MAX_KEY_CHARS)?;
         Ok(Self(s.to_owned()))
     }
     pub fn from_trusted(s: String) -> Self {
@@ -120,14 +120,14 @@ impl ParamKey {
     }
 }
 
-/// A tag key: 1 to 250 bytes of printable text.
+/// A tag key: 1 to 250 characters of printable text.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TagKey(String);
 string_newtype!(TagKey);
 
 impl TagKey {
     pub fn parse(field: &str, s: &str) -> Result<Self> {
-        check_text(field, s, "a tag key", MAX_KEY_BYTES)?;
+        check_text(field, s, "a tag key", MAX_KEY_CHARS)?;
         Ok(Self(s.to_owned()))
     }
     pub fn from_trusted(s: String) -> Self {
@@ -136,19 +136,23 @@ impl TagKey {
 }
 
 /// A file's path inside a run's artifacts: relative, `/`-separated, no empty, `.` or `..`
-/// segment, no NUL, backslash or control character; at most 1024 bytes.
+/// segment, no NUL, backslash or control character; at most 1024 characters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ArtifactPath(String);
 string_newtype!(ArtifactPath);
 
 impl ArtifactPath {
-    pub const MAX_LEN: usize = MAX_ARTIFACT_PATH_BYTES;
+    pub const MAX_LEN: usize = MAX_ARTIFACT_PATH_CHARS;
+    /// Under a file name's limit on common filesystems (255 bytes), with room for the suffix a
+    /// local store gives a file while it is written.
+    pub const MAX_SEGMENT_BYTES: usize = 240;
 
     pub fn parse(field: &str, s: &str) -> Result<Self> {
-        if s.is_empty() || s.len() > Self::MAX_LEN {
+        let chars = s.chars().count();
+        if s.is_empty() || chars > Self::MAX_LEN {
             return Err(Error::new(
                 field,
-                format!("an artifact path has at least 1 and at most {} bytes, got {}", Self::MAX_LEN, s.len()),
+                format!("an artifact path has at least 1 and at most {} characters, got {chars}", Self::MAX_LEN),
             ));
         }
         if s.starts_with('/') {
@@ -159,6 +163,17 @@ impl ArtifactPath {
         }
         if s.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") {
             return Err(Error::new(field, "an artifact path must not contain empty, '.' or '..' segments"));
+        }
+        // Each segment is a file or folder name where the store is a local folder.
+        if let Some(long) = s.split('/').find(|seg| seg.len() > Self::MAX_SEGMENT_BYTES) {
+            return Err(Error::new(
+                field,
+                format!(
+                    "each part of an artifact path may have at most {} bytes (a file name's limit), one has {}",
+                    Self::MAX_SEGMENT_BYTES,
+                    long.len()
+                ),
+            ));
         }
         Ok(Self(s.to_owned()))
     }
@@ -198,21 +213,33 @@ mod tests {
         assert!(MetricKey::parse("key", &"k".repeat(251)).is_err());
     }
 
-    /// Asserts that `parse` accepts `max` bytes and refuses `max + 1` naming the field and the limit.
+    /// Asserts that `parse` accepts `max` characters and refuses `max + 1` naming the field and the limit.
     fn assert_boundary<T: fmt::Debug>(parse: impl Fn(&str, &str) -> Result<T>, max: usize) {
-        assert!(parse("field", &"a".repeat(max)).is_ok(), "{max} bytes are accepted");
+        assert!(parse("field", &"a".repeat(max)).is_ok(), "{max} characters are accepted");
         let error = parse("field", &"a".repeat(max + 1)).unwrap_err();
         assert_eq!(error.field, "field");
         assert!(error.reason.contains(&format!("at most {max}")), "{error}");
     }
 
     #[test]
-    fn each_identifier_is_accepted_at_its_limit_and_refused_one_byte_past_it() {
-        assert_boundary(RunId::parse, MAX_RUN_ID_BYTES);
-        assert_boundary(ProjectName::parse, MAX_NAME_BYTES);
-        assert_boundary(MetricKey::parse, MAX_KEY_BYTES);
-        assert_boundary(ParamKey::parse, MAX_KEY_BYTES);
-        assert_boundary(TagKey::parse, MAX_KEY_BYTES);
-        assert_boundary(ArtifactPath::parse, MAX_ARTIFACT_PATH_BYTES);
+    fn each_identifier_is_accepted_at_its_limit_and_refused_one_character_past_it() {
+        assert_boundary(RunId::parse, MAX_RUN_ID_CHARS);
+        assert_boundary(ProjectName::parse, MAX_NAME_CHARS);
+        assert_boundary(MetricKey::parse, MAX_KEY_CHARS);
+        assert_boundary(ParamKey::parse, MAX_KEY_CHARS);
+        assert_boundary(TagKey::parse, MAX_KEY_CHARS);
+        // A path's folders, each at the segment limit, up to the path's limit.
+        let segment = "a".repeat(ArtifactPath::MAX_SEGMENT_BYTES);
+        let longest = [segment.as_str(); 5].join("/")[..MAX_ARTIFACT_PATH_CHARS].to_owned();
+        assert!(ArtifactPath::parse("path", &longest).is_ok());
+        let error = ArtifactPath::parse("path", &format!("{longest}b")).unwrap_err();
+        assert!(error.reason.contains(&format!("at most {MAX_ARTIFACT_PATH_CHARS}")), "{error}");
+        let error = ArtifactPath::parse("path", &format!("{segment}a")).unwrap_err();
+        assert!(error.reason.contains("at most 240 bytes"), "{error}");
+        // Characters, not bytes: 1,024 two-byte characters in 240-byte segments are accepted.
+        let wide = vec!["é".repeat(120); 9].join("/");
+        assert!(
+            ArtifactPath::parse("path", &wide[..wide.char_indices().nth(1024).map_or(wide.len(), |(i, _)| i)]).is_ok()
+        );
     }
 }

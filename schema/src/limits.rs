@@ -1,34 +1,49 @@
 //! Limits on what one request may carry; the server answers 400 naming the field beyond them.
+//! Text is measured in characters (Unicode scalar values), as the API description's
+//! `maxLength` counts; only the search grammar's limits are in bytes, for SQLite's sake.
 
 use crate::{Error, Result};
 
 /// A run's id, chosen by the client or generated.
-pub const MAX_RUN_ID_BYTES: usize = 64;
+pub const MAX_RUN_ID_CHARS: usize = 64;
 /// Metric, param and tag keys (a nested param's key is measured after flattening: `model.depth`).
-pub const MAX_KEY_BYTES: usize = 250;
+pub const MAX_KEY_CHARS: usize = 250;
 /// Project, run, model and sweep names, and a run's user, host and group.
-pub const MAX_NAME_BYTES: usize = 500;
+pub const MAX_NAME_CHARS: usize = 500;
 /// Names of sweeps: each trial's run is named after its sweep with "-NNN" added.
-pub const MAX_SWEEP_NAME_BYTES: usize = MAX_NAME_BYTES - 24;
+pub const MAX_SWEEP_NAME_CHARS: usize = MAX_NAME_CHARS - 24;
 /// A param's value as text (a list counts as its JSON text).
-pub const MAX_PARAM_VALUE_BYTES: usize = 64 << 10;
+pub const MAX_PARAM_VALUE_CHARS: usize = 64 << 10;
 /// A tag's value, on runs and in the model registry.
-pub const MAX_TAG_VALUE_BYTES: usize = 64 << 10;
+pub const MAX_TAG_VALUE_CHARS: usize = 64 << 10;
 /// Run notes, project, model and version descriptions, and a sweep file.
-pub const MAX_TEXT_BYTES: usize = 1 << 20;
+pub const MAX_TEXT_CHARS: usize = 1 << 20;
 /// A file's path inside a run's artifacts.
-pub const MAX_ARTIFACT_PATH_BYTES: usize = 1024;
+pub const MAX_ARTIFACT_PATH_CHARS: usize = 1024;
+/// Levels of objects in a request's params: `{"a": {"b": 1}}` has two.
+pub const MAX_PARAM_DEPTH: usize = 10;
 /// Params in one request, after flattening.
 pub const MAX_PARAMS_PER_REQUEST: usize = 100_000;
 /// Tags (or labels) in one request.
 pub const MAX_TAGS_PER_REQUEST: usize = 1_000;
 
-/// A run-search filter's text, and a model search's. Also keeps every `like` pattern under SQLite's own limit.
+/// A run-search filter's text. Also keeps every `like` pattern under SQLite's own limit.
 pub const MAX_FILTER_BYTES: usize = 16 << 10;
+/// A model search's text, given in the URL: percent-encoded at up to 12 bytes a character, it
+/// keeps the URL under the 64 KiB the HTTP stack accepts (and the `like` pattern under SQLite's limit).
+pub const MAX_MODEL_SEARCH_CHARS: usize = 4_000;
 /// Comparisons in one filter (`metrics.loss < 0.3` is one; `in (…)` with many values is one).
 pub const MAX_FILTER_COMPARISONS: usize = 200;
 /// Levels of parentheses and `not` in one filter.
 pub const MAX_FILTER_NESTING: usize = 16;
+/// A filter given in a URL (`GET /projects/{name}/runs`): percent-encoded at up to 12 bytes a
+/// character, it and `order_by` keep the URL under the 64 KiB the HTTP stack accepts. Longer
+/// filters go in the body of `POST /runs/search`.
+pub const MAX_QUERY_FILTER_CHARS: usize = 3_000;
+/// `order_by` given in a URL, all its items together.
+pub const MAX_QUERY_ORDER_BY_CHARS: usize = 1_000;
+/// Run ids given in a URL (`GET /metrics?runs=`), with their commas.
+pub const MAX_QUERY_RUN_IDS_CHARS: usize = 50_000;
 /// Items of a run search's `order_by`.
 pub const MAX_ORDER_BY_ITEMS: usize = 16;
 /// One `order_by` item's text.
@@ -36,10 +51,15 @@ pub const MAX_ORDER_BY_ITEM_BYTES: usize = 1024;
 /// Runs in one page of search results.
 pub const MAX_PAGE_SIZE: u32 = 1000;
 
-/// Refuses `value` when it is longer than `max` bytes, naming `field` and what it is.
+/// Refuses `value` when it has more than `max` characters, naming `field` and what it is.
 pub fn check_len(field: &str, what: &str, value: &str, max: usize) -> Result<()> {
-    if value.len() > max {
-        return Err(Error::new(field, format!("{what} may have at most {max} bytes, got {}", value.len())));
+    // A string has at most as many characters as bytes: most are settled without counting.
+    if value.len() <= max {
+        return Ok(());
+    }
+    let chars = value.chars().count();
+    if chars > max {
+        return Err(Error::new(field, format!("{what} may have at most {max} characters, got {chars}")));
     }
     Ok(())
 }
@@ -57,14 +77,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lengths_are_counted_in_bytes_up_to_the_limit() {
+    fn lengths_are_counted_in_characters_up_to_the_limit() {
         assert!(check_len("notes", "notes", &"x".repeat(10), 10).is_ok());
         let error = check_len("notes", "notes", &"x".repeat(11), 10).unwrap_err();
         assert_eq!(error.field, "notes");
-        assert!(error.reason.contains("at most 10 bytes, got 11"), "{error}");
-        // Two bytes per character in UTF-8.
-        assert!(check_len("name", "a name", &"é".repeat(5), 10).is_ok());
-        assert!(check_len("name", "a name", &"é".repeat(6), 10).is_err());
+        assert!(error.reason.contains("at most 10 characters, got 11"), "{error}");
+        // Characters, not bytes: "é" takes two bytes in UTF-8, "𝄞" four.
+        assert!(check_len("name", "a name", &"é".repeat(10), 10).is_ok());
+        assert!(check_len("name", "a name", &"𝄞".repeat(10), 10).is_ok());
+        assert!(check_len("name", "a name", &"é".repeat(11), 10).is_err());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Typed params and the flattening of nested configs into dotted keys.
 
-use crate::limits::{check_count, check_len, MAX_PARAMS_PER_REQUEST, MAX_PARAM_VALUE_BYTES};
+use crate::limits::{check_count, check_len, MAX_PARAMS_PER_REQUEST, MAX_PARAM_DEPTH, MAX_PARAM_VALUE_CHARS};
 use crate::{Error, ParamKey, Result};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -87,13 +87,13 @@ fn parse_float(s: &str) -> Option<f64> {
 
 /// Flattens a JSON object of params, nested objects becoming dotted keys
 /// (`{"model": {"depth": 50}}` gives `model.depth = 50`). `field` names the object in errors.
-/// Refuses more than `MAX_PARAMS_PER_REQUEST` params, and a value over `MAX_PARAM_VALUE_BYTES`.
+/// Refuses more than `MAX_PARAMS_PER_REQUEST` params, and a value over `MAX_PARAM_VALUE_CHARS`.
 pub fn flatten_params(field: &str, value: &Value) -> Result<BTreeMap<ParamKey, ParamValue>> {
     let Value::Object(map) = value else {
         return Err(Error::new(field, "expected an object of params"));
     };
     let mut out = BTreeMap::new();
-    flatten_into(field, "", map, &mut out)?;
+    flatten_into(field, "", map, 1, &mut out)?;
     check_count(field, "params", out.len(), MAX_PARAMS_PER_REQUEST)?;
     Ok(out)
 }
@@ -102,17 +102,24 @@ fn flatten_into(
     field: &str,
     prefix: &str,
     map: &serde_json::Map<String, Value>,
+    depth: usize,
     out: &mut BTreeMap<ParamKey, ParamValue>,
 ) -> Result<()> {
     for (k, v) in map {
         let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
         let here = format!("{field}.{key}");
+        // Each level's key follows the rules of a whole key, so `{"model": {"": 1}}` is refused
+        // rather than becoming `model.`.
+        ParamKey::parse(&here, k)?;
         let value = match v {
             Value::Object(inner) => {
+                if depth == MAX_PARAM_DEPTH {
+                    return Err(Error::new(&here, format!("params nest at most {MAX_PARAM_DEPTH} levels of objects")));
+                }
                 if inner.is_empty() {
                     continue;
                 }
-                flatten_into(field, &key, inner, out)?;
+                flatten_into(field, &key, inner, depth + 1, out)?;
                 continue;
             }
             Value::String(s) => ParamValue::Str(s.clone()),
@@ -125,7 +132,7 @@ fn flatten_into(
             Value::Null => return Err(Error::new(&here, "null is not a param value; send a string, number or bool")),
         };
         if let ParamValue::Str(text) = &value {
-            check_len(&here, "a param value", text, MAX_PARAM_VALUE_BYTES)?;
+            check_len(&here, "a param value", text, MAX_PARAM_VALUE_CHARS)?;
         }
         let key = ParamKey::parse(&here, &key)?;
         if out.insert(key, value).is_some() {
@@ -164,19 +171,19 @@ mod tests {
 
     #[test]
     fn values_and_counts_are_limited_naming_the_param() {
-        let at_limit = "v".repeat(MAX_PARAM_VALUE_BYTES);
+        let at_limit = "v".repeat(MAX_PARAM_VALUE_CHARS);
         assert!(flatten_params("params", &json!({"model": {"arch": at_limit}})).is_ok());
-        let over = "v".repeat(MAX_PARAM_VALUE_BYTES + 1);
+        let over = "v".repeat(MAX_PARAM_VALUE_CHARS + 1);
         let err = flatten_params("params", &json!({"lr": 0.1, "model": {"arch": over}})).unwrap_err();
         assert_eq!(err.field, "params.model.arch");
-        assert!(err.reason.contains(&format!("at most {MAX_PARAM_VALUE_BYTES} bytes")), "{err}");
+        assert!(err.reason.contains(&format!("at most {MAX_PARAM_VALUE_CHARS} characters")), "{err}");
 
-        // A list counts as its JSON text: each "1," is two bytes.
-        let list_over = vec![1; MAX_PARAM_VALUE_BYTES / 2 + 1];
+        // A list counts as its JSON text: each "1," is two characters.
+        let list_over = vec![1; MAX_PARAM_VALUE_CHARS / 2 + 1];
         assert_eq!(flatten_params("params", &json!({"sizes": list_over})).unwrap_err().field, "params.sizes");
 
         // The key is measured after flattening.
-        let prefix = "a".repeat(crate::limits::MAX_KEY_BYTES - 2);
+        let prefix = "a".repeat(crate::limits::MAX_KEY_CHARS - 2);
         let nested = |inner: &str| Value::Object([(prefix.clone(), json!({ inner: 1 }))].into_iter().collect());
         assert!(flatten_params("params", &nested("b")).is_ok());
         assert_eq!(flatten_params("params", &nested("bc")).unwrap_err().field, format!("params.{prefix}.bc"));

@@ -19,7 +19,7 @@ fn health_and_openapi_describe_every_route() {
         include_str!("../../tracking-server/server/src/registry_routes.rs"),
         include_str!("../../tracking-server/server/src/sweep_routes.rs"),
     ];
-    let mut count = 0;
+    let mut routed = std::collections::BTreeSet::new();
     for line in routes
         .iter()
         .flat_map(|r| r.lines())
@@ -29,15 +29,46 @@ fn health_and_openapi_describe_every_route() {
         let path = line.split('"').nth(1).expect("a quoted path").replace("{path:.*}", "{path}");
         let method = line.split("web::").nth(1).and_then(|m| m.split('(').next()).expect("a method");
         let full = format!("/api/v1{path}");
-        let op = &doc["paths"][full][method];
+        let op = &doc["paths"][&full][method];
         assert!(
             op.is_object(),
             "openapi.json lacks {method} /api/v1{path}; it has {:?}",
             paths.keys().collect::<Vec<_>>()
         );
-        count += 1;
+        routed.insert((method.to_owned(), full));
     }
+    let count = routed.len();
     assert!(count >= 35, "found only {count} routes");
+    assert!(doc["paths"]["/metrics"]["get"].is_object(), "the Prometheus route is described too");
+    // And the document describes nothing that is not routed.
+    let documented: usize = paths
+        .iter()
+        .filter(|(p, _)| p.starts_with("/api/v1/"))
+        .map(|(_, item)| item.as_object().map_or(0, |ops| ops.keys().filter(|k| *k != "parameters").count()))
+        .sum();
+    assert_eq!(documented, count, "the document has operations that are not routes");
+}
+
+#[test]
+fn a_method_a_route_does_not_take_gets_405_naming_the_ones_it_does() {
+    let s = TestServer::spawn_local();
+    for (method, path, allow) in [
+        ("TRACE", "/api/v1/health", "GET"),
+        ("DELETE", "/api/v1/runs/search", "POST"),
+        ("PUT", "/api/v1/runs/abc", "GET, PATCH"),
+    ] {
+        let response = s
+            .client
+            .request(reqwest::Method::from_bytes(method.as_bytes()).unwrap(), format!("{}{path}", s.url))
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 405, "{method} {path}");
+        assert_eq!(response.headers()["allow"], allow, "{method} {path}");
+        let body: Value = response.json().unwrap();
+        assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
+    }
+    let (status, body) = s.get("/no-such-route");
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not_found")));
 }
 
 #[test]

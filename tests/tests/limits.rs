@@ -4,17 +4,19 @@
 use trainlog_tests::{json, urlencode, TestServer, Value};
 
 // The limits as the README documents them (`trainlog_schema::limits` in the code).
-const MAX_RUN_ID_BYTES: usize = 64;
-const MAX_KEY_BYTES: usize = 250;
-const MAX_NAME_BYTES: usize = 500;
-const MAX_SWEEP_NAME_BYTES: usize = MAX_NAME_BYTES - 24;
-const MAX_PARAM_VALUE_BYTES: usize = 64 << 10;
-const MAX_TAG_VALUE_BYTES: usize = 64 << 10;
-const MAX_TEXT_BYTES: usize = 1 << 20;
-const MAX_ARTIFACT_PATH_BYTES: usize = 1024;
+const MAX_RUN_ID_CHARS: usize = 64;
+const MAX_KEY_CHARS: usize = 250;
+const MAX_NAME_CHARS: usize = 500;
+const MAX_SWEEP_NAME_CHARS: usize = MAX_NAME_CHARS - 24;
+const MAX_PARAM_VALUE_CHARS: usize = 64 << 10;
+const MAX_TAG_VALUE_CHARS: usize = 64 << 10;
+const MAX_TEXT_CHARS: usize = 1 << 20;
+const MAX_ARTIFACT_PATH_CHARS: usize = 1024;
 const MAX_PARAMS_PER_REQUEST: usize = 100_000;
 const MAX_TAGS_PER_REQUEST: usize = 1_000;
 const MAX_FILTER_BYTES: usize = 16 << 10;
+const MAX_MODEL_SEARCH_CHARS: usize = 4_000;
+const MAX_QUERY_FILTER_CHARS: usize = 3_000;
 const MAX_FILTER_COMPARISONS: usize = 200;
 const MAX_FILTER_NESTING: usize = 16;
 const MAX_ORDER_BY_ITEMS: usize = 16;
@@ -49,32 +51,32 @@ fn project_count(s: &TestServer) -> usize {
 #[test]
 fn a_new_run_with_any_over_long_field_is_refused_and_writes_nothing() {
     let s = TestServer::spawn_local();
-    let key_over = text(MAX_KEY_BYTES + 1);
+    let key_over = text(MAX_KEY_CHARS + 1);
     let cases = [
-        (json!({"project": text(MAX_NAME_BYTES + 1)}), "project".to_owned(), MAX_NAME_BYTES),
-        (json!({"project": "p", "name": text(MAX_NAME_BYTES + 1)}), "name".to_owned(), MAX_NAME_BYTES),
-        (json!({"project": "p", "user": text(MAX_NAME_BYTES + 1)}), "user".to_owned(), MAX_NAME_BYTES),
-        (json!({"project": "p", "host": text(MAX_NAME_BYTES + 1)}), "host".to_owned(), MAX_NAME_BYTES),
-        (json!({"project": "p", "group": text(MAX_NAME_BYTES + 1)}), "group".to_owned(), MAX_NAME_BYTES),
-        (json!({"project": "p", "notes": text(MAX_TEXT_BYTES + 1)}), "notes".to_owned(), MAX_TEXT_BYTES),
+        (json!({"project": text(MAX_NAME_CHARS + 1)}), "project".to_owned(), MAX_NAME_CHARS),
+        (json!({"project": "p", "name": text(MAX_NAME_CHARS + 1)}), "name".to_owned(), MAX_NAME_CHARS),
+        (json!({"project": "p", "user": text(MAX_NAME_CHARS + 1)}), "user".to_owned(), MAX_NAME_CHARS),
+        (json!({"project": "p", "host": text(MAX_NAME_CHARS + 1)}), "host".to_owned(), MAX_NAME_CHARS),
+        (json!({"project": "p", "group": text(MAX_NAME_CHARS + 1)}), "group".to_owned(), MAX_NAME_CHARS),
+        (json!({"project": "p", "notes": text(MAX_TEXT_CHARS + 1)}), "notes".to_owned(), MAX_TEXT_CHARS),
         (
-            json!({"project": "p", "params": {"lr": 0.1, "model": {"arch": text(MAX_PARAM_VALUE_BYTES + 1)}}}),
+            json!({"project": "p", "params": {"lr": 0.1, "model": {"arch": text(MAX_PARAM_VALUE_CHARS + 1)}}}),
             "params.model.arch".to_owned(),
-            MAX_PARAM_VALUE_BYTES,
+            MAX_PARAM_VALUE_CHARS,
         ),
-        (json!({"project": "p", "params": {"lr": 0.1, &key_over: 1}}), format!("params.{key_over}"), MAX_KEY_BYTES),
+        (json!({"project": "p", "params": {"lr": 0.1, &key_over: 1}}), format!("params.{key_over}"), MAX_KEY_CHARS),
         (
-            json!({"project": "p", "tags": {"team": "vision", "note": text(MAX_TAG_VALUE_BYTES + 1)}}),
+            json!({"project": "p", "tags": {"team": "vision", "note": text(MAX_TAG_VALUE_CHARS + 1)}}),
             "tags.note".to_owned(),
-            MAX_TAG_VALUE_BYTES,
+            MAX_TAG_VALUE_CHARS,
         ),
         (
             json!({"project": "p", "tags": {"team": "vision", &key_over: "v"}}),
             format!("tags.{key_over}"),
-            MAX_KEY_BYTES,
+            MAX_KEY_CHARS,
         ),
-        (json!({"project": "p", "tags": ["ok", &key_over]}), "tags[1]".to_owned(), MAX_KEY_BYTES),
-        (json!({"project": "p", "id": text(MAX_RUN_ID_BYTES + 1)}), "id".to_owned(), MAX_RUN_ID_BYTES),
+        (json!({"project": "p", "tags": ["ok", &key_over]}), "tags[1]".to_owned(), MAX_KEY_CHARS),
+        (json!({"project": "p", "id": text(MAX_RUN_ID_CHARS + 1)}), "id".to_owned(), MAX_RUN_ID_CHARS),
     ];
     for (body, field, limit) in cases {
         assert_refused(s.post("/runs", &body), &field, limit);
@@ -84,15 +86,15 @@ fn a_new_run_with_any_over_long_field_is_refused_and_writes_nothing() {
     // Every field at its limit is accepted.
     let (status, run) = s.post(
         "/runs",
-        &json!({"project": text(MAX_NAME_BYTES), "name": text(MAX_NAME_BYTES), "user": text(MAX_NAME_BYTES),
-                "host": text(MAX_NAME_BYTES), "group": text(MAX_NAME_BYTES), "notes": text(MAX_TEXT_BYTES),
-                "params": {"arch": text(MAX_PARAM_VALUE_BYTES), text(MAX_KEY_BYTES): 1},
-                "tags": {"note": text(MAX_TAG_VALUE_BYTES), text(MAX_KEY_BYTES): "v"}}),
+        &json!({"project": text(MAX_NAME_CHARS), "name": text(MAX_NAME_CHARS), "user": text(MAX_NAME_CHARS),
+                "host": text(MAX_NAME_CHARS), "group": text(MAX_NAME_CHARS), "notes": text(MAX_TEXT_CHARS),
+                "params": {"arch": text(MAX_PARAM_VALUE_CHARS), text(MAX_KEY_CHARS): 1},
+                "tags": {"note": text(MAX_TAG_VALUE_CHARS), text(MAX_KEY_CHARS): "v"}}),
     );
     assert_eq!(status, 201, "{}", run.to_string().chars().take(300).collect::<String>());
-    assert_eq!(run["notes"].as_str().map(str::len), Some(MAX_TEXT_BYTES));
-    assert_eq!(run["params"]["arch"].as_str().map(str::len), Some(MAX_PARAM_VALUE_BYTES));
-    assert_eq!(run["tags"]["note"].as_str().map(str::len), Some(MAX_TAG_VALUE_BYTES));
+    assert_eq!(run["notes"].as_str().map(str::len), Some(MAX_TEXT_CHARS));
+    assert_eq!(run["params"]["arch"].as_str().map(str::len), Some(MAX_PARAM_VALUE_CHARS));
+    assert_eq!(run["tags"]["note"].as_str().map(str::len), Some(MAX_TAG_VALUE_CHARS));
 }
 
 #[test]
@@ -102,35 +104,35 @@ fn changes_to_a_run_with_one_bad_entry_write_none_of_the_others() {
     assert_eq!(status, 201, "{run}");
     let id = run["id"].as_str().expect("a run id").to_owned();
 
-    let over = text(MAX_PARAM_VALUE_BYTES + 1);
+    let over = text(MAX_PARAM_VALUE_CHARS + 1);
     let answer = s.post(&format!("/runs/{id}/params"), &json!({"params": {"batch": 64, "big": over}}));
-    assert_refused(answer, "params.big", MAX_PARAM_VALUE_BYTES);
+    assert_refused(answer, "params.big", MAX_PARAM_VALUE_CHARS);
     let many_params: serde_json::Map<String, Value> =
         (0..=MAX_PARAMS_PER_REQUEST).map(|i| (format!("p{i}"), json!(i))).collect();
     let answer = s.post(&format!("/runs/{id}/params"), &json!({ "params": many_params }));
     assert_refused(answer, "params", MAX_PARAMS_PER_REQUEST);
 
     let answer =
-        s.post(&format!("/runs/{id}/tags"), &json!({"tags": {"ok": "v", "bad": text(MAX_TAG_VALUE_BYTES + 1)}}));
-    assert_refused(answer, "tags.bad", MAX_TAG_VALUE_BYTES);
+        s.post(&format!("/runs/{id}/tags"), &json!({"tags": {"ok": "v", "bad": text(MAX_TAG_VALUE_CHARS + 1)}}));
+    assert_refused(answer, "tags.bad", MAX_TAG_VALUE_CHARS);
     let many_tags: serde_json::Map<String, Value> =
         (0..=MAX_TAGS_PER_REQUEST).map(|i| (format!("t{i}"), json!("v"))).collect();
     assert_refused(s.post(&format!("/runs/{id}/tags"), &json!({ "tags": many_tags })), "tags", MAX_TAGS_PER_REQUEST);
 
-    let answer = s.patch(&format!("/runs/{id}"), &json!({"name": "after", "notes": text(MAX_TEXT_BYTES + 1)}));
-    assert_refused(answer, "notes", MAX_TEXT_BYTES);
-    let answer = s.patch(&format!("/runs/{id}"), &json!({"notes": "second", "group": text(MAX_NAME_BYTES + 1)}));
-    assert_refused(answer, "group", MAX_NAME_BYTES);
-    let answer = s.patch(&format!("/runs/{id}"), &json!({"name": text(MAX_NAME_BYTES + 1), "tags": {"ok": "v"}}));
-    assert_refused(answer, "name", MAX_NAME_BYTES);
+    let answer = s.patch(&format!("/runs/{id}"), &json!({"name": "after", "notes": text(MAX_TEXT_CHARS + 1)}));
+    assert_refused(answer, "notes", MAX_TEXT_CHARS);
+    let answer = s.patch(&format!("/runs/{id}"), &json!({"notes": "second", "group": text(MAX_NAME_CHARS + 1)}));
+    assert_refused(answer, "group", MAX_NAME_CHARS);
+    let answer = s.patch(&format!("/runs/{id}"), &json!({"name": text(MAX_NAME_CHARS + 1), "tags": {"ok": "v"}}));
+    assert_refused(answer, "name", MAX_NAME_CHARS);
 
     let (status, body) = s.log(
         &id,
-        json!([{"key": "loss", "step": 0, "value": 1.0}, {"key": text(MAX_KEY_BYTES + 1), "step": 0, "value": 1.0}]),
+        json!([{"key": "loss", "step": 0, "value": 1.0}, {"key": text(MAX_KEY_CHARS + 1), "step": 0, "value": 1.0}]),
     );
     assert_eq!((status, &body["error"]["field"]), (400, &json!("points[1].key")), "{body}");
 
-    let artifact = format!("a/{}", text(MAX_ARTIFACT_PATH_BYTES - 1));
+    let artifact = format!("a/{}", text(MAX_ARTIFACT_PATH_CHARS - 1));
     let response = s
         .client
         .put(s.api(&format!("/runs/{id}/artifacts/{artifact}")))
@@ -139,7 +141,7 @@ fn changes_to_a_run_with_one_bad_entry_write_none_of_the_others() {
         .expect("PUT reaches the server");
     let status = response.status().as_u16();
     let body: Value = response.json().expect("a JSON error");
-    assert_refused((status, body), "path", MAX_ARTIFACT_PATH_BYTES);
+    assert_refused((status, body), "path", MAX_ARTIFACT_PATH_CHARS);
 
     let (status, now) = s.get(&format!("/runs/{id}"));
     assert_eq!(status, 200, "{now}");
@@ -154,36 +156,36 @@ fn changes_to_a_run_with_one_bad_entry_write_none_of_the_others() {
 #[test]
 fn registry_and_sweep_text_is_limited_too() {
     let s = TestServer::spawn_local();
-    assert_refused(s.post("/models", &json!({"name": text(MAX_NAME_BYTES + 1)})), "name", MAX_NAME_BYTES);
-    let answer = s.post("/models", &json!({"name": "m", "description": text(MAX_TEXT_BYTES + 1)}));
-    assert_refused(answer, "description", MAX_TEXT_BYTES);
-    let answer = s.post("/models", &json!({"name": "m", "tags": {"task": text(MAX_TAG_VALUE_BYTES + 1)}}));
-    assert_refused(answer, "tags.task", MAX_TAG_VALUE_BYTES);
-    let key_over = text(MAX_KEY_BYTES + 1);
+    assert_refused(s.post("/models", &json!({"name": text(MAX_NAME_CHARS + 1)})), "name", MAX_NAME_CHARS);
+    let answer = s.post("/models", &json!({"name": "m", "description": text(MAX_TEXT_CHARS + 1)}));
+    assert_refused(answer, "description", MAX_TEXT_CHARS);
+    let answer = s.post("/models", &json!({"name": "m", "tags": {"task": text(MAX_TAG_VALUE_CHARS + 1)}}));
+    assert_refused(answer, "tags.task", MAX_TAG_VALUE_CHARS);
+    let key_over = text(MAX_KEY_CHARS + 1);
     let answer = s.post("/models", &json!({"name": "m", "tags": {&key_over: "v"}}));
-    assert_refused(answer, &format!("tags.{key_over}"), MAX_KEY_BYTES);
+    assert_refused(answer, &format!("tags.{key_over}"), MAX_KEY_CHARS);
     let (status, models) = s.get("/models");
     assert_eq!((status, &models["models"]), (200, &json!([])), "a refused model is not created");
 
     let (status, model) = s.post("/models", &json!({"name": "m", "description": "kept", "tags": {"task": "vision"}}));
     assert_eq!(status, 201, "{model}");
-    let answer = s.patch("/models/m", &json!({"description": text(MAX_TEXT_BYTES + 1), "tags": {"stage": "dev"}}));
-    assert_refused(answer, "description", MAX_TEXT_BYTES);
+    let answer = s.patch("/models/m", &json!({"description": text(MAX_TEXT_CHARS + 1), "tags": {"stage": "dev"}}));
+    assert_refused(answer, "description", MAX_TEXT_CHARS);
     let (_, model) = s.get("/models/m");
     assert_eq!((&model["description"], &model["tags"]), (&json!("kept"), &json!({"task": "vision"})));
-    let answer = s.get(&format!("/models?search={}", urlencode(&text(MAX_FILTER_BYTES + 1))));
-    assert_refused(answer, "search", MAX_FILTER_BYTES);
+    let answer = s.get(&format!("/models?search={}", urlencode(&text(MAX_MODEL_SEARCH_CHARS + 1))));
+    assert_refused(answer, "search", MAX_MODEL_SEARCH_CHARS);
 
     let config = "command: [\"python\", \"train.py\"]\nmethod: random\nmetric: {name: loss, goal: minimize}\n\
                   parameters:\n  lr: {values: [0.1, 0.01]}\n";
-    let answer = s.post("/sweeps", &json!({"config": config, "project": "p", "name": text(MAX_SWEEP_NAME_BYTES + 1)}));
-    assert_refused(answer, "name", MAX_SWEEP_NAME_BYTES);
-    let padded = format!("{config}# {}\n", text(MAX_TEXT_BYTES));
-    assert_refused(s.post("/sweeps", &json!({"config": padded, "project": "p"})), "config", MAX_TEXT_BYTES);
+    let answer = s.post("/sweeps", &json!({"config": config, "project": "p", "name": text(MAX_SWEEP_NAME_CHARS + 1)}));
+    assert_refused(answer, "name", MAX_SWEEP_NAME_CHARS);
+    let padded = format!("{config}# {}\n", text(MAX_TEXT_CHARS));
+    assert_refused(s.post("/sweeps", &json!({"config": padded, "project": "p"})), "config", MAX_TEXT_CHARS);
     let (status, sweeps) = s.get("/sweeps");
     assert_eq!((status, &sweeps["sweeps"]), (200, &json!([])), "a refused sweep is not created");
     let (status, sweep) =
-        s.post("/sweeps", &json!({"config": config, "project": "p", "name": text(MAX_SWEEP_NAME_BYTES)}));
+        s.post("/sweeps", &json!({"config": config, "project": "p", "name": text(MAX_SWEEP_NAME_CHARS)}));
     assert_eq!(status, 201, "{sweep}");
     // The longest sweep name still leaves its trials' run names within the name limit.
     let id = sweep["id"].as_str().expect("a sweep id");
@@ -191,7 +193,7 @@ fn registry_and_sweep_text_is_limited_too() {
     assert_eq!(status, 200, "{trial}");
     let (status, run) = s.get(&format!("/runs/{}", trial["run_id"].as_str().expect("a trial run")));
     assert_eq!(status, 200, "{run}");
-    assert!(run["name"].as_str().is_some_and(|n| n.len() <= MAX_NAME_BYTES), "{run}");
+    assert!(run["name"].as_str().is_some_and(|n| n.len() <= MAX_NAME_CHARS), "{run}");
 }
 
 /// `count` comparisons joined by `or`.
@@ -224,8 +226,9 @@ fn search_filters_past_their_limits_answer_400_naming_the_filter() {
 
     let long = format!("name like '{}'", "%".repeat(MAX_FILTER_BYTES));
     assert_refused(s.post("/runs/search", &json!({"filter": long})), "filter", MAX_FILTER_BYTES);
-    let long_query = format!("/projects/p/runs?filter={}", urlencode(&format!("notes = '{}'", text(MAX_FILTER_BYTES))));
-    assert_refused(s.get(&long_query), "filter", MAX_FILTER_BYTES);
+    let long_query =
+        format!("/projects/p/runs?filter={}", urlencode(&format!("notes = '{}'", text(MAX_QUERY_FILTER_CHARS))));
+    assert_refused(s.get(&long_query), "filter", MAX_QUERY_FILTER_CHARS);
 
     let order: Vec<String> = (0..=MAX_ORDER_BY_ITEMS).map(|i| format!("params.p{i}")).collect();
     assert_refused(s.post("/runs/search", &json!({ "order_by": order })), "order_by", MAX_ORDER_BY_ITEMS);

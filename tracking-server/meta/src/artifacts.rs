@@ -40,6 +40,21 @@ impl MetaStore {
         })
     }
 
+    /// An artifact of the run that `path` cannot sit beside: one at a folder of `path` (`a` for
+    /// `a/b`), or one inside `path` taken as a folder (`a/b` for `a`). A path is a file or a
+    /// folder, never both, in every store.
+    pub fn artifact_path_clash(&self, run: &RunId, path: &ArtifactPath) -> Result<Option<String>> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT path FROM artifacts WHERE run_id = ?1 AND (substr(path, 1, length(?2) + 1) = ?2 || '/' \
+                     OR substr(?2, 1, length(path) + 1) = path || '/') LIMIT 1",
+                )?
+                .query_row(params![run.as_str(), path.as_str()], |r| r.get(0))
+                .optional()?)
+        })
+    }
+
     pub fn artifact(&self, run: &RunId, path: &ArtifactPath) -> Result<ArtifactRow> {
         self.read(|conn| {
             conn.prepare_cached("SELECT path, size, sha256, created_ms FROM artifacts WHERE run_id = ?1 AND path = ?2")?

@@ -267,10 +267,16 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
         )?;
         return Ok((id.clone(), false));
     }
-    let project = new
-        .project
-        .as_ref()
-        .ok_or_else(|| Error::Invalid { field: "project".into(), reason: "a new run needs a project".into() })?;
+    let project = match (&new.project, &new.id) {
+        (Some(project), _) => project,
+        // Resuming by id alone: there is no such run to resume.
+        (None, Some(id)) if new.resume => {
+            return Err(not_found(format!("run {id} (to resume it; give a project to create it instead)")))
+        }
+        (None, _) => {
+            return Err(Error::Invalid { field: "project".into(), reason: "a new run needs a project".into() })
+        }
+    };
     let project = ensure_project_in(tx, project.as_str())?;
     if let Some(parent) = &new.parent_id {
         let exists: Option<i64> =

@@ -9,10 +9,9 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, TimeUnit};
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer};
 use std::collections::HashMap;
 use trainlog_schema::arrow::ARROW_STREAM_MEDIA_TYPE;
-use trainlog_schema::{parse_non_finite, BatchPoint, MetricKey, PointBatch};
+use trainlog_schema::{BatchPoint, MetricKey, PointBatch};
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 << 20;
@@ -87,59 +86,28 @@ fn require_json(req: &HttpRequest) -> Result<()> {
 }
 
 /// Reads a body sent as `application/json`, refusing any other content type before reading it.
+/// Reads a JSON body. An empty body needs no content type: routes whose body is optional take
+/// it as absent, the others refuse it as empty.
 pub async fn json_bytes(req: &HttpRequest, payload: web::Payload) -> Result<web::Bytes> {
-    require_json(req)?;
-    read_body(req, payload).await
-}
-
-/// Reads and parses a body sent as `application/json`.
-pub async fn json_body<T: DeserializeOwned>(req: &HttpRequest, payload: web::Payload) -> Result<T> {
-    parse_json(&json_bytes(req, payload).await?)
-}
-
-/// A float given as a JSON number or as "NaN", "Infinity" or "-Infinity".
-#[derive(Debug, Clone, Copy)]
-pub struct JsonF64(pub f64);
-
-impl<'de> Deserialize<'de> for JsonF64 {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = JsonF64;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a number, or \"NaN\", \"Infinity\" or \"-Infinity\"")
-            }
-            fn visit_f64<E>(self, v: f64) -> std::result::Result<JsonF64, E> {
-                Ok(JsonF64(v))
-            }
-            fn visit_i64<E>(self, v: i64) -> std::result::Result<JsonF64, E> {
-                Ok(JsonF64(v as f64))
-            }
-            fn visit_u64<E>(self, v: u64) -> std::result::Result<JsonF64, E> {
-                Ok(JsonF64(v as f64))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<JsonF64, E> {
-                parse_non_finite(v).map(JsonF64).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(v), &self))
-            }
-        }
-        d.deserialize_any(V)
+    let bytes = read_body(req, payload).await?;
+    if !bytes.is_empty() {
+        require_json(req)?;
     }
+    Ok(bytes)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JsonPoint {
-    key: String,
-    step: i64,
-    value: JsonF64,
-    #[serde(default)]
-    timestamp: Option<i64>,
+/// Reads a request body that is one JSON object. Serde would also fill a struct from an array
+/// of its fields in order; such bodies are refused.
+pub async fn json_body<T: DeserializeOwned>(req: &HttpRequest, payload: web::Payload) -> Result<T> {
+    parse_json_object(&json_bytes(req, payload).await?)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JsonBatch {
-    points: Vec<JsonPoint>,
+/// Parses a body that must be one JSON object into `T`.
+pub fn parse_json_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    match bytes.trim_ascii_start().first() {
+        Some(b'{') | None => parse_json(bytes),
+        Some(_) => Err(ApiError::invalid("body", "expected a JSON object")),
+    }
 }
 
 /// Interns keys of one batch, validating each distinct key once.
@@ -163,7 +131,7 @@ impl KeyTable {
 }
 
 pub fn metrics_from_json(bytes: &[u8], now_ms: i64) -> Result<PointBatch> {
-    let body: JsonBatch = parse_json(bytes)?;
+    let body: crate::api::LogMetrics = parse_json(bytes)?;
     let mut keys = KeyTable::default();
     let mut points = Vec::with_capacity(body.points.len());
     for (i, p) in body.points.iter().enumerate() {

@@ -1,10 +1,11 @@
 //! The trainlog tracking server: actix-web routes over the metadata and metrics stores.
 
+pub mod api;
 pub mod body;
 pub mod error;
 mod guard;
-pub(crate) mod json;
 mod metrics;
+pub mod openapi;
 mod registry_routes;
 mod routes;
 mod sweep_routes;

@@ -11,7 +11,10 @@ use prometheus_client::registry::{Registry, Unit};
 
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-pub async fn prometheus(state: State) -> HttpResponse {
+/// The server's counters in the OpenMetrics text format, for Prometheus.
+#[utoipa::path(get, path = "/metrics", tag = "system",
+    responses((status = 200, description = "Counters and gauges.", content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String)))]
+pub(crate) async fn prometheus(state: State) -> HttpResponse {
     let stats = state.store.stats();
     let c = stats.counters;
     let mut registry = Registry::with_prefix("trainlog");

@@ -1,15 +1,16 @@
 //! Routes of the model registry: models, versions with lineage, aliases, tags, archive, delete.
 
+use crate::api;
 use crate::body::json_body;
 use crate::error::{ApiError, Result};
 use crate::routes::{meta, query_one, query_pairs, State};
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use trainlog_meta::{ModelRow, NewVersion, VersionRef, VersionRow, VersionUpdate};
+use trainlog_meta::{NewVersion, VersionRef, VersionRow, VersionUpdate};
 use trainlog_schema::limits::{
-    check_count, check_len, MAX_FILTER_BYTES, MAX_NAME_BYTES, MAX_TAGS_PER_REQUEST, MAX_TAG_VALUE_BYTES, MAX_TEXT_BYTES,
+    check_count, check_len, MAX_MODEL_SEARCH_CHARS, MAX_NAME_CHARS, MAX_TAGS_PER_REQUEST, MAX_TAG_VALUE_CHARS,
+    MAX_TEXT_CHARS,
 };
 use trainlog_schema::{ProjectName, RunId, TagKey};
 
@@ -29,12 +30,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 fn model_name(s: &str) -> Result<String> {
-    check_len("name", "a model name", s, MAX_NAME_BYTES)?;
+    check_len("name", "a model name", s, MAX_NAME_CHARS)?;
     Ok(ProjectName::parse("name", s)?.into_string())
 }
 
 fn description(s: &str) -> Result<()> {
-    Ok(check_len("description", "a description", s, MAX_TEXT_BYTES)?)
+    Ok(check_len("description", "a description", s, MAX_TEXT_CHARS)?)
 }
 
 fn alias(field: &str, s: &str) -> Result<String> {
@@ -61,13 +62,14 @@ fn string_map(field: &str, v: &Value) -> Result<(BTreeMap<String, String>, Vec<S
                 TagKey::parse(&here, k)?;
                 match v {
                     Value::String(s) => {
-                        check_len(&here, "a tag value", s, MAX_TAG_VALUE_BYTES)?;
+                        check_len(&here, "a tag value", s, MAX_TAG_VALUE_CHARS)?;
                         set.insert(k.clone(), s.clone());
                     }
                     Value::Null => delete.push(k.clone()),
-                    other => {
-                        set.insert(k.clone(), other.to_string());
+                    Value::Number(_) | Value::Bool(_) => {
+                        set.insert(k.clone(), v.to_string());
                     }
+                    _ => return Err(ApiError::invalid(&here, "a tag value is a string, a number or a boolean")),
                 }
             }
         }
@@ -76,105 +78,89 @@ fn string_map(field: &str, v: &Value) -> Result<(BTreeMap<String, String>, Vec<S
     Ok((set, delete))
 }
 
-fn model_json(m: &ModelRow) -> Value {
-    json!({
-        "name": m.name, "description": m.description, "tags": m.tags, "aliases": m.aliases,
-        "latest_version": m.latest_version, "version_count": m.version_count,
-        "created_time": m.created_ms, "updated_time": m.updated_ms,
+async fn version_view(state: &State, v: VersionRow) -> Result<api::VersionView> {
+    let (run_id, files) = (v.run_id.clone(), v.files.clone());
+    let missing = meta(state, move |m| m.missing_files(&run_id, &files)).await?;
+    Ok(api::VersionView {
+        model: v.model,
+        version: v.version,
+        run_id: v.run_id,
+        source: v.source,
+        files: v.files,
+        description: v.description,
+        status: v.status,
+        lineage: v.lineage,
+        tags: v.tags,
+        aliases: v.aliases,
+        created_time: v.created_ms,
+        updated_time: v.updated_ms,
+        source_available: missing.is_empty(),
+        missing_files: missing,
     })
 }
 
-async fn version_json(state: &State, v: VersionRow) -> Result<Value> {
-    let (run_id, files) = (v.run_id.clone(), v.files.clone());
-    let missing = meta(state, move |m| m.missing_files(&run_id, &files)).await?;
-    Ok(json!({
-        "model": v.model, "version": v.version, "run_id": v.run_id, "source": v.source, "files": v.files,
-        "description": v.description, "status": v.status, "lineage": v.lineage, "tags": v.tags, "aliases": v.aliases,
-        "created_time": v.created_ms, "updated_time": v.updated_ms,
-        "source_available": missing.is_empty(), "missing_files": missing,
-    }))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateModel {
-    name: String,
-    #[serde(default)]
-    description: String,
-    #[serde(default)]
-    tags: Value,
-}
-
-async fn create_model(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
-    let body: CreateModel = json_body(&req, payload).await?;
+/// Register a model.
+#[utoipa::path(post, path = "/api/v1/models", tag = "registry", request_body = api::CreateModel,
+    responses((status = 201, description = "The new model.", body = api::ModelView)))]
+pub(crate) async fn create_model(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let body: api::CreateModel = json_body(&req, payload).await?;
     let name = model_name(&body.name)?;
     description(&body.description)?;
     let (tags, _) = string_map("tags", &body.tags)?;
     let model = meta(&state, move |m| m.create_model(&name, &body.description, &tags)).await?;
-    Ok(HttpResponse::Created().json(model_json(&model)))
+    Ok(HttpResponse::Created().json(api::ModelView::new(&model)))
 }
 
-async fn list_models(state: State, req: HttpRequest) -> Result<HttpResponse> {
+/// List models.
+#[utoipa::path(get, path = "/api/v1/models", tag = "registry", params(("search" = Option<String>, Query, max_length = 4000, description = "Only names containing this.")),
+    responses((status = 200, description = "The models.", body = api::ModelList)))]
+pub(crate) async fn list_models(state: State, req: HttpRequest) -> Result<HttpResponse> {
     let pairs = query_pairs(&req)?;
     let search = query_one(&pairs, "search").unwrap_or_default().to_owned();
-    check_len("search", "a model search", &search, MAX_FILTER_BYTES)?;
+    check_len("search", "a model search", &search, MAX_MODEL_SEARCH_CHARS)?;
     let models = meta(&state, move |m| m.models(&search)).await?;
-    Ok(HttpResponse::Ok().json(json!({"models": models.iter().map(model_json).collect::<Vec<_>>()})))
+    Ok(HttpResponse::Ok().json(api::ModelList { models: models.iter().map(api::ModelView::new).collect() }))
 }
 
-async fn get_model(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+/// Get a model.
+#[utoipa::path(get, path = "/api/v1/models/{name}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name.")),
+    responses((status = 200, description = "The model.", body = api::ModelView)))]
+pub(crate) async fn get_model(state: State, path: web::Path<String>) -> Result<HttpResponse> {
     let name = path.into_inner();
     let model = meta(&state, move |m| m.model(&name)).await?;
-    Ok(HttpResponse::Ok().json(model_json(&model)))
+    Ok(HttpResponse::Ok().json(api::ModelView::new(&model)))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UpdateModel {
-    description: Option<String>,
-    #[serde(default)]
-    tags: Value,
-}
-
-async fn update_model(
+/// Change a model's description or tags.
+#[utoipa::path(patch, path = "/api/v1/models/{name}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name.")), request_body = api::UpdateModel,
+    responses((status = 200, description = "The model as it is now.", body = api::ModelView)))]
+pub(crate) async fn update_model(
     state: State,
     path: web::Path<String>,
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let name = path.into_inner();
-    let body: UpdateModel = json_body(&req, payload).await?;
+    let body: api::UpdateModel = json_body(&req, payload).await?;
     if let Some(text) = &body.description {
         description(text)?;
     }
     let (set, delete) = string_map("tags", &body.tags)?;
     let model = meta(&state, move |m| m.update_model(&name, body.description.as_deref(), &set, &delete)).await?;
-    Ok(HttpResponse::Ok().json(model_json(&model)))
+    Ok(HttpResponse::Ok().json(api::ModelView::new(&model)))
 }
 
-async fn delete_model(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+/// Delete a model and its versions (their files stay with their runs).
+#[utoipa::path(delete, path = "/api/v1/models/{name}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name.")),
+    responses((status = 200, description = "Deleted.", body = api::StatusOk)))]
+pub(crate) async fn delete_model(state: State, path: web::Path<String>) -> Result<HttpResponse> {
     let name = path.into_inner();
     meta(&state, move |m| m.delete_model(&name)).await?;
-    Ok(HttpResponse::Ok().json(json!({"status": "ok"})))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateVersion {
-    run_id: String,
-    /// A checkpoint of the run, by name or by step; the latest one when neither this nor `artifact` is given.
-    checkpoint: Option<Value>,
-    /// An artifact path of the run: one file, or a folder prefix.
-    artifact: Option<String>,
-    #[serde(default)]
-    description: String,
-    #[serde(default)]
-    tags: Value,
-    alias: Option<String>,
+    Ok(HttpResponse::Ok().json(api::OK))
 }
 
 /// The files a version points at, and what they were, from a checkpoint or an artifact path.
-async fn version_source(state: &State, run: &RunId, body: &CreateVersion) -> Result<(Value, Value)> {
+async fn version_source(state: &State, run: &RunId, body: &api::CreateVersion) -> Result<(Value, Value)> {
     if let Some(path) = &body.artifact {
         let (id, prefix) = (run.clone(), path.clone());
         let rows = meta(state, move |m| m.artifacts(&id, &prefix)).await?;
@@ -193,7 +179,7 @@ async fn version_source(state: &State, run: &RunId, body: &CreateVersion) -> Res
     let chosen = match &body.checkpoint {
         None => checkpoints.first(),
         Some(Value::String(name)) => checkpoints.iter().find(|c| &c.name == name),
-        Some(Value::Number(n)) => checkpoints.iter().find(|c| Some(c.step) == n.as_i64()),
+        Some(Value::Number(n)) => checkpoints.iter().find(|c| Some(c.step) == api::integer::of(n)),
         Some(_) => return Err(ApiError::invalid("checkpoint", "a checkpoint name or step")),
     };
     let c = chosen.ok_or_else(|| {
@@ -209,14 +195,17 @@ async fn version_source(state: &State, run: &RunId, body: &CreateVersion) -> Res
     Ok((json!({"kind": "checkpoint", "name": c.name, "step": c.step, "metadata": c.metadata}), Value::Array(files)))
 }
 
-async fn create_version(
+/// Register a new version from a run's checkpoint or artifact, with the run's lineage.
+#[utoipa::path(post, path = "/api/v1/models/{name}/versions", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name.")), request_body = api::CreateVersion,
+    responses((status = 201, description = "The new version.", body = api::VersionView)))]
+pub(crate) async fn create_version(
     state: State,
     path: web::Path<String>,
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let name = model_name(&path)?;
-    let body: CreateVersion = json_body(&req, payload).await?;
+    let body: api::CreateVersion = json_body(&req, payload).await?;
     let run = RunId::parse("run_id", &body.run_id).map_err(|_| ApiError::NotFound(format!("run {:?}", body.run_id)))?;
     let alias = body.alias.as_deref().map(|a| alias("alias", a)).transpose()?;
     description(&body.description)?;
@@ -228,7 +217,8 @@ async fn create_version(
         meta(&state, move |m| Ok((m.run(&id)?, m.metadata(&id)?))).await?
     };
     let summaries = state.store.summaries(&run, run_row.project_id).await?;
-    let run_view = crate::json::run(&run_row, &summaries);
+    let run_view =
+        serde_json::to_value(api::RunView::new(&run_row, &summaries)).map_err(|e| ApiError::Internal(e.to_string()))?;
     let lineage = json!({
         "run": {"id": run_view["id"], "project": run_view["project"], "name": run_view["name"], "status": run_view["status"],
                 "start_time": run_view["start_time"], "end_time": run_view["end_time"], "user": run_view["user"], "host": run_view["host"],
@@ -244,71 +234,73 @@ async fn create_version(
     let new =
         NewVersion { run_id: run.to_string(), source, files, description: body.description, tags, lineage, alias };
     let row = meta(&state, move |m| m.create_version(&name, &new)).await?;
-    Ok(HttpResponse::Created().json(version_json(&state, row).await?))
+    Ok(HttpResponse::Created().json(version_view(&state, row).await?))
 }
 
-async fn list_versions(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+/// A model's versions.
+#[utoipa::path(get, path = "/api/v1/models/{name}/versions", tag = "registry",
+    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("status" = Option<String>, Query, description = "ready or archived.")),
+    responses((status = 200, description = "The versions.", body = api::VersionList)))]
+pub(crate) async fn list_versions(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
     let pairs = query_pairs(&req)?;
     let status = query_one(&pairs, "status").map(str::to_owned);
     let rows = meta(&state, move |m| m.versions(&name, status.as_deref())).await?;
     let mut list = Vec::with_capacity(rows.len());
     for r in rows {
-        list.push(version_json(&state, r).await?);
+        list.push(version_view(&state, r).await?);
     }
-    Ok(HttpResponse::Ok().json(json!({ "versions": list })))
+    Ok(HttpResponse::Ok().json(api::VersionList { versions: list }))
 }
 
-async fn get_version(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
+/// Get a version, by number or alias.
+#[utoipa::path(get, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")),
+    responses((status = 200, description = "The version.", body = api::VersionView)))]
+pub(crate) async fn get_version(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
     let (name, version) = path.into_inner();
     let row = meta(&state, move |m| m.version(&name, &VersionRef::parse(&version))).await?;
-    Ok(HttpResponse::Ok().json(version_json(&state, row).await?))
+    Ok(HttpResponse::Ok().json(version_view(&state, row).await?))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UpdateVersion {
-    description: Option<String>,
-    status: Option<String>,
-    #[serde(default)]
-    tags: Value,
-}
-
-async fn update_version(
+/// Change a version's description, status or tags.
+#[utoipa::path(patch, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")), request_body = api::UpdateVersion,
+    responses((status = 200, description = "The version as it is now.", body = api::VersionView)))]
+pub(crate) async fn update_version(
     state: State,
     path: web::Path<(String, String)>,
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let (name, version) = path.into_inner();
-    let body: UpdateVersion = json_body(&req, payload).await?;
-    if let Some(s) = body.status.as_deref() {
-        if s != "ready" && s != "archived" {
-            return Err(ApiError::invalid("status", "a version's status is \"ready\" or \"archived\""));
-        }
-    }
+    let body: api::UpdateVersion = json_body(&req, payload).await?;
     if let Some(text) = &body.description {
         description(text)?;
     }
     let (set_tags, delete_tags) = string_map("tags", &body.tags)?;
-    let update = VersionUpdate { description: body.description, status: body.status, set_tags, delete_tags };
+    let update = VersionUpdate {
+        description: body.description,
+        status: body.status.map(|s| s.as_str().to_owned()),
+        set_tags,
+        delete_tags,
+    };
     let row = meta(&state, move |m| m.update_version(&name, &VersionRef::parse(&version), &update)).await?;
-    Ok(HttpResponse::Ok().json(version_json(&state, row).await?))
+    Ok(HttpResponse::Ok().json(version_view(&state, row).await?))
 }
 
-async fn delete_version(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
+/// Delete a version.
+#[utoipa::path(delete, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")),
+    responses((status = 200, description = "Deleted.", body = api::StatusOk)))]
+pub(crate) async fn delete_version(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
     let (name, version) = path.into_inner();
     meta(&state, move |m| m.delete_version(&name, &VersionRef::parse(&version))).await?;
-    Ok(HttpResponse::Ok().json(json!({"status": "ok"})))
+    Ok(HttpResponse::Ok().json(api::OK))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SetAlias {
-    version: Value,
-}
-
-async fn set_alias(
+/// Point an alias at a version.
+#[utoipa::path(put, path = "/api/v1/models/{name}/aliases/{alias}", tag = "registry",
+    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("alias" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$", description = "An alias.")), request_body = api::SetAlias,
+    responses((status = 200, description = "The version the alias points at.", body = api::VersionView)))]
+pub(crate) async fn set_alias(
     state: State,
     path: web::Path<(String, String)>,
     req: HttpRequest,
@@ -316,20 +308,24 @@ async fn set_alias(
 ) -> Result<HttpResponse> {
     let (name, alias_name) = path.into_inner();
     let alias_name = alias("alias", &alias_name)?;
-    let body: SetAlias = json_body(&req, payload).await?;
+    let body: api::SetAlias = json_body(&req, payload).await?;
     let vref = match &body.version {
         Value::Number(n) => {
-            VersionRef::Number(n.as_i64().ok_or_else(|| ApiError::invalid("version", "a version number"))?)
+            VersionRef::Number(api::integer::of(n).ok_or_else(|| ApiError::invalid("version", "a version number"))?)
         }
         Value::String(s) => VersionRef::parse(s),
         _ => return Err(ApiError::invalid("version", "a version number or alias")),
     };
     let row = meta(&state, move |m| m.set_alias(&name, &alias_name, &vref)).await?;
-    Ok(HttpResponse::Ok().json(version_json(&state, row).await?))
+    Ok(HttpResponse::Ok().json(version_view(&state, row).await?))
 }
 
-async fn delete_alias(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
+/// Remove an alias.
+#[utoipa::path(delete, path = "/api/v1/models/{name}/aliases/{alias}", tag = "registry",
+    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("alias" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$")),
+    responses((status = 200, description = "Removed.", body = api::StatusOk)))]
+pub(crate) async fn delete_alias(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
     let (name, alias_name) = path.into_inner();
     meta(&state, move |m| m.delete_alias(&name, &alias_name)).await?;
-    Ok(HttpResponse::Ok().json(json!({"status": "ok"})))
+    Ok(HttpResponse::Ok().json(api::OK))
 }

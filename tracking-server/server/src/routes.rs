@@ -1,25 +1,24 @@
 //! Route table and request handlers. Handlers parse input into schema types once, call the
 //! stores (SQLite work on the blocking pool), and shape JSON; errors go through `ApiError`.
 
+use crate::api;
 use crate::body::{decode_metrics, json_body, metrics_encoding, read_body};
 use crate::error::{ApiError, Result};
-use crate::{json, AppState};
+use crate::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures::StreamExt;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use trainlog_meta::{MetaStore, NewRun, Run, RunUpdate};
 use trainlog_schema::arrow::ARROW_STREAM_MEDIA_TYPE;
 use trainlog_schema::limits::{
-    check_count, check_len, MAX_NAME_BYTES, MAX_PAGE_SIZE, MAX_TAGS_PER_REQUEST, MAX_TAG_VALUE_BYTES, MAX_TEXT_BYTES,
+    check_count, check_len, MAX_NAME_CHARS, MAX_PAGE_SIZE, MAX_QUERY_FILTER_CHARS, MAX_QUERY_ORDER_BY_CHARS,
+    MAX_QUERY_RUN_IDS_CHARS, MAX_TAGS_PER_REQUEST, MAX_TAG_VALUE_CHARS, MAX_TEXT_CHARS,
 };
-use trainlog_schema::{flatten_params, ArtifactPath, ProjectName, RunId, RunStatus, TagKey};
+use trainlog_schema::{flatten_params, ArtifactPath, ProjectName, RunId, TagKey};
 use trainlog_store::StepRange;
-
-pub const OPENAPI: &str = include_str!("openapi.json");
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/metrics", web::get().to(crate::metrics::prometheus));
@@ -55,7 +54,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(crate::sweep_routes::configure),
     )
     .default_service(web::to(|req: HttpRequest| async move {
-        Err::<HttpResponse, _>(ApiError::NotFound(format!("route {} {}", req.method(), req.path())))
+        Err::<HttpResponse, _>(match crate::openapi::allowed_methods(req.path()) {
+            Some(allow) => ApiError::MethodNotAllowed { method: req.method().to_string(), allow },
+            None => ApiError::NotFound(format!("route {} {}", req.method(), req.path())),
+        })
     }));
 }
 
@@ -94,9 +96,9 @@ fn now_ms() -> i64 {
     trainlog_meta::now_ms()
 }
 
-async fn run_json(state: &State, run: &Run) -> Result<Value> {
+async fn run_view(state: &State, run: &Run) -> Result<api::RunView> {
     let summaries = state.store.summaries(&run.id, run.project_id).await?;
-    Ok(json::run(run, &summaries))
+    Ok(api::RunView::new(run, &summaries))
 }
 
 pub(crate) fn query_pairs(req: &HttpRequest) -> Result<Vec<(String, String)>> {
@@ -115,41 +117,45 @@ fn query_int<T: std::str::FromStr>(pairs: &[(String, String)], name: &str) -> Re
         .transpose()
 }
 
-async fn health(state: State) -> Result<HttpResponse> {
+/// Whether the server answers and its database is usable.
+#[utoipa::path(get, path = "/api/v1/health", tag = "system", responses((status = 200, description = "The server is up.", body = api::Health)))]
+pub(crate) async fn health(state: State) -> Result<HttpResponse> {
     meta(&state, |m| m.counter("health")).await?;
-    Ok(HttpResponse::Ok().json(json!({"status": "ok"})))
+    Ok(HttpResponse::Ok().json(api::Health { status: "ok" }))
 }
 
-async fn openapi() -> HttpResponse {
-    HttpResponse::Ok().content_type("application/json").body(OPENAPI)
+/// This API description (OpenAPI 3.1).
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "system", responses((status = 200, description = "The OpenAPI document.", content_type = "application/json", body = Object)))]
+pub(crate) async fn openapi() -> HttpResponse {
+    HttpResponse::Ok().content_type("application/json").body(crate::openapi::document())
 }
 
-async fn list_projects(state: State) -> Result<HttpResponse> {
+/// List projects, with how many runs each holds.
+#[utoipa::path(get, path = "/api/v1/projects", tag = "projects", responses((status = 200, description = "Every project.", body = api::ProjectList)))]
+pub(crate) async fn list_projects(state: State) -> Result<HttpResponse> {
     let projects = meta(&state, |m| m.list_projects()).await?;
-    let list: Vec<Value> = projects.iter().map(|(p, n)| json::project(p, Some(*n))).collect();
-    Ok(HttpResponse::Ok().json(json!({ "projects": list })))
+    let projects = projects.iter().map(|(p, n)| api::ProjectView::new(p, Some(*n))).collect();
+    Ok(HttpResponse::Ok().json(api::ProjectList { projects }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateProject {
-    name: String,
-    #[serde(default)]
-    description: String,
-}
-
-async fn create_project(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
-    let body: CreateProject = json_body(&req, payload).await?;
+/// Create a project.
+#[utoipa::path(post, path = "/api/v1/projects", tag = "projects", request_body = api::CreateProject,
+    responses((status = 201, description = "The new project.", body = api::ProjectView)))]
+pub(crate) async fn create_project(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let body: api::CreateProject = json_body(&req, payload).await?;
     let name = ProjectName::parse("name", &body.name)?;
-    check_len("description", "a project's description", &body.description, MAX_TEXT_BYTES)?;
+    check_len("description", "a project's description", &body.description, MAX_TEXT_CHARS)?;
     let project = meta(&state, move |m| m.create_project(&name, &body.description)).await?;
-    Ok(HttpResponse::Created().json(json::project(&project, Some(0))))
+    Ok(HttpResponse::Created().json(api::ProjectView::new(&project, Some(0))))
 }
 
-async fn get_project(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+/// Get a project.
+#[utoipa::path(get, path = "/api/v1/projects/{name}", tag = "projects", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The project's name.")),
+    responses((status = 200, description = "The project.", body = api::ProjectView)))]
+pub(crate) async fn get_project(state: State, path: web::Path<String>) -> Result<HttpResponse> {
     let name = path.into_inner();
     let project = meta(&state, move |m| m.project_by_name(&name)).await?;
-    Ok(HttpResponse::Ok().json(json::project(&project, None)))
+    Ok(HttpResponse::Ok().json(api::ProjectView::new(&project, None)))
 }
 
 /// Tags as an object of strings (null deletes where allowed), or a list of labels.
@@ -173,7 +179,7 @@ fn parse_tags(field: &str, value: &Value, allow_delete: bool) -> Result<(BTreeMa
                 let key = TagKey::parse(&here, k)?;
                 match v {
                     Value::String(s) => {
-                        check_len(&here, "a tag value", s, MAX_TAG_VALUE_BYTES)?;
+                        check_len(&here, "a tag value", s, MAX_TAG_VALUE_CHARS)?;
                         set.insert(key, s.clone());
                     }
                     Value::Null if allow_delete => delete.push(key),
@@ -189,43 +195,20 @@ fn parse_tags(field: &str, value: &Value, allow_delete: bool) -> Result<(BTreeMa
     Ok((set, delete))
 }
 
-/// Refuses run text beyond its limit: notes up to `MAX_TEXT_BYTES`, the name and the rest up to `MAX_NAME_BYTES`.
+/// Refuses run text beyond its limit: notes up to `MAX_TEXT_CHARS`, the name and the rest up to `MAX_NAME_CHARS`.
 fn check_run_text(fields: &[(&str, Option<&str>)]) -> Result<()> {
     for &(field, value) in fields {
-        let max = if field == "notes" { MAX_TEXT_BYTES } else { MAX_NAME_BYTES };
+        let max = if field == "notes" { MAX_TEXT_CHARS } else { MAX_NAME_CHARS };
         check_len(field, &format!("a run's {field}"), value.unwrap_or_default(), max)?;
     }
     Ok(())
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateRun {
-    project: Option<String>,
-    name: Option<String>,
-    id: Option<String>,
-    #[serde(default)]
-    params: Value,
-    #[serde(default)]
-    tags: Value,
-    #[serde(default)]
-    user: String,
-    #[serde(default)]
-    host: String,
-    #[serde(default)]
-    group: String,
-    parent_id: Option<String>,
-    #[serde(default)]
-    notes: String,
-    start_time: Option<i64>,
-    #[serde(default)]
-    resume: bool,
-    #[serde(default)]
-    overwrite_params: bool,
-}
-
-async fn create_run(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
-    let body: CreateRun = json_body(&req, payload).await?;
+/// Create a run, or resume one (`resume` with its `id`).
+#[utoipa::path(post, path = "/api/v1/runs", tag = "runs", request_body = api::CreateRun,
+    responses((status = 201, description = "The new run.", body = api::RunView), (status = 200, description = "The resumed run.", body = api::RunView)))]
+pub(crate) async fn create_run(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let body: api::CreateRun = json_body(&req, payload).await?;
     let params = if body.params.is_null() { BTreeMap::new() } else { flatten_params("params", &body.params)? };
     let (tags, _) = parse_tags("tags", &body.tags, false)?;
     check_run_text(&[
@@ -255,22 +238,29 @@ async fn create_run(state: State, req: HttpRequest, payload: web::Payload) -> Re
     }
     let (run, created) = meta(&state, move |m| m.create_run(&new)).await?;
     state.store.project_changed(run.project_id);
-    let body = run_json(&state, &run).await?;
+    let body = run_view(&state, &run).await?;
     Ok(if created { HttpResponse::Created().json(body) } else { HttpResponse::Ok().json(body) })
 }
 
-async fn get_run(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+/// Get a run with its params, tags, metric summaries and metadata.
+#[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+    responses((status = 200, description = "The run.", body = api::RunDetail)))]
+pub(crate) async fn get_run(state: State, path: web::Path<String>) -> Result<HttpResponse> {
     let id = run_id(&path)?;
     let (run, metadata) = meta(&state, move |m| Ok((m.run(&id)?, m.metadata(&id)?))).await?;
-    let mut body = run_json(&state, &run).await?;
-    body["metadata"] = json!(metadata);
-    Ok(HttpResponse::Ok().json(body))
+    let run = run_view(&state, &run).await?;
+    Ok(HttpResponse::Ok().json(api::RunDetail { run, metadata }))
 }
 
 /// Largest metadata document accepted, so a huge git diff cannot bloat the database.
 const MAX_METADATA_BYTES: usize = 4 << 20;
 
-async fn put_metadata(
+/// Store one metadata section of a run (code, environment, packages, …), replacing it.
+#[utoipa::path(put, path = "/api/v1/runs/{id}/metadata/{section}", tag = "runs",
+    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("section" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "A section's name.")),
+    request_body(content = Object, description = "The section: a JSON object of at most 4 MiB."),
+    responses((status = 200, description = "Stored.", body = api::StatusOk)))]
+pub(crate) async fn put_metadata(
     state: State,
     path: web::Path<(String, String)>,
     req: HttpRequest,
@@ -293,27 +283,20 @@ async fn put_metadata(
         return Err(ApiError::invalid("body", "a metadata section is a JSON object"));
     }
     change_run(&state, id, move |m, id| m.set_metadata(id, &section, &value)).await?;
-    Ok(HttpResponse::Ok().json(json!({"status": "ok"})))
+    Ok(HttpResponse::Ok().json(api::OK))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UpdateRun {
-    name: Option<String>,
-    notes: Option<String>,
-    group: Option<String>,
-    #[serde(default)]
-    tags: Value,
-}
-
-async fn update_run(
+/// Change a run's name, notes, group or tags (a null tag value deletes the tag).
+#[utoipa::path(patch, path = "/api/v1/runs/{id}", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+    request_body = api::UpdateRun, responses((status = 200, description = "The run as it is now.", body = api::RunView)))]
+pub(crate) async fn update_run(
     state: State,
     path: web::Path<String>,
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let id = run_id(&path)?;
-    let body: UpdateRun = json_body(&req, payload).await?;
+    let body: api::UpdateRun = json_body(&req, payload).await?;
     let (set_tags, delete_tags) = parse_tags("tags", &body.tags, true)?;
     check_run_text(&[
         ("name", body.name.as_deref()),
@@ -322,59 +305,47 @@ async fn update_run(
     ])?;
     let update = RunUpdate { name: body.name, notes: body.notes, group: body.group, set_tags, delete_tags };
     let run = change_run(&state, id, move |m, id| m.update_run(id, &update)).await?;
-    Ok(HttpResponse::Ok().json(run_json(&state, &run).await?))
+    Ok(HttpResponse::Ok().json(run_view(&state, &run).await?))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LogParams {
-    params: Value,
-    #[serde(default)]
-    overwrite: bool,
-}
-
-async fn log_params(
+/// Add params to a run. A different value for a key already stored is a conflict unless `overwrite`.
+#[utoipa::path(post, path = "/api/v1/runs/{id}/params", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+    request_body = api::LogParams, responses((status = 200, description = "All the run's params.", body = api::ParamsAnswer)))]
+pub(crate) async fn log_params(
     state: State,
     path: web::Path<String>,
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let id = run_id(&path)?;
-    let body: LogParams = json_body(&req, payload).await?;
+    let body: api::LogParams = json_body(&req, payload).await?;
     let params = flatten_params("params", &body.params)?;
     let run = change_run(&state, id, move |m, id| m.set_params(id, &params, body.overwrite)).await?;
-    let params: serde_json::Map<String, Value> = run.params.iter().map(|(k, v)| (k.clone(), v.to_json())).collect();
-    Ok(HttpResponse::Ok().json(json!({ "params": params })))
+    Ok(HttpResponse::Ok().json(api::ParamsAnswer { params: api::ParamsView::new(&run) }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SetTags {
-    tags: Value,
-}
-
-async fn set_tags(
+/// Set or delete (null) tags of a run.
+#[utoipa::path(post, path = "/api/v1/runs/{id}/tags", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+    request_body = api::SetTags, responses((status = 200, description = "All the run's tags.", body = api::TagsAnswer)))]
+pub(crate) async fn set_tags(
     state: State,
     path: web::Path<String>,
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let id = run_id(&path)?;
-    let body: SetTags = json_body(&req, payload).await?;
+    let body: api::SetTags = json_body(&req, payload).await?;
     let (set_tags, delete_tags) = parse_tags("tags", &body.tags, true)?;
     let update = RunUpdate { set_tags, delete_tags, ..RunUpdate::default() };
     let run = change_run(&state, id, move |m, id| m.update_run(id, &update)).await?;
-    Ok(HttpResponse::Ok().json(json!({ "tags": run.tags })))
+    Ok(HttpResponse::Ok().json(api::TagsAnswer { tags: run.tags }))
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Finish {
-    status: Option<String>,
-    end_time: Option<i64>,
-}
-
-async fn finish_run(
+/// End a run with a final status (finished when the body is empty).
+#[utoipa::path(post, path = "/api/v1/runs/{id}/finish", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+    request_body(content = Option<api::FinishRun>, description = "May be empty."),
+    responses((status = 200, description = "The run as it is now.", body = api::RunView)))]
+pub(crate) async fn finish_run(
     state: State,
     path: web::Path<String>,
     req: HttpRequest,
@@ -382,18 +353,14 @@ async fn finish_run(
 ) -> Result<HttpResponse> {
     let id = run_id(&path)?;
     let bytes = crate::body::json_bytes(&req, payload).await?;
-    let body: Finish =
-        if bytes.iter().all(u8::is_ascii_whitespace) { Finish::default() } else { crate::body::parse_json(&bytes)? };
-    let status = RunStatus::parse("status", body.status.as_deref().unwrap_or("finished"))?;
-    if status == RunStatus::Running {
-        return Err(ApiError::invalid(
-            "status",
-            "finish takes a final status; resume a run by creating it again with \"resume\": true",
-        ));
-    }
+    let body: api::FinishRun = match bytes.trim_ascii() {
+        b"" | b"null" => api::FinishRun::default(),
+        _ => crate::body::parse_json_object(&bytes)?,
+    };
+    let status = body.status.unwrap_or(api::FinalStatus::Finished).run_status();
     let run = change_run(&state, id.clone(), move |m, id| m.set_status(id, status, body.end_time)).await?;
     state.store.run_finished(&id).await?;
-    Ok(HttpResponse::Ok().json(run_json(&state, &run).await?))
+    Ok(HttpResponse::Ok().json(run_view(&state, &run).await?))
 }
 
 /// Entries in the run → project cache before it starts over.
@@ -414,7 +381,12 @@ async fn run_project(state: &State, id: &RunId) -> Result<i64> {
     Ok(head.project_id)
 }
 
-async fn log_metrics(
+/// Append metric points to a run. Answered once the points are in the write-ahead log.
+#[utoipa::path(post, path = "/api/v1/runs/{id}/metrics", tag = "metrics", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+    request_body(content((api::LogMetrics = "application/json"), ("application/vnd.apache.arrow.stream")),
+        description = "JSON, or an Arrow IPC stream with columns key (utf8 or dictionary), step (int64), value (float64) and optionally timestamp (int64). Gzip and zstd Content-Encoding are accepted."),
+    responses((status = 200, description = "The points are durable.", body = api::Accepted)))]
+pub(crate) async fn log_metrics(
     state: State,
     path: web::Path<String>,
     req: HttpRequest,
@@ -428,7 +400,7 @@ async fn log_metrics(
     let batch = decode_metrics(encoding, bytes, now)?;
     let accepted = batch.points.len();
     state.store.append(&id, project_id, batch).await?;
-    Ok(HttpResponse::Ok().json(json!({ "accepted": accepted })))
+    Ok(HttpResponse::Ok().json(api::Accepted { accepted }))
 }
 
 struct SeriesQuery {
@@ -479,15 +451,14 @@ fn arrow_series(series: &trainlog_store::Series) -> Result<HttpResponse> {
     Ok(HttpResponse::Ok().content_type(ARROW_STREAM_MEDIA_TYPE).body(buf))
 }
 
-fn series_body(series: &trainlog_store::Series, buckets: Option<usize>, out: &mut Vec<u8>) -> Result<()> {
-    let r = match buckets {
-        Some(n) => serde_json::to_writer(&mut *out, &json::Buckets(&series.downsample(n))),
-        None => serde_json::to_writer(&mut *out, &json::Points(series)),
-    };
-    r.map_err(|e| ApiError::Internal(e.to_string()))
-}
-
-async fn get_metrics(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+/// One metric of a run: every point in a step range, or buckets for a chart.
+#[utoipa::path(get, path = "/api/v1/runs/{id}/metrics", tag = "metrics",
+    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("key" = String, Query, min_length = 1, max_length = 250, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The metric's key."),
+        ("step_min" = Option<i64>, Query), ("step_max" = Option<i64>, Query),
+        ("buckets" = Option<u32>, Query, minimum = 1, maximum = 100000, description = "Reduce the series to at most this many buckets.")),
+    responses((status = 200, description = "The series. With `Accept: application/vnd.apache.arrow.stream` and no buckets, an Arrow IPC stream of step, timestamp and value.",
+        content((api::MetricSeries = "application/json"), ("application/vnd.apache.arrow.stream")))))]
+pub(crate) async fn get_metrics(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let id = run_id(&path)?;
     run_project(&state, &id).await?;
     let q = series_query(&query_pairs(&req)?)?;
@@ -495,55 +466,56 @@ async fn get_metrics(state: State, path: web::Path<String>, req: HttpRequest) ->
     if q.buckets.is_none() && wants_arrow(&req) {
         return arrow_series(&series);
     }
+    let answer = api::MetricSeries {
+        key: q.key.as_str(),
+        body: api::SeriesBody::new(&series, q.buckets),
+        missing_files: state.store.missing_files(&id),
+    };
     let mut out = Vec::with_capacity(series.len() * 48 + 64);
-    out.extend_from_slice(b"{\"key\":");
-    serde_json::to_writer(&mut out, q.key.as_str()).map_err(|e| ApiError::Internal(e.to_string()))?;
-    out.extend_from_slice(if q.buckets.is_some() { b",\"buckets\":" } else { b",\"points\":" });
-    series_body(&series, q.buckets, &mut out)?;
-    let missing = state.store.missing_files(&id);
-    if !missing.is_empty() {
-        out.extend_from_slice(b",\"missing_files\":");
-        serde_json::to_writer(&mut out, &missing).map_err(|e| ApiError::Internal(e.to_string()))?;
-    }
-    out.push(b'}');
+    serde_json::to_writer(&mut out, &answer).map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(HttpResponse::Ok().content_type("application/json").body(out))
 }
 
-async fn get_metrics_many(state: State, req: HttpRequest) -> Result<HttpResponse> {
+/// One metric of several runs.
+#[utoipa::path(get, path = "/api/v1/metrics", tag = "metrics",
+    params(("key" = String, Query, min_length = 1, max_length = 250, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The metric's key."), ("runs" = String, Query, max_length = 50000, pattern = "^[A-Za-z0-9_-]{1,64}(,[A-Za-z0-9_-]{1,64}){0,999}$", description = "1 to 1,000 comma-separated run ids."),
+        ("step_min" = Option<i64>, Query), ("step_max" = Option<i64>, Query),
+        ("buckets" = Option<u32>, Query, minimum = 1, maximum = 100000)),
+    responses((status = 200, description = "The series, in the order of `runs`.", body = api::MultiRunSeries)))]
+pub(crate) async fn get_metrics_many(state: State, req: HttpRequest) -> Result<HttpResponse> {
     let pairs = query_pairs(&req)?;
     let q = series_query(&pairs)?;
     let runs = query_one(&pairs, "runs").ok_or_else(|| ApiError::invalid("runs", "the query parameter is required"))?;
+    check_len("runs", "the list of run ids", runs, MAX_QUERY_RUN_IDS_CHARS)?;
     let ids: Vec<RunId> = runs.split(',').filter(|s| !s.is_empty()).map(run_id).collect::<Result<_>>()?;
     if ids.is_empty() || ids.len() > 1000 {
         return Err(ApiError::invalid("runs", "give 1 to 1000 comma-separated run ids"));
     }
-    let mut out = Vec::with_capacity(4096);
-    out.extend_from_slice(b"{\"key\":");
-    serde_json::to_writer(&mut out, q.key.as_str()).map_err(|e| ApiError::Internal(e.to_string()))?;
-    out.extend_from_slice(b",\"series\":[");
     // Series are read a few at a time, in order: their decoding runs on the blocking pool.
     const SERIES_READS_IN_FLIGHT: usize = 4;
     let (key, range) = (&q.key, q.range);
-    let mut reads = futures::stream::iter(ids.iter().map(|id| {
+    let all: Vec<trainlog_store::Series> = futures::stream::iter(ids.iter().map(|id| {
         let state = &state;
         async move {
             run_project(state, id).await?;
             Ok::<_, ApiError>(state.store.series(id, key, range).await?)
         }
     }))
-    .buffered(SERIES_READS_IN_FLIGHT);
-    for (i, id) in ids.iter().enumerate() {
-        let series = reads.next().await.ok_or_else(|| ApiError::Internal("a series read went missing".into()))??;
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(b"{\"run_id\":");
-        serde_json::to_writer(&mut out, id.as_str()).map_err(|e| ApiError::Internal(e.to_string()))?;
-        out.extend_from_slice(if q.buckets.is_some() { b",\"buckets\":" } else { b",\"points\":" });
-        series_body(&series, q.buckets, &mut out)?;
-        out.push(b'}');
-    }
-    out.extend_from_slice(b"]}");
+    .buffered(SERIES_READS_IN_FLIGHT)
+    .collect::<Vec<_>>()
+    .await
+    .into_iter()
+    .collect::<Result<_>>()?;
+    let answer = api::MultiRunSeries {
+        key: q.key.as_str(),
+        series: ids
+            .iter()
+            .zip(&all)
+            .map(|(id, series)| api::RunSeries { run_id: id.as_str(), body: api::SeriesBody::new(series, q.buckets) })
+            .collect(),
+    };
+    let mut out = Vec::with_capacity(4096);
+    serde_json::to_writer(&mut out, &answer).map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(HttpResponse::Ok().content_type("application/json").body(out))
 }
 
@@ -580,50 +552,51 @@ async fn search(state: &State, req: SearchRequest) -> Result<HttpResponse> {
     runs.truncate(limit as usize);
     let mut list = Vec::with_capacity(runs.len());
     for run in &runs {
-        list.push(run_json(state, run).await?);
+        list.push(run_view(state, run).await?);
     }
-    Ok(HttpResponse::Ok().json(json!({ "runs": list, "next_page_token": next })))
+    Ok(HttpResponse::Ok().json(api::RunList { runs: list, next_page_token: next }))
 }
 
-async fn project_runs(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+/// A project's runs, filtered and sorted.
+#[utoipa::path(get, path = "/api/v1/projects/{name}/runs", tag = "runs",
+    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The project's name."), ("filter" = Option<String>, Query, max_length = 3000, description = "e.g. `params.lr > 0.001 and status = 'finished'`."),
+        ("order_by" = Option<String>, Query, max_length = 1000, description = "Comma-separated, e.g. `metrics.val/acc desc`."),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000), ("page_token" = Option<String>, Query, pattern = "^[0-9]{0,18}$")),
+    responses((status = 200, description = "One page of runs.", body = api::RunList)))]
+pub(crate) async fn project_runs(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let pairs = query_pairs(&req)?;
+    let filter = query_one(&pairs, "filter").unwrap_or("");
+    check_len(
+        "filter",
+        "a filter in the URL (a longer one goes to POST /runs/search)",
+        filter,
+        MAX_QUERY_FILTER_CHARS,
+    )?;
+    let order_by_text: usize = pairs.iter().filter(|(k, _)| k == "order_by").map(|(_, v)| v.chars().count()).sum();
+    if order_by_text > MAX_QUERY_ORDER_BY_CHARS {
+        return Err(ApiError::invalid(
+            "order_by",
+            format!("order_by in the URL may have at most {MAX_QUERY_ORDER_BY_CHARS} characters, got {order_by_text}"),
+        ));
+    }
     let order_by: Vec<String> = pairs
         .iter()
         .filter(|(k, _)| k == "order_by")
         .flat_map(|(_, v)| v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect::<Vec<_>>())
         .collect();
     let (limit, offset) = page(query_int(&pairs, "limit")?, query_one(&pairs, "page_token"))?;
-    let req = SearchRequest {
-        project: Some(path.into_inner()),
-        filter: query_one(&pairs, "filter").unwrap_or("").to_owned(),
-        order_by,
-        limit,
-        offset,
-    };
+    let req = SearchRequest { project: Some(path.into_inner()), filter: filter.to_owned(), order_by, limit, offset };
     search(&state, req).await
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SearchBody {
-    project: Option<String>,
-    #[serde(default)]
-    filter: String,
-    #[serde(default)]
-    order_by: Vec<String>,
-    limit: Option<u32>,
-    page_token: Option<String>,
-}
-
-async fn search_runs(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
-    let body: SearchBody = json_body(&req, payload).await?;
+/// Search runs of one project or all.
+#[utoipa::path(post, path = "/api/v1/runs/search", tag = "runs", request_body = api::SearchRuns,
+    responses((status = 200, description = "One page of runs.", body = api::RunList)))]
+pub(crate) async fn search_runs(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let body: api::SearchRuns = json_body(&req, payload).await?;
     let (limit, offset) = page(body.limit, body.page_token.as_deref())?;
     search(&state, SearchRequest { project: body.project, filter: body.filter, order_by: body.order_by, limit, offset })
         .await
-}
-
-fn artifact_json(a: &trainlog_meta::ArtifactRow) -> Value {
-    json!({"path": a.path, "size": a.size, "sha256": a.sha256, "created_time": a.created_ms})
 }
 
 /// The run and artifact path of an artifact route, parsed once. The path is percent-decoded by
@@ -636,27 +609,53 @@ async fn artifact_target(state: &State, path: &web::Path<(String, String)>) -> R
     Ok((run, project_id, artifact))
 }
 
-async fn list_artifacts(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+/// A run's artifacts.
+#[utoipa::path(get, path = "/api/v1/runs/{id}/artifacts", tag = "runs",
+    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("prefix" = Option<String>, Query, description = "Only paths starting with this.")),
+    responses((status = 200, description = "The artifacts.", body = api::ArtifactList)))]
+pub(crate) async fn list_artifacts(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let id = run_id(&path)?;
     run_project(&state, &id).await?;
     let pairs = query_pairs(&req)?;
     let prefix = query_one(&pairs, "prefix").unwrap_or("").to_owned();
     let rows = meta(&state, move |m| m.artifacts(&id, &prefix)).await?;
-    let list: Vec<Value> = rows.iter().map(artifact_json).collect();
-    Ok(HttpResponse::Ok().json(json!({ "artifacts": list })))
+    Ok(HttpResponse::Ok().json(api::ArtifactList { artifacts: rows.iter().map(api::ArtifactView::new).collect() }))
 }
 
-/// Streams the body into the object store (never whole in memory), then records it.
-async fn put_artifact(state: State, path: web::Path<(String, String)>, payload: web::Payload) -> Result<HttpResponse> {
+/// Upload an artifact (replacing one at the same path).
+#[utoipa::path(put, path = "/api/v1/runs/{id}/artifacts/{path}", tag = "runs",
+    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("path" = String, Path, max_length = 1024, pattern = r"^(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238})(?:/(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238}))*$", description = "A relative path; '/' separates folders.")),
+    request_body(content = Option<Vec<u8>>, content_type = "application/octet-stream", description = "The bytes; an empty body stores an empty file."),
+    responses((status = 201, description = "Stored.", body = api::ArtifactView)))]
+pub(crate) async fn put_artifact(
+    state: State,
+    path: web::Path<(String, String)>,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
     let (run, project_id, artifact) = artifact_target(&state, &path).await?;
+    let clash = {
+        let (run, artifact) = (run.clone(), artifact.clone());
+        meta(&state, move |m| m.artifact_path_clash(&run, &artifact)).await?
+    };
+    if let Some(other) = clash {
+        return Err(ApiError::Conflict {
+            field: "path".into(),
+            reason: format!("artifact {other:?} is in the way: a path is a file or a folder of files, not both"),
+        });
+    }
     let artifacts = state.store.artifacts();
     let location = trainlog_store::ArtifactStore::location(project_id, &run, &artifact)?;
     let uploaded = artifacts.upload(&location, payload).await?;
     let row = meta(&state, move |m| m.put_artifact(&run, &artifact, uploaded.size, &uploaded.sha256)).await?;
-    Ok(HttpResponse::Created().json(artifact_json(&row)))
+    Ok(HttpResponse::Created().json(api::ArtifactView::new(&row)))
 }
 
-async fn get_artifact(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
+/// Download an artifact; `x-trainlog-sha256` gives its checksum.
+#[utoipa::path(get, path = "/api/v1/runs/{id}/artifacts/{path}", tag = "runs",
+    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("path" = String, Path, max_length = 1024, pattern = r"^(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238})(?:/(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238}))*$")),
+    responses((status = 200, description = "The bytes.", content_type = "application/octet-stream", body = Vec<u8>,
+        headers(("x-trainlog-sha256" = String, description = "Hex SHA-256 of the bytes.")))))]
+pub(crate) async fn get_artifact(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
     let (run, project_id, artifact) = artifact_target(&state, &path).await?;
     let location = trainlog_store::ArtifactStore::location(project_id, &run, &artifact)?;
     let row = meta(&state, move |m| m.artifact(&run, &artifact)).await?;
@@ -676,7 +675,11 @@ async fn get_artifact(state: State, path: web::Path<(String, String)>) -> Result
         .streaming(body.map(|chunk| chunk.map_err(|e| ApiError::Internal(e.to_string())))))
 }
 
-async fn delete_artifact(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
+/// Delete an artifact.
+#[utoipa::path(delete, path = "/api/v1/runs/{id}/artifacts/{path}", tag = "runs",
+    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("path" = String, Path, max_length = 1024, pattern = r"^(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238})(?:/(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238}))*$")),
+    responses((status = 200, description = "Deleted.", body = api::StatusOk)))]
+pub(crate) async fn delete_artifact(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
     let (run, project_id, artifact) = artifact_target(&state, &path).await?;
     let location = trainlog_store::ArtifactStore::location(project_id, &run, &artifact)?;
     let existed = {
@@ -687,47 +690,13 @@ async fn delete_artifact(state: State, path: web::Path<(String, String)>) -> Res
         return Err(ApiError::NotFound(format!("artifact {artifact:?} of run {run}")));
     }
     state.store.artifacts().delete(&location).await?;
-    Ok(HttpResponse::Ok().json(json!({"status": "ok"})))
+    Ok(HttpResponse::Ok().json(api::OK))
 }
 
-fn checkpoint_json(c: &trainlog_meta::CheckpointRow) -> Value {
-    json!({
-        "name": c.name,
-        "step": c.step,
-        "files": c.files,
-        "metadata": c.metadata,
-        "metric": c.metric_key,
-        "metric_value": c.metric_value.map(trainlog_schema::json_f64),
-        "created_time": c.created_ms,
-        "prefix": format!("checkpoints/{}/", c.name),
-    })
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CheckpointFile {
-    path: String,
-    size: u64,
-    sha256: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NewCheckpoint {
-    step: i64,
-    name: Option<String>,
-    files: Vec<CheckpointFile>,
-    #[serde(default)]
-    metadata: Value,
-    keep_last: Option<usize>,
-    keep_best: Option<usize>,
-    metric: Option<String>,
-    mode: Option<String>,
-}
-
-/// Records a checkpoint whose files were uploaded under `checkpoints/{name}/`, then applies
-/// retention: the checkpoints it drops lose their rows and their artifacts.
-async fn put_checkpoint(
+/// Record a checkpoint whose files were uploaded under `checkpoints/{name}/`, then apply retention.
+#[utoipa::path(post, path = "/api/v1/runs/{id}/checkpoints", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+    request_body = api::NewCheckpoint, responses((status = 201, description = "The checkpoint, and those retention dropped.", body = api::CheckpointCreated)))]
+pub(crate) async fn put_checkpoint(
     state: State,
     path: web::Path<String>,
     req: HttpRequest,
@@ -735,7 +704,7 @@ async fn put_checkpoint(
 ) -> Result<HttpResponse> {
     let id = run_id(&path)?;
     let project_id = run_project(&state, &id).await?;
-    let body: NewCheckpoint = json_body(&req, payload).await?;
+    let body: api::NewCheckpoint = json_body(&req, payload).await?;
     let name = body.name.clone().unwrap_or_else(|| format!("step-{:012}", body.step));
     if name.contains('/') {
         return Err(ApiError::invalid("name", "a checkpoint name has no '/'"));
@@ -744,11 +713,7 @@ async fn put_checkpoint(
     for (i, f) in body.files.iter().enumerate() {
         ArtifactPath::parse(&format!("files[{i}].path"), &f.path)?;
     }
-    let minimize = match body.mode.as_deref() {
-        None | Some("min") => true,
-        Some("max") => false,
-        Some(other) => return Err(ApiError::invalid("mode", format!("expected \"min\" or \"max\", got {other:?}"))),
-    };
+    let minimize = body.mode.unwrap_or(api::RankMode::Min) == api::RankMode::Min;
     if body.keep_best.is_some() && body.metric.is_none() {
         return Err(ApiError::invalid("metric", "keep_best needs the metric to rank checkpoints by"));
     }
@@ -791,51 +756,57 @@ async fn put_checkpoint(
             }
         }
     }
-    let dropped_names: Vec<&str> = dropped.iter().map(|c| c.name.as_str()).collect();
-    Ok(HttpResponse::Created().json(json!({"checkpoint": checkpoint_json(&row), "dropped": dropped_names})))
+    let dropped = dropped.into_iter().map(|c| c.name).collect();
+    Ok(HttpResponse::Created().json(api::CheckpointCreated { checkpoint: api::CheckpointView::new(&row), dropped }))
 }
 
-async fn list_checkpoints(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+/// A run's checkpoints, newest step first.
+#[utoipa::path(get, path = "/api/v1/runs/{id}/checkpoints", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+    responses((status = 200, description = "The checkpoints.", body = api::CheckpointList)))]
+pub(crate) async fn list_checkpoints(state: State, path: web::Path<String>) -> Result<HttpResponse> {
     let id = run_id(&path)?;
     let rows = meta(&state, move |m| m.checkpoints(&id)).await?;
-    Ok(HttpResponse::Ok().json(json!({"checkpoints": rows.iter().map(checkpoint_json).collect::<Vec<_>>()})))
+    Ok(HttpResponse::Ok()
+        .json(api::CheckpointList { checkpoints: rows.iter().map(api::CheckpointView::new).collect() }))
 }
 
-async fn latest_checkpoint(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+/// A run's newest checkpoint.
+#[utoipa::path(get, path = "/api/v1/runs/{id}/checkpoints/latest", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+    responses((status = 200, description = "The checkpoint.", body = api::CheckpointView)))]
+pub(crate) async fn latest_checkpoint(state: State, path: web::Path<String>) -> Result<HttpResponse> {
     let id = run_id(&path)?;
     let rows = {
         let id = id.clone();
         meta(&state, move |m| m.checkpoints(&id)).await?
     };
     let latest = rows.first().ok_or_else(|| ApiError::NotFound(format!("a checkpoint of run {id}")))?;
-    Ok(HttpResponse::Ok().json(checkpoint_json(latest)))
+    Ok(HttpResponse::Ok().json(api::CheckpointView::new(latest)))
 }
 
-async fn flush(state: State) -> Result<HttpResponse> {
+/// Persist everything buffered to Parquet now.
+#[utoipa::path(post, path = "/api/v1/admin/flush", tag = "system", responses((status = 200, description = "Everything acknowledged is in Parquet.", body = api::StatusOk)))]
+pub(crate) async fn flush(state: State) -> Result<HttpResponse> {
     state.store.flush().await?;
-    Ok(HttpResponse::Ok().json(json!({"status": "ok"})))
+    Ok(HttpResponse::Ok().json(api::OK))
 }
 
-async fn stats(state: State) -> Result<HttpResponse> {
+/// The server's counters: buffer, files, write-ahead log, persisting, compaction, errors.
+#[utoipa::path(get, path = "/api/v1/admin/stats", tag = "system", responses((status = 200, description = "The counters.", body = api::Stats)))]
+pub(crate) async fn stats(state: State) -> Result<HttpResponse> {
     let s = state.store.stats();
     let c = s.counters;
-    let errors: serde_json::Map<String, Value> =
-        crate::error::error_counts().into_iter().map(|(code, n)| (code.to_owned(), json!(n))).collect();
-    let mut body = json!({
-        "buffered_points": s.buffered_points,
-        "buffered_bytes": s.buffered_bytes,
-        "max_buffer_bytes": s.max_buffer_bytes,
-        "frozen_generations": s.frozen_generations,
-        "files": s.files,
-        "file_bytes": s.file_bytes,
-        "file_rows": s.file_rows,
-        "wal_replayed_records": s.wal_replayed_records,
-        "wal_cut_bytes": s.wal_cut_bytes,
-        "object_store_seconds": c.object_store_micros as f64 / 1e6,
-        "errors": errors,
-    });
-    for (name, _, value) in c.named() {
-        body[name] = json!(value);
-    }
-    Ok(HttpResponse::Ok().json(body))
+    Ok(HttpResponse::Ok().json(api::Stats {
+        buffered_points: s.buffered_points as u64,
+        buffered_bytes: s.buffered_bytes as u64,
+        max_buffer_bytes: s.max_buffer_bytes as u64,
+        frozen_generations: s.frozen_generations as u64,
+        files: s.files as u64,
+        file_bytes: s.file_bytes as u64,
+        file_rows: s.file_rows as u64,
+        wal_replayed_records: s.wal_replayed_records as u64,
+        wal_cut_bytes: s.wal_cut_bytes as u64,
+        object_store_seconds: c.object_store_micros as f64 / 1e6,
+        errors: crate::error::error_counts().into_iter().map(|(code, n)| (code.to_owned(), n)).collect(),
+        counters: c.named().into_iter().map(|(name, _, value)| (name.to_owned(), value)).collect(),
+    }))
 }

@@ -2,15 +2,15 @@
 //! the next trial, heartbeat, report the end). The server decides: it proposes parameters,
 //! prunes trials on the metrics it ingests, and enforces the run cap and the budget.
 
+use crate::api;
 use crate::body::json_body;
 use crate::error::{ApiError, Result};
 use crate::routes::{meta, query_one, query_pairs, State};
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use trainlog_meta::{NewRun, Placement, SweepRow, TrialEnd, TrialRow};
-use trainlog_schema::limits::{check_len, MAX_NAME_BYTES, MAX_SWEEP_NAME_BYTES, MAX_TEXT_BYTES};
+use trainlog_schema::limits::{check_len, MAX_NAME_CHARS, MAX_SWEEP_NAME_CHARS, MAX_TEXT_CHARS};
 use trainlog_schema::{flatten_params, MetricKey, ProjectName, RunId, TagKey};
 use trainlog_store::StepRange;
 use trainlog_sweep::config::{Method, SweepConfig};
@@ -48,18 +48,12 @@ fn trial_index(path: &str) -> Result<i64> {
     path.parse::<i64>().ok().filter(|i| *i >= 0).ok_or_else(|| ApiError::invalid("index", "expected a trial number"))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateSweep {
-    /// The sweep file's text (YAML).
-    config: String,
-    project: Option<String>,
-    name: Option<String>,
-}
-
-async fn create_sweep(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
-    let body: CreateSweep = json_body(&req, payload).await?;
-    check_len("config", "a sweep file", &body.config, MAX_TEXT_BYTES)?;
+/// Create a sweep from a sweep file.
+#[utoipa::path(post, path = "/api/v1/sweeps", tag = "sweeps", request_body = api::CreateSweep,
+    responses((status = 201, description = "The new sweep.", body = api::SweepView)))]
+pub(crate) async fn create_sweep(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let body: api::CreateSweep = json_body(&req, payload).await?;
+    check_len("config", "a sweep file", &body.config, MAX_TEXT_CHARS)?;
     let cfg = parse_config(&body.config)?;
     let project = body
         .project
@@ -67,12 +61,15 @@ async fn create_sweep(state: State, req: HttpRequest, payload: web::Payload) -> 
         .ok_or_else(|| ApiError::invalid("project", "give a project (in the request or the sweep file)"))?;
     let project = ProjectName::parse("project", &project)?;
     let name = body.name.or(cfg.name.clone()).unwrap_or_default();
-    check_len("name", "a sweep name", &name, MAX_SWEEP_NAME_BYTES)?;
+    check_len("name", "a sweep name", &name, MAX_SWEEP_NAME_CHARS)?;
     let sweep = meta(&state, move |m| m.create_sweep(&project, &name, &body.config)).await?;
-    Ok(HttpResponse::Created().json(sweep_json(&state, &sweep, &[]).await?))
+    Ok(HttpResponse::Created().json(sweep_view(&state, &sweep, &[]).await?))
 }
 
-async fn list_sweeps(state: State, req: HttpRequest) -> Result<HttpResponse> {
+/// List sweeps.
+#[utoipa::path(get, path = "/api/v1/sweeps", tag = "sweeps", params(("project" = Option<String>, Query, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "Only this project's sweeps.")),
+    responses((status = 200, description = "The sweeps.", body = api::SweepList)))]
+pub(crate) async fn list_sweeps(state: State, req: HttpRequest) -> Result<HttpResponse> {
     let pairs = query_pairs(&req)?;
     let project = query_one(&pairs, "project").map(|p| ProjectName::parse("project", p)).transpose()?;
     let sweeps = meta(&state, move |m| m.sweeps(project.as_ref())).await?;
@@ -80,29 +77,33 @@ async fn list_sweeps(state: State, req: HttpRequest) -> Result<HttpResponse> {
     for s in sweeps {
         let id = s.id.clone();
         let trials = meta(&state, move |m| m.trials(&id)).await?;
-        out.push(sweep_json(&state, &s, &trials).await?);
+        out.push(sweep_view(&state, &s, &trials).await?);
     }
-    Ok(HttpResponse::Ok().json(json!({ "sweeps": out })))
+    Ok(HttpResponse::Ok().json(api::SweepList { sweeps: out }))
 }
 
-async fn get_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+/// Get a sweep.
+#[utoipa::path(get, path = "/api/v1/sweeps/{id}", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
+    responses((status = 200, description = "The sweep.", body = api::SweepView)))]
+pub(crate) async fn get_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
     let (sweep, trials) = load(&state, &path).await?;
-    Ok(HttpResponse::Ok().json(sweep_json(&state, &sweep, &trials).await?))
+    Ok(HttpResponse::Ok().json(sweep_view(&state, &sweep, &trials).await?))
 }
 
-async fn list_trials(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+/// A sweep's trials with their results.
+#[utoipa::path(get, path = "/api/v1/sweeps/{id}/trials", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
+    responses((status = 200, description = "The trials.", body = api::TrialList)))]
+pub(crate) async fn list_trials(state: State, path: web::Path<String>) -> Result<HttpResponse> {
     let (sweep, trials) = load(&state, &path).await?;
     let cfg = stored_config(&sweep)?;
     let now = trainlog_meta::now_ms();
     let mut out = Vec::with_capacity(trials.len());
     for t in &trials {
         let spent = trial_cost(&state, &sweep, t).await?;
-        let mut v = trial_json(t, now);
-        v["metric"] = json!(t.loss.map(|l| trainlog_schema::json_f64(cfg.metric.goal.loss(l))));
-        v["cost_usd"] = json!(spent);
-        out.push(v);
+        let metric = t.loss.map(|l| api::Float(cfg.metric.goal.loss(l)));
+        out.push(api::TrialResult { trial: trial_view(t, now), metric, cost_usd: spent });
     }
-    Ok(HttpResponse::Ok().json(json!({ "trials": out })))
+    Ok(HttpResponse::Ok().json(api::TrialList { trials: out }))
 }
 
 async fn load(state: &State, id: &str) -> Result<(SweepRow, Vec<TrialRow>)> {
@@ -110,14 +111,26 @@ async fn load(state: &State, id: &str) -> Result<(SweepRow, Vec<TrialRow>)> {
     meta(state, move |m| Ok((m.sweep(&id)?, m.trials(&id)?))).await
 }
 
-fn trial_json(t: &TrialRow, now: i64) -> Value {
-    json!({
-        "index": t.index, "run_id": t.run_id, "params": t.params, "state": t.state, "attempts": t.attempts,
-        "agent": t.agent, "slot": t.slot, "gpus": t.gpus, "bracket": t.bracket, "exit_code": t.exit_code,
-        "output_tail": t.output_tail, "stop_reason": t.stop_reason, "created_time": t.created_ms,
-        "started_time": t.started_ms, "ended_time": t.ended_ms, "heartbeat_time": t.heartbeat_ms,
-        "run_seconds": t.elapsed_ms(now) as f64 / 1000.0,
-    })
+fn trial_view(t: &TrialRow, now: i64) -> api::TrialView {
+    api::TrialView {
+        index: t.index,
+        run_id: t.run_id.clone(),
+        params: t.params.clone(),
+        state: t.state.clone(),
+        attempts: t.attempts,
+        agent: t.agent.clone(),
+        slot: t.slot.clone(),
+        gpus: t.gpus,
+        bracket: t.bracket,
+        exit_code: t.exit_code,
+        output_tail: t.output_tail.clone(),
+        stop_reason: t.stop_reason.clone(),
+        created_time: t.created_ms,
+        started_time: t.started_ms,
+        ended_time: t.ended_ms,
+        heartbeat_time: t.heartbeat_ms,
+        run_seconds: t.elapsed_ms(now) as f64 / 1000.0,
+    }
 }
 
 /// What a trial's run has cost so far: the last value of its cost series.
@@ -139,20 +152,22 @@ async fn spent(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Result<(
     Ok((usd, gpu_hours))
 }
 
-async fn sweep_json(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Result<Value> {
+async fn sweep_view(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Result<api::SweepView> {
     let cfg = stored_config(sweep)?;
     let (usd, gpu_hours) = spent(state, sweep, trials).await?;
-    let mut counts = Map::new();
+    let mut counts = BTreeMap::new();
     for t in trials {
-        let n = counts.get(&t.state).and_then(Value::as_u64).unwrap_or(0);
-        counts.insert(t.state.clone(), json!(n + 1));
+        *counts.entry(t.state.clone()).or_insert(0) += 1;
     }
     let best = trials
         .iter()
         .filter_map(|t| t.loss.filter(|l| l.is_finite()).map(|l| (l, t)))
         .min_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(l, t)| {
-            json!({"trial": t.index, "run_id": t.run_id, "value": cfg.metric.goal.loss(l), "params": t.params})
+        .map(|(l, t)| api::BestTrial {
+            trial: t.index,
+            run_id: t.run_id.clone(),
+            value: cfg.metric.goal.loss(l),
+            params: t.params.clone(),
         });
     // Best so far after each ended trial, in the order trials ended, for the UI's curve.
     let mut ended: Vec<&TrialRow> = trials.iter().filter(|t| t.loss.is_some_and(f64::is_finite)).collect();
@@ -162,22 +177,42 @@ async fn sweep_json(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Res
     for (n, t) in ended.iter().enumerate() {
         let l = t.loss.unwrap_or(f64::INFINITY);
         running_best = running_best.min(l);
-        best_so_far.push(json!({"trials": n + 1, "trial": t.index, "ended_time": t.ended_ms,
-                                "value": cfg.metric.goal.loss(l), "best": cfg.metric.goal.loss(running_best)}));
+        best_so_far.push(api::BestSoFar {
+            trials: n + 1,
+            trial: t.index,
+            ended_time: t.ended_ms,
+            value: cfg.metric.goal.loss(l),
+            best: cfg.metric.goal.loss(running_best),
+        });
     }
-    Ok(json!({
-        "id": sweep.id, "project": sweep.project, "name": sweep.name, "state": sweep.state,
-        "ended_reason": sweep.ended_reason, "method": cfg.method.as_str(),
-        "metric": {"name": cfg.metric.name, "goal": match cfg.metric.goal {
-            trainlog_sweep::space::Goal::Minimize => "minimize", trainlog_sweep::space::Goal::Maximize => "maximize" }},
-        "command": cfg.command, "run_cap": cfg.run_cap,
-        "grid_size": (cfg.method == Method::Grid).then(|| trainlog_sweep::grid::size(&cfg.space).ok()).flatten(),
-        "budget": {"usd": cfg.budget.usd, "gpu_hours": cfg.budget.gpu_hours},
-        "spent": {"usd": usd, "gpu_hours": gpu_hours},
-        "trial_count": trials.len(), "counts": counts, "best": best, "best_so_far": best_so_far,
-        "parameters": cfg.space.params.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
-        "config": sweep.config, "created_time": sweep.created_ms, "updated_time": sweep.updated_ms,
-    }))
+    Ok(api::SweepView {
+        id: sweep.id.clone(),
+        project: sweep.project.clone(),
+        name: sweep.name.clone(),
+        state: sweep.state.clone(),
+        ended_reason: sweep.ended_reason.clone(),
+        method: cfg.method.as_str(),
+        metric: api::SweepMetric {
+            name: cfg.metric.name.clone(),
+            goal: match cfg.metric.goal {
+                trainlog_sweep::space::Goal::Minimize => "minimize",
+                trainlog_sweep::space::Goal::Maximize => "maximize",
+            },
+        },
+        command: cfg.command.clone(),
+        run_cap: cfg.run_cap,
+        grid_size: (cfg.method == Method::Grid).then(|| trainlog_sweep::grid::size(&cfg.space).ok()).flatten(),
+        budget: api::Money { usd: cfg.budget.usd, gpu_hours: cfg.budget.gpu_hours },
+        spent: api::Spent { usd, gpu_hours },
+        trial_count: trials.len(),
+        counts,
+        best,
+        best_so_far,
+        parameters: cfg.space.params.iter().map(|(n, _)| n.clone()).collect(),
+        config: sweep.config.clone(),
+        created_time: sweep.created_ms,
+        updated_time: sweep.updated_ms,
+    })
 }
 
 async fn set_state(state: State, id: String, to: &'static str) -> Result<HttpResponse> {
@@ -196,26 +231,21 @@ async fn set_state(state: State, id: String, to: &'static str) -> Result<HttpRes
     })
     .await?;
     let trials = meta(&state, move |m| m.trials(&id)).await?;
-    Ok(HttpResponse::Ok().json(sweep_json(&state, &sweep, &trials).await?))
+    Ok(HttpResponse::Ok().json(sweep_view(&state, &sweep, &trials).await?))
 }
 
-async fn stop_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+/// Stop a sweep: no new trials, running ones are told to stop.
+#[utoipa::path(post, path = "/api/v1/sweeps/{id}/stop", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
+    responses((status = 200, description = "The sweep as it is now.", body = api::SweepView)))]
+pub(crate) async fn stop_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
     set_state(state, path.into_inner(), "stopped").await
 }
 
-async fn resume_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+/// Resume a stopped sweep.
+#[utoipa::path(post, path = "/api/v1/sweeps/{id}/resume", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
+    responses((status = 200, description = "The sweep as it is now.", body = api::SweepView)))]
+pub(crate) async fn resume_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
     set_state(state, path.into_inner(), "running").await
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct NextRequest {
-    #[serde(default)]
-    agent: String,
-    #[serde(default)]
-    slot: String,
-    #[serde(default)]
-    gpus: f64,
 }
 
 /// Why a sweep starts no more trials, if it does not.
@@ -303,15 +333,18 @@ async fn trial_loss(state: &State, sweep: &SweepRow, cfg: &SweepConfig, t: &Tria
     Ok(sums.get(&cfg.metric.name).map(|s| cfg.metric.goal.loss(s.last)).filter(|l| l.is_finite()))
 }
 
-async fn next_trial(
+/// For an agent: the next trial to start, or why there is none.
+#[utoipa::path(post, path = "/api/v1/sweeps/{id}/next", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")), request_body = api::NextTrialRequest,
+    responses((status = 200, description = "A trial, or done, or wait.", body = api::NextTrial)))]
+pub(crate) async fn next_trial(
     state: State,
     path: web::Path<String>,
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse> {
-    let body: NextRequest = json_body(&req, payload).await?;
-    check_len("agent", "an agent's name", &body.agent, MAX_NAME_BYTES)?;
-    check_len("slot", "a slot's name", &body.slot, MAX_NAME_BYTES)?;
+    let body: api::NextTrialRequest = json_body(&req, payload).await?;
+    check_len("agent", "an agent's name", &body.agent, MAX_NAME_CHARS)?;
+    check_len("slot", "a slot's name", &body.slot, MAX_NAME_CHARS)?;
     if !(body.gpus.is_finite() && (0.0..=1024.0).contains(&body.gpus)) {
         return Err(ApiError::invalid("gpus", "expected a number of GPUs from 0 to 1024"));
     }
@@ -320,7 +353,7 @@ async fn next_trial(
     let _guard = state.sweep_lock.lock().await;
     let (sweep, mut trials) = load(&state, &path).await?;
     let cfg = stored_config(&sweep)?;
-    let done = |reason: &str| HttpResponse::Ok().json(json!({"status": "done", "reason": reason}));
+    let done = |reason: &str| HttpResponse::Ok().json(no_trial_answer(true, reason));
     if sweep.state != "running" {
         return Ok(done(if sweep.state == "finished" { &sweep.ended_reason } else { &sweep.state }));
     }
@@ -386,11 +419,18 @@ fn params_map(v: &Value) -> trainlog_sweep::space::Params {
 }
 
 /// What an agent needs to start a trial.
-fn assignment(sweep: &SweepRow, cfg: &SweepConfig, t: &TrialRow, resume: bool) -> Value {
-    json!({
-        "status": "trial", "sweep_id": sweep.id, "project": sweep.project, "index": t.index, "run_id": t.run_id,
-        "params": t.params, "command": cfg.command, "attempt": t.attempts, "resume": resume,
-        "metric": cfg.metric.name,
+fn assignment(sweep: &SweepRow, cfg: &SweepConfig, t: &TrialRow, resume: bool) -> api::NextTrial {
+    api::NextTrial::Trial(api::Assignment {
+        status: "trial",
+        sweep_id: sweep.id.clone(),
+        project: sweep.project.clone(),
+        index: t.index,
+        run_id: t.run_id.clone(),
+        params: t.params.clone(),
+        command: cfg.command.clone(),
+        attempt: t.attempts,
+        resume,
+        metric: cfg.metric.name.clone(),
     })
 }
 
@@ -408,11 +448,15 @@ async fn finish_sweep(state: &State, sweep: &SweepRow, trials: &[TrialRow], reas
 
 /// The answer to an agent when no new trial can start: done, or wait while others still run.
 fn no_trial(finished: bool, reason: &str) -> HttpResponse {
-    if finished {
-        HttpResponse::Ok().json(json!({"status": "done", "reason": reason}))
+    HttpResponse::Ok().json(no_trial_answer(finished, reason))
+}
+
+fn no_trial_answer(finished: bool, reason: &str) -> api::NextTrial {
+    api::NextTrial::None(if finished {
+        api::NoTrial { status: "done", reason: reason.to_owned(), retry_after_ms: None }
     } else {
-        HttpResponse::Ok().json(json!({"status": "wait", "reason": reason, "retry_after_ms": 1000}))
-    }
+        api::NoTrial { status: "wait", reason: reason.to_owned(), retry_after_ms: Some(1000) }
+    })
 }
 
 /// Whether a running trial should stop: the sweep was stopped, or the early-termination rule
@@ -495,14 +539,6 @@ async fn prune_decision(
     })
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct HeartbeatRequest {
-    /// The attempt the agent runs; a report about an attempt that is no longer the trial's
-    /// running one answers stop, so a trial never runs twice.
-    attempt: Option<i64>,
-}
-
 /// Why a report about `attempt` must stop: the trial ended or runs another attempt.
 fn superseded(trial: &TrialRow, attempt: Option<i64>) -> Option<String> {
     let attempt = attempt.unwrap_or(trial.attempts);
@@ -515,7 +551,10 @@ fn superseded(trial: &TrialRow, attempt: Option<i64>) -> Option<String> {
     }
 }
 
-async fn heartbeat(
+/// For an agent: a running trial is alive; answers whether it must stop.
+#[utoipa::path(post, path = "/api/v1/sweeps/{id}/trials/{index}/heartbeat", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id."), ("index" = String, Path, pattern = "^[0-9]{1,18}$", description = "The trial's number, from 0.")), request_body = api::Heartbeat,
+    responses((status = 200, description = "Whether to stop.", body = api::StopAnswer)))]
+pub(crate) async fn heartbeat(
     state: State,
     path: web::Path<(String, String)>,
     req: HttpRequest,
@@ -523,7 +562,7 @@ async fn heartbeat(
 ) -> Result<HttpResponse> {
     let (id, index) = path.into_inner();
     let index = trial_index(&index)?;
-    let body: HeartbeatRequest = json_body(&req, payload).await?;
+    let body: api::Heartbeat = json_body(&req, payload).await?;
     let (sweep, trial) = {
         let id = id.clone();
         meta(&state, move |m| {
@@ -537,7 +576,7 @@ async fn heartbeat(
         Some(reason) => Some(reason),
         None => should_stop(&state, &sweep, &trial, true).await?,
     };
-    Ok(HttpResponse::Ok().json(json!({"state": trial.state, "stop": stop.is_some(), "reason": stop})))
+    Ok(HttpResponse::Ok().json(api::StopAnswer { state: trial.state, stop: stop.is_some(), reason: stop }))
 }
 
 /// At most this much of a trial's last output is kept.
@@ -561,18 +600,10 @@ fn output_tail(text: &str) -> String {
         .join("\n")
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EndRequest {
-    outcome: String,
-    /// The attempt that ended; a late report about an older attempt changes nothing.
-    attempt: Option<i64>,
-    exit_code: Option<i64>,
-    #[serde(default)]
-    output_tail: String,
-}
-
-async fn end_trial(
+/// For an agent: a trial's attempt ended.
+#[utoipa::path(post, path = "/api/v1/sweeps/{id}/trials/{index}/end", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id."), ("index" = String, Path, pattern = "^[0-9]{1,18}$", description = "The trial's number, from 0.")), request_body = api::EndTrial,
+    responses((status = 200, description = "The trial as it is now.", body = api::TrialView)))]
+pub(crate) async fn end_trial(
     state: State,
     path: web::Path<(String, String)>,
     req: HttpRequest,
@@ -580,16 +611,14 @@ async fn end_trial(
 ) -> Result<HttpResponse> {
     let (id, index) = path.into_inner();
     let index = trial_index(&index)?;
-    let body: EndRequest = json_body(&req, payload).await?;
-    if !["finished", "failed", "pruned", "preempted"].contains(&body.outcome.as_str()) {
-        return Err(ApiError::invalid("outcome", "expected finished, failed, pruned or preempted"));
-    }
+    let body: api::EndTrial = json_body(&req, payload).await?;
     let tail = output_tail(&body.output_tail);
     let sweep = {
         let id = id.clone();
         meta(&state, move |m| m.sweep(&id)).await?
     };
-    let end = TrialEnd { state: body.outcome, exit_code: body.exit_code, output_tail: tail, loss: None };
+    let end =
+        TrialEnd { state: body.outcome.as_str().into(), exit_code: body.exit_code, output_tail: tail, loss: None };
     let row = finish_attempt(&state, &sweep, index, body.attempt, end).await?;
     // A sweep whose last trial just ended may be complete.
     let _guard = state.sweep_lock.lock().await;
@@ -604,11 +633,15 @@ async fn end_trial(
             finish_sweep(&state, &sweep, &trials, reason, false).await?;
         }
     }
-    Ok(HttpResponse::Ok().json(trial_json(&row, trainlog_meta::now_ms())))
+    Ok(HttpResponse::Ok().json(trial_view(&row, trainlog_meta::now_ms())))
 }
 
 /// For a run inside a sweep: its trial, and whether the sweep wants it to stop.
-async fn run_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+/// For a run inside a sweep: its trial, and whether it must stop.
+#[utoipa::path(get, path = "/api/v1/runs/{id}/sweep", tag = "sweeps",
+    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("attempt" = Option<i64>, Query, description = "The attempt the run belongs to.")),
+    responses((status = 200, description = "The trial.", body = api::RunTrial)))]
+pub(crate) async fn run_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let attempt = query_one(&query_pairs(&req)?, "attempt")
         .map(|a| a.parse::<i64>().map_err(|_| ApiError::invalid("attempt", "expected a number")))
         .transpose()?;
@@ -625,8 +658,12 @@ async fn run_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> R
         Some(reason) => Some(reason),
         None => should_stop(&state, &sweep, &trial, false).await?,
     };
-    Ok(HttpResponse::Ok().json(json!({
-        "sweep_id": sweep.id, "trial": trial.index, "params": trial.params, "state": trial.state,
-        "stop": stop.is_some(), "reason": stop,
-    })))
+    Ok(HttpResponse::Ok().json(api::RunTrial {
+        sweep_id: sweep.id,
+        trial: trial.index,
+        params: trial.params,
+        state: trial.state,
+        stop: stop.is_some(),
+        reason: stop,
+    }))
 }

@@ -1,0 +1,121 @@
+"""Fuzzes the HTTP API with schemathesis against the OpenAPI document the server derives from
+its own types: every check schemathesis has (no 5xx, every status, header and body as the
+document says, schema-valid requests accepted, schema-violating ones refused, 405 for a method
+a route does not take), a fixed number of examples per operation and a fixed seed.
+
+Real ids (a run with metrics, artifacts and a checkpoint, a project, a sweep with a trial) are
+given to the operations that need them, so they are tested beyond their 404. Models, which a
+test may delete, are reached through the stateful phase, which follows what it creates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from conftest import TrainlogServer
+
+EXAMPLES_PER_OPERATION = int(os.environ.get("TRAINLOG_FUZZ_EXAMPLES", "25"))
+SEED = int(os.environ.get("TRAINLOG_FUZZ_SEED", "20261122"))
+RUN_ID = "fuzz-run-1"
+MODEL = "fuzz-model"
+SWEEP_FILE = """
+project: fuzz
+name: fuzz-sweep
+command: [python, train.py]
+method: random
+metric: {name: loss, goal: minimize}
+parameters:
+  lr: {distribution: log_uniform, min: 1.0e-4, max: 0.5}
+run_cap: 1000
+"""
+
+
+def call(server: TrainlogServer, method: str, path: str, body: object = None, raw: bytes | None = None) -> dict:
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    request = urllib.request.Request(server.url + "/api/v1" + path, data=data, method=method)
+    request.add_header("content-type", "application/octet-stream" if raw is not None else "application/json")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read() or b"{}")
+
+
+def make_fixtures(server: TrainlogServer) -> dict[str, str]:
+    """Creates what the operations act on; answers the ids."""
+    call(server, "POST", "/runs", {"project": "fuzz", "id": RUN_ID, "name": "fuzzed", "params": {"lr": 0.1}})
+    call(server, "POST", f"/runs/{RUN_ID}/metrics", {"points": [{"key": "loss", "step": s, "value": 1 / (s + 1)} for s in range(10)]})
+    weights = b"weights"
+    call(server, "PUT", f"/runs/{RUN_ID}/artifacts/checkpoints/best/model.bin", raw=weights)
+    call(server, "PUT", f"/runs/{RUN_ID}/artifacts/notes.txt", raw=b"notes")
+    call(server, "POST", f"/runs/{RUN_ID}/checkpoints", {
+        "step": 9, "name": "best", "metric": "loss",
+        "files": [{"path": "model.bin", "size": len(weights), "sha256": hashlib.sha256(weights).hexdigest()}],
+    })
+    call(server, "POST", "/models", {"name": MODEL})
+    call(server, "POST", f"/models/{MODEL}/versions", {"run_id": RUN_ID, "checkpoint": "best", "alias": "champion"})
+    sweep = call(server, "POST", "/sweeps", {"config": SWEEP_FILE})
+    call(server, "POST", f"/sweeps/{sweep['id']}/next", {"agent": "fuzz:1", "slot": "cpu0"})
+    return {"run": RUN_ID, "sweep": sweep["id"]}
+
+
+def config(ids: dict[str, str]) -> str:
+    """schemathesis.toml: the real ids per path, and the statuses a schema-valid request may
+    get where validity depends on more than its schema can say."""
+    grammar = ["2xx", "400", "404", "409"]
+    return f"""
+[[operations]]
+include-path-regex = '^/api/v1/runs/\\{{id\\}}'
+parameters = {{ "path.id" = "{ids['run']}" }}
+
+[[operations]]
+include-path-regex = '^/api/v1/projects/\\{{name\\}}'
+parameters = {{ "path.name" = "fuzz" }}
+
+[[operations]]
+include-path-regex = '^/api/v1/sweeps/\\{{id\\}}'
+parameters = {{ "path.id" = "{ids['sweep']}", "path.index" = "0" }}
+
+# A filter and an order_by follow the search grammar (README, "Search"), which a JSON Schema
+# cannot express: a string the grammar refuses gets 400 with the position of the error.
+[[operations]]
+include-name = ["POST /api/v1/runs/search", "GET /api/v1/projects/{{name}}/runs"]
+checks.positive_data_acceptance.expected-statuses = {grammar}
+
+# A sweep file is YAML with its own rules (README, "Sweeps").
+[[operations]]
+include-name = "POST /api/v1/sweeps"
+checks.positive_data_acceptance.expected-statuses = {grammar}
+
+# keep_best needs `metric`, and the metric must be one the run logged.
+[[operations]]
+include-name = "POST /api/v1/runs/{{id}}/checkpoints"
+checks.positive_data_acceptance.expected-statuses = {grammar}
+"""
+
+
+def test_the_api_matches_its_openapi_document(trainlog_server: TrainlogServer, tmp_path: Path) -> None:
+    ids = make_fixtures(trainlog_server)
+    (tmp_path / "schemathesis.toml").write_text(config(ids))
+    st = Path(sys.executable).with_name("st")
+    result = subprocess.run(
+        [str(st), "--config-file", str(tmp_path / "schemathesis.toml"), "run", f"{trainlog_server.url}/api/v1/openapi.json",
+         "--url", trainlog_server.url, "--checks", "all", "--max-examples", str(EXAMPLES_PER_OPERATION),
+         "--seed", str(SEED), "--no-color",
+         "--request-timeout", "30", "--suppress-health-check", "all"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+    )
+    out = result.stdout + result.stderr
+    (tmp_path / "schemathesis.log").write_text(out)
+    if os.environ.get("TRAINLOG_FUZZ_LOG"):
+        Path(os.environ["TRAINLOG_FUZZ_LOG"]).write_text(out)
+    summary = out[out.rfind("SUMMARY"):] if "SUMMARY" in out else out[-4000:]
+    print(summary)
+    generated = re.search(r"(\d+) generated", summary)
+    assert generated and int(generated.group(1)) > 0, summary
+    assert "Server error" not in out, out[-20000:]
+    assert result.returncode == 0, out[-20000:]

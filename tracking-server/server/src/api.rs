@@ -1,0 +1,1377 @@
+//! The API's wire types: request bodies as handlers decode them and responses as handlers
+//! write them. The OpenAPI document is derived from these same types.
+
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use trainlog_meta::{ArtifactRow, CheckpointRow, ModelRow, Project, Run};
+use trainlog_schema::MetricSummary;
+use trainlog_store::{Bucket, Series};
+use utoipa::openapi::schema::{AnyOfBuilder, KnownFormat, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, Type};
+use utoipa::openapi::RefOr;
+use utoipa::{PartialSchema, ToSchema};
+
+/// Printable text: no control characters, and no whitespace at either end. Names and keys are
+/// checked against this.
+pub const TEXT: &str = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$";
+/// A run id: 1 to 64 characters from [A-Za-z0-9_-].
+pub const RUN_ID: &str = "^[A-Za-z0-9_-]{1,64}$";
+/// One or more run ids, separated by commas.
+pub const RUN_IDS: &str = "^[A-Za-z0-9_-]{1,64}(,[A-Za-z0-9_-]{1,64}){0,999}$";
+/// An alias of a model version.
+pub const ALIAS: &str = "^[A-Za-z][A-Za-z0-9_-]{0,63}$";
+/// A version by number, or by alias.
+pub const VERSION_REF: &str = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$";
+/// A path inside a run's artifacts: relative, '/'-separated; no empty, '.' or '..' segment, no
+/// backslash or control character; at most 240 characters a segment.
+pub const ARTIFACT_PATH: &str = r"^(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238})(?:/(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238}))*$";
+/// A page token this server gave.
+pub const PAGE_TOKEN: &str = "^[0-9]{0,18}$";
+
+use trainlog_schema::limits::{MAX_KEY_CHARS, MAX_PARAM_DEPTH, MAX_PARAM_VALUE_CHARS, MAX_TAG_VALUE_CHARS};
+
+/// Integers in request bodies. JSON Schema counts `3.0` as the integer 3; so does the API.
+pub mod integer {
+    use serde::de::{Deserializer, Error, Unexpected, Visitor};
+    use std::fmt;
+
+    struct Integer;
+
+    impl Visitor<'_> for Integer {
+        type Value = i64;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an integer")
+        }
+        fn visit_i64<E: Error>(self, v: i64) -> Result<i64, E> {
+            Ok(v)
+        }
+        fn visit_u64<E: Error>(self, v: u64) -> Result<i64, E> {
+            i64::try_from(v).map_err(|_| E::invalid_value(Unexpected::Unsigned(v), &"an integer within 64 bits"))
+        }
+        fn visit_f64<E: Error>(self, v: f64) -> Result<i64, E> {
+            // Integral floats up to 2^53, where every integer still has its own float: past it
+            // a float may stand for a number that does not fit 64 bits.
+            const LIMIT: f64 = 9_007_199_254_740_992.0;
+            if v.fract() == 0.0 && (-LIMIT..=LIMIT).contains(&v) {
+                Ok(v as i64)
+            } else {
+                Err(E::invalid_type(Unexpected::Float(v), &self))
+            }
+        }
+    }
+
+    fn narrow<T: TryFrom<i64>, E: Error>(v: i64) -> Result<T, E> {
+        T::try_from(v).map_err(|_| E::invalid_value(Unexpected::Signed(v), &"an integer in range"))
+    }
+
+    pub fn required<'de, D: Deserializer<'de>, T: TryFrom<i64>>(d: D) -> Result<T, D::Error> {
+        narrow(d.deserialize_i64(Integer)?)
+    }
+
+    pub fn optional<'de, D: Deserializer<'de>, T: TryFrom<i64>>(d: D) -> Result<Option<T>, D::Error> {
+        struct Maybe;
+        impl<'de> Visitor<'de> for Maybe {
+            type Value = Option<i64>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an integer or null")
+            }
+            fn visit_none<E: Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.deserialize_i64(Integer).map(Some)
+            }
+        }
+        d.deserialize_option(Maybe)?.map(narrow).transpose()
+    }
+
+    /// A JSON number that is an integer, such as `3` or `3.0`.
+    pub fn of(n: &serde_json::Number) -> Option<i64> {
+        n.as_i64().or_else(|| n.as_f64().and_then(|f| Integer.visit_f64::<serde_json::Error>(f).ok()))
+    }
+}
+
+/// A float written as a number, or as the string "NaN", "Infinity" or "-Infinity".
+#[derive(Debug, Clone, Copy)]
+pub struct Float(pub f64);
+
+impl Serialize for Float {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.0.is_finite() {
+            s.serialize_f64(self.0)
+        } else if self.0.is_nan() {
+            s.serialize_str("NaN")
+        } else if self.0 > 0.0 {
+            s.serialize_str("Infinity")
+        } else {
+            s.serialize_str("-Infinity")
+        }
+    }
+}
+
+/// Reads a number, or "NaN", "Infinity" or "-Infinity".
+impl<'de> Deserialize<'de> for Float {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Float;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number, or \"NaN\", \"Infinity\" or \"-Infinity\"")
+            }
+            fn visit_f64<E>(self, v: f64) -> std::result::Result<Float, E> {
+                Ok(Float(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> std::result::Result<Float, E> {
+                Ok(Float(v as f64))
+            }
+            fn visit_u64<E>(self, v: u64) -> std::result::Result<Float, E> {
+                Ok(Float(v as f64))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Float, E> {
+                trainlog_schema::parse_non_finite(v)
+                    .map(Float)
+                    .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(v), &self))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl PartialSchema for Float {
+    fn schema() -> RefOr<Schema> {
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Number)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Double))),
+            )
+            .item(ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["NaN", "Infinity", "-Infinity"])))
+            .description(Some("A float; NaN and infinities are the strings \"NaN\", \"Infinity\" and \"-Infinity\"."))
+            .into()
+    }
+}
+impl ToSchema for Float {}
+
+/// A param's value as stored: text, integer, float or boolean.
+pub struct ParamValue;
+
+impl PartialSchema for ParamValue {
+    fn schema() -> RefOr<Schema> {
+        AnyOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::String))
+            .item(ObjectBuilder::new().schema_type(Type::Integer).format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64))))
+            .item(ObjectBuilder::new().schema_type(Type::Number).format(Some(SchemaFormat::KnownFormat(KnownFormat::Double))))
+            .item(ObjectBuilder::new().schema_type(Type::Boolean))
+            .description(Some("A param value: text, integer, float (non-finite ones as \"NaN\", \"Infinity\", \"-Infinity\") or boolean."))
+            .into()
+    }
+}
+impl ToSchema for ParamValue {}
+
+/// Any JSON value.
+pub struct AnyValue;
+
+impl PartialSchema for AnyValue {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new().schema_type(utoipa::openapi::schema::SchemaType::AnyValue).into()
+    }
+}
+impl ToSchema for AnyValue {}
+
+// ---- Errors and plain answers ----
+
+/// The body of every error answer.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// invalid_argument (400), forbidden (403), not_found (404), conflict (409),
+    /// payload_too_large (413), unsupported_media_type (415), misdirected_request (421),
+    /// internal (500), unavailable (503), insufficient_storage (507).
+    pub code: &'static str,
+    /// What went wrong, for people.
+    pub message: String,
+    /// The offending field when one is to blame, e.g. "points[3].value", "params.lr", "filter".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// The answer of a change that returns nothing else.
+#[derive(Serialize, ToSchema)]
+pub struct StatusOk {
+    /// Always "ok".
+    #[schema(value_type = String, example = "ok")]
+    pub status: &'static str,
+}
+
+pub const OK: StatusOk = StatusOk { status: "ok" };
+
+// ---- Projects ----
+
+#[derive(Serialize, ToSchema)]
+pub struct ProjectView {
+    pub id: i64,
+    pub name: String,
+    pub description: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_time: i64,
+    /// How many runs the project holds; given in lists and on creation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_count: Option<u64>,
+}
+
+impl ProjectView {
+    pub fn new(p: &Project, run_count: Option<u64>) -> Self {
+        ProjectView {
+            id: p.id,
+            name: p.name.clone(),
+            description: p.description.clone(),
+            created_time: p.created_ms,
+            run_count,
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ProjectList {
+    pub projects: Vec<ProjectView>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateProject {
+    /// No control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$"
+    )]
+    pub name: String,
+    #[serde(default)]
+    #[schema(max_length = 1048576)]
+    pub description: String,
+}
+
+// ---- Runs ----
+
+/// A metric's summary over all its points.
+#[derive(Serialize, ToSchema)]
+pub struct SummaryView {
+    pub last: Float,
+    pub min: Float,
+    pub max: Float,
+    pub last_step: i64,
+    /// Milliseconds since the Unix epoch.
+    pub last_timestamp: i64,
+    pub count: u64,
+    /// Null when no point is finite.
+    pub mean: Option<Float>,
+}
+
+impl SummaryView {
+    pub fn new(s: &MetricSummary) -> Self {
+        SummaryView {
+            last: Float(s.last),
+            min: Float(s.min),
+            max: Float(s.max),
+            last_step: s.last_step,
+            last_timestamp: s.last_ms,
+            count: s.count,
+            mean: s.mean().map(Float),
+        }
+    }
+}
+
+/// Params as stored: flat dotted keys and typed values.
+#[derive(Serialize, Default)]
+pub struct ParamsView(pub BTreeMap<String, Value>);
+
+impl ParamsView {
+    pub fn new(run: &Run) -> Self {
+        ParamsView(run.params.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+    }
+}
+
+impl PartialSchema for ParamsView {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .additional_properties(Some(ParamValue::schema()))
+            .description(Some("Params by flat dotted key, e.g. \"model.depth\"."))
+            .into()
+    }
+}
+impl ToSchema for ParamsView {}
+
+#[derive(Serialize, ToSchema)]
+pub struct RunView {
+    pub id: String,
+    pub project: String,
+    pub project_id: i64,
+    pub name: String,
+    #[schema(inline)]
+    pub status: RunStatusName,
+    /// Milliseconds since the Unix epoch.
+    pub start_time: i64,
+    pub end_time: Option<i64>,
+    pub user: String,
+    pub host: String,
+    pub group: String,
+    pub parent_id: Option<String>,
+    pub notes: String,
+    pub params: ParamsView,
+    pub tags: BTreeMap<String, String>,
+    /// Each metric's summary, by key.
+    pub summary: BTreeMap<String, SummaryView>,
+}
+
+/// A run's status.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatusName {
+    Running,
+    Finished,
+    Failed,
+    Killed,
+    Preempted,
+}
+
+impl RunView {
+    pub fn new(run: &Run, summaries: &BTreeMap<String, MetricSummary>) -> Self {
+        use trainlog_schema::RunStatus as S;
+        RunView {
+            id: run.id.as_str().to_owned(),
+            project: run.project.clone(),
+            project_id: run.project_id,
+            name: run.name.clone(),
+            status: match run.status {
+                S::Running => RunStatusName::Running,
+                S::Finished => RunStatusName::Finished,
+                S::Failed => RunStatusName::Failed,
+                S::Killed => RunStatusName::Killed,
+                S::Preempted => RunStatusName::Preempted,
+            },
+            start_time: run.start_ms,
+            end_time: run.end_ms,
+            user: run.user.clone(),
+            host: run.host.clone(),
+            group: run.group.clone(),
+            parent_id: run.parent_id.clone(),
+            notes: run.notes.clone(),
+            params: ParamsView::new(run),
+            tags: run.tags.clone(),
+            summary: summaries.iter().map(|(k, s)| (k.clone(), SummaryView::new(s))).collect(),
+        }
+    }
+}
+
+/// A run with the metadata its clients recorded (code, environment, python, packages, …).
+#[derive(Serialize, ToSchema)]
+pub struct RunDetail {
+    #[serde(flatten)]
+    pub run: RunView,
+    /// Sections by name, each a JSON object.
+    #[schema(value_type = BTreeMap<String, Object>)]
+    pub metadata: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RunList {
+    pub runs: Vec<RunView>,
+    /// Pass as `page_token` for the next page; null on the last one.
+    pub next_page_token: Option<String>,
+}
+
+/// A schema written as JSON: for the shapes the derive cannot say (unions, key patterns).
+pub(crate) fn json_schema(value: Value) -> RefOr<Schema> {
+    serde_json::from_value(value).unwrap_or_else(|e| {
+        RefOr::T(Schema::Object(ObjectBuilder::new().description(Some(format!("{INVALID_SCHEMA}: {e}"))).build()))
+    })
+}
+
+/// Marks a hand-written schema that does not parse; a unit test looks for it.
+pub const INVALID_SCHEMA: &str = "invalid schema";
+
+fn tag_key() -> Value {
+    serde_json::json!({"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS, "pattern": TEXT})
+}
+
+fn tags_schema(description: &str, null_deletes: bool, labels: bool) -> RefOr<Schema> {
+    let mut value_types = vec![
+        serde_json::json!({"type": "string", "maxLength": MAX_TAG_VALUE_CHARS}),
+        serde_json::json!({"type": "number"}),
+        serde_json::json!({"type": "boolean"}),
+    ];
+    if null_deletes {
+        value_types.push(serde_json::json!({"type": "null"}));
+    }
+    let object = serde_json::json!({
+        "type": "object",
+        "propertyNames": tag_key(),
+        "additionalProperties": {"anyOf": value_types},
+        "maxProperties": trainlog_schema::limits::MAX_TAGS_PER_REQUEST,
+    });
+    let mut shapes = vec![object];
+    if labels {
+        shapes.push(serde_json::json!({"type": "array", "items": tag_key(), "maxItems": trainlog_schema::limits::MAX_TAGS_PER_REQUEST}));
+    }
+    json_schema(serde_json::json!({"description": description, "anyOf": shapes}))
+}
+
+/// Tags of a new run: an object of values (numbers and booleans are kept as text), or a list
+/// of labels (tags with an empty value).
+pub struct TagsInput;
+
+impl PartialSchema for TagsInput {
+    fn schema() -> RefOr<Schema> {
+        tags_schema(
+            "Tags: an object of values (numbers and booleans are kept as text), or a list of labels. At most 1,000.",
+            false,
+            true,
+        )
+    }
+}
+impl ToSchema for TagsInput {}
+
+/// Tags to change: as `TagsInput`, and a null value deletes the tag.
+pub struct TagsPatch;
+
+impl PartialSchema for TagsPatch {
+    fn schema() -> RefOr<Schema> {
+        tags_schema(
+            "Tags to set: an object of values (null deletes the tag), or a list of labels. At most 1,000.",
+            true,
+            true,
+        )
+    }
+}
+impl ToSchema for TagsPatch {}
+
+/// Tags of a model or version: an object of values; a null value deletes the tag.
+pub struct RegistryTags;
+
+impl PartialSchema for RegistryTags {
+    fn schema() -> RefOr<Schema> {
+        tags_schema("Tags: an object of values; null deletes a tag. At most 1,000.", true, false)
+    }
+}
+impl ToSchema for RegistryTags {}
+
+/// Params as given: nested objects are flattened into dotted keys.
+pub struct ParamsInput;
+
+impl PartialSchema for ParamsInput {
+    fn schema() -> RefOr<Schema> {
+        // A nested key is measured after flattening ("model.depth"), which a schema cannot say:
+        // each key here is held to the whole limit.
+        let key = serde_json::json!({"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS, "pattern": TEXT});
+        let scalar = serde_json::json!({"anyOf": [
+            {"type": "string", "maxLength": MAX_PARAM_VALUE_CHARS},
+            {"type": "number"},
+            {"type": "boolean"},
+        ]});
+        let list = serde_json::json!({"type": "array", "description": "Kept as its JSON text, which has the length limit of a text value."});
+        // Objects nest up to MAX_PARAM_DEPTH levels; the innermost holds no further object.
+        let mut level = serde_json::json!({"type": "object", "propertyNames": key, "additionalProperties": {"anyOf": [scalar, list]}});
+        for _ in 1..MAX_PARAM_DEPTH {
+            level = serde_json::json!({
+                "type": "object",
+                "propertyNames": key,
+                "additionalProperties": {"anyOf": [scalar, list, level]},
+            });
+        }
+        level["description"] = Value::from(format!(
+            "Params: an object whose values are text, numbers, booleans, lists (kept as JSON text) or objects \
+             (flattened into dotted keys, e.g. model.depth), up to {MAX_PARAM_DEPTH} levels. null is refused."
+        ));
+        json_schema(level)
+    }
+}
+impl ToSchema for ParamsInput {}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRun {
+    /// The project's name; needed unless an existing run is resumed.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$"
+    )]
+    pub project: Option<String>,
+    #[schema(max_length = 500)]
+    pub name: Option<String>,
+    /// A run id chosen by the client.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    pub id: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<ParamsInput>)]
+    pub params: Value,
+    #[serde(default)]
+    #[schema(value_type = Option<TagsInput>)]
+    pub tags: Value,
+    #[serde(default)]
+    #[schema(max_length = 500)]
+    pub user: String,
+    #[serde(default)]
+    #[schema(max_length = 500)]
+    pub host: String,
+    #[serde(default)]
+    #[schema(max_length = 500)]
+    pub group: String,
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    #[schema(max_length = 1048576)]
+    pub notes: String,
+    /// Milliseconds since the Unix epoch; now when absent.
+    #[serde(default, deserialize_with = "integer::optional")]
+    pub start_time: Option<i64>,
+    /// Continue the run with this id: its status goes back to running and params merge.
+    #[serde(default)]
+    pub resume: bool,
+    /// Let the given params replace differing values already stored.
+    #[serde(default)]
+    pub overwrite_params: bool,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateRun {
+    #[schema(max_length = 500)]
+    pub name: Option<String>,
+    #[schema(max_length = 1048576)]
+    pub notes: Option<String>,
+    #[schema(max_length = 500)]
+    pub group: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<TagsPatch>)]
+    pub tags: Value,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogParams {
+    #[schema(value_type = ParamsInput)]
+    pub params: Value,
+    /// Let the given params replace differing values already stored (else 409).
+    #[serde(default)]
+    pub overwrite: bool,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ParamsAnswer {
+    pub params: ParamsView,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetTags {
+    #[serde(default)]
+    #[schema(value_type = Option<TagsPatch>)]
+    pub tags: Value,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct TagsAnswer {
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FinishRun {
+    /// finished when absent.
+    pub status: Option<FinalStatus>,
+    /// Milliseconds since the Unix epoch; now when absent.
+    #[serde(default, deserialize_with = "integer::optional")]
+    pub end_time: Option<i64>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRuns {
+    /// Only runs of this project; every project when absent.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$"
+    )]
+    pub project: Option<String>,
+    /// e.g. `params.lr > 0.001 and metrics.val/acc >= 0.9 and status = 'finished'`.
+    #[serde(default)]
+    #[schema(max_length = 16384)]
+    pub filter: String,
+    /// e.g. `["metrics.val/acc desc", "start_time"]`.
+    #[serde(default)]
+    #[schema(max_items = 16)]
+    pub order_by: Vec<String>,
+    /// 100 when absent.
+    #[serde(default, deserialize_with = "integer::optional")]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
+    #[schema(pattern = "^[0-9]{0,18}$")]
+    pub page_token: Option<String>,
+}
+
+/// The status a run ends with.
+#[derive(Deserialize, ToSchema, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum FinalStatus {
+    Finished,
+    Failed,
+    Killed,
+    Preempted,
+}
+
+impl FinalStatus {
+    pub fn run_status(self) -> trainlog_schema::RunStatus {
+        use trainlog_schema::RunStatus as S;
+        match self {
+            FinalStatus::Finished => S::Finished,
+            FinalStatus::Failed => S::Failed,
+            FinalStatus::Killed => S::Killed,
+            FinalStatus::Preempted => S::Preempted,
+        }
+    }
+}
+
+// ---- Metrics ----
+
+/// One point of a metric as sent in a JSON batch.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MetricPointInput {
+    /// No control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 250,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$"
+    )]
+    pub key: String,
+    #[serde(deserialize_with = "integer::required")]
+    pub step: i64,
+    pub value: Float,
+    /// Milliseconds since the Unix epoch; the server's time when absent.
+    #[serde(default, deserialize_with = "integer::optional")]
+    pub timestamp: Option<i64>,
+}
+
+/// A batch of metric points, as JSON (this shape) or as an Arrow IPC stream.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogMetrics {
+    pub points: Vec<MetricPointInput>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Accepted {
+    /// Points accepted; they are in the write-ahead log.
+    pub accepted: usize,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct MetricPoint {
+    pub step: i64,
+    pub value: Float,
+    /// Milliseconds since the Unix epoch.
+    pub timestamp: i64,
+}
+
+/// The points of a series, serialized straight from its columns.
+pub struct Points<'a>(pub &'a Series);
+
+impl Serialize for Points<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let series = self.0;
+        s.collect_seq((0..series.len()).map(|i| MetricPoint {
+            step: series.steps[i],
+            value: Float(series.values[i]),
+            timestamp: series.timestamps[i],
+        }))
+    }
+}
+
+impl PartialSchema for Points<'_> {
+    fn schema() -> RefOr<Schema> {
+        <Vec<MetricPoint> as PartialSchema>::schema()
+    }
+}
+
+/// A span of consecutive points reduced to its extremes, for charts.
+#[derive(Serialize, ToSchema)]
+pub struct MetricBucket {
+    pub step_min: i64,
+    pub step_max: i64,
+    pub time_first: i64,
+    pub time_last: i64,
+    pub min: Float,
+    pub max: Float,
+    pub last: Float,
+    pub count: u64,
+}
+
+impl MetricBucket {
+    fn new(b: &Bucket) -> Self {
+        MetricBucket {
+            step_min: b.step_min,
+            step_max: b.step_max,
+            time_first: b.time_first,
+            time_last: b.time_last,
+            min: Float(b.min),
+            max: Float(b.max),
+            last: Float(b.last),
+            count: b.count as u64,
+        }
+    }
+}
+
+pub struct Buckets(pub Vec<Bucket>);
+
+impl Serialize for Buckets {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(MetricBucket::new))
+    }
+}
+
+impl PartialSchema for Buckets {
+    fn schema() -> RefOr<Schema> {
+        <Vec<MetricBucket> as PartialSchema>::schema()
+    }
+}
+
+/// A series as points, or as buckets when `buckets` was asked for.
+#[derive(Serialize, ToSchema)]
+pub struct SeriesBody<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<MetricPoint>>)]
+    pub points: Option<Points<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<MetricBucket>>)]
+    pub buckets: Option<Buckets>,
+}
+
+impl<'a> SeriesBody<'a> {
+    pub fn new(series: &'a Series, buckets: Option<usize>) -> Self {
+        match buckets {
+            Some(n) => SeriesBody { points: None, buckets: Some(Buckets(series.downsample(n))) },
+            None => SeriesBody { points: Some(Points(series)), buckets: None },
+        }
+    }
+}
+
+/// One run's series of a metric.
+#[derive(Serialize, ToSchema)]
+pub struct MetricSeries<'a> {
+    pub key: &'a str,
+    #[serde(flatten)]
+    pub body: SeriesBody<'a>,
+    /// Data files of the run that are catalogued but missing from the store: their points
+    /// are absent from this answer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_files: Vec<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RunSeries<'a> {
+    pub run_id: &'a str,
+    #[serde(flatten)]
+    pub body: SeriesBody<'a>,
+}
+
+/// A metric's series for several runs, in the order asked for.
+#[derive(Serialize, ToSchema)]
+pub struct MultiRunSeries<'a> {
+    pub key: &'a str,
+    pub series: Vec<RunSeries<'a>>,
+}
+
+// ---- Artifacts and checkpoints ----
+
+#[derive(Serialize, ToSchema)]
+pub struct ArtifactView {
+    pub path: String,
+    pub size: u64,
+    /// Hex SHA-256 of the bytes.
+    pub sha256: String,
+    pub created_time: i64,
+}
+
+impl ArtifactView {
+    pub fn new(a: &ArtifactRow) -> Self {
+        ArtifactView { path: a.path.clone(), size: a.size, sha256: a.sha256.clone(), created_time: a.created_ms }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ArtifactList {
+    pub artifacts: Vec<ArtifactView>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileEntry {
+    #[schema(
+        max_length = 1024,
+        pattern = r"^(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238})(?:/(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238}))*$"
+    )]
+    pub path: String,
+    pub size: u64,
+    /// Hex SHA-256 of the bytes.
+    pub sha256: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct CheckpointView {
+    pub name: String,
+    pub step: i64,
+    /// Paths relative to `prefix`.
+    #[schema(value_type = Vec<FileEntry>)]
+    pub files: Value,
+    #[schema(value_type = AnyValue)]
+    pub metadata: Value,
+    /// The metric the checkpoint was ranked by, if any.
+    pub metric: Option<String>,
+    /// That metric's value at the checkpoint's step.
+    pub metric_value: Option<Float>,
+    pub created_time: i64,
+    /// Where its files are among the run's artifacts.
+    pub prefix: String,
+}
+
+impl CheckpointView {
+    pub fn new(c: &CheckpointRow) -> Self {
+        CheckpointView {
+            name: c.name.clone(),
+            step: c.step,
+            files: c.files.clone(),
+            metadata: c.metadata.clone(),
+            metric: c.metric_key.clone(),
+            metric_value: c.metric_value.map(Float),
+            created_time: c.created_ms,
+            prefix: format!("checkpoints/{}/", c.name),
+        }
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewCheckpoint {
+    #[serde(deserialize_with = "integer::required")]
+    pub step: i64,
+    /// `step-{step:012}` when absent.
+    #[schema(
+        max_length = 240,
+        pattern = r"^(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238})$"
+    )]
+    pub name: Option<String>,
+    /// Files already uploaded as artifacts under `checkpoints/{name}/`.
+    pub files: Vec<FileEntry>,
+    #[serde(default)]
+    #[schema(value_type = AnyValue)]
+    pub metadata: Value,
+    /// Keep only the newest this many checkpoints (with those `keep_best` keeps).
+    #[serde(default, deserialize_with = "integer::optional")]
+    pub keep_last: Option<usize>,
+    /// Keep the best this many by `metric`.
+    #[serde(default, deserialize_with = "integer::optional")]
+    pub keep_best: Option<usize>,
+    /// Needed with `keep_best`.
+    #[schema(
+        min_length = 1,
+        max_length = 250,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$"
+    )]
+    pub metric: Option<String>,
+    /// Which values of `metric` are best; min when absent.
+    pub mode: Option<RankMode>,
+}
+
+#[derive(Deserialize, ToSchema, Clone, Copy, PartialEq)]
+#[serde(rename_all = "lowercase")]
+pub enum RankMode {
+    Min,
+    Max,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct CheckpointCreated {
+    pub checkpoint: CheckpointView,
+    /// Checkpoints retention removed, with their files.
+    pub dropped: Vec<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct CheckpointList {
+    /// Newest step first.
+    pub checkpoints: Vec<CheckpointView>,
+}
+
+// ---- Admin ----
+
+/// What the server holds and has done since start. Every counter of the store is listed
+/// besides these fields; `GET /metrics` gives the same in Prometheus' text format.
+#[derive(Serialize, ToSchema)]
+pub struct Stats {
+    /// Points in memory, not yet in Parquet.
+    pub buffered_points: u64,
+    pub buffered_bytes: u64,
+    /// Past this many buffered bytes ingest answers 503.
+    pub max_buffer_bytes: u64,
+    /// In-memory generations frozen and waiting to be persisted.
+    pub frozen_generations: u64,
+    /// Parquet files in the catalog.
+    pub files: u64,
+    pub file_bytes: u64,
+    pub file_rows: u64,
+    /// Write-ahead log records replayed at start.
+    pub wal_replayed_records: u64,
+    /// Bytes of torn write-ahead log tail cut at start.
+    pub wal_cut_bytes: u64,
+    /// Seconds spent waiting on the object store.
+    pub object_store_seconds: f64,
+    /// Error answers given since start, by error code.
+    pub errors: BTreeMap<String, u64>,
+    /// The store's counters, by name.
+    #[serde(flatten)]
+    pub counters: BTreeMap<String, u64>,
+}
+
+// ---- Model registry ----
+
+#[derive(Serialize, ToSchema)]
+pub struct ModelView {
+    pub name: String,
+    pub description: String,
+    pub tags: BTreeMap<String, String>,
+    /// Version numbers by alias.
+    pub aliases: BTreeMap<String, i64>,
+    pub latest_version: Option<i64>,
+    pub version_count: i64,
+    pub created_time: i64,
+    pub updated_time: i64,
+}
+
+impl ModelView {
+    pub fn new(m: &ModelRow) -> Self {
+        ModelView {
+            name: m.name.clone(),
+            description: m.description.clone(),
+            tags: m.tags.clone(),
+            aliases: m.aliases.clone(),
+            latest_version: m.latest_version,
+            version_count: m.version_count,
+            created_time: m.created_ms,
+            updated_time: m.updated_ms,
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ModelList {
+    pub models: Vec<ModelView>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct VersionView {
+    pub model: String,
+    pub version: i64,
+    pub run_id: String,
+    /// What the version was made from: `{kind: "checkpoint", name, step, metadata}` or
+    /// `{kind: "artifact", path}`.
+    #[schema(value_type = Object)]
+    pub source: Value,
+    /// Artifact paths of the run.
+    #[schema(value_type = Vec<FileEntry>)]
+    pub files: Value,
+    pub description: String,
+    /// "ready" or "archived".
+    pub status: String,
+    /// The run as it was at registration: run, params, metrics (summaries), tags, code,
+    /// environment, python, packages.
+    #[schema(value_type = Object)]
+    pub lineage: Value,
+    pub tags: BTreeMap<String, String>,
+    pub aliases: Vec<String>,
+    pub created_time: i64,
+    pub updated_time: i64,
+    /// False when a file of the version was deleted (a checkpoint fell to retention, say).
+    pub source_available: bool,
+    pub missing_files: Vec<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct VersionList {
+    pub versions: Vec<VersionView>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateModel {
+    /// No control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$"
+    )]
+    pub name: String,
+    #[serde(default)]
+    #[schema(max_length = 1048576)]
+    pub description: String,
+    #[serde(default)]
+    #[schema(value_type = Option<RegistryTags>)]
+    pub tags: Value,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateModel {
+    #[schema(max_length = 1048576)]
+    pub description: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<RegistryTags>)]
+    pub tags: Value,
+}
+
+/// A checkpoint by name or by step.
+pub struct CheckpointRef;
+
+impl PartialSchema for CheckpointRef {
+    fn schema() -> RefOr<Schema> {
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::String).max_length(Some(100)))
+            .item(ObjectBuilder::new().schema_type(Type::Integer))
+            .description(Some("A checkpoint of the run, by name or by step."))
+            .into()
+    }
+}
+impl ToSchema for CheckpointRef {}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateVersion {
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    pub run_id: String,
+    /// A checkpoint of the run, by name or step; the latest one when neither this nor
+    /// `artifact` is given.
+    #[schema(value_type = Option<CheckpointRef>)]
+    pub checkpoint: Option<Value>,
+    /// An artifact path of the run: one file, or a folder prefix.
+    #[schema(
+        max_length = 1024,
+        pattern = r"^(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238})(?:/(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238}))*$"
+    )]
+    pub artifact: Option<String>,
+    #[serde(default)]
+    #[schema(max_length = 1048576)]
+    pub description: String,
+    #[serde(default)]
+    #[schema(value_type = Option<RegistryTags>)]
+    pub tags: Value,
+    /// An alias to point at the new version.
+    #[schema(pattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
+    pub alias: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateVersion {
+    #[schema(max_length = 1048576)]
+    pub description: Option<String>,
+    pub status: Option<VersionStatus>,
+    #[serde(default)]
+    #[schema(value_type = Option<RegistryTags>)]
+    pub tags: Value,
+}
+
+/// Whether a version is in use.
+#[derive(Deserialize, ToSchema, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum VersionStatus {
+    Ready,
+    Archived,
+}
+
+impl VersionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VersionStatus::Ready => "ready",
+            VersionStatus::Archived => "archived",
+        }
+    }
+}
+
+/// A version by number, or by an alias that points at one.
+pub struct VersionRefInput;
+
+impl PartialSchema for VersionRefInput {
+    fn schema() -> RefOr<Schema> {
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)))
+            .item(ObjectBuilder::new().schema_type(Type::String).pattern(Some(ALIAS)))
+            .description(Some("A version number, or an alias."))
+            .into()
+    }
+}
+impl ToSchema for VersionRefInput {}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetAlias {
+    #[schema(value_type = VersionRefInput)]
+    pub version: Value,
+}
+
+// ---- Sweeps ----
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSweep {
+    /// The sweep file's text (YAML), as `trainlog sweep` reads it.
+    #[schema(min_length = 1, max_length = 1048576)]
+    pub config: String,
+    /// Else the sweep file's `project`.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$"
+    )]
+    pub project: Option<String>,
+    /// Else the sweep file's `name`.
+    #[schema(max_length = 476)]
+    pub name: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SweepMetric {
+    pub name: String,
+    /// "minimize" or "maximize".
+    pub goal: &'static str,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Money {
+    pub usd: Option<f64>,
+    pub gpu_hours: Option<f64>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Spent {
+    pub usd: f64,
+    pub gpu_hours: f64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct BestTrial {
+    pub trial: i64,
+    pub run_id: String,
+    pub value: f64,
+    #[schema(value_type = Object)]
+    pub params: Value,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct BestSoFar {
+    /// Trials ended so far.
+    pub trials: usize,
+    pub trial: i64,
+    pub ended_time: Option<i64>,
+    pub value: f64,
+    pub best: f64,
+}
+
+/// A sweep with its state, trial counts by state, best trial, spending and best-so-far curve.
+#[derive(Serialize, ToSchema)]
+pub struct SweepView {
+    pub id: String,
+    pub project: String,
+    pub name: String,
+    /// running, stopped or finished.
+    pub state: String,
+    /// run_cap, budget, grid_exhausted or stopped; empty while it runs.
+    pub ended_reason: String,
+    /// grid, random or tpe.
+    pub method: &'static str,
+    pub metric: SweepMetric,
+    pub command: Vec<String>,
+    pub run_cap: Option<u64>,
+    /// Size of the grid, for grid sweeps.
+    pub grid_size: Option<u64>,
+    pub budget: Money,
+    pub spent: Spent,
+    pub trial_count: usize,
+    pub counts: BTreeMap<String, u64>,
+    pub best: Option<BestTrial>,
+    pub best_so_far: Vec<BestSoFar>,
+    pub parameters: Vec<String>,
+    /// The sweep file as given.
+    pub config: String,
+    pub created_time: i64,
+    pub updated_time: i64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SweepList {
+    pub sweeps: Vec<SweepView>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct TrialView {
+    pub index: i64,
+    pub run_id: String,
+    #[schema(value_type = Object)]
+    pub params: Value,
+    /// running, finished, failed, pruned or preempted.
+    pub state: String,
+    pub attempts: i64,
+    pub agent: String,
+    pub slot: String,
+    pub gpus: f64,
+    pub bracket: Option<i64>,
+    pub exit_code: Option<i64>,
+    /// The last lines the trial printed.
+    pub output_tail: String,
+    pub stop_reason: String,
+    pub created_time: i64,
+    pub started_time: i64,
+    pub ended_time: Option<i64>,
+    pub heartbeat_time: i64,
+    pub run_seconds: f64,
+}
+
+/// A trial with its result so far.
+#[derive(Serialize, ToSchema)]
+pub struct TrialResult {
+    #[serde(flatten)]
+    pub trial: TrialView,
+    /// The sweep's metric, last value in the trial's run.
+    pub metric: Option<Float>,
+    pub cost_usd: Option<f64>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct TrialList {
+    pub trials: Vec<TrialResult>,
+}
+
+#[derive(Deserialize, Default, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NextTrialRequest {
+    /// The agent's name, `host:pid` by convention.
+    #[serde(default)]
+    #[schema(max_length = 500)]
+    pub agent: String,
+    #[serde(default)]
+    #[schema(max_length = 500)]
+    pub slot: String,
+    /// GPUs the trial will hold; a share counts as a fraction.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1024)]
+    pub gpus: f64,
+}
+
+/// What an agent needs to start a trial.
+#[derive(Serialize, ToSchema)]
+pub struct Assignment {
+    /// Always "trial".
+    #[schema(value_type = String)]
+    pub status: &'static str,
+    pub sweep_id: String,
+    pub project: String,
+    pub index: i64,
+    pub run_id: String,
+    #[schema(value_type = Object)]
+    pub params: Value,
+    pub command: Vec<String>,
+    pub attempt: i64,
+    /// True when a preempted trial starts again with its run.
+    pub resume: bool,
+    pub metric: String,
+}
+
+/// No trial to start: "done" (the sweep ended) or "wait" (ask again later).
+#[derive(Serialize, ToSchema)]
+pub struct NoTrial {
+    pub status: &'static str,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum NextTrial {
+    Trial(Assignment),
+    None(NoTrial),
+}
+
+#[derive(Deserialize, Default, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    /// The attempt the agent runs; a report about another attempt answers stop.
+    #[serde(default, deserialize_with = "integer::optional")]
+    pub attempt: Option<i64>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct StopAnswer {
+    pub state: String,
+    /// True when the trial must stop (pruned, stopped sweep, superseded attempt).
+    pub stop: bool,
+    pub reason: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndTrial {
+    pub outcome: TrialOutcome,
+    /// The attempt that ended; a late report about an older attempt changes nothing.
+    #[serde(default, deserialize_with = "integer::optional")]
+    pub attempt: Option<i64>,
+    #[serde(default, deserialize_with = "integer::optional")]
+    pub exit_code: Option<i64>,
+    #[serde(default)]
+    pub output_tail: String,
+}
+
+/// How a trial's attempt ended.
+#[derive(Deserialize, ToSchema, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum TrialOutcome {
+    Finished,
+    Failed,
+    Pruned,
+    Preempted,
+}
+
+impl TrialOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialOutcome::Finished => "finished",
+            TrialOutcome::Failed => "failed",
+            TrialOutcome::Pruned => "pruned",
+            TrialOutcome::Preempted => "preempted",
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RunTrial {
+    pub sweep_id: String,
+    pub trial: i64,
+    #[schema(value_type = Object)]
+    pub params: Value,
+    pub state: String,
+    pub stop: bool,
+    pub reason: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    #[schema(value_type = String, example = "ok")]
+    pub status: &'static str,
+}
