@@ -115,7 +115,7 @@ fn storage_registry_lifecycle_with_lineage_aliases_and_errors() {
     assert_eq!(s.get("/models/nope").0, 404);
     assert_eq!(s.get("/models/resnet/versions/9").0, 404);
     assert_eq!(s.get("/models/resnet/versions/production").0, 404);
-    assert_eq!(s.post("/models/resnet/versions", &json!({"run_id": run, "checkpoint": 99})).0, 404);
+    assert_eq!(s.post("/models/resnet/versions", &json!({"run_id": run, "checkpoint": 99})).0, 409);
     assert_eq!(s.post("/models/resnet/versions", &json!({"run_id": "missing-run"})).0, 404);
     assert_eq!(
         request(&s, reqwest::Method::PUT, "/models/resnet/aliases/9lives", Some(json!({"version": 1}))).1["error"]

@@ -1044,7 +1044,11 @@ impl PartialSchema for CheckpointRef {
     fn schema() -> RefOr<Schema> {
         OneOfBuilder::new()
             .item(ObjectBuilder::new().schema_type(Type::String).max_length(Some(100)))
-            .item(ObjectBuilder::new().schema_type(Type::Integer))
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64))),
+            )
             .description(Some("A checkpoint of the run, by name or by step."))
             .into()
     }
@@ -1111,7 +1115,12 @@ pub struct VersionRefInput;
 impl PartialSchema for VersionRefInput {
     fn schema() -> RefOr<Schema> {
         OneOfBuilder::new()
-            .item(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)))
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                    .minimum(Some(0)),
+            )
             .item(ObjectBuilder::new().schema_type(Type::String).pattern(Some(ALIAS)))
             .description(Some("A version number, or an alias."))
             .into()

@@ -170,7 +170,10 @@ async fn version_source(state: &State, run: &RunId, body: &api::CreateVersion) -
             .map(|a| json!({"path": a.path, "size": a.size, "sha256": a.sha256}))
             .collect();
         if files.is_empty() {
-            return Err(ApiError::NotFound(format!("artifact {path:?} of run {run}")));
+            return Err(ApiError::Conflict {
+                field: "artifact".into(),
+                reason: format!("run {run} has no artifact at {path:?}"),
+            });
         }
         return Ok((json!({"kind": "artifact", "path": path}), Value::Array(files)));
     }
@@ -182,8 +185,13 @@ async fn version_source(state: &State, run: &RunId, body: &api::CreateVersion) -
         Some(Value::Number(n)) => checkpoints.iter().find(|c| Some(c.step) == api::integer::of(n)),
         Some(_) => return Err(ApiError::invalid("checkpoint", "a checkpoint name or step")),
     };
-    let c = chosen.ok_or_else(|| {
-        ApiError::NotFound(format!("checkpoint {} of run {run}", body.checkpoint.clone().unwrap_or(json!("(latest)"))))
+    // The model and the run exist; the run does not hold (yet) what the version is to be made of.
+    let c = chosen.ok_or_else(|| ApiError::Conflict {
+        field: "checkpoint".into(),
+        reason: match &body.checkpoint {
+            Some(which) => format!("run {run} has no checkpoint {which}"),
+            None => format!("run {run} has no checkpoint yet"),
+        },
     })?;
     let files: Vec<Value> = c
         .files
