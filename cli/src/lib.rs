@@ -40,6 +40,30 @@ enum Command {
         /// while the object store is slow or away; the SDKs spool and send again.
         #[arg(long, env = "TRAINLOG_MAX_BUFFER_BYTES", default_value_t = trainlog_store::DEFAULT_MAX_BUFFER_BYTES)]
         max_buffer_bytes: usize,
+        /// Every API route but the health check needs an API key (`trainlog users add`). The
+        /// first start without users creates `admin` and writes its key to DATA/admin.key.
+        #[arg(long, env = "TRAINLOG_AUTH", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+        auth: bool,
+        /// Serve an address other machines can reach without --auth (behind a proxy that checks
+        /// who calls). Without either, such an address is refused.
+        #[arg(long, conflicts_with = "auth")]
+        insecure_no_auth: bool,
+    },
+    /// Users of a server run with --auth, in its data folder (the server may be running).
+    Users {
+        /// The server's data folder.
+        #[arg(long, env = "TRAINLOG_DATA", default_value = "./trainlog-data", global = true)]
+        data: PathBuf,
+        #[command(subcommand)]
+        action: UsersCommand,
+    },
+    /// API keys of a server run with --auth, in its data folder (the server may be running).
+    Keys {
+        /// The server's data folder.
+        #[arg(long, env = "TRAINLOG_DATA", default_value = "./trainlog-data", global = true)]
+        data: PathBuf,
+        #[command(subcommand)]
+        action: KeysCommand,
     },
     /// The model registry: list, show, alias, download.
     Models {
@@ -79,6 +103,121 @@ enum Command {
         #[arg(long)]
         include_live: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum UsersCommand {
+    /// Create a user; its first API key is the last line printed.
+    Add {
+        name: String,
+        /// The user may do anything on every project.
+        #[arg(long)]
+        admin: bool,
+    },
+    /// List users.
+    List,
+    /// Remove a user and their keys (what they logged stays).
+    Remove { name: String },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Make another API key for a user; the key is the last line printed.
+    Create { user: String },
+    /// Revoke a key by its id (the part after `tl_`, before the second `_`).
+    Revoke { key_id: String },
+    /// List keys: id, user, created, last used, revoked.
+    List { user: Option<String> },
+}
+
+/// Opens the metadata database of a data folder, as the server does (it may be running).
+fn open_meta(data: &std::path::Path) -> Result<trainlog_meta::MetaStore, String> {
+    let path = data.join("trainlog.db");
+    if !path.exists() {
+        std::fs::create_dir_all(data).map_err(|e| format!("creating {}: {e}", data.display()))?;
+    }
+    trainlog_meta::MetaStore::open(&path).map_err(|e| format!("opening {}: {e}", path.display()))
+}
+
+fn time_text(ms: Option<i64>) -> String {
+    match ms {
+        None => "-".into(),
+        Some(ms) => {
+            let secs = ms / 1000;
+            let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+            let (y, m, d) = civil_from_days(days);
+            format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
+        }
+    }
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+fn users(data: &std::path::Path, action: UsersCommand) -> Result<String, String> {
+    let meta = open_meta(data)?;
+    Ok(match action {
+        UsersCommand::Add { name, admin } => {
+            let key = meta.add_user(&name, admin).map_err(|e| e.to_string())?;
+            let role = if admin { "an admin" } else { "a user" };
+            format!("created {role} {name:?}; its API key (shown once; key id {}):\n{}", key.id, key.key)
+        }
+        UsersCommand::List => {
+            let mut out = String::from("NAME\tADMIN\tKEYS\tCREATED\n");
+            for u in meta.users().map_err(|e| e.to_string())? {
+                out += &format!(
+                    "{}\t{}\t{}\t{}\n",
+                    u.name,
+                    if u.is_admin { "yes" } else { "no" },
+                    u.active_keys,
+                    time_text(Some(u.created_ms))
+                );
+            }
+            out
+        }
+        UsersCommand::Remove { name } => {
+            meta.remove_user(&name).map_err(|e| e.to_string())?;
+            format!("removed user {name:?} and their keys")
+        }
+    })
+}
+
+fn keys(data: &std::path::Path, action: KeysCommand) -> Result<String, String> {
+    let meta = open_meta(data)?;
+    Ok(match action {
+        KeysCommand::Create { user } => {
+            let key = meta.create_key(&user).map_err(|e| e.to_string())?;
+            format!("a new API key for {user:?} (shown once; key id {}):\n{}", key.id, key.key)
+        }
+        KeysCommand::Revoke { key_id } => {
+            meta.revoke_key(&key_id).map_err(|e| e.to_string())?;
+            format!("revoked key {key_id}; it stops working at once")
+        }
+        KeysCommand::List { user } => {
+            let mut out = String::from("KEY ID\tUSER\tCREATED\tLAST USED\tREVOKED\n");
+            for k in meta.keys(user.as_deref()).map_err(|e| e.to_string())? {
+                out += &format!(
+                    "{}\t{}\t{}\t{}\t{}\n",
+                    k.id,
+                    k.user,
+                    time_text(Some(k.created_ms)),
+                    time_text(k.last_used_ms),
+                    time_text(k.revoked_ms)
+                );
+            }
+            out
+        }
+    })
 }
 
 #[derive(clap::Args, Clone)]
@@ -450,7 +589,19 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 }
             }
         }
-        Command::Server { host, port, data, store, trial_timeout, allowed_hosts, max_buffer_bytes } => {
+        Command::Users { data, action } => print_result(users(&data, action)),
+        Command::Keys { data, action } => print_result(keys(&data, action)),
+        Command::Server {
+            host,
+            port,
+            data,
+            store,
+            trial_timeout,
+            allowed_hosts,
+            max_buffer_bytes,
+            auth,
+            insecure_no_auth,
+        } => {
             // Fails only when this process already has a subscriber, which then keeps logging.
             tracing_subscriber::fmt()
                 .with_writer(std::io::stderr)
@@ -470,6 +621,8 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 trial_timeout: std::time::Duration::from_secs(trial_timeout.max(1)),
                 allowed_hosts,
                 max_buffer_bytes,
+                auth,
+                insecure_no_auth,
             };
             let system = actix_web::rt::System::with_tokio_rt(|| {
                 tokio::runtime::Builder::new_multi_thread()

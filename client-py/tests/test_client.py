@@ -359,3 +359,22 @@ def test_artifacts_and_checkpoints_from_python(server: Server, client_env: dict,
     with pytest.raises(trainlog.ChecksumError):
         api_run.download_artifact("model.bin", str(tmp_path / "copy.bin"))
     assert not (tmp_path / "copy.bin").exists()
+
+
+def test_a_server_with_auth_takes_the_key_from_the_environment(tmp_path: Path, client_env: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    guarded = Server(tmp_path / "guarded")
+    guarded.start(extra_args=("--auth",))
+    try:
+        monkeypatch.setenv("TRAINLOG_SERVER", guarded.url)
+        # No key: a clear error at init, not a run that drops its points.
+        with pytest.raises(trainlog.ServerError, match="TRAINLOG_API_KEY"):
+            trainlog.init(project="p", system_metrics_interval=None)
+        key = (guarded.data / "admin.key").read_text().strip()
+        monkeypatch.setenv("TRAINLOG_API_KEY", key)
+        with trainlog.init(project="p", system_metrics_interval=None) as run:
+            for step in range(100):
+                run.log({"loss": 1 / (step + 1)}, step=step)
+        r = trainlog.Api().run(run.id)
+        assert (r.status, r.summary["loss"]["count"], r.user) == ("finished", 100, "admin")
+    finally:
+        guarded.stop()

@@ -4,6 +4,11 @@ use crate::{Error, Result};
 use serde_json::Value;
 use std::time::Duration;
 
+/// The API key for a server run with `--auth`: `TRAINLOG_API_KEY`.
+pub fn api_key() -> Option<String> {
+    std::env::var("TRAINLOG_API_KEY").ok().map(|k| k.trim().to_owned()).filter(|k| !k.is_empty())
+}
+
 #[derive(Clone)]
 pub struct Http {
     pub base: String,
@@ -12,7 +17,15 @@ pub struct Http {
 
 impl Http {
     pub fn new(base: &str, timeout: Duration) -> Result<Self> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(key) = api_key() {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
+                .map_err(|_| Error::Invalid("TRAINLOG_API_KEY holds characters a header cannot carry".into()))?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
         let client = reqwest::blocking::Client::builder()
+            .default_headers(headers)
             .timeout(timeout)
             .connect_timeout(Duration::from_secs(3))
             .build()
@@ -54,10 +67,17 @@ impl Http {
             });
         }
         let e = &body["error"];
+        let mut message = e["message"].as_str().map(str::to_owned).unwrap_or_else(|| body.to_string());
+        if status == 401 {
+            message += match api_key() {
+                Some(_) => " (the key in TRAINLOG_API_KEY was refused: revoked, mistyped, or for another server)",
+                None => " (this server needs an API key: set TRAINLOG_API_KEY)",
+            };
+        }
         Err(Error::Server {
             status,
             code: e["code"].as_str().unwrap_or("unknown").to_owned(),
-            message: e["message"].as_str().map(str::to_owned).unwrap_or_else(|| body.to_string()),
+            message,
             field: e["field"].as_str().map(str::to_owned),
         })
     }

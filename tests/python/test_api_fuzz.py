@@ -19,7 +19,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from conftest import TrainlogServer
+from conftest import TrainlogServer, start_trainlog, stop_trainlog
 
 EXAMPLES_PER_OPERATION = int(os.environ.get("TRAINLOG_FUZZ_EXAMPLES", "25"))
 SEED = int(os.environ.get("TRAINLOG_FUZZ_SEED", "20261122"))
@@ -37,10 +37,15 @@ run_cap: 1000
 """
 
 
+def admin_key(server: TrainlogServer) -> str:
+    return (server.data / "admin.key").read_text().strip()
+
+
 def call(server: TrainlogServer, method: str, path: str, body: object = None, raw: bytes | None = None) -> dict:
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     request = urllib.request.Request(server.url + "/api/v1" + path, data=data, method=method)
     request.add_header("content-type", "application/octet-stream" if raw is not None else "application/json")
+    request.add_header("authorization", f"Bearer {admin_key(server)}")
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read() or b"{}")
 
@@ -98,13 +103,24 @@ checks.positive_data_acceptance.expected-statuses = {grammar}
 """
 
 
-def test_the_api_matches_its_openapi_document(trainlog_server: TrainlogServer, tmp_path: Path) -> None:
+def test_the_api_matches_its_openapi_document(tmp_path: Path) -> None:
+    # With --auth, so the document's security holds as well: every operation but the health
+    # check refuses a request without the key (schemathesis checks that too).
+    (tmp_path / "server").mkdir()
+    trainlog_server = start_trainlog(tmp_path / "server", ["--auth"])
+    try:
+        run_schemathesis(trainlog_server, tmp_path)
+    finally:
+        stop_trainlog(trainlog_server)
+
+
+def run_schemathesis(trainlog_server: TrainlogServer, tmp_path: Path) -> None:
     ids = make_fixtures(trainlog_server)
     (tmp_path / "schemathesis.toml").write_text(config(ids))
     st = Path(sys.executable).with_name("st")
     result = subprocess.run(
         [str(st), "--config-file", str(tmp_path / "schemathesis.toml"), "run", f"{trainlog_server.url}/api/v1/openapi.json",
-         "--url", trainlog_server.url, "--checks", "all", "--max-examples", str(EXAMPLES_PER_OPERATION),
+         "--url", trainlog_server.url, "--header", f"Authorization: Bearer {admin_key(trainlog_server)}", "--checks", "all", "--max-examples", str(EXAMPLES_PER_OPERATION),
          "--seed", str(SEED), "--no-color",
          "--request-timeout", "30", "--suppress-health-check", "all"],
         cwd=tmp_path, capture_output=True, text=True, timeout=900,

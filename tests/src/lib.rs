@@ -69,18 +69,34 @@ impl TestServer {
         s
     }
 
+    /// Starts a server on the local object store with more command-line flags (`--auth`, say).
+    pub fn spawn_local_with(flags: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let mut s = Self::start_with(dir.path().join("data"), None, 0, flags);
+        s._dir = Some(dir);
+        s
+    }
+
     fn start(data: PathBuf, store_url: Option<String>) -> Self {
         Self::start_on(data, store_url, 0)
     }
 
     fn start_on(data: PathBuf, store_url: Option<String>, port: u16) -> Self {
+        Self::start_with(data, store_url, port, &[])
+    }
+
+    fn start_with(data: PathBuf, store_url: Option<String>, port: u16, flags: &[&str]) -> Self {
         let started = Instant::now();
         let mut cmd = Command::new(binary());
         cmd.args(["server", "--host", "127.0.0.1", "--port", &port.to_string(), "--data"]).arg(&data);
         if let Some(url) = &store_url {
             cmd.args(["--store", url]);
         }
-        cmd.env_remove("TRAINLOG_PORT").env_remove("TRAINLOG_STORE").env_remove("TRAINLOG_DATA");
+        cmd.args(flags);
+        cmd.env_remove("TRAINLOG_PORT")
+            .env_remove("TRAINLOG_STORE")
+            .env_remove("TRAINLOG_DATA")
+            .env_remove("TRAINLOG_AUTH");
         let mut child =
             cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("the trainlog binary starts");
         let stdout = child.stdout.take().expect("piped stdout");

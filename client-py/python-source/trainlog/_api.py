@@ -32,6 +32,11 @@ class ApiRun:
         return str(self._data.get("status", ""))
 
     @property
+    def user(self) -> str:
+        """Who ran it: the API key's user on a server run with --auth."""
+        return str(self._data.get("user", ""))
+
+    @property
     def params(self) -> Dict[str, Any]:
         return dict(self._data.get("params", {}))
 

@@ -2,6 +2,7 @@
 //! files, in one SQLite database with numbered migrations. Blocking; callers run it off async executors.
 
 mod artifacts;
+pub mod auth;
 mod catalog;
 mod checkpoints;
 mod migrate;

@@ -11,6 +11,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("migrations/0005_registry.sql")),
     (6, include_str!("migrations/0006_summary_mean.sql")),
     (7, include_str!("migrations/0007_sweeps.sql")),
+    (8, include_str!("migrations/0008_auth.sql")),
 ];
 
 pub(crate) fn apply(conn: &mut Connection) -> Result<()> {

@@ -21,6 +21,8 @@ pub enum ApiError {
     Forbidden { field: String, reason: String },
     #[error("{0}")]
     MisdirectedRequest(String),
+    #[error("{0}")]
+    Unauthenticated(String),
     #[error("this route does not take {method}; it takes {allow}")]
     MethodNotAllowed { method: String, allow: String },
     #[error("{0}")]
@@ -47,6 +49,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Forbidden { .. } => "forbidden",
             ApiError::MisdirectedRequest(_) => "misdirected_request",
+            ApiError::Unauthenticated(_) => "unauthenticated",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::InsufficientStorage(_) => "insufficient_storage",
@@ -75,6 +78,7 @@ fn status_of(error: &ApiError) -> StatusCode {
         ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
         ApiError::MisdirectedRequest(_) => StatusCode::MISDIRECTED_REQUEST,
+        ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
         ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
         ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
@@ -101,6 +105,9 @@ impl ResponseError for ApiError {
             // Clients keep the data (the SDKs spool it) and send it again after this long.
             response.insert_header((actix_web::http::header::RETRY_AFTER, "1"));
         }
+        if let ApiError::Unauthenticated(_) = self {
+            response.insert_header((actix_web::http::header::WWW_AUTHENTICATE, "Bearer realm=\"trainlog\""));
+        }
         if let ApiError::MethodNotAllowed { allow, .. } = self {
             response.insert_header((actix_web::http::header::ALLOW, allow.as_str()));
         }
@@ -115,7 +122,7 @@ impl From<trainlog_schema::Error> for ApiError {
 }
 
 /// Error answers given since start, by error code.
-static ERRORS_BY_CODE: [(&str, AtomicU64); 12] = [
+static ERRORS_BY_CODE: [(&str, AtomicU64); 13] = [
     ("not_found", AtomicU64::new(0)),
     ("invalid_argument", AtomicU64::new(0)),
     ("conflict", AtomicU64::new(0)),
@@ -123,6 +130,7 @@ static ERRORS_BY_CODE: [(&str, AtomicU64); 12] = [
     ("unsupported_media_type", AtomicU64::new(0)),
     ("forbidden", AtomicU64::new(0)),
     ("misdirected_request", AtomicU64::new(0)),
+    ("unauthenticated", AtomicU64::new(0)),
     ("method_not_allowed", AtomicU64::new(0)),
     ("unavailable", AtomicU64::new(0)),
     ("insufficient_storage", AtomicU64::new(0)),

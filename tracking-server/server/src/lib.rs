@@ -1,6 +1,7 @@
 //! The trainlog tracking server: actix-web routes over the metadata and metrics stores.
 
 pub mod api;
+mod auth;
 pub mod body;
 pub mod error;
 mod guard;
@@ -35,6 +36,16 @@ pub struct ServerConfig {
     pub allowed_hosts: Vec<String>,
     /// Bytes of buffered points above which ingest answers 503 until persisting catches up.
     pub max_buffer_bytes: usize,
+    /// Every API route but the health check needs an API key.
+    pub auth: bool,
+    /// Serve a non-loopback address without `auth`, for a server behind its own proxy.
+    pub insecure_no_auth: bool,
+}
+
+/// Whether a bind address is reachable from this machine only.
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Shared by every request handler.
@@ -53,8 +64,19 @@ pub struct AppState {
 /// Opens the stores, serves until SIGINT or SIGTERM, then persists what is buffered.
 pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let started = std::time::Instant::now();
-    std::fs::create_dir_all(&config.data_dir)?;
     let to_io = |e: String| std::io::Error::other(e);
+    if !config.auth && !config.insecure_no_auth && !is_loopback(&config.host) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "refusing to serve {} without authentication: anyone who can reach it could read and change every run. \
+                 Add --auth (API keys; see `trainlog users add`), or --insecure-no-auth if a proxy in front of it \
+                 checks who calls",
+                config.host
+            ),
+        ));
+    }
+    std::fs::create_dir_all(&config.data_dir)?;
     let db_path = config.data_dir.join("trainlog.db");
     let meta = Arc::new(
         tokio::task::spawn_blocking(move || MetaStore::open(&db_path))
@@ -66,6 +88,17 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
         max_buffer_bytes: config.max_buffer_bytes,
         ..StoreConfig::new(config.data_dir.clone(), config.store_url.clone())
     };
+    if config.auth {
+        let (m, dir) = (meta.clone(), config.data_dir.clone());
+        let made = tokio::task::spawn_blocking(move || auth::bootstrap_admin(&m, &dir))
+            .await
+            .map_err(|e| to_io(e.to_string()))?
+            .map_err(to_io)?;
+        if let Some(path) = made {
+            println!("trainlog: created user admin; its API key is in {} (readable by you only)", path.display());
+        }
+    }
+    let auth = Arc::new(auth::Auth::new(config.auth, meta.clone()));
     let store = MetricsStore::open(store_config, meta.clone())
         .await
         .map_err(|e| to_io(format!("opening the metrics store: {e}")))?;
@@ -81,10 +114,13 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
     let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(2);
     let host_policy = web::Data::new(guard::HostPolicy::new(&config.host, &config.allowed_hosts));
+    let auth_data = web::Data::new(auth.clone());
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
             .app_data(host_policy.clone())
+            .app_data(auth_data.clone())
+            .wrap(actix_web::middleware::from_fn(auth::authenticate))
             .wrap(actix_web::middleware::from_fn(guard::guard))
             .wrap(guard::security_headers())
             .configure(ui::configure)
@@ -99,6 +135,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     // server says it is ready still stops it gracefully.
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    auth.spawn_upkeep();
     let handle = server.handle();
     actix_web::rt::spawn(async move {
         tokio::select! {

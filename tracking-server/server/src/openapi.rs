@@ -69,7 +69,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
         crate::sweep_routes::run_sweep,
     ),
     components(schemas(ErrorBody, Float)),
-    modifiers(&SharedErrors, &NewRunNeedsProject),
+    modifiers(&SharedErrors, &NewRunNeedsProject, &KeysWhenAuthIsOn),
     tags(
         (name = "system", description = "Health, the API description and the server's counters."),
         (name = "projects", description = "Projects."),
@@ -213,6 +213,38 @@ impl Modify for SharedErrors {
                     add_retry(op, "503", "unavailable: the server cannot take this now (its buffer is full, its write-ahead log is unsound, or it is stopping); send it again after Retry-After seconds.");
                     add_retry(op, "507", "insufficient_storage: the data disk is full; nothing was written. Send it again once space is freed.");
                 }
+            }
+        }
+    }
+}
+
+/// With `--auth`, every operation but the health check needs an API key, as a bearer token or
+/// as the password of HTTP basic auth. Without it the server checks none.
+struct KeysWhenAuthIsOn;
+
+impl Modify for KeysWhenAuthIsOn {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("api_key", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        components.add_security_scheme("user_and_key", SecurityScheme::Http(Http::new(HttpAuthScheme::Basic)));
+        for (path, item) in doc.paths.paths.iter_mut() {
+            for op in
+                [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete].into_iter().flatten()
+            {
+                if path == "/api/v1/health" {
+                    op.security = Some(vec![SecurityRequirement::default()]);
+                    continue;
+                }
+                op.security = Some(vec![
+                    SecurityRequirement::new("api_key", Vec::<String>::new()),
+                    SecurityRequirement::new("user_and_key", Vec::<String>::new()),
+                ]);
+                add_error(
+                    op,
+                    "401",
+                    "unauthenticated: the server runs with --auth and the request has no valid API key.",
+                );
             }
         }
     }

@@ -208,7 +208,11 @@ fn check_run_text(fields: &[(&str, Option<&str>)]) -> Result<()> {
 #[utoipa::path(post, path = "/api/v1/runs", tag = "runs", request_body = api::CreateRun,
     responses((status = 201, description = "The new run.", body = api::RunView), (status = 200, description = "The resumed run.", body = api::RunView)))]
 pub(crate) async fn create_run(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
-    let body: api::CreateRun = json_body(&req, payload).await?;
+    let mut body: api::CreateRun = json_body(&req, payload).await?;
+    // With keys, a run's user is the key's, whatever the client says.
+    if let Some(caller) = crate::auth::caller(&req) {
+        body.user = caller.name;
+    }
     let params = if body.params.is_null() { BTreeMap::new() } else { flatten_params("params", &body.params)? };
     let (tags, _) = parse_tags("tags", &body.tags, false)?;
     check_run_text(&[
