@@ -6,8 +6,24 @@ use std::time::{Duration, Instant};
 pub const ARROW: &str = "application/vnd.apache.arrow.stream";
 pub const JSON: &str = "application/json";
 
+/// The key clients send, for a server run with `--auth` (`TRAINLOG_BENCH_AUTH=1`).
+static API_KEY: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Clients made from now on send `key`.
+pub fn use_api_key(key: Option<String>) {
+    *API_KEY.lock().unwrap_or_else(|p| p.into_inner()) = key;
+}
+
 pub fn client() -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(key) = API_KEY.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).expect("a key fits a header"),
+        );
+    }
     reqwest::Client::builder()
+        .default_headers(headers)
         .timeout(Duration::from_secs(120))
         .pool_max_idle_per_host(4)
         .build()

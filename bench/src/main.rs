@@ -291,6 +291,15 @@ fn summarize(label: &str, samples: &[f64]) -> (f64, f64) {
     (p50, p90)
 }
 
+/// A server for a benchmark: with `--auth` when `TRAINLOG_BENCH_AUTH=1`, its clients then
+/// sending the admin's key, so ingest is measured with a key checked on every request.
+fn bench_server() -> TestServer {
+    let auth = std::env::var("TRAINLOG_BENCH_AUTH").is_ok_and(|v| v == "1");
+    let server = if auth { TestServer::spawn_local_with(&["--auth"]) } else { TestServer::spawn_local() };
+    client::use_api_key(server.api_key.clone());
+    server
+}
+
 fn main() {
     let mut quick = false;
     for arg in std::env::args().skip(1) {
@@ -328,13 +337,16 @@ fn main() {
     if let Ok(age) = std::fs::metadata(trainlog_tests::binary()).and_then(|m| m.modified()).map(|t| t.elapsed()) {
         println!("server binary last built {} s ago", age.map_or(0, |d| d.as_secs()));
     }
+    if std::env::var("TRAINLOG_BENCH_AUTH").is_ok_and(|v| v == "1") {
+        println!("servers run with --auth; every request carries the admin's API key (TRAINLOG_BENCH_AUTH=1)");
+    }
     let mut report = Report::default();
     let n_points = scale.total_points();
 
     // 2. JSON ingest, on its own server; then bytes per point with all values full-precision f64.
     println!("\n== JSON ingest ({} points, all values full-precision f64) ==", thousands(n_points as f64, 0));
     {
-        let server = TestServer::spawn_local();
+        let server = bench_server();
         let out = ingest_bench(&rt, &server, &scale, "bench-json", JSON, Precision::Full64);
         report.add("2", "Ingest, JSON", out.rate, 0, "points/s", Goal::AtLeast(400_000.0), "");
         finish_all(&server, &out.runs);
@@ -371,7 +383,7 @@ fn main() {
         "\n== Arrow ingest ({} points; 6 of 10 keys float32-tensor values, lr/throughput/epoch full f64, memory in MiB) ==",
         thousands(n_points as f64, 0)
     );
-    let mut server = TestServer::spawn_local();
+    let mut server = bench_server();
     let out = ingest_bench(&rt, &server, &scale, "bench-arrow", ARROW, Precision::Tensor32);
     report.add(
         "1",
@@ -663,7 +675,7 @@ fn main() {
     drop(server);
     let mut empty = Vec::new();
     for _ in 0..scale.restarts {
-        let s = TestServer::spawn_local();
+        let s = bench_server();
         empty.push(s.startup_ms as f64);
     }
     info(format!("empty-folder starts: {:?} ms", empty));

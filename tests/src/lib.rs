@@ -39,6 +39,10 @@ pub struct TestServer {
     child: Option<Child>,
     _dir: Option<tempfile::TempDir>,
     pub client: reqwest::blocking::Client,
+    /// The admin's key of a server run with `--auth`; `client` sends it.
+    pub api_key: Option<String>,
+    /// Flags given besides the address, data folder and store; a restart keeps them.
+    flags: Vec<String>,
     /// Milliseconds from spawning the process to its ready line.
     pub startup_ms: u128,
 }
@@ -121,9 +125,21 @@ impl TestServer {
             }
         };
         let startup_ms = started.elapsed().as_millis();
-        let client =
-            reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build().expect("an HTTP client");
-        Self { url, data, store_url, child: Some(child), _dir: None, client, startup_ms }
+        let api_key = std::fs::read_to_string(data.join("admin.key")).ok().map(|k| k.trim().to_owned());
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(key) = &api_key {
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).expect("a key fits a header"),
+            );
+        }
+        let client = reqwest::blocking::Client::builder()
+            .default_headers(headers)
+            .timeout(Duration::from_secs(120))
+            .build()
+            .expect("an HTTP client");
+        let flags = flags.iter().map(|f| f.to_string()).collect();
+        Self { url, data, store_url, child: Some(child), _dir: None, client, api_key, flags, startup_ms }
     }
 
     /// The object store URL the server was started with (None: the local folder under `data`).
@@ -181,7 +197,8 @@ impl TestServer {
     pub fn restart(&mut self) {
         self.kill9();
         let dir = self._dir.take();
-        let mut next = Self::start(self.data.clone(), self.store_url.clone());
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        let mut next = Self::start_with(self.data.clone(), self.store_url.clone(), 0, &flags);
         next._dir = dir;
         *self = next;
     }
@@ -191,7 +208,8 @@ impl TestServer {
         self.kill9();
         let port: u16 = self.url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port in the URL");
         let dir = self._dir.take();
-        let mut next = Self::start_on(self.data.clone(), self.store_url.clone(), port);
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        let mut next = Self::start_with(self.data.clone(), self.store_url.clone(), port, &flags);
         next._dir = dir;
         *self = next;
     }
