@@ -49,6 +49,16 @@ enum Command {
         #[arg(long, conflicts_with = "auth")]
         insecure_no_auth: bool,
     },
+    /// Check an API key against a server and save it in ~/.trainlog/credentials (0600), where
+    /// the SDKs and every command find it when TRAINLOG_API_KEY is not set.
+    Login {
+        /// Server URL; default TRAINLOG_SERVER, else the local default.
+        #[arg(env = "TRAINLOG_SERVER")]
+        server: Option<String>,
+        /// The key; else TRAINLOG_API_KEY, else a line read from standard input.
+        #[arg(long)]
+        key: Option<String>,
+    },
     /// Users of a server run with --auth, in its data folder (the server may be running).
     Users {
         /// The server's data folder.
@@ -128,6 +138,25 @@ enum KeysCommand {
     Revoke { key_id: String },
     /// List keys: id, user, created, last used, revoked.
     List { user: Option<String> },
+}
+
+fn login(server: Option<&str>, key: Option<String>) -> Result<String, String> {
+    let server = trainlog::server_url(server);
+    let key = match key.or_else(|| std::env::var("TRAINLOG_API_KEY").ok().filter(|k| !k.trim().is_empty())) {
+        Some(k) => k,
+        None => {
+            eprint!("API key for {server}: ");
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map_err(|e| format!("reading the key: {e}"))?;
+            line
+        }
+    };
+    let key = key.trim();
+    if key.is_empty() {
+        return Err("no key given".into());
+    }
+    let path = trainlog::credentials::login(&server, key).map_err(|e| e.to_string())?;
+    Ok(format!("the key works; saved it for {server} in {}", path.display()))
 }
 
 /// Opens the metadata database of a data folder, as the server does (it may be running).
@@ -590,6 +619,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             }
         }
         Command::Users { data, action } => print_result(users(&data, action)),
+        Command::Login { server, key } => print_result(login(server.as_deref(), key)),
         Command::Keys { data, action } => print_result(keys(&data, action)),
         Command::Server {
             host,

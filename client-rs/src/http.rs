@@ -4,8 +4,13 @@ use crate::{Error, Result};
 use serde_json::Value;
 use std::time::Duration;
 
-/// The API key for a server run with `--auth`: `TRAINLOG_API_KEY`.
-pub fn api_key() -> Option<String> {
+/// The API key for a server run with `--auth`: `TRAINLOG_API_KEY`, else the one `trainlog login`
+/// saved for that server in the credentials file.
+pub fn api_key_for(server: &str) -> Option<String> {
+    env_api_key().or_else(|| crate::credentials::load().remove(server.trim_end_matches('/')))
+}
+
+fn env_api_key() -> Option<String> {
     std::env::var("TRAINLOG_API_KEY").ok().map(|k| k.trim().to_owned()).filter(|k| !k.is_empty())
 }
 
@@ -17,10 +22,15 @@ pub struct Http {
 
 impl Http {
     pub fn new(base: &str, timeout: Duration) -> Result<Self> {
+        Self::with_key(base, timeout, api_key_for(base).as_deref())
+    }
+
+    /// A client that sends `key` (none: no key), whatever the environment holds.
+    pub fn with_key(base: &str, timeout: Duration, key: Option<&str>) -> Result<Self> {
         let mut headers = reqwest::header::HeaderMap::new();
-        if let Some(key) = api_key() {
+        if let Some(key) = key {
             let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
-                .map_err(|_| Error::Invalid("TRAINLOG_API_KEY holds characters a header cannot carry".into()))?;
+                .map_err(|_| Error::Invalid("the API key holds characters a header cannot carry".into()))?;
             value.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
@@ -69,9 +79,12 @@ impl Http {
         let e = &body["error"];
         let mut message = e["message"].as_str().map(str::to_owned).unwrap_or_else(|| body.to_string());
         if status == 401 {
-            message += match api_key() {
-                Some(_) => " (the key in TRAINLOG_API_KEY was refused: revoked, mistyped, or for another server)",
-                None => " (this server needs an API key: set TRAINLOG_API_KEY)",
+            message += match api_key_for(&self.base) {
+                Some(_) => {
+                    " (the API key was refused: revoked, mistyped, or for another server; it came from \
+                            TRAINLOG_API_KEY, else from `trainlog login`)"
+                }
+                None => " (this server needs an API key: set TRAINLOG_API_KEY, or run `trainlog login SERVER`)",
             };
         }
         Err(Error::Server {

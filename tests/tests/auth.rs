@@ -163,3 +163,37 @@ fn without_auth_a_loopback_server_needs_no_key() {
     let (status, run) = call(&s, "POST", "/api/v1/runs", None, Some(&json!({"project": "p", "user": "ada"})));
     assert_eq!((status, run["user"].as_str()), (201, Some("ada")));
 }
+
+#[test]
+fn login_checks_a_key_and_saves_it_where_every_command_finds_it() {
+    let s = TestServer::spawn_local_with(&["--auth"]);
+    let admin = admin_key(&s);
+    let home = tempfile::tempdir().unwrap();
+    let trainlog = |args: &[&str]| {
+        Command::new(binary())
+            .args(args)
+            .env("TRAINLOG_DIR", home.path())
+            .env_remove("TRAINLOG_API_KEY")
+            .env_remove("TRAINLOG_SERVER")
+            .stdin(Stdio::null())
+            .output()
+            .expect("trainlog runs")
+    };
+    // Before a login, a command against the server is refused and says how to fix it.
+    let refused = trainlog(&["models", "list", "--server", &s.url]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("trainlog login"), "{refused:?}");
+    // A wrong key is not saved.
+    let bad = trainlog(&["login", &s.url, "--key", &format!("tl_000000000000_{}", "0".repeat(64))]);
+    assert!(!bad.status.success(), "{bad:?}");
+    assert!(!home.path().join("credentials").exists());
+    let ok = trainlog(&["login", &s.url, "--key", &admin]);
+    assert!(ok.status.success(), "{ok:?}");
+    let path = home.path().join("credentials");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    let saved: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(saved[s.url.as_str()], admin.as_str());
+    let listed = trainlog(&["models", "list", "--server", &s.url]);
+    assert!(listed.status.success(), "{listed:?}");
+}
