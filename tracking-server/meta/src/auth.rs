@@ -86,6 +86,22 @@ pub fn check_user_name(name: &str) -> Result<()> {
     }
 }
 
+/// A fresh key and the digest that is stored of it.
+fn new_key() -> Result<(NewKey, Vec<u8>)> {
+    let id = random_hex(KEY_ID_BYTES)?;
+    let key = format!("{KEY_PREFIX}{id}_{}", random_hex(KEY_SECRET_BYTES)?);
+    let hash = key_hash(&key);
+    Ok((NewKey { id, key }, hash))
+}
+
+fn insert_key(conn: &rusqlite::Connection, key_id: &str, user_id: i64, hash: &[u8]) -> Result<()> {
+    conn.execute(
+        "INSERT INTO api_keys (id, user_id, sha256, created_ms) VALUES (?1, ?2, ?3, ?4)",
+        params![key_id, user_id, hash, now_ms()],
+    )?;
+    Ok(())
+}
+
 fn bump_generation(tx: &rusqlite::Transaction<'_>) -> Result<()> {
     tx.execute("UPDATE auth_state SET generation = generation + 1 WHERE id = 1", [])?;
     Ok(())
@@ -95,9 +111,7 @@ impl MetaStore {
     /// Creates a user; answers its first key.
     pub fn add_user(&self, name: &str, is_admin: bool) -> Result<NewKey> {
         check_user_name(name)?;
-        let key_id = random_hex(KEY_ID_BYTES)?;
-        let key = format!("{KEY_PREFIX}{key_id}_{}", random_hex(KEY_SECRET_BYTES)?);
-        let hash = key_hash(&key);
+        let (key, hash) = new_key()?;
         self.write(|conn| {
             let tx = conn.transaction()?;
             let exists: Option<i64> =
@@ -109,34 +123,24 @@ impl MetaStore {
                 "INSERT INTO users (name, is_admin, created_ms) VALUES (?1, ?2, ?3)",
                 params![name, is_admin, now_ms()],
             )?;
-            let user_id = tx.last_insert_rowid();
-            tx.execute(
-                "INSERT INTO api_keys (id, user_id, sha256, created_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![key_id, user_id, hash, now_ms()],
-            )?;
+            insert_key(&tx, &key.id, tx.last_insert_rowid(), &hash)?;
             tx.commit()?;
             Ok(())
         })?;
-        Ok(NewKey { id: key_id, key })
+        Ok(key)
     }
 
     /// Makes another key for a user.
     pub fn create_key(&self, user: &str) -> Result<NewKey> {
-        let key_id = random_hex(KEY_ID_BYTES)?;
-        let key = format!("{KEY_PREFIX}{key_id}_{}", random_hex(KEY_SECRET_BYTES)?);
-        let hash = key_hash(&key);
+        let (key, hash) = new_key()?;
         self.write(|conn| {
             let user_id: i64 = conn
                 .query_row("SELECT id FROM users WHERE name = ?1", [user], |r| r.get(0))
                 .optional()?
                 .ok_or_else(|| not_found(format!("user {user:?}")))?;
-            conn.execute(
-                "INSERT INTO api_keys (id, user_id, sha256, created_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![key_id, user_id, hash, now_ms()],
-            )?;
-            Ok(())
+            insert_key(conn, &key.id, user_id, &hash)
         })?;
-        Ok(NewKey { id: key_id, key })
+        Ok(key)
     }
 
     /// Revokes a key by its id; it stops working at once.
