@@ -48,6 +48,26 @@ enum Command {
         /// who calls). Without either, such an address is refused.
         #[arg(long, conflicts_with = "auth")]
         insecure_no_auth: bool,
+        /// With --auth: the role every user gets on a project or model they hold no role of
+        /// their own on (`trainlog grant`): none, read or write.
+        #[arg(long, env = "TRAINLOG_DEFAULT_PERMISSION", default_value = "read", value_parser = ["none", "read", "write"])]
+        default_permission: String,
+    },
+    /// Give a user a role on a project (or with --model, a registered model), in the server's
+    /// data folder (the server may be running): none, read, write or admin.
+    Grant {
+        user: String,
+        /// The project's name (the model's with --model).
+        project: String,
+        /// none, read, write or admin.
+        #[arg(value_parser = ["none", "read", "write", "admin"])]
+        role: String,
+        /// PROJECT names a registered model.
+        #[arg(long)]
+        model: bool,
+        /// The server's data folder.
+        #[arg(long, env = "TRAINLOG_DATA", default_value = "./trainlog-data")]
+        data: PathBuf,
     },
     /// Check an API key against a server and save it in ~/.trainlog/credentials (0600), where
     /// the SDKs and every command find it when TRAINLOG_API_KEY is not set.
@@ -219,6 +239,14 @@ fn users(data: &std::path::Path, action: UsersCommand) -> Result<String, String>
             format!("removed user {name:?} and their keys")
         }
     })
+}
+
+fn grant(data: &std::path::Path, user: &str, name: &str, role: &str, model: bool) -> Result<String, String> {
+    let meta = open_meta(data)?;
+    let role = trainlog_meta::Role::parse("role", role).map_err(|e| e.to_string())?;
+    let scope = if model { trainlog_meta::Scope::Model } else { trainlog_meta::Scope::Project };
+    meta.grant(scope, name, user, role).map_err(|e| e.to_string())?;
+    Ok(format!("{user} now has the {role} role on {} {name:?}", scope.noun()))
 }
 
 fn keys(data: &std::path::Path, action: KeysCommand) -> Result<String, String> {
@@ -621,6 +649,9 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
         Command::Users { data, action } => print_result(users(&data, action)),
         Command::Login { server, key } => print_result(login(server.as_deref(), key)),
         Command::Keys { data, action } => print_result(keys(&data, action)),
+        Command::Grant { user, project, role, model, data } => {
+            print_result(grant(&data, &user, &project, &role, model))
+        }
         Command::Server {
             host,
             port,
@@ -631,6 +662,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             max_buffer_bytes,
             auth,
             insecure_no_auth,
+            default_permission,
         } => {
             // Fails only when this process already has a subscriber, which then keeps logging.
             tracing_subscriber::fmt()
@@ -653,6 +685,13 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 max_buffer_bytes,
                 auth,
                 insecure_no_auth,
+                default_role: match trainlog_meta::Role::parse("default-permission", &default_permission) {
+                    Ok(role) => role,
+                    Err(e) => {
+                        eprintln!("trainlog: {e}");
+                        return std::process::ExitCode::FAILURE;
+                    }
+                },
             };
             let system = actix_web::rt::System::with_tokio_rt(|| {
                 tokio::runtime::Builder::new_multi_thread()

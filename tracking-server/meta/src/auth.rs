@@ -102,7 +102,7 @@ fn insert_key(conn: &rusqlite::Connection, key_id: &str, user_id: i64, hash: &[u
     Ok(())
 }
 
-fn bump_generation(tx: &rusqlite::Transaction<'_>) -> Result<()> {
+pub(crate) fn bump_generation(tx: &rusqlite::Transaction<'_>) -> Result<()> {
     tx.execute("UPDATE auth_state SET generation = generation + 1 WHERE id = 1", [])?;
     Ok(())
 }
@@ -168,6 +168,17 @@ impl MetaStore {
     pub fn remove_user(&self, name: &str) -> Result<()> {
         self.write(|conn| {
             let tx = conn.transaction()?;
+            let (is_admin, admins): (Option<bool>, i64) = tx.query_row(
+                "SELECT (SELECT is_admin FROM users WHERE name = ?1), (SELECT count(*) FROM users WHERE is_admin)",
+                [name],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            if is_admin == Some(true) && admins == 1 {
+                return Err(Error::Conflict {
+                    field: "name".into(),
+                    reason: format!("{name:?} is the last admin; make another admin first"),
+                });
+            }
             let removed = tx.execute("DELETE FROM users WHERE name = ?1", [name])?;
             if removed == 0 {
                 return Err(not_found(format!("user {name:?}")));

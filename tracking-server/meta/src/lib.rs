@@ -7,6 +7,7 @@ mod catalog;
 mod checkpoints;
 mod migrate;
 mod registry;
+pub mod roles;
 mod runs;
 pub mod search;
 mod sweeps;
@@ -15,6 +16,7 @@ pub use artifacts::ArtifactRow;
 pub use catalog::{MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
 pub use checkpoints::{CheckpointRow, Retention};
 pub use registry::{ModelRow, NewVersion, VersionRef, VersionRow, VersionUpdate};
+pub use roles::{Actor, Role, Scope, Visibility};
 pub use runs::{NewRun, Project, Run, RunExport, RunHead, RunUpdate};
 pub use sweeps::{Placement, SweepRow, TrialEnd, TrialRow};
 
@@ -30,6 +32,9 @@ pub enum Error {
     Invalid { field: String, reason: String },
     #[error("{field}: {reason}")]
     Conflict { field: String, reason: String },
+    /// The caller may see the thing but not do this to it.
+    #[error("{field}: {reason}")]
+    Forbidden { field: String, reason: String },
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error("stored metadata is inconsistent: {0}")]

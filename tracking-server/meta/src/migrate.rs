@@ -12,6 +12,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (6, include_str!("migrations/0006_summary_mean.sql")),
     (7, include_str!("migrations/0007_sweeps.sql")),
     (8, include_str!("migrations/0008_auth.sql")),
+    (9, include_str!("migrations/0009_roles.sql")),
 ];
 
 pub(crate) fn apply(conn: &mut Connection) -> Result<()> {

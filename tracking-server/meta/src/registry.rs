@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRow {
+    pub id: i64,
     pub name: String,
     pub description: String,
     pub tags: BTreeMap<String, String>,
@@ -99,7 +100,7 @@ fn load_model(conn: &Connection, id: i64) -> Result<ModelRow> {
         conn.query_row("SELECT max(version), count(*) FROM model_versions WHERE model_id = ?1", [id], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })?;
-    Ok(ModelRow { name, description, tags, aliases, latest_version, version_count, created_ms, updated_ms })
+    Ok(ModelRow { id, name, description, tags, aliases, latest_version, version_count, created_ms, updated_ms })
 }
 
 fn resolve(conn: &Connection, id: i64, name: &str, vref: &VersionRef) -> Result<i64> {
@@ -195,7 +196,14 @@ fn write_tags(
 }
 
 impl MetaStore {
-    pub fn create_model(&self, name: &str, description: &str, tags: &BTreeMap<String, String>) -> Result<ModelRow> {
+    /// Registers a model; its creator becomes its admin.
+    pub fn create_model(
+        &self,
+        name: &str,
+        description: &str,
+        tags: &BTreeMap<String, String>,
+        creator: Option<&crate::Actor>,
+    ) -> Result<ModelRow> {
         self.write(|conn| {
             let tx = conn.transaction()?;
             let exists: Option<i64> =
@@ -210,6 +218,7 @@ impl MetaStore {
             )?;
             let id = tx.last_insert_rowid();
             write_tags(&tx, "model_tags", "model_id", &[id], tags, &[])?;
+            crate::roles::make_admin_in(&tx, creator, crate::Scope::Model, id)?;
             let model = load_model(&tx, id)?;
             tx.commit()?;
             Ok(model)

@@ -1,7 +1,7 @@
 //! Projects and runs: creation, resumption, params with conflict detection, tags, status,
 //! summaries, search and the rows exported to the per-project runs table.
 
-use crate::{not_found, now_ms, search, Error, MetaStore, Result};
+use crate::{not_found, now_ms, search, Actor, Error, MetaStore, Result, Role, Scope};
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Transaction};
 use std::collections::BTreeMap;
 use trainlog_schema::{MetricKey, MetricSummary, ParamKey, ParamValue, ProjectName, RunId, RunStatus, TagKey};
@@ -64,6 +64,8 @@ pub struct NewRun {
     pub resume: bool,
     /// Let params replace existing values of the same key.
     pub overwrite_params: bool,
+    /// Who creates or resumes it, when keys are checked: needs write on the project, or creates it.
+    pub actor: Option<crate::Actor>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -244,6 +246,15 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
         if deleted != 0 {
             return Err(Error::Conflict { field: "id".into(), reason: format!("run {id} was deleted") });
         }
+        let project_name: String =
+            tx.query_row("SELECT name FROM projects WHERE id = ?1", [project_id], |r| r.get(0))?;
+        if let Some(actor) = &new.actor {
+            let has = crate::roles::role_in(tx, actor, Scope::Project, project_id)?;
+            if has < Role::Read {
+                return Err(not_found(format!("run {id}")));
+            }
+            crate::roles::check(actor, Scope::Project, &project_name, has, Role::Write)?;
+        }
         if !new.resume {
             return Err(Error::Conflict {
                 field: "id".into(),
@@ -251,11 +262,10 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
             });
         }
         if let Some(project) = &new.project {
-            let actual: String = tx.query_row("SELECT name FROM projects WHERE id = ?1", [project_id], |r| r.get(0))?;
-            if actual != project.as_str() {
+            if project_name != project.as_str() {
                 return Err(Error::Conflict {
                     field: "project".into(),
-                    reason: format!("run {id} belongs to project {actual:?}, not {:?}", project.as_str()),
+                    reason: format!("run {id} belongs to project {project_name:?}, not {:?}", project.as_str()),
                 });
             }
         }
@@ -277,7 +287,7 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
             return Err(Error::Invalid { field: "project".into(), reason: "a new run needs a project".into() })
         }
     };
-    let project = ensure_project_in(tx, project.as_str())?;
+    let project = ensure_project_in(tx, project.as_str(), new.actor.as_ref(), Role::Write)?;
     if let Some(parent) = &new.parent_id {
         let exists: Option<i64> =
             tx.query_row("SELECT 1 FROM runs WHERE id = ?1", [parent.as_str()], |r| r.get(0)).optional()?;
@@ -312,17 +322,28 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
     Ok((id, true))
 }
 
-pub(crate) fn ensure_project_in(tx: &Transaction<'_>, name: &str) -> Result<Project> {
+/// The project of that name, made (with the actor as its admin) when there is none; an existing
+/// one must grant the actor `need`.
+pub(crate) fn ensure_project_in(
+    tx: &Transaction<'_>,
+    name: &str,
+    actor: Option<&Actor>,
+    need: Role,
+) -> Result<Project> {
     if let Some(p) = project_by_name_tx(tx, name)? {
+        crate::roles::require_in(tx, actor, Scope::Project, p.id, name, need)?;
         return Ok(p);
     }
     let created_ms = now_ms();
     tx.execute("INSERT INTO projects (name, created_ms) VALUES (?1, ?2)", params![name, created_ms])?;
-    Ok(Project { id: tx.last_insert_rowid(), name: name.to_owned(), description: String::new(), created_ms })
+    let id = tx.last_insert_rowid();
+    crate::roles::make_admin_in(tx, actor, Scope::Project, id)?;
+    Ok(Project { id, name: name.to_owned(), description: String::new(), created_ms })
 }
 
 impl MetaStore {
-    pub fn create_project(&self, name: &ProjectName, description: &str) -> Result<Project> {
+    /// Creates a project; its creator becomes its admin.
+    pub fn create_project(&self, name: &ProjectName, description: &str, creator: Option<&Actor>) -> Result<Project> {
         self.write(|conn| {
             let tx = conn.transaction()?;
             if project_by_name_tx(&tx, name.as_str())?.is_some() {
@@ -337,6 +358,7 @@ impl MetaStore {
                 params![name.as_str(), description, created_ms],
             )?;
             let id = tx.last_insert_rowid();
+            crate::roles::make_admin_in(&tx, creator, Scope::Project, id)?;
             tx.commit()?;
             Ok(Project { id, name: name.to_string(), description: description.to_owned(), created_ms })
         })
@@ -479,13 +501,13 @@ impl MetaStore {
     /// Runs matching `filter`, in `order_by` order, one page.
     pub fn search(
         &self,
-        project_id: Option<i64>,
+        scope: search::RunScope,
         filter: &str,
         order_by: &[String],
         limit: u32,
         offset: u64,
     ) -> Result<Vec<Run>> {
-        let query = search::build_search(project_id, filter, order_by, limit, offset)
+        let query = search::build_search(scope, filter, order_by, limit, offset)
             .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
         self.read(|conn| {
             let ids: Vec<String> = conn

@@ -87,12 +87,27 @@ const FIELD_HINT: &str =
 /// Milliseconds since the Unix epoch, evaluated by SQLite once per statement.
 const NOW_MS_SQL: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 
+/// The projects a search looks in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunScope {
+    All,
+    Project(i64),
+    Projects(Vec<i64>),
+    AllBut(Vec<i64>),
+}
+
+impl From<Option<i64>> for RunScope {
+    fn from(project: Option<i64>) -> Self {
+        project.map_or(RunScope::All, RunScope::Project)
+    }
+}
+
 /// Parses `filter` (may be empty/whitespace = no filter) and `order_by` items, and returns a query
 /// selecting `runs.id` of non-deleted runs of `project_id` (or of all projects when None), in the requested order,
 /// always ending with a deterministic tiebreak (`runs.start_ms DESC, runs.id ASC` when no order is given; `runs.id` appended otherwise),
 /// with `LIMIT ? OFFSET ?` bound to `limit` and `offset`.
 pub fn build_search(
-    project_id: Option<i64>,
+    scope: impl Into<RunScope>,
     filter: &str,
     order_by: &[String],
     limit: u32,
@@ -137,8 +152,16 @@ pub fn build_search(
     }
 
     let mut conditions = vec!["runs.deleted = 0".to_owned()];
-    if let Some(project_id) = project_id {
-        conditions.push(format!("runs.project_id = {}", bindings.bind(Value::Integer(project_id))));
+    let in_list = |ids: &[i64], bindings: &mut Bindings| {
+        ids.iter().map(|id| bindings.bind(Value::Integer(*id))).collect::<Vec<_>>().join(", ")
+    };
+    match scope.into() {
+        RunScope::All => {}
+        RunScope::Project(id) => conditions.push(format!("runs.project_id = {}", bindings.bind(Value::Integer(id)))),
+        RunScope::Projects(ids) if ids.is_empty() => conditions.push("0".to_owned()),
+        RunScope::Projects(ids) => conditions.push(format!("runs.project_id IN ({})", in_list(&ids, &mut bindings))),
+        RunScope::AllBut(ids) if ids.is_empty() => {}
+        RunScope::AllBut(ids) => conditions.push(format!("runs.project_id NOT IN ({})", in_list(&ids, &mut bindings))),
     }
     if !filter.trim().is_empty() {
         let mut parser = Parser::new(filter, FILTER, &mut bindings);

@@ -1,7 +1,7 @@
 //! Sweeps and their trials: the state a sweep keeps between agents and server restarts.
 
 use crate::runs::{create_run_in, ensure_project_in, NewRun};
-use crate::{not_found, now_ms, Error, MetaStore, Result};
+use crate::{not_found, now_ms, Actor, Error, MetaStore, Result, Role};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use serde_json::Value;
 use trainlog_schema::{ProjectName, RunId};
@@ -150,11 +150,18 @@ fn touch(tx: &Transaction<'_>, sweep: &str) -> Result<()> {
 
 impl MetaStore {
     /// Stores a new sweep (creating its project if needed).
-    pub fn create_sweep(&self, project: &ProjectName, name: &str, config: &str) -> Result<SweepRow> {
+    /// Creates a sweep; the actor needs write on its project, or creates the project.
+    pub fn create_sweep(
+        &self,
+        project: &ProjectName,
+        name: &str,
+        config: &str,
+        actor: Option<&Actor>,
+    ) -> Result<SweepRow> {
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         self.write(|conn| {
             let tx = conn.transaction()?;
-            let project = ensure_project_in(&tx, project.as_str())?;
+            let project = ensure_project_in(&tx, project.as_str(), actor, Role::Write)?;
             let now = now_ms();
             let name = if name.is_empty() { format!("sweep-{id}") } else { name.to_owned() };
             tx.execute(

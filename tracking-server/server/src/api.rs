@@ -1384,3 +1384,120 @@ pub struct Health {
     #[schema(value_type = String, example = "ok")]
     pub status: &'static str,
 }
+
+// ---- Users, keys and roles ----
+
+/// A user name: 1 to 64 characters from [A-Za-z0-9_.@-].
+pub const USER_NAME: &str = "^[A-Za-z0-9_.@-]{1,64}$";
+/// A key's id: 12 hex digits.
+pub const KEY_ID: &str = "^[0-9a-f]{12}$";
+
+/// A role on a project or a registered model; each includes the ones before it.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "lowercase")]
+pub enum RoleName {
+    /// Not even told that it exists.
+    None,
+    Read,
+    Write,
+    /// Also grants roles and deletes.
+    Admin,
+}
+
+impl RoleName {
+    pub fn role(self) -> trainlog_meta::Role {
+        match self {
+            RoleName::None => trainlog_meta::Role::None,
+            RoleName::Read => trainlog_meta::Role::Read,
+            RoleName::Write => trainlog_meta::Role::Write,
+            RoleName::Admin => trainlog_meta::Role::Admin,
+        }
+    }
+
+    pub fn of(role: trainlog_meta::Role) -> Self {
+        match role {
+            trainlog_meta::Role::None => RoleName::None,
+            trainlog_meta::Role::Read => RoleName::Read,
+            trainlog_meta::Role::Write => RoleName::Write,
+            trainlog_meta::Role::Admin => RoleName::Admin,
+        }
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetMember {
+    pub role: RoleName,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Member {
+    pub user: String,
+    pub role: RoleName,
+}
+
+/// Users holding a role of their own; everyone else has `default_role` (server admins: admin).
+#[derive(Serialize, ToSchema)]
+pub struct MemberList {
+    pub members: Vec<Member>,
+    pub default_role: RoleName,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct UserView {
+    pub name: String,
+    /// A server admin may do anything.
+    pub admin: bool,
+    /// Keys not revoked.
+    pub active_keys: i64,
+    /// Milliseconds since the Unix epoch.
+    pub created_time: i64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct UserList {
+    pub users: Vec<UserView>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateUser {
+    #[schema(pattern = "^[A-Za-z0-9_.@-]{1,64}$")]
+    pub name: String,
+    /// Make a server admin.
+    #[serde(default)]
+    pub admin: bool,
+}
+
+/// A new key: shown this once, stored only as a hash.
+#[derive(Serialize, ToSchema)]
+pub struct NewKeyView {
+    pub user: String,
+    pub key_id: String,
+    pub key: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct KeyView {
+    pub id: String,
+    pub user: String,
+    pub created_time: i64,
+    pub last_used_time: Option<i64>,
+    pub revoked_time: Option<i64>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct KeyList {
+    pub keys: Vec<KeyView>,
+}
+
+/// Who the request's key belongs to.
+#[derive(Serialize, ToSchema)]
+pub struct WhoAmI {
+    /// Whether the server checks keys; when false there is no user.
+    pub auth: bool,
+    pub user: Option<String>,
+    pub admin: bool,
+    /// What users get on projects and models they hold no role of their own on.
+    pub default_role: Option<RoleName>,
+}

@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use trainlog_meta::auth::Caller;
-use trainlog_meta::MetaStore;
+use trainlog_meta::{Actor, MetaStore, Role, Scope, Visibility};
+use trainlog_schema::RunId;
 
 /// How often the server looks for keys revoked by another process.
 const GENERATION_POLL: Duration = Duration::from_millis(200);
@@ -26,20 +27,26 @@ const LAST_USED_FLUSH: Duration = Duration::from_secs(30);
 
 pub struct Auth {
     enabled: bool,
+    /// What a user gets on a project or model they hold no role of their own on.
+    default_role: Role,
     meta: Arc<MetaStore>,
     /// Verified keys by the SHA-256 of their text.
     verified: Mutex<HashMap<[u8; 32], Caller>>,
+    /// Roles looked up, by user and project or model; dropped with the keys.
+    roles: Mutex<HashMap<(i64, Scope, i64), Role>>,
     generation: AtomicI64,
     /// Key id → when it was last used, not yet written.
     used: Mutex<HashMap<String, i64>>,
 }
 
 impl Auth {
-    pub fn new(enabled: bool, meta: Arc<MetaStore>) -> Self {
+    pub fn new(enabled: bool, default_role: Role, meta: Arc<MetaStore>) -> Self {
         Auth {
             enabled,
+            default_role,
             meta,
             verified: Mutex::new(HashMap::new()),
+            roles: Mutex::new(HashMap::new()),
             generation: AtomicI64::new(i64::MIN),
             used: Mutex::new(HashMap::new()),
         }
@@ -60,14 +67,14 @@ impl Auth {
                 match web::block(move || meta.auth_generation()).await {
                     Ok(Ok(g)) => {
                         if auth.generation.swap(g, Ordering::SeqCst) != g {
-                            lock(&auth.verified).clear();
+                            auth.forget();
                         }
                     }
                     // Without the generation, keys revoked elsewhere could go on working: verify
                     // every key again until it can be read.
                     Ok(Err(e)) => {
                         tracing::warn!("reading the key generation failed: {e}; verifying every key again");
-                        lock(&auth.verified).clear();
+                        auth.forget();
                     }
                     Err(e) => tracing::warn!("reading the key generation failed: {e}"),
                 }
@@ -77,6 +84,30 @@ impl Auth {
                 }
             }
         });
+    }
+
+    /// Drops every cached key and role, after a change that may take access away.
+    pub fn forget(&self) {
+        lock(&self.verified).clear();
+        lock(&self.roles).clear();
+    }
+
+    fn actor(&self, caller: Caller) -> Actor {
+        Actor { user_id: caller.user_id, name: caller.name, is_admin: caller.is_admin, default_role: self.default_role }
+    }
+
+    async fn role(&self, actor: &Actor, scope: Scope, id: i64) -> Result<Role, ApiError> {
+        if actor.is_admin {
+            return Ok(Role::Admin);
+        }
+        let cache_key = (actor.user_id, scope, id);
+        if let Some(&role) = lock(&self.roles).get(&cache_key) {
+            return Ok(role);
+        }
+        let (meta, owned) = (self.meta.clone(), actor.clone());
+        let role = web::block(move || meta.role(&owned, scope, id)).await??;
+        lock(&self.roles).insert(cache_key, role);
+        Ok(role)
     }
 
     async fn flush_last_used(&self) {
@@ -136,13 +167,92 @@ pub fn caller(req: &HttpRequest) -> Option<Caller> {
     req.extensions().get::<Caller>().cloned()
 }
 
+fn auth_of(req: &HttpRequest) -> Option<Arc<Auth>> {
+    req.app_data::<web::Data<Arc<Auth>>>().map(|a| a.get_ref().clone()).filter(|a| a.enabled)
+}
+
+/// Whether the server checks keys.
+pub fn enabled(req: &HttpRequest) -> bool {
+    auth_of(req).is_some()
+}
+
+/// The role users get on what they hold no role of their own on.
+pub fn default_role(req: &HttpRequest) -> Role {
+    auth_of(req).map_or(Role::Admin, |a| a.default_role)
+}
+
+/// Who a request acts for, with the server's default role; None when keys are off.
+pub fn actor(req: &HttpRequest) -> Option<Actor> {
+    Some(auth_of(req)?.actor(caller(req)?))
+}
+
+/// Refuses a request whose caller holds less than `need` on a project or model: 404 when they
+/// may not even read it, 403 otherwise.
+pub async fn require(req: &HttpRequest, scope: Scope, id: i64, name: &str, need: Role) -> Result<(), ApiError> {
+    let (Some(auth), Some(caller)) = (auth_of(req), caller(req)) else { return Ok(()) };
+    let actor = auth.actor(caller);
+    let has = auth.role(&actor, scope, id).await?;
+    Ok(trainlog_meta::roles::check(&actor, scope, name, has, need)?)
+}
+
+/// As `require`, for the project a run belongs to; a run the caller may not read is not found.
+pub async fn require_run(req: &HttpRequest, run: &RunId, project_id: i64, need: Role) -> Result<(), ApiError> {
+    require_in_project(req, project_id, need, || format!("run {run}")).await
+}
+
+/// As `require`, for something inside a project (a run, a sweep): when the caller may not read
+/// the project, that thing is not found, named by `what`.
+pub async fn require_in_project(
+    req: &HttpRequest,
+    project_id: i64,
+    need: Role,
+    what: impl FnOnce() -> String,
+) -> Result<(), ApiError> {
+    let (Some(auth), Some(caller)) = (auth_of(req), caller(req)) else { return Ok(()) };
+    let actor = auth.actor(caller);
+    let has = auth.role(&actor, Scope::Project, project_id).await?;
+    if has >= need {
+        return Ok(());
+    }
+    if has < Role::Read {
+        return Err(ApiError::NotFound(what()));
+    }
+    let meta = auth.meta.clone();
+    let project = web::block(move || meta.project_by_id(project_id)).await??;
+    Ok(trainlog_meta::roles::check(&actor, Scope::Project, &project.name, has, need)?)
+}
+
+/// What projects or models the caller may read.
+pub async fn visibility(req: &HttpRequest, scope: Scope) -> Result<Visibility, ApiError> {
+    let Some(actor) = actor(req) else { return Ok(Visibility::All) };
+    let meta = auth_of(req).map(|a| a.meta.clone()).ok_or_else(|| ApiError::Internal("no auth state".into()))?;
+    Ok(web::block(move || meta.visibility(&actor, scope)).await??)
+}
+
+/// Refuses a request from anyone but a server admin (when keys are checked).
+pub fn require_admin(req: &HttpRequest, what: &str) -> Result<(), ApiError> {
+    match actor(req) {
+        Some(a) if !a.is_admin => Err(ApiError::Forbidden {
+            field: "user".into(),
+            reason: format!("{what} is for server admins; {} is not one", a.name),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Drops cached keys and roles after a change made through the API, so it holds at once.
+pub fn forget(req: &HttpRequest) {
+    if let Some(auth) = auth_of(req) {
+        auth.forget();
+    }
+}
+
 /// Middleware: answers 401 to a request that needs a key and has no valid one.
 pub async fn authenticate(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
-    let auth = req.app_data::<web::Data<Arc<Auth>>>().map(|a| a.get_ref().clone());
-    let Some(auth) = auth.filter(|a| a.enabled && needs_key(req.request())) else {
+    let Some(auth) = auth_of(req.request()).filter(|_| needs_key(req.request())) else {
         return Ok(next.call(req).await?.map_into_left_body());
     };
     let refused = match presented(req.request()) {

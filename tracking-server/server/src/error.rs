@@ -158,6 +158,7 @@ impl From<trainlog_meta::Error> for ApiError {
             M::NotFound { what } => ApiError::NotFound(what),
             M::Invalid { field, reason } => ApiError::Invalid { field, reason },
             M::Conflict { field, reason } => ApiError::Conflict { field, reason },
+            M::Forbidden { field, reason } => ApiError::Forbidden { field, reason },
             other => ApiError::Internal(other.to_string()),
         }
     }

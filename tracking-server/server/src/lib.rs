@@ -10,6 +10,7 @@ pub mod openapi;
 mod registry_routes;
 mod routes;
 mod sweep_routes;
+mod team_routes;
 mod ui;
 
 use actix_web::{web, App, HttpServer};
@@ -40,6 +41,8 @@ pub struct ServerConfig {
     pub auth: bool,
     /// Serve a non-loopback address without `auth`, for a server behind its own proxy.
     pub insecure_no_auth: bool,
+    /// With `auth`: the role users get on projects and models they hold none of their own on.
+    pub default_role: trainlog_meta::Role,
 }
 
 /// Whether a bind address is reachable from this machine only.
@@ -98,7 +101,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
             println!("trainlog: created user admin; its API key is in {} (readable by you only)", path.display());
         }
     }
-    let auth = Arc::new(auth::Auth::new(config.auth, meta.clone()));
+    let auth = Arc::new(auth::Auth::new(config.auth, config.default_role, meta.clone()));
     let store = MetricsStore::open(store_config, meta.clone())
         .await
         .map_err(|e| to_io(format!("opening the metrics store: {e}")))?;

@@ -67,6 +67,19 @@ use utoipa::{Modify, OpenApi, ToSchema};
         crate::sweep_routes::heartbeat,
         crate::sweep_routes::end_trial,
         crate::sweep_routes::run_sweep,
+        crate::team_routes::whoami,
+        crate::team_routes::list_users,
+        crate::team_routes::create_user,
+        crate::team_routes::remove_user,
+        crate::team_routes::list_keys,
+        crate::team_routes::create_key,
+        crate::team_routes::revoke_key,
+        crate::team_routes::project_members,
+        crate::team_routes::set_project_member,
+        crate::team_routes::remove_project_member,
+        crate::team_routes::model_members,
+        crate::team_routes::set_model_member,
+        crate::team_routes::remove_model_member,
     ),
     components(schemas(ErrorBody, Float)),
     modifiers(&SharedErrors, &NewRunNeedsProject, &KeysWhenAuthIsOn),
@@ -77,6 +90,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
         (name = "metrics", description = "Metric series, including the \"sys/\" system and \"cost/\" series."),
         (name = "registry", description = "Registered models and their versions, with lineage."),
         (name = "sweeps", description = "Hyperparameter sweeps, their trials and agents."),
+        (name = "users", description = "Users and their API keys, on a server run with --auth."),
     ),
 )]
 pub struct ApiDoc;
@@ -152,7 +166,9 @@ struct SharedErrors;
 const NOT_FOUND_WITHOUT_PATH: [&str; 4] = ["create_run", "search_runs", "get_metrics_many", "create_sweep"];
 
 /// Operations that answer 409 when the request conflicts with what is stored.
-const CONFLICTS: [&str; 10] = [
+const CONFLICTS: [&str; 12] = [
+    "create_user",
+    "remove_user",
     "put_artifact",
     "create_project",
     "create_run",
@@ -192,7 +208,9 @@ impl Modify for SharedErrors {
                     continue;
                 }
                 if changes {
-                    add("403", "forbidden: the request comes from a page of another site (Origin, Sec-Fetch-Site).");
+                    add("403", "forbidden: the request comes from a page of another site (Origin, Sec-Fetch-Site), or (with --auth) the key's user lacks the role it needs.");
+                } else if path != "/api/v1/health" {
+                    add("403", "forbidden: with --auth, the key's user lacks the role this needs.");
                 }
                 if has_path_params || has_query || any_body {
                     add("400", "invalid_argument: the request is malformed; `field` names what is wrong.");

@@ -7,7 +7,7 @@ use crate::routes::{meta, query_one, query_pairs, State};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use trainlog_meta::{NewVersion, VersionRef, VersionRow, VersionUpdate};
+use trainlog_meta::{NewVersion, Role, Scope, VersionRef, VersionRow, VersionUpdate};
 use trainlog_schema::limits::{
     check_count, check_len, MAX_MODEL_SEARCH_CHARS, MAX_NAME_CHARS, MAX_TAGS_PER_REQUEST, MAX_TAG_VALUE_CHARS,
     MAX_TEXT_CHARS,
@@ -78,6 +78,16 @@ fn string_map(field: &str, v: &Value) -> Result<(BTreeMap<String, String>, Vec<S
     Ok((set, delete))
 }
 
+/// Refuses a caller holding less than `need` on a model (404 when they may not read it).
+async fn model_access(state: &State, req: &HttpRequest, name: &str, need: Role) -> Result<()> {
+    if crate::auth::actor(req).is_none() {
+        return Ok(());
+    }
+    let owned = name.to_owned();
+    let id = meta(state, move |m| m.scope_id(Scope::Model, &owned)).await?;
+    crate::auth::require(req, Scope::Model, id, name, need).await
+}
+
 async fn version_view(state: &State, v: VersionRow) -> Result<api::VersionView> {
     let (run_id, files) = (v.run_id.clone(), v.files.clone());
     let missing = meta(state, move |m| m.missing_files(&run_id, &files)).await?;
@@ -107,7 +117,8 @@ pub(crate) async fn create_model(state: State, req: HttpRequest, payload: web::P
     let name = model_name(&body.name)?;
     description(&body.description)?;
     let (tags, _) = string_map("tags", &body.tags)?;
-    let model = meta(&state, move |m| m.create_model(&name, &body.description, &tags)).await?;
+    let creator = crate::auth::actor(&req);
+    let model = meta(&state, move |m| m.create_model(&name, &body.description, &tags, creator.as_ref())).await?;
     Ok(HttpResponse::Created().json(api::ModelView::new(&model)))
 }
 
@@ -118,15 +129,18 @@ pub(crate) async fn list_models(state: State, req: HttpRequest) -> Result<HttpRe
     let pairs = query_pairs(&req)?;
     let search = query_one(&pairs, "search").unwrap_or_default().to_owned();
     check_len("search", "a model search", &search, MAX_MODEL_SEARCH_CHARS)?;
+    let visible = crate::auth::visibility(&req, Scope::Model).await?;
     let models = meta(&state, move |m| m.models(&search)).await?;
-    Ok(HttpResponse::Ok().json(api::ModelList { models: models.iter().map(api::ModelView::new).collect() }))
+    let models = models.iter().filter(|m| visible.allows(m.id)).map(api::ModelView::new).collect();
+    Ok(HttpResponse::Ok().json(api::ModelList { models }))
 }
 
 /// Get a model.
 #[utoipa::path(get, path = "/api/v1/models/{name}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name.")),
     responses((status = 200, description = "The model.", body = api::ModelView)))]
-pub(crate) async fn get_model(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+pub(crate) async fn get_model(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
+    model_access(&state, &req, &name, Role::Read).await?;
     let model = meta(&state, move |m| m.model(&name)).await?;
     Ok(HttpResponse::Ok().json(api::ModelView::new(&model)))
 }
@@ -141,6 +155,7 @@ pub(crate) async fn update_model(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let name = path.into_inner();
+    model_access(&state, &req, &name, Role::Write).await?;
     let body: api::UpdateModel = json_body(&req, payload).await?;
     if let Some(text) = &body.description {
         description(text)?;
@@ -153,8 +168,9 @@ pub(crate) async fn update_model(
 /// Delete a model and its versions (their files stay with their runs).
 #[utoipa::path(delete, path = "/api/v1/models/{name}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name.")),
     responses((status = 200, description = "Deleted.", body = api::StatusOk)))]
-pub(crate) async fn delete_model(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+pub(crate) async fn delete_model(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
+    model_access(&state, &req, &name, Role::Admin).await?;
     meta(&state, move |m| m.delete_model(&name)).await?;
     Ok(HttpResponse::Ok().json(api::OK))
 }
@@ -213,8 +229,11 @@ pub(crate) async fn create_version(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let name = model_name(&path)?;
+    model_access(&state, &req, &name, Role::Write).await?;
     let body: api::CreateVersion = json_body(&req, payload).await?;
     let run = RunId::parse("run_id", &body.run_id).map_err(|_| ApiError::NotFound(format!("run {:?}", body.run_id)))?;
+    let project_id = crate::routes::run_project(&state, &run).await?;
+    crate::auth::require_run(&req, &run, project_id, Role::Read).await?;
     let alias = body.alias.as_deref().map(|a| alias("alias", a)).transpose()?;
     description(&body.description)?;
     let (tags, _) = string_map("tags", &body.tags)?;
@@ -251,6 +270,7 @@ pub(crate) async fn create_version(
     responses((status = 200, description = "The versions.", body = api::VersionList)))]
 pub(crate) async fn list_versions(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
+    model_access(&state, &req, &name, Role::Read).await?;
     let pairs = query_pairs(&req)?;
     let status = query_one(&pairs, "status").map(str::to_owned);
     let rows = meta(&state, move |m| m.versions(&name, status.as_deref())).await?;
@@ -264,8 +284,13 @@ pub(crate) async fn list_versions(state: State, path: web::Path<String>, req: Ht
 /// Get a version, by number or alias.
 #[utoipa::path(get, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")),
     responses((status = 200, description = "The version.", body = api::VersionView)))]
-pub(crate) async fn get_version(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
+pub(crate) async fn get_version(
+    state: State,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+) -> Result<HttpResponse> {
     let (name, version) = path.into_inner();
+    model_access(&state, &req, &name, Role::Read).await?;
     let row = meta(&state, move |m| m.version(&name, &VersionRef::parse(&version))).await?;
     Ok(HttpResponse::Ok().json(version_view(&state, row).await?))
 }
@@ -280,6 +305,7 @@ pub(crate) async fn update_version(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let (name, version) = path.into_inner();
+    model_access(&state, &req, &name, Role::Write).await?;
     let body: api::UpdateVersion = json_body(&req, payload).await?;
     if let Some(text) = &body.description {
         description(text)?;
@@ -298,8 +324,13 @@ pub(crate) async fn update_version(
 /// Delete a version.
 #[utoipa::path(delete, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")),
     responses((status = 200, description = "Deleted.", body = api::StatusOk)))]
-pub(crate) async fn delete_version(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
+pub(crate) async fn delete_version(
+    state: State,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+) -> Result<HttpResponse> {
     let (name, version) = path.into_inner();
+    model_access(&state, &req, &name, Role::Write).await?;
     meta(&state, move |m| m.delete_version(&name, &VersionRef::parse(&version))).await?;
     Ok(HttpResponse::Ok().json(api::OK))
 }
@@ -315,6 +346,7 @@ pub(crate) async fn set_alias(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let (name, alias_name) = path.into_inner();
+    model_access(&state, &req, &name, Role::Write).await?;
     let alias_name = alias("alias", &alias_name)?;
     let body: api::SetAlias = json_body(&req, payload).await?;
     let vref = match &body.version {
@@ -332,8 +364,13 @@ pub(crate) async fn set_alias(
 #[utoipa::path(delete, path = "/api/v1/models/{name}/aliases/{alias}", tag = "registry",
     params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("alias" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$")),
     responses((status = 200, description = "Removed.", body = api::StatusOk)))]
-pub(crate) async fn delete_alias(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
+pub(crate) async fn delete_alias(
+    state: State,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+) -> Result<HttpResponse> {
     let (name, alias_name) = path.into_inner();
+    model_access(&state, &req, &name, Role::Write).await?;
     meta(&state, move |m| m.delete_alias(&name, &alias_name)).await?;
     Ok(HttpResponse::Ok().json(api::OK))
 }

@@ -2,6 +2,7 @@
 //! stores (SQLite work on the blocking pool), and shape JSON; errors go through `ApiError`.
 
 use crate::api;
+use crate::auth::{require, require_run};
 use crate::body::{decode_metrics, json_body, metrics_encoding, read_body};
 use crate::error::{ApiError, Result};
 use crate::AppState;
@@ -11,7 +12,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use trainlog_meta::{MetaStore, NewRun, Run, RunUpdate};
+use trainlog_meta::{MetaStore, NewRun, Role, Run, RunUpdate, Scope};
 use trainlog_schema::arrow::ARROW_STREAM_MEDIA_TYPE;
 use trainlog_schema::limits::{
     check_count, check_len, MAX_NAME_CHARS, MAX_PAGE_SIZE, MAX_QUERY_FILTER_CHARS, MAX_QUERY_ORDER_BY_CHARS,
@@ -51,7 +52,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/admin/flush", web::post().to(flush))
             .route("/admin/stats", web::get().to(stats))
             .configure(crate::registry_routes::configure)
-            .configure(crate::sweep_routes::configure),
+            .configure(crate::sweep_routes::configure)
+            .configure(crate::team_routes::configure),
     )
     .default_service(web::to(|req: HttpRequest| async move {
         Err::<HttpResponse, _>(match crate::openapi::allowed_methods(req.path()) {
@@ -76,9 +78,11 @@ pub(crate) async fn meta<T: Send + 'static>(
 /// the project's runs table is rewritten soon after.
 async fn change_run(
     state: &State,
+    req: &HttpRequest,
     id: RunId,
     change: impl Fn(&MetaStore, &RunId) -> trainlog_meta::Result<()> + Send + 'static,
 ) -> Result<Run> {
+    writable_run(state, req, &id).await?;
     let run = meta(state, move |m| {
         change(m, &id)?;
         m.run(&id)
@@ -132,9 +136,14 @@ pub(crate) async fn openapi() -> HttpResponse {
 
 /// List projects, with how many runs each holds.
 #[utoipa::path(get, path = "/api/v1/projects", tag = "projects", responses((status = 200, description = "Every project.", body = api::ProjectList)))]
-pub(crate) async fn list_projects(state: State) -> Result<HttpResponse> {
+pub(crate) async fn list_projects(state: State, req: HttpRequest) -> Result<HttpResponse> {
+    let visible = crate::auth::visibility(&req, Scope::Project).await?;
     let projects = meta(&state, |m| m.list_projects()).await?;
-    let projects = projects.iter().map(|(p, n)| api::ProjectView::new(p, Some(*n))).collect();
+    let projects = projects
+        .iter()
+        .filter(|(p, _)| visible.allows(p.id))
+        .map(|(p, n)| api::ProjectView::new(p, Some(*n)))
+        .collect();
     Ok(HttpResponse::Ok().json(api::ProjectList { projects }))
 }
 
@@ -145,16 +154,18 @@ pub(crate) async fn create_project(state: State, req: HttpRequest, payload: web:
     let body: api::CreateProject = json_body(&req, payload).await?;
     let name = ProjectName::parse("name", &body.name)?;
     check_len("description", "a project's description", &body.description, MAX_TEXT_CHARS)?;
-    let project = meta(&state, move |m| m.create_project(&name, &body.description)).await?;
+    let creator = crate::auth::actor(&req);
+    let project = meta(&state, move |m| m.create_project(&name, &body.description, creator.as_ref())).await?;
     Ok(HttpResponse::Created().json(api::ProjectView::new(&project, Some(0))))
 }
 
 /// Get a project.
 #[utoipa::path(get, path = "/api/v1/projects/{name}", tag = "projects", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The project's name.")),
     responses((status = 200, description = "The project.", body = api::ProjectView)))]
-pub(crate) async fn get_project(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+pub(crate) async fn get_project(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
     let project = meta(&state, move |m| m.project_by_name(&name)).await?;
+    require(&req, Scope::Project, project.id, &project.name, Role::Read).await?;
     Ok(HttpResponse::Ok().json(api::ProjectView::new(&project, None)))
 }
 
@@ -236,6 +247,7 @@ pub(crate) async fn create_run(state: State, req: HttpRequest, payload: web::Pay
         start_ms: body.start_time,
         resume: body.resume,
         overwrite_params: body.overwrite_params,
+        actor: crate::auth::actor(&req),
     };
     if new.project.is_none() && !(new.resume && new.id.is_some()) {
         return Err(ApiError::invalid("project", "a new run needs a project"));
@@ -249,8 +261,9 @@ pub(crate) async fn create_run(state: State, req: HttpRequest, payload: web::Pay
 /// Get a run with its params, tags, metric summaries and metadata.
 #[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
     responses((status = 200, description = "The run.", body = api::RunDetail)))]
-pub(crate) async fn get_run(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+pub(crate) async fn get_run(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let id = run_id(&path)?;
+    readable_run(&state, &req, &id).await?;
     let (run, metadata) = meta(&state, move |m| Ok((m.run(&id)?, m.metadata(&id)?))).await?;
     let run = run_view(&state, &run).await?;
     Ok(HttpResponse::Ok().json(api::RunDetail { run, metadata }))
@@ -286,7 +299,7 @@ pub(crate) async fn put_metadata(
     if !value.is_object() {
         return Err(ApiError::invalid("body", "a metadata section is a JSON object"));
     }
-    change_run(&state, id, move |m, id| m.set_metadata(id, &section, &value)).await?;
+    change_run(&state, &req, id, move |m, id| m.set_metadata(id, &section, &value)).await?;
     Ok(HttpResponse::Ok().json(api::OK))
 }
 
@@ -308,7 +321,7 @@ pub(crate) async fn update_run(
         ("notes", body.notes.as_deref()),
     ])?;
     let update = RunUpdate { name: body.name, notes: body.notes, group: body.group, set_tags, delete_tags };
-    let run = change_run(&state, id, move |m, id| m.update_run(id, &update)).await?;
+    let run = change_run(&state, &req, id, move |m, id| m.update_run(id, &update)).await?;
     Ok(HttpResponse::Ok().json(run_view(&state, &run).await?))
 }
 
@@ -324,7 +337,7 @@ pub(crate) async fn log_params(
     let id = run_id(&path)?;
     let body: api::LogParams = json_body(&req, payload).await?;
     let params = flatten_params("params", &body.params)?;
-    let run = change_run(&state, id, move |m, id| m.set_params(id, &params, body.overwrite)).await?;
+    let run = change_run(&state, &req, id, move |m, id| m.set_params(id, &params, body.overwrite)).await?;
     Ok(HttpResponse::Ok().json(api::ParamsAnswer { params: api::ParamsView::new(&run) }))
 }
 
@@ -341,7 +354,7 @@ pub(crate) async fn set_tags(
     let body: api::SetTags = json_body(&req, payload).await?;
     let (set_tags, delete_tags) = parse_tags("tags", &body.tags, true)?;
     let update = RunUpdate { set_tags, delete_tags, ..RunUpdate::default() };
-    let run = change_run(&state, id, move |m, id| m.update_run(id, &update)).await?;
+    let run = change_run(&state, &req, id, move |m, id| m.update_run(id, &update)).await?;
     Ok(HttpResponse::Ok().json(api::TagsAnswer { tags: run.tags }))
 }
 
@@ -362,7 +375,7 @@ pub(crate) async fn finish_run(
         _ => crate::body::parse_json_object(&bytes)?,
     };
     let status = body.status.unwrap_or(api::FinalStatus::Finished).run_status();
-    let run = change_run(&state, id.clone(), move |m, id| m.set_status(id, status, body.end_time)).await?;
+    let run = change_run(&state, &req, id.clone(), move |m, id| m.set_status(id, status, body.end_time)).await?;
     state.store.run_finished(&id).await?;
     Ok(HttpResponse::Ok().json(run_view(&state, &run).await?))
 }
@@ -371,7 +384,7 @@ pub(crate) async fn finish_run(
 const MAX_CACHED_RUN_PROJECTS: usize = 100_000;
 
 /// The project of a run, from a cache filled on first use (a run never changes project).
-async fn run_project(state: &State, id: &RunId) -> Result<i64> {
+pub(crate) async fn run_project(state: &State, id: &RunId) -> Result<i64> {
     if let Some(&p) = state.run_projects.lock().map_err(|_| ApiError::Internal("lock poisoned".into()))?.get(id) {
         return Ok(p);
     }
@@ -383,6 +396,20 @@ async fn run_project(state: &State, id: &RunId) -> Result<i64> {
     }
     cache.insert(id.clone(), head.project_id);
     Ok(head.project_id)
+}
+
+/// The project of a run the caller may read; a run they may not is not found.
+async fn readable_run(state: &State, req: &HttpRequest, id: &RunId) -> Result<i64> {
+    let project_id = run_project(state, id).await?;
+    require_run(req, id, project_id, Role::Read).await?;
+    Ok(project_id)
+}
+
+/// The project of a run the caller may change.
+async fn writable_run(state: &State, req: &HttpRequest, id: &RunId) -> Result<i64> {
+    let project_id = run_project(state, id).await?;
+    require_run(req, id, project_id, Role::Write).await?;
+    Ok(project_id)
 }
 
 /// Append metric points to a run. Answered once the points are in the write-ahead log.
@@ -397,7 +424,7 @@ pub(crate) async fn log_metrics(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let id = run_id(&path)?;
-    let project_id = run_project(&state, &id).await?;
+    let project_id = writable_run(&state, &req, &id).await?;
     let bytes = read_body(&req, payload).await?;
     let encoding = metrics_encoding(&req)?;
     let now = now_ms();
@@ -464,7 +491,7 @@ fn arrow_series(series: &trainlog_store::Series) -> Result<HttpResponse> {
         content((api::MetricSeries = "application/json"), ("application/vnd.apache.arrow.stream")))))]
 pub(crate) async fn get_metrics(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let id = run_id(&path)?;
-    run_project(&state, &id).await?;
+    readable_run(&state, &req, &id).await?;
     let q = series_query(&query_pairs(&req)?)?;
     let series = state.store.series(&id, &q.key, q.range).await?;
     if q.buckets.is_none() && wants_arrow(&req) {
@@ -499,9 +526,9 @@ pub(crate) async fn get_metrics_many(state: State, req: HttpRequest) -> Result<H
     const SERIES_READS_IN_FLIGHT: usize = 4;
     let (key, range) = (&q.key, q.range);
     let all: Vec<trainlog_store::Series> = futures::stream::iter(ids.iter().map(|id| {
-        let state = &state;
+        let (state, req) = (&state, &req);
         async move {
-            run_project(state, id).await?;
+            readable_run(state, req, id).await?;
             Ok::<_, ApiError>(state.store.series(id, key, range).await?)
         }
     }))
@@ -543,15 +570,25 @@ fn page(limit: Option<u32>, token: Option<&str>) -> Result<(u32, u64)> {
     Ok((limit, offset))
 }
 
-async fn search(state: &State, req: SearchRequest) -> Result<HttpResponse> {
-    let project_id = match req.project {
-        Some(name) => Some(meta(state, move |m| m.project_by_name(&name)).await?.id),
-        None => None,
+async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result<HttpResponse> {
+    use trainlog_meta::search::RunScope;
+    use trainlog_meta::Visibility;
+    let scope = match req.project {
+        Some(name) => {
+            let project = meta(state, move |m| m.project_by_name(&name)).await?;
+            require(http, Scope::Project, project.id, &project.name, Role::Read).await?;
+            RunScope::Project(project.id)
+        }
+        None => match crate::auth::visibility(http, Scope::Project).await? {
+            Visibility::All => RunScope::All,
+            Visibility::Only(ids) => RunScope::Projects(ids),
+            Visibility::AllBut(ids) => RunScope::AllBut(ids),
+        },
     };
     state.store.sync_summaries().await?;
     let (limit, offset) = (req.limit, req.offset);
     let (filter, order_by) = (req.filter, req.order_by);
-    let mut runs = meta(state, move |m| m.search(project_id, &filter, &order_by, limit + 1, offset)).await?;
+    let mut runs = meta(state, move |m| m.search(scope, &filter, &order_by, limit + 1, offset)).await?;
     let next = (runs.len() > limit as usize).then(|| (offset + limit as u64).to_string());
     runs.truncate(limit as usize);
     let mut list = Vec::with_capacity(runs.len());
@@ -589,8 +626,9 @@ pub(crate) async fn project_runs(state: State, path: web::Path<String>, req: Htt
         .flat_map(|(_, v)| v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect::<Vec<_>>())
         .collect();
     let (limit, offset) = page(query_int(&pairs, "limit")?, query_one(&pairs, "page_token"))?;
-    let req = SearchRequest { project: Some(path.into_inner()), filter: filter.to_owned(), order_by, limit, offset };
-    search(&state, req).await
+    let search_req =
+        SearchRequest { project: Some(path.into_inner()), filter: filter.to_owned(), order_by, limit, offset };
+    search(&state, &req, search_req).await
 }
 
 /// Search runs of one project or all.
@@ -599,17 +637,24 @@ pub(crate) async fn project_runs(state: State, path: web::Path<String>, req: Htt
 pub(crate) async fn search_runs(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let body: api::SearchRuns = json_body(&req, payload).await?;
     let (limit, offset) = page(body.limit, body.page_token.as_deref())?;
-    search(&state, SearchRequest { project: body.project, filter: body.filter, order_by: body.order_by, limit, offset })
-        .await
+    let search_req =
+        SearchRequest { project: body.project, filter: body.filter, order_by: body.order_by, limit, offset };
+    search(&state, &req, search_req).await
 }
 
 /// The run and artifact path of an artifact route, parsed once. The path is percent-decoded by
 /// the router, so an encoded `..` is refused here like a plain one.
-async fn artifact_target(state: &State, path: &web::Path<(String, String)>) -> Result<(RunId, i64, ArtifactPath)> {
+async fn artifact_target(
+    state: &State,
+    req: &HttpRequest,
+    path: &web::Path<(String, String)>,
+    need: Role,
+) -> Result<(RunId, i64, ArtifactPath)> {
     let (id, artifact) = (&path.0, &path.1);
     let run = run_id(id)?;
     let artifact = ArtifactPath::parse("path", artifact)?;
     let project_id = run_project(state, &run).await?;
+    require_run(req, &run, project_id, need).await?;
     Ok((run, project_id, artifact))
 }
 
@@ -619,7 +664,7 @@ async fn artifact_target(state: &State, path: &web::Path<(String, String)>) -> R
     responses((status = 200, description = "The artifacts.", body = api::ArtifactList)))]
 pub(crate) async fn list_artifacts(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let id = run_id(&path)?;
-    run_project(&state, &id).await?;
+    readable_run(&state, &req, &id).await?;
     let pairs = query_pairs(&req)?;
     let prefix = query_one(&pairs, "prefix").unwrap_or("").to_owned();
     let rows = meta(&state, move |m| m.artifacts(&id, &prefix)).await?;
@@ -634,9 +679,10 @@ pub(crate) async fn list_artifacts(state: State, path: web::Path<String>, req: H
 pub(crate) async fn put_artifact(
     state: State,
     path: web::Path<(String, String)>,
+    req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse> {
-    let (run, project_id, artifact) = artifact_target(&state, &path).await?;
+    let (run, project_id, artifact) = artifact_target(&state, &req, &path, Role::Write).await?;
     let clash = {
         let (run, artifact) = (run.clone(), artifact.clone());
         meta(&state, move |m| m.artifact_path_clash(&run, &artifact)).await?
@@ -659,8 +705,12 @@ pub(crate) async fn put_artifact(
     params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("path" = String, Path, max_length = 1024, pattern = r"^(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238})(?:/(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238}))*$")),
     responses((status = 200, description = "The bytes.", content_type = "application/octet-stream", body = Vec<u8>,
         headers(("x-trainlog-sha256" = String, description = "Hex SHA-256 of the bytes.")))))]
-pub(crate) async fn get_artifact(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
-    let (run, project_id, artifact) = artifact_target(&state, &path).await?;
+pub(crate) async fn get_artifact(
+    state: State,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+) -> Result<HttpResponse> {
+    let (run, project_id, artifact) = artifact_target(&state, &req, &path, Role::Read).await?;
     let location = trainlog_store::ArtifactStore::location(project_id, &run, &artifact)?;
     let row = meta(&state, move |m| m.artifact(&run, &artifact)).await?;
     // The stored object's own size, so bytes changed behind the server's back still arrive
@@ -683,8 +733,12 @@ pub(crate) async fn get_artifact(state: State, path: web::Path<(String, String)>
 #[utoipa::path(delete, path = "/api/v1/runs/{id}/artifacts/{path}", tag = "runs",
     params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("path" = String, Path, max_length = 1024, pattern = r"^(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238})(?:/(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238}))*$")),
     responses((status = 200, description = "Deleted.", body = api::StatusOk)))]
-pub(crate) async fn delete_artifact(state: State, path: web::Path<(String, String)>) -> Result<HttpResponse> {
-    let (run, project_id, artifact) = artifact_target(&state, &path).await?;
+pub(crate) async fn delete_artifact(
+    state: State,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+) -> Result<HttpResponse> {
+    let (run, project_id, artifact) = artifact_target(&state, &req, &path, Role::Write).await?;
     let location = trainlog_store::ArtifactStore::location(project_id, &run, &artifact)?;
     let existed = {
         let (run, artifact) = (run.clone(), artifact.clone());
@@ -707,7 +761,7 @@ pub(crate) async fn put_checkpoint(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let id = run_id(&path)?;
-    let project_id = run_project(&state, &id).await?;
+    let project_id = writable_run(&state, &req, &id).await?;
     let body: api::NewCheckpoint = json_body(&req, payload).await?;
     let name = body.name.clone().unwrap_or_else(|| format!("step-{:012}", body.step));
     if name.contains('/') {
@@ -767,8 +821,9 @@ pub(crate) async fn put_checkpoint(
 /// A run's checkpoints, newest step first.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/checkpoints", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
     responses((status = 200, description = "The checkpoints.", body = api::CheckpointList)))]
-pub(crate) async fn list_checkpoints(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+pub(crate) async fn list_checkpoints(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let id = run_id(&path)?;
+    readable_run(&state, &req, &id).await?;
     let rows = meta(&state, move |m| m.checkpoints(&id)).await?;
     Ok(HttpResponse::Ok()
         .json(api::CheckpointList { checkpoints: rows.iter().map(api::CheckpointView::new).collect() }))
@@ -777,8 +832,9 @@ pub(crate) async fn list_checkpoints(state: State, path: web::Path<String>) -> R
 /// A run's newest checkpoint.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/checkpoints/latest", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
     responses((status = 200, description = "The checkpoint.", body = api::CheckpointView)))]
-pub(crate) async fn latest_checkpoint(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+pub(crate) async fn latest_checkpoint(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let id = run_id(&path)?;
+    readable_run(&state, &req, &id).await?;
     let rows = {
         let id = id.clone();
         meta(&state, move |m| m.checkpoints(&id)).await?
@@ -789,14 +845,16 @@ pub(crate) async fn latest_checkpoint(state: State, path: web::Path<String>) -> 
 
 /// Persist everything buffered to Parquet now.
 #[utoipa::path(post, path = "/api/v1/admin/flush", tag = "system", responses((status = 200, description = "Everything acknowledged is in Parquet.", body = api::StatusOk)))]
-pub(crate) async fn flush(state: State) -> Result<HttpResponse> {
+pub(crate) async fn flush(state: State, req: HttpRequest) -> Result<HttpResponse> {
+    crate::auth::require_admin(&req, "flushing")?;
     state.store.flush().await?;
     Ok(HttpResponse::Ok().json(api::OK))
 }
 
 /// The server's counters: buffer, files, write-ahead log, persisting, compaction, errors.
 #[utoipa::path(get, path = "/api/v1/admin/stats", tag = "system", responses((status = 200, description = "The counters.", body = api::Stats)))]
-pub(crate) async fn stats(state: State) -> Result<HttpResponse> {
+pub(crate) async fn stats(state: State, req: HttpRequest) -> Result<HttpResponse> {
+    crate::auth::require_admin(&req, "the server's counters")?;
     let s = state.store.stats();
     let c = s.counters;
     Ok(HttpResponse::Ok().json(api::Stats {

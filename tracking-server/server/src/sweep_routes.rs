@@ -9,7 +9,7 @@ use crate::routes::{meta, query_one, query_pairs, State};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use trainlog_meta::{NewRun, Placement, SweepRow, TrialEnd, TrialRow};
+use trainlog_meta::{NewRun, Placement, Role, SweepRow, TrialEnd, TrialRow};
 use trainlog_schema::limits::{check_len, MAX_NAME_CHARS, MAX_SWEEP_NAME_CHARS, MAX_TEXT_CHARS};
 use trainlog_schema::{flatten_params, MetricKey, ProjectName, RunId, TagKey};
 use trainlog_store::StepRange;
@@ -62,7 +62,8 @@ pub(crate) async fn create_sweep(state: State, req: HttpRequest, payload: web::P
     let project = ProjectName::parse("project", &project)?;
     let name = body.name.or(cfg.name.clone()).unwrap_or_default();
     check_len("name", "a sweep name", &name, MAX_SWEEP_NAME_CHARS)?;
-    let sweep = meta(&state, move |m| m.create_sweep(&project, &name, &body.config)).await?;
+    let actor = crate::auth::actor(&req);
+    let sweep = meta(&state, move |m| m.create_sweep(&project, &name, &body.config, actor.as_ref())).await?;
     Ok(HttpResponse::Created().json(sweep_view(&state, &sweep, &[]).await?))
 }
 
@@ -72,9 +73,10 @@ pub(crate) async fn create_sweep(state: State, req: HttpRequest, payload: web::P
 pub(crate) async fn list_sweeps(state: State, req: HttpRequest) -> Result<HttpResponse> {
     let pairs = query_pairs(&req)?;
     let project = query_one(&pairs, "project").map(|p| ProjectName::parse("project", p)).transpose()?;
+    let visible = crate::auth::visibility(&req, trainlog_meta::Scope::Project).await?;
     let sweeps = meta(&state, move |m| m.sweeps(project.as_ref())).await?;
     let mut out = Vec::with_capacity(sweeps.len());
-    for s in sweeps {
+    for s in sweeps.into_iter().filter(|s| visible.allows(s.project_id)) {
         let id = s.id.clone();
         let trials = meta(&state, move |m| m.trials(&id)).await?;
         out.push(sweep_view(&state, &s, &trials).await?);
@@ -85,7 +87,8 @@ pub(crate) async fn list_sweeps(state: State, req: HttpRequest) -> Result<HttpRe
 /// Get a sweep.
 #[utoipa::path(get, path = "/api/v1/sweeps/{id}", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
     responses((status = 200, description = "The sweep.", body = api::SweepView)))]
-pub(crate) async fn get_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+pub(crate) async fn get_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    sweep_access(&state, &req, &path, Role::Read).await?;
     let (sweep, trials) = load(&state, &path).await?;
     Ok(HttpResponse::Ok().json(sweep_view(&state, &sweep, &trials).await?))
 }
@@ -93,7 +96,8 @@ pub(crate) async fn get_sweep(state: State, path: web::Path<String>) -> Result<H
 /// A sweep's trials with their results.
 #[utoipa::path(get, path = "/api/v1/sweeps/{id}/trials", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
     responses((status = 200, description = "The trials.", body = api::TrialList)))]
-pub(crate) async fn list_trials(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+pub(crate) async fn list_trials(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    sweep_access(&state, &req, &path, Role::Read).await?;
     let (sweep, trials) = load(&state, &path).await?;
     let cfg = stored_config(&sweep)?;
     let now = trainlog_meta::now_ms();
@@ -104,6 +108,17 @@ pub(crate) async fn list_trials(state: State, path: web::Path<String>) -> Result
         out.push(api::TrialResult { trial: trial_view(t, now), metric, cost_usd: spent });
     }
     Ok(HttpResponse::Ok().json(api::TrialList { trials: out }))
+}
+
+/// Refuses a caller holding less than `need` on a sweep's project (a sweep they may not read is
+/// not found).
+async fn sweep_access(state: &State, req: &HttpRequest, id: &str, need: Role) -> Result<()> {
+    if crate::auth::actor(req).is_none() {
+        return Ok(());
+    }
+    let owned = id.to_owned();
+    let sweep = meta(state, move |m| m.sweep(&owned)).await?;
+    crate::auth::require_in_project(req, sweep.project_id, need, || format!("sweep {id:?}")).await
 }
 
 async fn load(state: &State, id: &str) -> Result<(SweepRow, Vec<TrialRow>)> {
@@ -237,14 +252,16 @@ async fn set_state(state: State, id: String, to: &'static str) -> Result<HttpRes
 /// Stop a sweep: no new trials, running ones are told to stop.
 #[utoipa::path(post, path = "/api/v1/sweeps/{id}/stop", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
     responses((status = 200, description = "The sweep as it is now.", body = api::SweepView)))]
-pub(crate) async fn stop_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+pub(crate) async fn stop_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    sweep_access(&state, &req, &path, Role::Write).await?;
     set_state(state, path.into_inner(), "stopped").await
 }
 
 /// Resume a stopped sweep.
 #[utoipa::path(post, path = "/api/v1/sweeps/{id}/resume", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
     responses((status = 200, description = "The sweep as it is now.", body = api::SweepView)))]
-pub(crate) async fn resume_sweep(state: State, path: web::Path<String>) -> Result<HttpResponse> {
+pub(crate) async fn resume_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    sweep_access(&state, &req, &path, Role::Write).await?;
     set_state(state, path.into_inner(), "running").await
 }
 
@@ -342,6 +359,7 @@ pub(crate) async fn next_trial(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse> {
+    sweep_access(&state, &req, &path, Role::Write).await?;
     let body: api::NextTrialRequest = json_body(&req, payload).await?;
     check_len("agent", "an agent's name", &body.agent, MAX_NAME_CHARS)?;
     check_len("slot", "a slot's name", &body.slot, MAX_NAME_CHARS)?;
@@ -404,6 +422,7 @@ pub(crate) async fn next_trial(
         params: flatten_params("params", &params_json)?,
         tags,
         host: placement.agent.split(':').next().unwrap_or_default().to_owned(),
+        user: crate::auth::caller(&req).map(|c| c.name).unwrap_or_default(),
         group: sweep.name.clone(),
         ..Default::default()
     };
@@ -562,6 +581,7 @@ pub(crate) async fn heartbeat(
 ) -> Result<HttpResponse> {
     let (id, index) = path.into_inner();
     let index = trial_index(&index)?;
+    sweep_access(&state, &req, &id, Role::Write).await?;
     let body: api::Heartbeat = json_body(&req, payload).await?;
     let (sweep, trial) = {
         let id = id.clone();
@@ -611,6 +631,7 @@ pub(crate) async fn end_trial(
 ) -> Result<HttpResponse> {
     let (id, index) = path.into_inner();
     let index = trial_index(&index)?;
+    sweep_access(&state, &req, &id, Role::Write).await?;
     let body: api::EndTrial = json_body(&req, payload).await?;
     let tail = output_tail(&body.output_tail);
     let sweep = {
@@ -646,6 +667,8 @@ pub(crate) async fn run_sweep(state: State, path: web::Path<String>, req: HttpRe
         .map(|a| a.parse::<i64>().map_err(|_| ApiError::invalid("attempt", "expected a number")))
         .transpose()?;
     let run = RunId::parse("id", &path)?;
+    let project_id = crate::routes::run_project(&state, &run).await?;
+    crate::auth::require_run(&req, &run, project_id, Role::Read).await?;
     let trial = meta(&state, move |m| m.trial_of_run(&run)).await?;
     let Some(trial) = trial else {
         return Err(ApiError::NotFound(format!("a sweep trial for run {}", path.as_str())));
