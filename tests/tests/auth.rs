@@ -1,6 +1,7 @@
 //! A server run with `--auth`, against the real binary: open binds refused without it, every
 //! documented route closed without a valid key, keys made and revoked from the command line
-//! while the server runs, and a run's user taken from its key.
+//! while the server runs, a run's user taken from its key, and who may do what on projects and
+//! models with each default permission.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -76,7 +77,8 @@ fn every_documented_route_needs_a_valid_key() {
                 .replace("{version}", "1")
                 .replace("{alias}", "champion")
                 .replace("{index}", "0")
-                .replace("{section}", "code");
+                .replace("{section}", "code")
+                .replace("{user}", "u1");
             let m = method.to_uppercase();
             if path == "/api/v1/health" {
                 assert_eq!(call(&s, &m, &concrete, None, None).0, 200, "{m} {path} is open");
@@ -196,4 +198,192 @@ fn login_checks_a_key_and_saves_it_where_every_command_finds_it() {
     assert_eq!(saved[s.url.as_str()], admin.as_str());
     let listed = trainlog(&["models", "list", "--server", &s.url]);
     assert!(listed.status.success(), "{listed:?}");
+}
+
+const SWEEP: &str = "command: [\"python\", \"train.py\"]\nmethod: random\nmetric: {name: loss, goal: minimize}\n\
+                     parameters:\n  lr: {values: [0.1, 0.01]}\n";
+
+/// Like `call`, with a body of raw bytes.
+fn call_bytes(s: &TestServer, method: &str, path: &str, key: &str, body: &[u8]) -> u16 {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
+    let request = bare().request(method, format!("{}{path}", s.url)).bearer_auth(key).body(body.to_vec());
+    request.send().expect("the server answers").status().as_u16()
+}
+
+/// What each kind of user gets for each operation, with `--default-permission` `default`.
+fn permission_matrix(default: &str) {
+    let s = TestServer::spawn_local_with(&["--auth", "--default-permission", default]);
+    let admin = admin_key(&s);
+    let [owner, writer, reader, stranger] =
+        ["owner", "writer", "reader", "stranger"].map(|name| cli(&s, &["users", "add", name]));
+    // The owner makes the project (by logging its first run) and the model: they are its admin.
+    let (status, run) = call(&s, "POST", "/api/v1/runs", Some(&owner), Some(&json!({"project": "vision"})));
+    assert_eq!(status, 201, "{run}");
+    let run = run["id"].as_str().unwrap().to_owned();
+    assert_eq!(call_bytes(&s, "PUT", &format!("/api/v1/runs/{run}/artifacts/model.bin"), &owner, b"weights"), 201);
+    let (status, _) = call(&s, "POST", "/api/v1/models", Some(&owner), Some(&json!({"name": "detector"})));
+    assert_eq!(status, 201);
+    let (status, sweep) =
+        call(&s, "POST", "/api/v1/sweeps", Some(&owner), Some(&json!({"project": "vision", "config": SWEEP})));
+    assert_eq!(status, 201, "{sweep}");
+    let sweep = sweep["id"].as_str().unwrap().to_owned();
+    // Roles given by a project admin through the API, and by the command line.
+    for (user, role) in [("writer", "write"), ("reader", "read")] {
+        let path = format!("/api/v1/projects/vision/members/{user}");
+        assert_eq!(call(&s, "PUT", &path, Some(&owner), Some(&json!({"role": role}))).0, 200);
+        cli(&s, &["grant", user, "detector", role, "--model"]);
+    }
+    let (status, members) = call(&s, "GET", "/api/v1/projects/vision/members", Some(&owner), None);
+    assert_eq!(status, 200);
+    assert_eq!(
+        members["members"],
+        json!([{"user": "owner", "role": "admin"}, {"user": "reader", "role": "read"}, {"user": "writer", "role": "write"}])
+    );
+    // A writer may not hand out roles; a project admin may not touch other projects' members.
+    let grant = json!({"role": "admin"});
+    assert_eq!(call(&s, "PUT", "/api/v1/projects/vision/members/writer", Some(&writer), Some(&grant)).0, 403);
+
+    let ops: Vec<(&str, Box<dyn Fn(&str) -> u16>)> = vec![
+        ("create run", Box::new(|k| call(&s, "POST", "/api/v1/runs", Some(k), Some(&json!({"project": "vision"}))).0)),
+        (
+            "log metrics",
+            Box::new(|k| {
+                let points = json!({"points": [{"key": "loss", "step": 1, "value": 0.5}]});
+                call(&s, "POST", &format!("/api/v1/runs/{run}/metrics"), Some(k), Some(&points)).0
+            }),
+        ),
+        ("read run", Box::new(|k| call(&s, "GET", &format!("/api/v1/runs/{run}"), Some(k), None).0)),
+        (
+            "upload artifact",
+            Box::new(|k| call_bytes(&s, "PUT", &format!("/api/v1/runs/{run}/artifacts/notes.txt"), k, b"x")),
+        ),
+        (
+            "download artifact",
+            Box::new(|k| call(&s, "GET", &format!("/api/v1/runs/{run}/artifacts/model.bin"), Some(k), None).0),
+        ),
+        (
+            "register version",
+            Box::new(|k| {
+                let body = json!({"run_id": run, "artifact": "model.bin"});
+                call(&s, "POST", "/api/v1/models/detector/versions", Some(k), Some(&body)).0
+            }),
+        ),
+        (
+            "set alias",
+            Box::new(|k| {
+                let body = json!({"version": 1});
+                call(&s, "PUT", "/api/v1/models/detector/aliases/champion", Some(k), Some(&body)).0
+            }),
+        ),
+        (
+            "create sweep",
+            Box::new(|k| {
+                call(&s, "POST", "/api/v1/sweeps", Some(k), Some(&json!({"project": "vision", "config": SWEEP}))).0
+            }),
+        ),
+        ("stop sweep", Box::new(|k| call(&s, "POST", &format!("/api/v1/sweeps/{sweep}/stop"), Some(k), None).0)),
+        (
+            "search finds the run",
+            Box::new(|k| {
+                let (status, found) = call(&s, "POST", "/api/v1/runs/search", Some(k), Some(&json!({})));
+                assert_eq!(status, 200);
+                let ids: Vec<&str> =
+                    found["runs"].as_array().unwrap().iter().filter_map(|r| r["id"].as_str()).collect();
+                if ids.contains(&run.as_str()) {
+                    200
+                } else {
+                    404
+                }
+            }),
+        ),
+    ];
+    // Every writing operation, then every reading one, in `ops` order.
+    let all_ok = [201, 200, 200, 201, 200, 201, 200, 201, 200, 200];
+    let read_only = [403, 403, 200, 403, 200, 403, 403, 403, 403, 200];
+    let hidden = [404; 10];
+    let expected: [(&str, &str, [u16; 10]); 5] = [
+        ("admin", &admin, all_ok),
+        ("owner", &owner, all_ok),
+        ("writer", &writer, all_ok),
+        ("reader", &reader, read_only),
+        ("stranger", &stranger, if default == "none" { hidden } else { read_only }),
+    ];
+    let mut wrong = Vec::new();
+    for (who, key, statuses) in expected {
+        for ((op, run_op), want) in ops.iter().zip(statuses) {
+            let got = run_op(key);
+            if got != want {
+                wrong.push(format!("{who} × {op}: {got}, expected {want}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "with --default-permission {default}:\n{}", wrong.join("\n"));
+
+    // A refusal says what is missing; a hidden project is not found, under any name.
+    let (status, body) = call(&s, "POST", "/api/v1/runs", Some(&reader), Some(&json!({"project": "vision"})));
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("forbidden")), "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("read") && message.contains("write"), "{message}");
+    let listed = call(&s, "GET", "/api/v1/projects", Some(&stranger), None).1;
+    let names: Vec<&str> = listed["projects"].as_array().unwrap().iter().filter_map(|p| p["name"].as_str()).collect();
+    assert_eq!(names.contains(&"vision"), default != "none", "{names:?}");
+    let models = call(&s, "GET", "/api/v1/models", Some(&stranger), None).1;
+    assert_eq!(models["models"].as_array().unwrap().is_empty(), default == "none", "{models}");
+    // A project a stranger makes is theirs; the others see it as the default permission says.
+    let (status, _) = call(&s, "POST", "/api/v1/runs", Some(&stranger), Some(&json!({"project": "mine"})));
+    assert_eq!(status, 201);
+    let (status, mine) = call(&s, "GET", "/api/v1/projects/mine/members", Some(&stranger), None);
+    assert_eq!((status, &mine["members"]), (200, &json!([{"user": "stranger", "role": "admin"}])));
+    let expected_for_owner = if default == "none" { 404 } else { 200 };
+    assert_eq!(call(&s, "GET", "/api/v1/projects/mine", Some(&owner), None).0, expected_for_owner);
+    // `none` keeps one user out even where everyone may read; it holds at once.
+    let path = "/api/v1/projects/vision/members/stranger";
+    assert_eq!(call(&s, "PUT", path, Some(&owner), Some(&json!({"role": "none"}))).0, 200);
+    assert_eq!(call(&s, "GET", &format!("/api/v1/runs/{run}"), Some(&stranger), None).0, 404);
+    assert_eq!(call(&s, "PUT", path, Some(&owner), Some(&json!({"role": "write"}))).0, 200);
+    let points = json!({"points": [{"key": "loss", "step": 2, "value": 0.4}]});
+    assert_eq!(call(&s, "POST", &format!("/api/v1/runs/{run}/metrics"), Some(&stranger), Some(&points)).0, 200);
+    // Server counters and users are for server admins.
+    assert_eq!(call(&s, "GET", "/api/v1/admin/stats", Some(&owner), None).0, 403);
+    assert_eq!(call(&s, "GET", "/api/v1/users", Some(&owner), None).0, 403);
+    assert_eq!(call(&s, "GET", "/api/v1/users", Some(&admin), None).0, 200);
+}
+
+#[test]
+fn permissions_with_default_none() {
+    permission_matrix("none");
+}
+
+#[test]
+fn permissions_with_default_read() {
+    permission_matrix("read");
+}
+
+#[test]
+fn users_and_keys_through_the_api_hold_at_once() {
+    let s = TestServer::spawn_local_with(&["--auth"]);
+    let admin = admin_key(&s);
+    let (status, made) = call(&s, "POST", "/api/v1/users", Some(&admin), Some(&json!({"name": "cy"})));
+    assert_eq!(status, 201, "{made}");
+    let cy = made["key"].as_str().unwrap().to_owned();
+    let (status, me) = call(&s, "GET", "/api/v1/whoami", Some(&cy), None);
+    assert_eq!((status, &me["user"], &me["admin"]), (200, &json!("cy"), &json!(false)));
+    // A user makes and lists their own keys, not others'.
+    let (status, second) = call(&s, "POST", "/api/v1/users/cy/keys", Some(&cy), None);
+    assert_eq!(status, 201);
+    assert_eq!(call(&s, "POST", "/api/v1/users/admin/keys", Some(&cy), None).0, 403);
+    let (status, keys) = call(&s, "GET", "/api/v1/users/cy/keys", Some(&cy), None);
+    assert_eq!((status, keys["keys"].as_array().map(Vec::len)), (200, Some(2)));
+    assert!(!keys.to_string().contains(&cy[20..]), "a listing never shows a secret");
+    // Revoked through the API: refused on the very next request, no poll to wait for.
+    let id = made["key_id"].as_str().unwrap();
+    assert_eq!(call(&s, "DELETE", &format!("/api/v1/keys/{id}"), Some(&admin), None).0, 200);
+    assert_eq!(call(&s, "GET", "/api/v1/whoami", Some(&cy), None).0, 401);
+    let second = second["key"].as_str().unwrap().to_owned();
+    assert_eq!(call(&s, "GET", "/api/v1/whoami", Some(&second), None).0, 200);
+    assert_eq!(call(&s, "DELETE", "/api/v1/users/cy", Some(&admin), None).0, 200);
+    assert_eq!(call(&s, "GET", "/api/v1/whoami", Some(&second), None).0, 401);
+    // The last admin stays.
+    let (status, body) = call(&s, "DELETE", "/api/v1/users/admin", Some(&admin), None);
+    assert_eq!(status, 409, "{body}");
 }
