@@ -25,6 +25,8 @@ EXAMPLES_PER_OPERATION = int(os.environ.get("TRAINLOG_FUZZ_EXAMPLES", "25"))
 SEED = int(os.environ.get("TRAINLOG_FUZZ_SEED", "20261122"))
 RUN_ID = "fuzz-run-1"
 MODEL = "fuzz-model"
+USER = "fuzz-user"
+DOOMED_USER = "fuzz-doomed"
 SWEEP_FILE = """
 project: fuzz
 name: fuzz-sweep
@@ -65,7 +67,12 @@ def make_fixtures(server: TrainlogServer) -> dict[str, str]:
     call(server, "POST", f"/models/{MODEL}/versions", {"run_id": RUN_ID, "checkpoint": "best", "alias": "champion"})
     sweep = call(server, "POST", "/sweeps", {"config": SWEEP_FILE})
     call(server, "POST", f"/sweeps/{sweep['id']}/next", {"agent": "fuzz:1", "slot": "cpu0"})
-    return {"run": RUN_ID, "sweep": sweep["id"]}
+    # Users of its own: one to hold roles, one whose removal and keys' revocation act on something
+    # real but never on the admin key the fuzzer sends.
+    call(server, "POST", "/users", {"name": USER})
+    call(server, "POST", "/users", {"name": DOOMED_USER})
+    spare = call(server, "POST", f"/users/{DOOMED_USER}/keys")
+    return {"run": RUN_ID, "sweep": sweep["id"], "key": spare["key_id"]}
 
 
 def config(ids: dict[str, str]) -> str:
@@ -79,7 +86,15 @@ parameters = {{ "path.id" = "{ids['run']}" }}
 
 [[operations]]
 include-path-regex = '^/api/v1/projects/\\{{name\\}}'
-parameters = {{ "path.name" = "fuzz" }}
+parameters = {{ "path.name" = "fuzz", "path.user" = "{USER}" }}
+
+[[operations]]
+include-path-regex = '^/api/v1/users/\\{{name\\}}'
+parameters = {{ "path.name" = "{DOOMED_USER}" }}
+
+[[operations]]
+include-path-regex = '^/api/v1/keys/\\{{id\\}}'
+parameters = {{ "path.id" = "{ids['key']}" }}
 
 [[operations]]
 include-path-regex = '^/api/v1/sweeps/\\{{id\\}}'
