@@ -11,6 +11,12 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 .venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 
+echo "== Tools the tests call (openssl makes a test certificate; curl talks HTTPS to it)"
+if ! command -v openssl >/dev/null || ! command -v curl >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl curl >/dev/null
+fi
+
 echo "== Build (release, once)"
 cargo build --release --workspace --locked
 

@@ -52,6 +52,12 @@ enum Command {
         /// their own on (`trainlog grant`): none, read or write.
         #[arg(long, env = "TRAINLOG_DEFAULT_PERMISSION", default_value = "read", value_parser = ["none", "read", "write"])]
         default_permission: String,
+        /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
+        #[arg(long, env = "TRAINLOG_TLS_CERT", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key (PEM) of --tls-cert.
+        #[arg(long, env = "TRAINLOG_TLS_KEY", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
     /// Give a user a role on a project (or with --model, a registered model), in the server's
     /// data folder (the server may be running): none, read, write or admin.
@@ -663,6 +669,8 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             auth,
             insecure_no_auth,
             default_permission,
+            tls_cert,
+            tls_key,
         } => {
             // Fails only when this process already has a subscriber, which then keeps logging.
             tracing_subscriber::fmt()
@@ -685,6 +693,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 max_buffer_bytes,
                 auth,
                 insecure_no_auth,
+                tls: tls_cert.zip(tls_key).map(|(cert, key)| trainlog_server::TlsFiles { cert, key }),
                 default_role: match trainlog_meta::Role::parse("default-permission", &default_permission) {
                     Ok(role) => role,
                     Err(e) => {

@@ -14,6 +14,47 @@ fn env_api_key() -> Option<String> {
     std::env::var("TRAINLOG_API_KEY").ok().map(|k| k.trim().to_owned()).filter(|k| !k.is_empty())
 }
 
+/// Bundles of system roots where Linux distributions keep them, for when `SSL_CERT_FILE` makes
+/// the platform's verifier read that file instead.
+const SYSTEM_BUNDLES: [&str; 3] =
+    ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
+
+/// Certificates trusted besides the system's roots: the PEM bundles named by `SSL_CERT_FILE` and
+/// `REQUESTS_CA_BUNDLE` (and then the system bundle too, which `SSL_CERT_FILE` would replace).
+fn extra_roots() -> Result<Vec<reqwest::Certificate>> {
+    let named: Vec<(&str, String)> = ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"]
+        .into_iter()
+        .filter_map(|var| std::env::var(var).ok().filter(|v| !v.trim().is_empty()).map(|v| (var, v)))
+        .collect();
+    let mut roots = Vec::new();
+    for (var, path) in &named {
+        let pem = std::fs::read(path)
+            .map_err(|e| Error::Invalid(format!("{var} names {path}, which cannot be read: {e}")))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| Error::Invalid(format!("{var} names {path}, which holds no PEM certificates: {e}")))?;
+        roots.extend(certs);
+    }
+    if !named.is_empty() {
+        if let Some(pem) = SYSTEM_BUNDLES.iter().find_map(|p| std::fs::read(p).ok()) {
+            roots.extend(reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default());
+        }
+    }
+    Ok(roots)
+}
+
+/// Whether a failed request failed on the server's certificate, which no retry will fix.
+fn is_certificate_error(error: &reqwest::Error) -> bool {
+    let mut source: Option<&dyn std::error::Error> = Some(error);
+    while let Some(e) = source {
+        let text = e.to_string();
+        if text.contains("certificate") || text.contains("UnknownIssuer") || text.contains("NotValidForName") {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
 #[derive(Clone)]
 pub struct Http {
     pub base: String,
@@ -35,6 +76,7 @@ impl Http {
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
         let client = reqwest::blocking::Client::builder()
+            .tls_certs_merge(extra_roots()?)
             .default_headers(headers)
             .timeout(timeout)
             .connect_timeout(Duration::from_secs(3))
@@ -47,7 +89,16 @@ impl Http {
         format!("{}/api/v1{}", self.base, path)
     }
 
+    /// A request that got no answer; a certificate this machine does not trust is not a network
+    /// problem that a retry would fix.
     fn unreachable(&self, error: reqwest::Error) -> Error {
+        if is_certificate_error(&error) {
+            return Error::Invalid(format!(
+                "{} presented a certificate this machine does not trust ({}); name its CA bundle in SSL_CERT_FILE",
+                self.base,
+                error_chain(&error)
+            ));
+        }
         Error::Unreachable { url: self.base.clone(), reason: error.to_string(), retry_after: None }
     }
 
@@ -151,6 +202,16 @@ pub(crate) fn is_transient(status: u16) -> bool {
 }
 
 /// `Retry-After` in seconds; the HTTP-date form is left to the client's own backoff.
+fn error_chain(error: &reqwest::Error) -> String {
+    let mut parts = vec![error.to_string()];
+    let mut source = std::error::Error::source(error);
+    while let Some(e) = source {
+        parts.push(e.to_string());
+        source = e.source();
+    }
+    parts.join(": ")
+}
+
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
     value.trim().parse::<u64>().ok().map(Duration::from_secs)

@@ -43,6 +43,41 @@ pub struct ServerConfig {
     pub insecure_no_auth: bool,
     /// With `auth`: the role users get on projects and models they hold none of their own on.
     pub default_role: trainlog_meta::Role,
+    /// Serve HTTPS with this certificate chain and private key (PEM files).
+    pub tls: Option<TlsFiles>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// The rustls configuration of a server with a certificate chain and its key.
+fn tls_config(files: &TlsFiles) -> Result<rustls::ServerConfig, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(&files.cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("reading the certificate chain {}: {e}", files.cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no PEM certificate", files.cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .map_err(|e| format!("reading the private key {}: {e}", files.key.display()))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| {
+            format!(
+                "the certificate {} and the key {} do not make a pair: {e}",
+                files.cert.display(),
+                files.key.display()
+            )
+        })
 }
 
 /// Whether a bind address is reachable from this machine only.
@@ -79,6 +114,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
             ),
         ));
     }
+    let tls = config.tls.as_ref().map(tls_config).transpose().map_err(to_io)?;
     std::fs::create_dir_all(&config.data_dir)?;
     let db_path = config.data_dir.join("trainlog.db");
     let meta = Arc::new(
@@ -131,8 +167,12 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     })
     .workers(workers)
     .shutdown_timeout(30)
-    .disable_signals()
-    .listen(listener)?
+    .disable_signals();
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let server = match tls {
+        Some(tls) => server.listen_rustls_0_23(listener, tls)?,
+        None => server.listen(listener)?,
+    }
     .run();
     // Signal handlers are in place before the ready line, so a SIGTERM sent as soon as the
     // server says it is ready still stops it gracefully.
@@ -149,7 +189,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     });
     let replay = store.stats();
     println!(
-        "trainlog server listening on http://{addr} (data {}, started in {} ms, replayed {} log records)",
+        "trainlog server listening on {scheme}://{addr} (data {}, started in {} ms, replayed {} log records)",
         config.data_dir.display(),
         started.elapsed().as_millis(),
         replay.wal_replayed_records
