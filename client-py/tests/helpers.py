@@ -40,7 +40,7 @@ class Server:
         assert self.proc.stdout is not None
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
-            match = re.search(r"listening on (http://127\.0\.0\.1:(\d+))", line)
+            match = re.search(r"listening on (https?://127\.0\.0\.1:(\d+))", line)
             if match:
                 self.url, self.port = match.group(1), int(match.group(2))
                 return

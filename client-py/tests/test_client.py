@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import trainlog
-from helpers import Server, run_script, spawn_script, wait_for_line, wait_until
+from helpers import BINARY, Server, run_script, spawn_script, wait_for_line, wait_until
 
 
 def test_a_whole_run_lifecycle(server: Server, client_env: dict) -> None:
@@ -378,3 +378,39 @@ def test_a_server_with_auth_takes_the_key_from_the_environment(tmp_path: Path, c
         assert (r.status, r.summary["loss"]["count"], r.user) == ("finished", 100, "admin")
     finally:
         guarded.stop()
+
+
+def test_https_and_roles_on_a_team_server(tmp_path: Path, client_env: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server with --auth and a self-signed certificate: trusted through SSL_CERT_FILE (or
+    REQUESTS_CA_BUNDLE), and a key without write is a clear error at init."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-addext", "basicConstraints=critical,CA:FALSE",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )
+    team = Server(tmp_path / "team")
+    team.start(extra_args=("--auth", "--tls-cert", str(cert), "--tls-key", str(key)))
+    try:
+        assert team.url.startswith("https://")
+        monkeypatch.setenv("TRAINLOG_SERVER", team.url)
+        monkeypatch.setenv("TRAINLOG_API_KEY", (team.data / "admin.key").read_text().strip())
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+        monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+        with pytest.raises(trainlog.TrainlogError, match="certificate"):
+            trainlog.init(project="vision", system_metrics_interval=None)
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(cert))
+        with trainlog.init(project="vision", system_metrics_interval=None) as run:
+            for step in range(50):
+                run.log({"loss": 1 / (step + 1)}, step=step)
+        assert trainlog.Api().run(run.id).summary["loss"]["count"] == 50
+        # A user who may only read the project: refused at init, with what to do about it.
+        added = subprocess.run([str(BINARY), "users", "add", "viewer", "--data", str(team.data)],
+                               check=True, capture_output=True, text=True, timeout=60)
+        monkeypatch.setenv("TRAINLOG_API_KEY", added.stdout.strip().splitlines()[-1])
+        with pytest.raises(trainlog.ServerError, match="this needs write"):
+            trainlog.init(project="vision", system_metrics_interval=None)
+        assert [r.id for r in trainlog.Api().runs("vision")] == [run.id], "a reader still reads"
+    finally:
+        team.stop()

@@ -387,3 +387,42 @@ fn users_and_keys_through_the_api_hold_at_once() {
     let (status, body) = call(&s, "DELETE", "/api/v1/users/admin", Some(&admin), None);
     assert_eq!(status, 409, "{body}");
 }
+
+#[test]
+fn an_agent_needs_write_on_the_sweeps_project_and_says_so() {
+    let s = TestServer::spawn_local_with(&["--auth"]);
+    let owner = cli(&s, &["users", "add", "owner"]);
+    let helper = cli(&s, &["users", "add", "helper"]);
+    let config = "project: lab\ncommand: [\"true\"]\nmethod: random\nmetric: {name: loss, goal: minimize}\n\
+                  parameters:\n  lr: {values: [0.1, 0.01]}\nrun_cap: 1\n";
+    let (status, sweep) = call(&s, "POST", "/api/v1/sweeps", Some(&owner), Some(&json!({"config": config})));
+    assert_eq!(status, 201, "{sweep}");
+    let id = sweep["id"].as_str().unwrap().to_owned();
+    let agent = |key: &str| {
+        Command::new(binary())
+            .args(["agent", &id, "--cpu-slots", "1", "--server", &s.url])
+            .env("TRAINLOG_API_KEY", key)
+            .env("TRAINLOG_DIR", s.data.join("agent-home"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("the agent runs")
+    };
+    // The helper may read the project (the default role) but not run its trials.
+    let refused = agent(&helper);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("helper has the read role") && stderr.contains("this needs write"), "{stderr}");
+    assert!(stderr.contains("trainlog grant"), "it says how to get the role: {stderr}");
+    let (_, trials) = call(&s, "GET", &format!("/api/v1/sweeps/{id}/trials"), Some(&owner), None);
+    assert_eq!(trials["trials"], json!([]), "a refused agent started nothing");
+    // Granted write, the same agent runs the sweep to its end; its trial's run is the helper's.
+    let grant = json!({"role": "write"});
+    assert_eq!(call(&s, "PUT", "/api/v1/projects/lab/members/helper", Some(&owner), Some(&grant)).0, 200);
+    let ran = agent(&helper);
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    let (_, trials) = call(&s, "GET", &format!("/api/v1/sweeps/{id}/trials"), Some(&owner), None);
+    let trial = &trials["trials"][0];
+    assert_eq!(trial["state"], "finished", "{trials}");
+    let run = trial["run_id"].as_str().unwrap();
+    assert_eq!(call(&s, "GET", &format!("/api/v1/runs/{run}"), Some(&owner), None).1["user"], "helper");
+}
