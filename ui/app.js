@@ -19,10 +19,23 @@ class ApiError extends Error {
   }
 }
 
+/* ---------- sign-in (a server run with --auth) ---------- */
+
+const KEY_STORAGE = 'trainlog.apiKey';
+
+function storedKey() {
+  try { return localStorage.getItem(KEY_STORAGE) || ''; } catch (e) { return ''; }
+}
+
+function authHeaders() {
+  const key = storedKey();
+  return key ? { Authorization: 'Bearer ' + key } : {};
+}
+
 async function api(path) {
   let res;
   try {
-    res = await fetch(API + path, { headers: { Accept: 'application/json' } });
+    res = await fetch(API + path, { headers: { Accept: 'application/json', ...authHeaders() } });
   } catch (e) {
     throw new ApiError(0, 'network', 'Cannot reach the trainlog server (' + e.message + ').');
   }
@@ -31,6 +44,8 @@ async function api(path) {
   if (!res.ok) {
     const err = body && body.error;
     const msg = err && err.message ? err.message : `HTTP ${res.status} ${res.statusText}`;
+    // The key was revoked, or the server started checking keys: ask for one.
+    if (res.status === 401 && !signingIn) showSignIn(storedKey() ? 'Your API key was refused; sign in again.' : '');
     throw new ApiError(res.status, err && err.code, msg, err && err.field);
   }
   if (body === null) throw new ApiError(res.status, 'bad_response', 'The server sent a response that is not JSON.');
@@ -113,6 +128,22 @@ function errorEl(err) {
 
 const enc = encodeURIComponent;
 
+/** A download link; with a key, the bytes are fetched with it (a plain link cannot send one). */
+function artifactLink(url, name) {
+  return el('a', { href: url, download: '', onclick: async (e) => {
+    if (!storedKey()) return;
+    e.preventDefault();
+    const res = await fetch(url, { headers: authHeaders() });
+    if (!res.ok) { alert(`Downloading ${name} failed: HTTP ${res.status}`); return; }
+    const blob = URL.createObjectURL(await res.blob());
+    const a = el('a', { href: blob, download: name.split('/').pop() });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(blob), 10000);
+  } }, name);
+}
+
 /* ---------- router ---------- */
 
 let currentCleanup = null;
@@ -141,8 +172,76 @@ function route() {
   currentCleanup = view.cleanup || null;
 }
 
-window.addEventListener('hashchange', route);
-window.addEventListener('DOMContentLoaded', route);
+let signingIn = false;
+
+/** Shows who is signed in (with a sign-out button) in the top bar; nothing without --auth. */
+function renderWho(me) {
+  const who = document.getElementById('who');
+  if (!who) return;
+  who.replaceChildren();
+  if (!me || !me.auth) return;
+  who.append(
+    el('span', { 'data-testid': 'signed-in-as' }, 'Signed in as ', el('strong', {}, me.user), me.admin ? ' (admin)' : ''),
+    el('button', { type: 'button', 'data-testid': 'sign-out', onclick: signOut }, 'Sign out'),
+  );
+}
+
+function signOut() {
+  try { localStorage.removeItem(KEY_STORAGE); } catch (e) { /* storage disabled */ }
+  renderWho(null);
+  showSignIn('Signed out.');
+}
+
+/** The sign-in page: one API key, checked against the server, then kept in this browser. */
+function showSignIn(message) {
+  signingIn = true;
+  if (currentCleanup) { currentCleanup(); currentCleanup = null; }
+  renderWho(null);
+  const input = el('input', { type: 'password', id: 'api-key', 'data-testid': 'api-key', autocomplete: 'off', placeholder: 'tl_…', size: 60 });
+  const status = el('p', { class: message ? 'muted' : 'hidden', 'data-testid': 'sign-in-message' }, message || '');
+  const form = el('form', { class: 'sign-in', 'data-testid': 'sign-in' },
+    el('h1', {}, 'Sign in'),
+    el('p', {}, 'This server needs an API key. Make one with ', el('code', {}, 'trainlog keys create USER'),
+      ' (or ask an admin); it is kept in this browser until you sign out.'),
+    el('label', { for: 'api-key' }, 'API key '), input, ' ',
+    el('button', { type: 'submit', 'data-testid': 'sign-in-button' }, 'Sign in'),
+    status);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const key = input.value.trim();
+    if (!key) return;
+    const res = await fetch(API + '/whoami', { headers: { Accept: 'application/json', Authorization: 'Bearer ' + key } })
+      .catch(() => null);
+    if (!res || !res.ok) {
+      status.className = 'error';
+      status.textContent = res ? 'That key was refused: unknown, revoked, or for another server.' : 'Cannot reach the trainlog server.';
+      return;
+    }
+    try { localStorage.setItem(KEY_STORAGE, key); } catch (err) { /* storage disabled: this page only */ }
+    signingIn = false;
+    renderWho(await res.json());
+    route();
+  });
+  document.getElementById('app').replaceChildren(form);
+  input.focus();
+}
+
+/** Asks who is calling: a server without --auth answers at once; one with it needs a key. */
+async function start() {
+  let res = null;
+  try {
+    res = await fetch(API + '/whoami', { headers: { Accept: 'application/json', ...authHeaders() } });
+  } catch (e) { /* the views report an unreachable server */ }
+  if (res && res.status === 401) {
+    showSignIn(storedKey() ? 'Your API key was refused; sign in again.' : '');
+    return;
+  }
+  if (res && res.ok) renderWho(await res.json());
+  route();
+}
+
+window.addEventListener('hashchange', () => { if (!signingIn) route(); });
+window.addEventListener('DOMContentLoaded', start);
 
 /* ---------- #/ projects ---------- */
 
@@ -839,7 +938,7 @@ function artifactsTable(id, arts) {
   return el('table', { class: 'list', 'data-testid': 'artifacts' },
     el('thead', {}, el('tr', {}, el('th', {}, 'path'), el('th', {}, 'size'), el('th', {}, 'sha256'), el('th', {}, 'created'))),
     el('tbody', {}, arts.value.artifacts.map((a) => el('tr', {},
-      el('td', {}, el('a', { href: `${API}/runs/${enc(id)}/artifacts/${a.path.split('/').map(enc).join('/')}`, download: '' }, a.path)),
+      el('td', {}, artifactLink(`${API}/runs/${enc(id)}/artifacts/${a.path.split('/').map(enc).join('/')}`, a.path)),
       el('td', { class: 'num' }, fmtBytes(a.size)),
       el('td', { class: 'mono muted', title: a.sha256 || '' }, (a.sha256 || '').slice(0, 12)),
       el('td', { class: 'muted' }, fmtTime(a.created_time))))));

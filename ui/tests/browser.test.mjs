@@ -4,7 +4,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,9 +20,8 @@ const SPIKE_STEP = 1234;
 let server, base, browser, page;
 const ids = [];
 
-function startServer() {
-  const data = mkdtempSync(path.join(tmpdir(), 'trainlog-ui-'));
-  const proc = spawn(binary, ['server', '--host', '127.0.0.1', '--port', '0', '--data', data], { stdio: ['ignore', 'pipe', 'inherit'] });
+function startServer(extra = [], data = mkdtempSync(path.join(tmpdir(), 'trainlog-ui-'))) {
+  const proc = spawn(binary, ['server', '--host', '127.0.0.1', '--port', '0', '--data', data, ...extra], { stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error('the server did not start')), 30000);
@@ -338,4 +338,59 @@ test('a page of another origin cannot change anything, nor frame the UI', async 
   assert.equal((await (await fetch(`${base}/api/v1/projects`)).json()).projects.length, projectsBefore);
   const posts = refused.filter((r) => r.startsWith('POST'));
   assert.ok(posts.length >= 3 && posts.every((r) => / 40[13]$/.test(r) || / 415$/.test(r)), posts.join(', '));
+});
+
+test('with --auth the UI asks for a key once, shows who is signed in, hides unreadable projects, and signs out', async () => {
+  const data = mkdtempSync(path.join(tmpdir(), 'trainlog-ui-auth-'));
+  const { proc, url } = await startServer(['--auth', '--default-permission', 'none'], data);
+  const context = await browser.newContext({ viewport: { width: 1200, height: 800 }, acceptDownloads: true });
+  const signed = await context.newPage();
+  try {
+    const admin = readFileSync(path.join(data, 'admin.key'), 'utf8').trim();
+    const out = execFileSync(binary, ['users', 'add', 'ada', '--data', data], { encoding: 'utf8' });
+    const ada = out.trim().split('\n').pop();
+    const call = async (key, method, p, body) => {
+      const r = await fetch(`${url}/api/v1${p}`, { method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: body && JSON.stringify(body) });
+      if (!r.ok) throw new Error(`${method} ${p}: ${r.status} ${await r.text()}`);
+      return r.json();
+    };
+    await call(admin, 'POST', '/projects', { name: 'board-only' });
+    const run = await call(ada, 'POST', '/runs', { project: 'ada-lab', name: 'first' });
+    const put = await fetch(`${url}/api/v1/runs/${run.id}/artifacts/notes.txt`, { method: 'PUT', headers: { authorization: `Bearer ${ada}` }, body: 'hello' });
+    assert.equal(put.status, 201);
+
+    await signed.goto(url);
+    await signed.getByTestId('sign-in').waitFor();
+    await signed.getByTestId('api-key').fill('tl_000000000000_' + '0'.repeat(64));
+    await signed.getByTestId('sign-in-button').click();
+    await signed.getByTestId('sign-in-message').filter({ hasText: 'refused' }).waitFor();
+    await signed.getByTestId('api-key').fill(ada);
+    await signed.getByTestId('sign-in-button').click();
+    await signed.getByTestId('projects-list').waitFor();
+    assert.match(await signed.getByTestId('signed-in-as').innerText(), /Signed in as ada/);
+    const listed = await signed.getByTestId('projects-list').innerText();
+    assert.match(listed, /ada-lab/);
+    assert.doesNotMatch(listed, /board-only/, 'a project ada may not read is not listed');
+    await signed.screenshot({ path: path.join(shots, 'signed-in.png') });
+
+    // The key is kept: a reload, and an artifact download, need no sign-in.
+    await signed.reload();
+    await signed.getByTestId('projects-list').waitFor();
+    await signed.goto(`${url}/#/run/${run.id}`);
+    const link = signed.getByRole('link', { name: 'notes.txt' });
+    await link.waitFor();
+    const [download] = await Promise.all([signed.waitForEvent('download'), link.click()]);
+    const saved = await download.path();
+    assert.equal(readFileSync(saved, 'utf8'), 'hello');
+
+    await signed.getByTestId('sign-out').click();
+    await signed.getByTestId('sign-in').waitFor();
+    assert.equal(await signed.evaluate(() => localStorage.getItem('trainlog.apiKey')), null);
+    await signed.reload();
+    await signed.getByTestId('sign-in').waitFor();
+    assert.equal(await signed.getByTestId('signed-in-as').count(), 0);
+  } finally {
+    await context.close();
+    proc.kill('SIGTERM');
+  }
 });
