@@ -292,11 +292,24 @@ fn summarize(label: &str, samples: &[f64]) -> (f64, f64) {
 }
 
 /// A server for a benchmark: with `--auth` when `TRAINLOG_BENCH_AUTH=1`, its clients then
-/// sending the admin's key, so ingest is measured with a key checked on every request.
+/// sending the key of an ordinary user (not an admin), so ingest is measured with a key and the
+/// caller's role on the project checked on every request. The harness makes the projects with
+/// the admin's key; `--default-permission write` lets the user log to them.
 fn bench_server() -> TestServer {
     let auth = std::env::var("TRAINLOG_BENCH_AUTH").is_ok_and(|v| v == "1");
-    let server = if auth { TestServer::spawn_local_with(&["--auth"]) } else { TestServer::spawn_local() };
-    client::use_api_key(server.api_key.clone());
+    if !auth {
+        client::use_api_key(None);
+        return TestServer::spawn_local();
+    }
+    let server = TestServer::spawn_local_with(&["--auth", "--default-permission", "write"]);
+    let added = std::process::Command::new(trainlog_tests::binary())
+        .args(["users", "add", "bench", "--data"])
+        .arg(&server.data)
+        .output()
+        .expect("trainlog users add runs");
+    assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+    let key = String::from_utf8_lossy(&added.stdout).lines().last().unwrap_or_default().trim().to_owned();
+    client::use_api_key(Some(key));
     server
 }
 
@@ -338,7 +351,7 @@ fn main() {
         println!("server binary last built {} s ago", age.map_or(0, |d| d.as_secs()));
     }
     if std::env::var("TRAINLOG_BENCH_AUTH").is_ok_and(|v| v == "1") {
-        println!("servers run with --auth; every request carries the admin's API key (TRAINLOG_BENCH_AUTH=1)");
+        println!("servers run with --auth; every request carries the API key of a user who is not an admin (TRAINLOG_BENCH_AUTH=1)");
     }
     let mut report = Report::default();
     let n_points = scale.total_points();
