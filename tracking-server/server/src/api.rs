@@ -181,6 +181,83 @@ impl PartialSchema for AnyValue {
 }
 impl ToSchema for AnyValue {}
 
+/// Text of a given length and pattern, for the schema-only types below.
+fn text_schema(
+    min_length: Option<usize>,
+    max_length: Option<usize>,
+    pattern: &str,
+    description: &str,
+) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(min_length)
+        .max_length(max_length)
+        .pattern(Some(pattern))
+        .description(Some(description))
+        .into()
+}
+
+const PRINTABLE: &str = "no control characters, and no whitespace at either end";
+
+/// A project's or a registered model's name, in the API document.
+pub struct NameText;
+impl PartialSchema for NameText {
+    fn schema() -> RefOr<Schema> {
+        text_schema(Some(1), Some(trainlog_schema::limits::MAX_NAME_CHARS), TEXT, PRINTABLE)
+    }
+}
+impl ToSchema for NameText {}
+
+/// A metric's key, in the API document.
+pub struct KeyText;
+impl PartialSchema for KeyText {
+    fn schema() -> RefOr<Schema> {
+        text_schema(Some(1), Some(MAX_KEY_CHARS), TEXT, PRINTABLE)
+    }
+}
+impl ToSchema for KeyText {}
+
+/// A run's id, in the API document.
+pub struct RunIdText;
+impl PartialSchema for RunIdText {
+    fn schema() -> RefOr<Schema> {
+        text_schema(None, None, RUN_ID, "A run's id.")
+    }
+}
+impl ToSchema for RunIdText {}
+
+/// A path among a run's artifacts, in the API document.
+pub struct ArtifactPathText;
+impl PartialSchema for ArtifactPathText {
+    fn schema() -> RefOr<Schema> {
+        text_schema(
+            None,
+            Some(trainlog_schema::limits::MAX_ARTIFACT_PATH_CHARS),
+            ARTIFACT_PATH,
+            "A relative path; '/' separates folders.",
+        )
+    }
+}
+impl ToSchema for ArtifactPathText {}
+
+/// A user's name, in the API document.
+pub struct UserNameText;
+impl PartialSchema for UserNameText {
+    fn schema() -> RefOr<Schema> {
+        text_schema(None, None, USER_NAME, "A user's name.")
+    }
+}
+impl ToSchema for UserNameText {}
+
+/// An API key's id, in the API document.
+pub struct KeyIdText;
+impl PartialSchema for KeyIdText {
+    fn schema() -> RefOr<Schema> {
+        text_schema(None, None, KEY_ID, "An API key's id: the 12 hex digits after `tl_`.")
+    }
+}
+impl ToSchema for KeyIdText {}
+
 // ---- Errors and plain answers ----
 
 /// The body of every error answer.
@@ -246,12 +323,7 @@ pub struct ProjectList {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateProject {
-    /// No control characters.
-    #[schema(
-        min_length = 1,
-        max_length = 500,
-        pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$"
-    )]
+    #[schema(schema_with = NameText::schema)]
     pub name: String,
     #[serde(default)]
     #[schema(max_length = 1048576)]
@@ -646,12 +718,7 @@ impl FinalStatus {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricPointInput {
-    /// No control characters.
-    #[schema(
-        min_length = 1,
-        max_length = 250,
-        pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$"
-    )]
+    #[schema(schema_with = KeyText::schema)]
     pub key: String,
     #[serde(deserialize_with = "integer::required")]
     pub step: i64,
@@ -815,10 +882,7 @@ pub struct ArtifactList {
 #[derive(Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileEntry {
-    #[schema(
-        max_length = 1024,
-        pattern = r"^(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238})(?:/(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238}))*$"
-    )]
+    #[schema(schema_with = ArtifactPathText::schema)]
     pub path: String,
     pub size: u64,
     /// Hex SHA-256 of the bytes.
@@ -1012,12 +1076,7 @@ pub struct VersionList {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateModel {
-    /// No control characters.
-    #[schema(
-        min_length = 1,
-        max_length = 500,
-        pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$"
-    )]
+    #[schema(schema_with = NameText::schema)]
     pub name: String,
     #[serde(default)]
     #[schema(max_length = 1048576)]
@@ -1058,7 +1117,7 @@ impl ToSchema for CheckpointRef {}
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateVersion {
-    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    #[schema(schema_with = RunIdText::schema)]
     pub run_id: String,
     /// A checkpoint of the run, by name or step; the latest one when neither this nor
     /// `artifact` is given.
@@ -1462,7 +1521,7 @@ pub struct UserList {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateUser {
-    #[schema(pattern = "^[A-Za-z0-9_.@-]{1,64}$")]
+    #[schema(schema_with = UserNameText::schema)]
     pub name: String,
     /// Make a server admin.
     #[serde(default)]

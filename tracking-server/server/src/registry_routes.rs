@@ -136,7 +136,7 @@ pub(crate) async fn list_models(state: State, req: HttpRequest) -> Result<HttpRe
 }
 
 /// Get a model.
-#[utoipa::path(get, path = "/api/v1/models/{name}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name.")),
+#[utoipa::path(get, path = "/api/v1/models/{name}", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name.")),
     responses((status = 200, description = "The model.", body = api::ModelView)))]
 pub(crate) async fn get_model(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
@@ -146,7 +146,7 @@ pub(crate) async fn get_model(state: State, path: web::Path<String>, req: HttpRe
 }
 
 /// Change a model's description or tags.
-#[utoipa::path(patch, path = "/api/v1/models/{name}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name.")), request_body = api::UpdateModel,
+#[utoipa::path(patch, path = "/api/v1/models/{name}", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name.")), request_body = api::UpdateModel,
     responses((status = 200, description = "The model as it is now.", body = api::ModelView)))]
 pub(crate) async fn update_model(
     state: State,
@@ -166,7 +166,7 @@ pub(crate) async fn update_model(
 }
 
 /// Delete a model and its versions (their files stay with their runs).
-#[utoipa::path(delete, path = "/api/v1/models/{name}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name.")),
+#[utoipa::path(delete, path = "/api/v1/models/{name}", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name.")),
     responses((status = 200, description = "Deleted.", body = api::StatusOk)))]
 pub(crate) async fn delete_model(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
@@ -220,7 +220,7 @@ async fn version_source(state: &State, run: &RunId, body: &api::CreateVersion) -
 }
 
 /// Register a new version from a run's checkpoint or artifact, with the run's lineage.
-#[utoipa::path(post, path = "/api/v1/models/{name}/versions", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name.")), request_body = api::CreateVersion,
+#[utoipa::path(post, path = "/api/v1/models/{name}/versions", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name.")), request_body = api::CreateVersion,
     responses((status = 201, description = "The new version.", body = api::VersionView)))]
 pub(crate) async fn create_version(
     state: State,
@@ -266,7 +266,7 @@ pub(crate) async fn create_version(
 
 /// A model's versions.
 #[utoipa::path(get, path = "/api/v1/models/{name}/versions", tag = "registry",
-    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("status" = Option<String>, Query, description = "ready or archived.")),
+    params(("name" = inline(api::NameText), Path, description = "The model's name."), ("status" = Option<String>, Query, description = "ready or archived.")),
     responses((status = 200, description = "The versions.", body = api::VersionList)))]
 pub(crate) async fn list_versions(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
@@ -282,7 +282,7 @@ pub(crate) async fn list_versions(state: State, path: web::Path<String>, req: Ht
 }
 
 /// Get a version, by number or alias.
-#[utoipa::path(get, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")),
+#[utoipa::path(get, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")),
     responses((status = 200, description = "The version.", body = api::VersionView)))]
 pub(crate) async fn get_version(
     state: State,
@@ -296,7 +296,7 @@ pub(crate) async fn get_version(
 }
 
 /// Change a version's description, status or tags.
-#[utoipa::path(patch, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")), request_body = api::UpdateVersion,
+#[utoipa::path(patch, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")), request_body = api::UpdateVersion,
     responses((status = 200, description = "The version as it is now.", body = api::VersionView)))]
 pub(crate) async fn update_version(
     state: State,
@@ -322,7 +322,7 @@ pub(crate) async fn update_version(
 }
 
 /// Delete a version.
-#[utoipa::path(delete, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")),
+#[utoipa::path(delete, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")),
     responses((status = 200, description = "Deleted.", body = api::StatusOk)))]
 pub(crate) async fn delete_version(
     state: State,
@@ -337,7 +337,7 @@ pub(crate) async fn delete_version(
 
 /// Point an alias at a version.
 #[utoipa::path(put, path = "/api/v1/models/{name}/aliases/{alias}", tag = "registry",
-    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("alias" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$", description = "An alias.")), request_body = api::SetAlias,
+    params(("name" = inline(api::NameText), Path, description = "The model's name."), ("alias" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$", description = "An alias.")), request_body = api::SetAlias,
     responses((status = 200, description = "The version the alias points at.", body = api::VersionView)))]
 pub(crate) async fn set_alias(
     state: State,
@@ -362,7 +362,7 @@ pub(crate) async fn set_alias(
 
 /// Remove an alias.
 #[utoipa::path(delete, path = "/api/v1/models/{name}/aliases/{alias}", tag = "registry",
-    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."), ("alias" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$")),
+    params(("name" = inline(api::NameText), Path, description = "The model's name."), ("alias" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$")),
     responses((status = 200, description = "Removed.", body = api::StatusOk)))]
 pub(crate) async fn delete_alias(
     state: State,

@@ -160,7 +160,7 @@ pub(crate) async fn create_project(state: State, req: HttpRequest, payload: web:
 }
 
 /// Get a project.
-#[utoipa::path(get, path = "/api/v1/projects/{name}", tag = "projects", params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The project's name.")),
+#[utoipa::path(get, path = "/api/v1/projects/{name}", tag = "projects", params(("name" = inline(api::NameText), Path, description = "The project's name.")),
     responses((status = 200, description = "The project.", body = api::ProjectView)))]
 pub(crate) async fn get_project(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
@@ -259,7 +259,7 @@ pub(crate) async fn create_run(state: State, req: HttpRequest, payload: web::Pay
 }
 
 /// Get a run with its params, tags, metric summaries and metadata.
-#[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+#[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs", params(("id" = inline(api::RunIdText), Path, description = "The run's id.")),
     responses((status = 200, description = "The run.", body = api::RunDetail)))]
 pub(crate) async fn get_run(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let id = run_id(&path)?;
@@ -274,7 +274,7 @@ const MAX_METADATA_BYTES: usize = 4 << 20;
 
 /// Store one metadata section of a run (code, environment, packages, …), replacing it.
 #[utoipa::path(put, path = "/api/v1/runs/{id}/metadata/{section}", tag = "runs",
-    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("section" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "A section's name.")),
+    params(("id" = inline(api::RunIdText), Path, description = "The run's id."), ("section" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "A section's name.")),
     request_body(content = Object, description = "The section: a JSON object of at most 4 MiB."),
     responses((status = 200, description = "Stored.", body = api::StatusOk)))]
 pub(crate) async fn put_metadata(
@@ -304,7 +304,7 @@ pub(crate) async fn put_metadata(
 }
 
 /// Change a run's name, notes, group or tags (a null tag value deletes the tag).
-#[utoipa::path(patch, path = "/api/v1/runs/{id}", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+#[utoipa::path(patch, path = "/api/v1/runs/{id}", tag = "runs", params(("id" = inline(api::RunIdText), Path, description = "The run's id.")),
     request_body = api::UpdateRun, responses((status = 200, description = "The run as it is now.", body = api::RunView)))]
 pub(crate) async fn update_run(
     state: State,
@@ -326,7 +326,7 @@ pub(crate) async fn update_run(
 }
 
 /// Add params to a run. A different value for a key already stored is a conflict unless `overwrite`.
-#[utoipa::path(post, path = "/api/v1/runs/{id}/params", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+#[utoipa::path(post, path = "/api/v1/runs/{id}/params", tag = "runs", params(("id" = inline(api::RunIdText), Path, description = "The run's id.")),
     request_body = api::LogParams, responses((status = 200, description = "All the run's params.", body = api::ParamsAnswer)))]
 pub(crate) async fn log_params(
     state: State,
@@ -342,7 +342,7 @@ pub(crate) async fn log_params(
 }
 
 /// Set or delete (null) tags of a run.
-#[utoipa::path(post, path = "/api/v1/runs/{id}/tags", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+#[utoipa::path(post, path = "/api/v1/runs/{id}/tags", tag = "runs", params(("id" = inline(api::RunIdText), Path, description = "The run's id.")),
     request_body = api::SetTags, responses((status = 200, description = "All the run's tags.", body = api::TagsAnswer)))]
 pub(crate) async fn set_tags(
     state: State,
@@ -359,7 +359,7 @@ pub(crate) async fn set_tags(
 }
 
 /// End a run with a final status (finished when the body is empty).
-#[utoipa::path(post, path = "/api/v1/runs/{id}/finish", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+#[utoipa::path(post, path = "/api/v1/runs/{id}/finish", tag = "runs", params(("id" = inline(api::RunIdText), Path, description = "The run's id.")),
     request_body(content = Option<api::FinishRun>, description = "May be empty."),
     responses((status = 200, description = "The run as it is now.", body = api::RunView)))]
 pub(crate) async fn finish_run(
@@ -413,7 +413,7 @@ async fn writable_run(state: &State, req: &HttpRequest, id: &RunId) -> Result<i6
 }
 
 /// Append metric points to a run. Answered once the points are in the write-ahead log.
-#[utoipa::path(post, path = "/api/v1/runs/{id}/metrics", tag = "metrics", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+#[utoipa::path(post, path = "/api/v1/runs/{id}/metrics", tag = "metrics", params(("id" = inline(api::RunIdText), Path, description = "The run's id.")),
     request_body(content((api::LogMetrics = "application/json"), ("application/vnd.apache.arrow.stream")),
         description = "JSON, or an Arrow IPC stream with columns key (utf8 or dictionary), step (int64), value (float64) and optionally timestamp (int64). Gzip and zstd Content-Encoding are accepted."),
     responses((status = 200, description = "The points are durable.", body = api::Accepted)))]
@@ -484,7 +484,7 @@ fn arrow_series(series: &trainlog_store::Series) -> Result<HttpResponse> {
 
 /// One metric of a run: every point in a step range, or buckets for a chart.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/metrics", tag = "metrics",
-    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("key" = String, Query, min_length = 1, max_length = 250, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The metric's key."),
+    params(("id" = inline(api::RunIdText), Path, description = "The run's id."), ("key" = inline(api::KeyText), Query, description = "The metric's key."),
         ("step_min" = Option<i64>, Query), ("step_max" = Option<i64>, Query),
         ("buckets" = Option<u32>, Query, minimum = 1, maximum = 100000, description = "Reduce the series to at most this many buckets.")),
     responses((status = 200, description = "The series. With `Accept: application/vnd.apache.arrow.stream` and no buckets, an Arrow IPC stream of step, timestamp and value.",
@@ -509,7 +509,7 @@ pub(crate) async fn get_metrics(state: State, path: web::Path<String>, req: Http
 
 /// One metric of several runs.
 #[utoipa::path(get, path = "/api/v1/metrics", tag = "metrics",
-    params(("key" = String, Query, min_length = 1, max_length = 250, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The metric's key."), ("runs" = String, Query, max_length = 50000, pattern = "^[A-Za-z0-9_-]{1,64}(,[A-Za-z0-9_-]{1,64}){0,999}$", description = "1 to 1,000 comma-separated run ids."),
+    params(("key" = inline(api::KeyText), Query, description = "The metric's key."), ("runs" = String, Query, max_length = 50000, pattern = "^[A-Za-z0-9_-]{1,64}(,[A-Za-z0-9_-]{1,64}){0,999}$", description = "1 to 1,000 comma-separated run ids."),
         ("step_min" = Option<i64>, Query), ("step_max" = Option<i64>, Query),
         ("buckets" = Option<u32>, Query, minimum = 1, maximum = 100000)),
     responses((status = 200, description = "The series, in the order of `runs`.", body = api::MultiRunSeries)))]
@@ -600,7 +600,7 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
 
 /// A project's runs, filtered and sorted.
 #[utoipa::path(get, path = "/api/v1/projects/{name}/runs", tag = "runs",
-    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The project's name."), ("filter" = Option<String>, Query, max_length = 3000, description = "e.g. `params.lr > 0.001 and status = 'finished'`."),
+    params(("name" = inline(api::NameText), Path, description = "The project's name."), ("filter" = Option<String>, Query, max_length = 3000, description = "e.g. `params.lr > 0.001 and status = 'finished'`."),
         ("order_by" = Option<String>, Query, max_length = 1000, description = "Comma-separated, e.g. `metrics.val/acc desc`."),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000), ("page_token" = Option<String>, Query, pattern = "^[0-9]{0,18}$")),
     responses((status = 200, description = "One page of runs.", body = api::RunList)))]
@@ -660,7 +660,7 @@ async fn artifact_target(
 
 /// A run's artifacts.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/artifacts", tag = "runs",
-    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("prefix" = Option<String>, Query, description = "Only paths starting with this.")),
+    params(("id" = inline(api::RunIdText), Path, description = "The run's id."), ("prefix" = Option<String>, Query, description = "Only paths starting with this.")),
     responses((status = 200, description = "The artifacts.", body = api::ArtifactList)))]
 pub(crate) async fn list_artifacts(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let id = run_id(&path)?;
@@ -673,7 +673,7 @@ pub(crate) async fn list_artifacts(state: State, path: web::Path<String>, req: H
 
 /// Upload an artifact (replacing one at the same path).
 #[utoipa::path(put, path = "/api/v1/runs/{id}/artifacts/{path}", tag = "runs",
-    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("path" = String, Path, max_length = 1024, pattern = r"^(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238})(?:/(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238}))*$", description = "A relative path; '/' separates folders.")),
+    params(("id" = inline(api::RunIdText), Path, description = "The run's id."), ("path" = inline(api::ArtifactPathText), Path, description = "A relative path; '/' separates folders.")),
     request_body(content = Option<Vec<u8>>, content_type = "application/octet-stream", description = "The bytes; an empty body stores an empty file."),
     responses((status = 201, description = "Stored.", body = api::ArtifactView)))]
 pub(crate) async fn put_artifact(
@@ -702,7 +702,7 @@ pub(crate) async fn put_artifact(
 
 /// Download an artifact; `x-trainlog-sha256` gives its checksum.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/artifacts/{path}", tag = "runs",
-    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("path" = String, Path, max_length = 1024, pattern = r"^(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238})(?:/(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238}))*$")),
+    params(("id" = inline(api::RunIdText), Path, description = "The run's id."), ("path" = inline(api::ArtifactPathText), Path)),
     responses((status = 200, description = "The bytes.", content_type = "application/octet-stream", body = Vec<u8>,
         headers(("x-trainlog-sha256" = String, description = "Hex SHA-256 of the bytes.")))))]
 pub(crate) async fn get_artifact(
@@ -731,7 +731,7 @@ pub(crate) async fn get_artifact(
 
 /// Delete an artifact.
 #[utoipa::path(delete, path = "/api/v1/runs/{id}/artifacts/{path}", tag = "runs",
-    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("path" = String, Path, max_length = 1024, pattern = r"^(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238})(?:/(?:[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,239}|\.[^./\\\x00-\x1F\x7F-\x9F][^/\\\x00-\x1F\x7F-\x9F]{0,238}|\.\.[^/\\\x00-\x1F\x7F-\x9F]{1,238}))*$")),
+    params(("id" = inline(api::RunIdText), Path, description = "The run's id."), ("path" = inline(api::ArtifactPathText), Path)),
     responses((status = 200, description = "Deleted.", body = api::StatusOk)))]
 pub(crate) async fn delete_artifact(
     state: State,
@@ -752,7 +752,7 @@ pub(crate) async fn delete_artifact(
 }
 
 /// Record a checkpoint whose files were uploaded under `checkpoints/{name}/`, then apply retention.
-#[utoipa::path(post, path = "/api/v1/runs/{id}/checkpoints", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+#[utoipa::path(post, path = "/api/v1/runs/{id}/checkpoints", tag = "runs", params(("id" = inline(api::RunIdText), Path, description = "The run's id.")),
     request_body = api::NewCheckpoint, responses((status = 201, description = "The checkpoint, and those retention dropped.", body = api::CheckpointCreated)))]
 pub(crate) async fn put_checkpoint(
     state: State,
@@ -819,7 +819,7 @@ pub(crate) async fn put_checkpoint(
 }
 
 /// A run's checkpoints, newest step first.
-#[utoipa::path(get, path = "/api/v1/runs/{id}/checkpoints", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+#[utoipa::path(get, path = "/api/v1/runs/{id}/checkpoints", tag = "runs", params(("id" = inline(api::RunIdText), Path, description = "The run's id.")),
     responses((status = 200, description = "The checkpoints.", body = api::CheckpointList)))]
 pub(crate) async fn list_checkpoints(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let id = run_id(&path)?;
@@ -830,7 +830,7 @@ pub(crate) async fn list_checkpoints(state: State, path: web::Path<String>, req:
 }
 
 /// A run's newest checkpoint.
-#[utoipa::path(get, path = "/api/v1/runs/{id}/checkpoints/latest", tag = "runs", params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id.")),
+#[utoipa::path(get, path = "/api/v1/runs/{id}/checkpoints/latest", tag = "runs", params(("id" = inline(api::RunIdText), Path, description = "The run's id.")),
     responses((status = 200, description = "The checkpoint.", body = api::CheckpointView)))]
 pub(crate) async fn latest_checkpoint(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let id = run_id(&path)?;

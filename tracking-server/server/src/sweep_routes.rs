@@ -660,7 +660,7 @@ pub(crate) async fn end_trial(
 /// For a run inside a sweep: its trial, and whether the sweep wants it to stop.
 /// For a run inside a sweep: its trial, and whether it must stop.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/sweep", tag = "sweeps",
-    params(("id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "The run's id."), ("attempt" = Option<i64>, Query, description = "The attempt the run belongs to.")),
+    params(("id" = inline(api::RunIdText), Path, description = "The run's id."), ("attempt" = Option<i64>, Query, description = "The attempt the run belongs to.")),
     responses((status = 200, description = "The trial.", body = api::RunTrial)))]
 pub(crate) async fn run_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let attempt = query_one(&query_pairs(&req)?, "attempt")

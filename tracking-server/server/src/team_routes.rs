@@ -91,7 +91,7 @@ pub(crate) async fn create_user(state: State, req: HttpRequest, payload: web::Pa
 
 /// Remove a user and their keys (server admins); what they logged stays.
 #[utoipa::path(delete, path = "/api/v1/users/{name}", tag = "users",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9_.@-]{1,64}$", description = "The user's name.")),
+    params(("name" = inline(api::UserNameText), Path, description = "The user's name.")),
     responses((status = 200, description = "Removed; their keys stop working at once.", body = api::StatusOk)))]
 pub(crate) async fn remove_user(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     needs_auth(&req)?;
@@ -104,7 +104,7 @@ pub(crate) async fn remove_user(state: State, path: web::Path<String>, req: Http
 
 /// A user's keys (server admins, or the user).
 #[utoipa::path(get, path = "/api/v1/users/{name}/keys", tag = "users",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9_.@-]{1,64}$", description = "The user's name.")),
+    params(("name" = inline(api::UserNameText), Path, description = "The user's name.")),
     responses((status = 200, description = "The keys, revoked ones too; never their secrets.", body = api::KeyList)))]
 pub(crate) async fn list_keys(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
@@ -136,7 +136,7 @@ pub(crate) async fn list_keys(state: State, path: web::Path<String>, req: HttpRe
 
 /// Make another key for a user (server admins, or the user); shown this once.
 #[utoipa::path(post, path = "/api/v1/users/{name}/keys", tag = "users",
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9_.@-]{1,64}$", description = "The user's name.")),
+    params(("name" = inline(api::UserNameText), Path, description = "The user's name.")),
     responses((status = 201, description = "The new key.", body = api::NewKeyView)))]
 pub(crate) async fn create_key(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
@@ -148,7 +148,7 @@ pub(crate) async fn create_key(state: State, path: web::Path<String>, req: HttpR
 
 /// Revoke a key by its id (server admins, or its user); it stops working at once.
 #[utoipa::path(delete, path = "/api/v1/keys/{id}", tag = "users",
-    params(("id" = String, Path, pattern = "^[0-9a-f]{12}$", description = "The key's id: the 12 hex digits after `tl_`.")),
+    params(("id" = inline(api::KeyIdText), Path, description = "The key's id: the 12 hex digits after `tl_`.")),
     responses((status = 200, description = "Revoked.", body = api::StatusOk)))]
 pub(crate) async fn revoke_key(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     needs_auth(&req)?;
@@ -209,7 +209,7 @@ async fn remove_member(
 
 /// Users holding a role of their own on a project (its admins).
 #[utoipa::path(get, path = "/api/v1/projects/{name}/members", tag = "projects",
-    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The project's name.")),
+    params(("name" = inline(api::NameText), Path, description = "The project's name.")),
     responses((status = 200, description = "The members.", body = api::MemberList)))]
 pub(crate) async fn project_members(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     members(state, req, Scope::Project, path.into_inner()).await
@@ -218,8 +218,8 @@ pub(crate) async fn project_members(state: State, path: web::Path<String>, req: 
 /// Give a user a role on a project (its admins); `none` keeps them out even when the default
 /// lets everyone read.
 #[utoipa::path(put, path = "/api/v1/projects/{name}/members/{user}", tag = "projects",
-    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The project's name."),
-        ("user" = String, Path, pattern = "^[A-Za-z0-9_.@-]{1,64}$", description = "The user's name.")),
+    params(("name" = inline(api::NameText), Path, description = "The project's name."),
+        ("user" = inline(api::UserNameText), Path, description = "The user's name.")),
     request_body = api::SetMember, responses((status = 200, description = "Granted; it holds at once.", body = api::StatusOk)))]
 pub(crate) async fn set_project_member(
     state: State,
@@ -232,8 +232,8 @@ pub(crate) async fn set_project_member(
 
 /// Take a user's own role on a project away (its admins); they get the default role.
 #[utoipa::path(delete, path = "/api/v1/projects/{name}/members/{user}", tag = "projects",
-    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The project's name."),
-        ("user" = String, Path, pattern = "^[A-Za-z0-9_.@-]{1,64}$", description = "The user's name.")),
+    params(("name" = inline(api::NameText), Path, description = "The project's name."),
+        ("user" = inline(api::UserNameText), Path, description = "The user's name.")),
     responses((status = 200, description = "Removed.", body = api::StatusOk)))]
 pub(crate) async fn remove_project_member(
     state: State,
@@ -245,7 +245,7 @@ pub(crate) async fn remove_project_member(
 
 /// Users holding a role of their own on a registered model (its admins).
 #[utoipa::path(get, path = "/api/v1/models/{name}/members", tag = "registry",
-    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name.")),
+    params(("name" = inline(api::NameText), Path, description = "The model's name.")),
     responses((status = 200, description = "The members.", body = api::MemberList)))]
 pub(crate) async fn model_members(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     members(state, req, Scope::Model, path.into_inner()).await
@@ -253,8 +253,8 @@ pub(crate) async fn model_members(state: State, path: web::Path<String>, req: Ht
 
 /// Give a user a role on a registered model (its admins).
 #[utoipa::path(put, path = "/api/v1/models/{name}/members/{user}", tag = "registry",
-    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."),
-        ("user" = String, Path, pattern = "^[A-Za-z0-9_.@-]{1,64}$", description = "The user's name.")),
+    params(("name" = inline(api::NameText), Path, description = "The model's name."),
+        ("user" = inline(api::UserNameText), Path, description = "The user's name.")),
     request_body = api::SetMember, responses((status = 200, description = "Granted; it holds at once.", body = api::StatusOk)))]
 pub(crate) async fn set_model_member(
     state: State,
@@ -267,8 +267,8 @@ pub(crate) async fn set_model_member(
 
 /// Take a user's own role on a registered model away (its admins).
 #[utoipa::path(delete, path = "/api/v1/models/{name}/members/{user}", tag = "registry",
-    params(("name" = String, Path, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "The model's name."),
-        ("user" = String, Path, pattern = "^[A-Za-z0-9_.@-]{1,64}$", description = "The user's name.")),
+    params(("name" = inline(api::NameText), Path, description = "The model's name."),
+        ("user" = inline(api::UserNameText), Path, description = "The user's name.")),
     responses((status = 200, description = "Removed.", body = api::StatusOk)))]
 pub(crate) async fn remove_model_member(
     state: State,
