@@ -155,11 +155,12 @@ fn presented(req: &HttpRequest) -> Option<(Option<String>, String)> {
     }
 }
 
-/// Whether a request needs a key: everything the API describes but its health check.
+/// Whether a request needs a key: everything the API describes but its health check, and the
+/// MLflow door.
 fn needs_key(req: &HttpRequest) -> bool {
     let path = req.path();
     let health = path == "/api/v1/health" && matches!(*req.method(), Method::GET | Method::HEAD);
-    (path.starts_with("/api/v1/") || path == "/metrics") && !health
+    (path.starts_with("/api/v1/") || path == "/metrics" || crate::mlflow::is_mlflow_path(path)) && !health
 }
 
 /// The caller of a request, when the server checks keys.
@@ -275,7 +276,15 @@ pub async fn authenticate(
             Ok(next.call(req).await?.map_into_left_body())
         }
         Err(e) => {
-            let response = e.error_response();
+            let response = if crate::mlflow::is_mlflow_path(req.path()) {
+                let mut response = crate::error::mlflow_response(&e, None);
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Basic realm=\"trainlog\""));
+                response
+            } else {
+                e.error_response()
+            };
             Ok(req.into_response(response).map_into_right_body())
         }
     }

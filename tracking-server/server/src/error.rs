@@ -115,6 +115,40 @@ impl ResponseError for ApiError {
     }
 }
 
+/// The MLflow door's answer to an error: the status and `error_code` MLflow's own server gives
+/// for the same kind of failure (it answers 400 to an invalid argument and to a conflict alike;
+/// handlers name `RESOURCE_ALREADY_EXISTS` where a create meets an existing name).
+pub fn mlflow_code(error: &ApiError) -> (StatusCode, &'static str) {
+    match error {
+        ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "RESOURCE_DOES_NOT_EXIST"),
+        ApiError::Invalid { .. }
+        | ApiError::Conflict { .. }
+        | ApiError::TooLarge { .. }
+        | ApiError::UnsupportedMediaType(_)
+        | ApiError::MisdirectedRequest(_) => (StatusCode::BAD_REQUEST, "INVALID_PARAMETER_VALUE"),
+        ApiError::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, "ENDPOINT_NOT_FOUND"),
+        ApiError::Forbidden { .. } => (StatusCode::FORBIDDEN, "PERMISSION_DENIED"),
+        ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
+        ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "TEMPORARILY_UNAVAILABLE"),
+        ApiError::InsufficientStorage(_) => (StatusCode::INSUFFICIENT_STORAGE, "RESOURCE_EXHAUSTED"),
+        ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
+    }
+}
+
+/// The MLflow body of an error: `{"error_code", "message"}`, counted like every other.
+pub fn mlflow_response(error: &ApiError, code_override: Option<&'static str>) -> HttpResponse {
+    count(error.code());
+    if matches!(error, ApiError::Internal(_)) {
+        tracing::error!("internal error: {error}");
+    }
+    let (status, code) = mlflow_code(error);
+    let mut response = HttpResponse::build(status);
+    if matches!(error, ApiError::Unavailable(_) | ApiError::InsufficientStorage(_)) {
+        response.insert_header((actix_web::http::header::RETRY_AFTER, "1"));
+    }
+    response.json(json!({"error_code": code_override.unwrap_or(code), "message": error.to_string()}))
+}
+
 impl From<trainlog_schema::Error> for ApiError {
     fn from(e: trainlog_schema::Error) -> Self {
         ApiError::Invalid { field: e.field, reason: e.reason }

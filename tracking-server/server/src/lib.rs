@@ -6,6 +6,7 @@ pub mod body;
 pub mod error;
 mod guard;
 mod metrics;
+mod mlflow;
 pub mod openapi;
 mod registry_routes;
 mod routes;
@@ -163,6 +164,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
             .wrap(actix_web::middleware::from_fn(guard::guard))
             .wrap(guard::security_headers())
             .configure(ui::configure)
+            .configure(mlflow::configure)
             .configure(routes::configure)
     })
     .workers(workers)

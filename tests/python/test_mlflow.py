@@ -1,0 +1,191 @@
+"""The unchanged `mlflow` client (mlflow-skinny, pinned in requirements.txt) against trainlog's
+MLflow door: experiments, runs, params, tags, metrics and their history, search, MLflow's error
+codes, and keys. What it logs is an ordinary trainlog run, and the reverse.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import mlflow
+import pytest
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+from conftest import TrainlogServer, start_trainlog, stop_trainlog
+
+
+def native(server: TrainlogServer, method: str, path: str, body: object = None, key: str | None = None) -> dict:
+    request = urllib.request.Request(server.url + "/api/v1" + path, method=method,
+                                     data=None if body is None else json.dumps(body).encode())
+    request.add_header("content-type", "application/json")
+    if key:
+        request.add_header("authorization", f"Bearer {key}")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read() or b"{}")
+
+
+def raw_mlflow(server: TrainlogServer, path: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(server.url + "/api/2.0/mlflow" + path, method="POST", data=json.dumps(body).encode())
+    request.add_header("content-type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+@pytest.fixture()
+def client(trainlog_server: TrainlogServer, monkeypatch: pytest.MonkeyPatch) -> MlflowClient:
+    for var in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+        monkeypatch.delenv(var, raising=False)
+    mlflow.set_tracking_uri(trainlog_server.url)
+    return MlflowClient(trainlog_server.url)
+
+
+def test_a_fluent_session_is_an_ordinary_trainlog_run(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
+    mlflow.set_experiment("mlflow-door")
+    with mlflow.start_run(run_name="lr-sweep-1", tags={"team": "vision", "mlflow.note.content": "first try"}) as run:
+        mlflow.log_param("lr", 0.01)
+        mlflow.log_params({"optimizer": "adam", "batch": 32})
+        for step in range(10):
+            mlflow.log_metric("loss", 1 / (step + 1), step=step)
+        mlflow.log_metrics({"acc": 0.75, "diverged": float("nan"), "ratio": float("inf")}, step=9)
+        mlflow.set_tag("stage", "dev")
+    got = client.get_run(run.info.run_id)
+    assert (got.info.status, got.info.run_name) == ("FINISHED", "lr-sweep-1")
+    assert got.data.params == {"lr": "0.01", "optimizer": "adam", "batch": "32"}
+    assert got.data.metrics["loss"] == pytest.approx(0.1) and got.data.metrics["acc"] == 0.75
+    assert math.isnan(got.data.metrics["diverged"]) and got.data.metrics["ratio"] == math.inf
+    assert got.data.tags["team"] == "vision" and got.data.tags["stage"] == "dev"
+    assert got.data.tags["mlflow.note.content"] == "first try" and got.data.tags["mlflow.runName"] == "lr-sweep-1"
+    history = client.get_metric_history(run.info.run_id, "loss")
+    assert [(m.step, m.value) for m in history] == [(s, 1 / (s + 1)) for s in range(10)]
+
+    # The other door: the same run, in the same project, with the same series.
+    same = native(trainlog_server, "GET", f"/runs/{run.info.run_id}")
+    assert (same["project"], same["name"], same["status"], same["notes"]) == ("mlflow-door", "lr-sweep-1", "finished", "first try")
+    assert same["params"]["optimizer"] == "adam" and same["tags"]["team"] == "vision"
+    assert same["summary"]["loss"]["count"] == 10
+    series = native(trainlog_server, "GET", f"/runs/{run.info.run_id}/metrics?key=loss")
+    assert [p["step"] for p in series["points"]] == list(range(10))
+
+
+def test_runs_logged_natively_are_read_and_searched_by_mlflow(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
+    made = native(trainlog_server, "POST", "/runs", {
+        "project": "native-side", "name": "typed", "params": {"lr": 0.001, "layers": 4, "model": {"kind": "mlp"}},
+        "tags": {"owner": "ada"}, "notes": "from the SDK",
+    })
+    run_id = made["id"]
+    native(trainlog_server, "POST", f"/runs/{run_id}/metrics", {"points": [{"key": "val/acc", "step": s, "value": s / 10} for s in range(6)]})
+    native(trainlog_server, "POST", f"/runs/{run_id}/finish", {"status": "failed"})
+    got = client.get_run(run_id)
+    assert got.data.params == {"lr": "0.001", "layers": "4", "model.kind": "mlp"}
+    assert (got.info.status, got.data.tags["mlflow.runName"], got.data.tags["mlflow.note.content"]) == ("FAILED", "typed", "from the SDK")
+    assert got.data.metrics["val/acc"] == 0.5
+    experiment = client.get_experiment_by_name("native-side")
+    found = client.search_runs([experiment.experiment_id], "metrics.`val/acc` >= 0.5 and attributes.status = 'FAILED'")
+    assert [r.info.run_id for r in found] == [run_id]
+    assert [m.value for m in client.get_metric_history(run_id, "val/acc")] == [s / 10 for s in range(6)]
+
+
+def test_search_follows_mlflows_grammar_and_pages(client: MlflowClient) -> None:
+    experiment_id = client.create_experiment("grid")
+    for i, (opt, acc) in enumerate([("sgd", 0.61), ("adam", 0.83), ("sgd", 0.72), ("adam", 0.55), ("sgd", 0.9)]):
+        run = client.create_run(experiment_id, run_name=f"grid-{i}", tags={"wave": "2" if i >= 3 else "1"})
+        client.log_param(run.info.run_id, "opt", opt)
+        client.log_metric(run.info.run_id, "acc", acc, step=1)
+        client.set_terminated(run.info.run_id, "FINISHED" if i != 3 else "KILLED")
+
+    def names(filter_string: str, **kw) -> list[str]:
+        return [r.info.run_name for r in client.search_runs([experiment_id], filter_string, **kw)]
+
+    assert names("params.opt = 'sgd'", order_by=["metrics.acc DESC"]) == ["grid-4", "grid-2", "grid-0"]
+    assert names("metrics.acc > 0.7 AND tags.wave = '1'", order_by=["attributes.run_name ASC"]) == ["grid-1", "grid-2"]
+    assert names("attributes.status = 'KILLED'") == ["grid-3"]
+    assert names("tags.mlflow.runName ILIKE 'GRID-%' and params.`opt` != 'sgd'", order_by=["metrics.acc"]) == ["grid-3", "grid-1"]
+    first = client.search_runs([experiment_id], "", order_by=["metrics.acc ASC"], max_results=2)
+    second = client.search_runs([experiment_id], "", order_by=["metrics.acc ASC"], max_results=2, page_token=first.token)
+    assert [r.info.run_name for r in first] == ["grid-3", "grid-0"] and first.token
+    assert [r.info.run_name for r in second] == ["grid-2", "grid-1"]
+    with pytest.raises(MlflowException) as bad:
+        client.search_runs([experiment_id], "metrics.acc >")
+    assert bad.value.error_code == "INVALID_PARAMETER_VALUE"
+
+
+def test_errors_and_limits_are_mlflows(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
+    assert client.get_experiment_by_name("no-such-experiment") is None
+    client.create_experiment("twice")
+    with pytest.raises(MlflowException) as exists:
+        client.create_experiment("twice")
+    assert exists.value.error_code == "RESOURCE_ALREADY_EXISTS" and exists.value.get_http_status_code() == 400
+    with pytest.raises(MlflowException) as missing:
+        client.get_run("0" * 32)
+    assert missing.value.error_code == "RESOURCE_DOES_NOT_EXIST" and missing.value.get_http_status_code() == 404
+    run = client.create_run(client.get_experiment_by_name("twice").experiment_id)
+    client.log_param(run.info.run_id, "lr", "0.1")
+    client.log_param(run.info.run_id, "lr", "0.1")
+    with pytest.raises(MlflowException) as changed:
+        client.log_param(run.info.run_id, "lr", "0.2")
+    assert changed.value.error_code == "INVALID_PARAMETER_VALUE" and "Changing param values is not allowed" in changed.value.message
+    with pytest.raises(MlflowException) as bad_key:
+        client.log_metric(run.info.run_id, "loss*2", 1.0)
+    assert bad_key.value.error_code == "INVALID_PARAMETER_VALUE"
+    # log-batch limits, as MLflow's server applies them; nothing of a refused batch is written.
+    metrics = [{"key": "m", "value": 1.0, "timestamp": 1, "step": s} for s in range(1001)]
+    status, body = raw_mlflow(trainlog_server, "/runs/log-batch", {"run_id": run.info.run_id, "metrics": metrics})
+    assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE"), body
+    params = [{"key": f"p{i}", "value": "x"} for i in range(101)]
+    status, body = raw_mlflow(trainlog_server, "/runs/log-batch", {"run_id": run.info.run_id, "params": params})
+    assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE"), body
+    assert client.get_metric_history(run.info.run_id, "m") == []
+    assert set(client.get_run(run.info.run_id).data.params) == {"lr"}
+    # A batch of 2,500 points goes through in MLflow's chunks and reads back whole, in pages.
+    from mlflow.entities import Metric
+    client.log_batch(run.info.run_id, metrics=[Metric("big", float(s), 1_700_000_000_000 + s, s) for s in range(2500)])
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "big")] == list(range(2500))
+    status, page = raw_mlflow_get(trainlog_server, f"/metrics/get-history?run_id={run.info.run_id}&metric_key=big&max_results=1000")
+    assert status == 200 and len(page["metrics"]) == 1000 and page["next_page_token"]
+
+
+def raw_mlflow_get(server: TrainlogServer, path: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(server.url + "/api/2.0/mlflow" + path, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def test_mlflow_clients_send_trainlog_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "server").mkdir()
+    server = start_trainlog(tmp_path / "server", ["--auth"])
+    try:
+        admin = (server.data / "admin.key").read_text().strip()
+        for var in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+            monkeypatch.delenv(var, raising=False)
+        keyless = MlflowClient(server.url)
+        with pytest.raises(MlflowException) as refused:
+            keyless.search_experiments()
+        assert "401" in str(refused.value) or refused.value.error_code == "UNAUTHENTICATED"
+        monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", admin)
+        bearer = MlflowClient(server.url)
+        experiment_id = bearer.create_experiment("guarded")
+        run = bearer.create_run(experiment_id, run_name="with-a-key")
+        bearer.log_metric(run.info.run_id, "loss", 0.5, step=1)
+        assert bearer.get_run(run.info.run_id).info.user_id == "admin", "the run's user is the key's"
+        # Basic auth: the user's name and the key as password.
+        monkeypatch.delenv("MLFLOW_TRACKING_TOKEN")
+        viewer = native(server, "POST", "/users", {"name": "viewer"}, key=admin)["key"]
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "viewer")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", viewer)
+        basic = MlflowClient(server.url)
+        assert basic.get_run(run.info.run_id).data.metrics == {"loss": 0.5}
+        with pytest.raises(MlflowException) as denied:
+            basic.log_metric(run.info.run_id, "loss", 0.4, step=2)
+        assert denied.value.error_code == "PERMISSION_DENIED" and denied.value.get_http_status_code() == 403
+    finally:
+        stop_trainlog(server)

@@ -1,0 +1,191 @@
+//! MLflow's REST API on trainlog's own stores, so the unchanged `mlflow` client can log to this
+//! server: an experiment is a project (same name; MLflow's `Default`, id `0`, is the project
+//! named `Default`), a run is a trainlog run with the same id. Served under `/api/2.0/mlflow` and
+//! `/ajax-api/2.0/mlflow`, with MLflow's error bodies and codes.
+
+mod filter;
+mod tracking;
+
+use crate::error::{mlflow_response, ApiError};
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use serde_json::{Map, Value};
+
+/// The prefixes MLflow's clients call.
+pub const PREFIXES: [&str; 2] = ["/api/2.0/mlflow", "/ajax-api/2.0/mlflow"];
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    for prefix in PREFIXES {
+        cfg.service(web::scope(prefix).configure(tracking::configure).default_service(web::to(
+            |req: HttpRequest| async move {
+                Err::<HttpResponse, _>(MlflowError::from(ApiError::NotFound(format!(
+                    "the MLflow endpoint {} {} (this server does not serve it)",
+                    req.method(),
+                    req.path()
+                ))))
+            },
+        )));
+    }
+}
+
+/// Whether a path is one of the MLflow door's.
+pub fn is_mlflow_path(path: &str) -> bool {
+    PREFIXES.iter().any(|p| path.starts_with(p)) || path.starts_with("/api/2.0/mlflow-artifacts")
+}
+
+/// An error as MLflow's server would answer it.
+#[derive(Debug)]
+pub struct MlflowError {
+    error: ApiError,
+    code: Option<&'static str>,
+}
+
+impl MlflowError {
+    /// A create that met an existing name: MLflow's `RESOURCE_ALREADY_EXISTS`.
+    fn already_exists(error: ApiError) -> Self {
+        match error {
+            ApiError::Conflict { .. } => MlflowError { error, code: Some("RESOURCE_ALREADY_EXISTS") },
+            other => other.into(),
+        }
+    }
+}
+
+impl From<ApiError> for MlflowError {
+    fn from(error: ApiError) -> Self {
+        MlflowError { error, code: None }
+    }
+}
+
+impl From<trainlog_meta::Error> for MlflowError {
+    fn from(error: trainlog_meta::Error) -> Self {
+        ApiError::from(error).into()
+    }
+}
+
+impl From<trainlog_store::Error> for MlflowError {
+    fn from(error: trainlog_store::Error) -> Self {
+        ApiError::from(error).into()
+    }
+}
+
+impl From<trainlog_schema::Error> for MlflowError {
+    fn from(error: trainlog_schema::Error) -> Self {
+        ApiError::from(error).into()
+    }
+}
+
+impl std::fmt::Display for MlflowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl ResponseError for MlflowError {
+    fn status_code(&self) -> actix_web::http::StatusCode {
+        crate::error::mlflow_code(&self.error).0
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        mlflow_response(&self.error, self.code)
+    }
+}
+
+type Result<T, E = MlflowError> = std::result::Result<T, E>;
+
+/// A request's arguments: the query of a GET, the JSON object of anything else.
+async fn arguments(req: &HttpRequest, payload: web::Payload) -> Result<Value> {
+    if req.method() == actix_web::http::Method::GET {
+        let pairs = crate::routes::query_pairs(req)?;
+        let mut object = Map::new();
+        for (k, v) in pairs {
+            match object.get_mut(&k) {
+                Some(Value::Array(list)) => list.push(Value::String(v)),
+                Some(existing) => {
+                    let first = existing.take();
+                    *existing = Value::Array(vec![first, Value::String(v)]);
+                }
+                None => {
+                    object.insert(k, Value::String(v));
+                }
+            }
+        }
+        return Ok(Value::Object(object));
+    }
+    let bytes = crate::body::json_bytes(req, payload).await?;
+    if bytes.trim_ascii().is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    let value: Value = crate::body::parse_json(&bytes)?;
+    if !value.is_object() {
+        return Err(ApiError::invalid("body", "an MLflow request body is a JSON object").into());
+    }
+    Ok(value)
+}
+
+fn missing(name: &str) -> MlflowError {
+    ApiError::invalid(name, format!("Missing value for required parameter '{name}'")).into()
+}
+
+/// A text argument, if given.
+fn text<'a>(args: &'a Value, name: &str) -> Result<Option<&'a str>> {
+    match &args[name] {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s)),
+        Value::Number(_) | Value::Bool(_) => Err(ApiError::invalid(name, format!("'{name}' must be a string")).into()),
+        _ => Err(ApiError::invalid(name, format!("'{name}' must be a string")).into()),
+    }
+}
+
+fn required_text<'a>(args: &'a Value, name: &str) -> Result<&'a str> {
+    text(args, name)?.ok_or_else(|| missing(name))
+}
+
+/// An int64 argument: protobuf's JSON writes them as numbers or as strings.
+fn integer(args: &Value, name: &str) -> Result<Option<i64>> {
+    let bad = || MlflowError::from(ApiError::invalid(name, format!("'{name}' must be an integer")));
+    match &args[name] {
+        Value::Null => Ok(None),
+        Value::Number(n) => n.as_i64().or_else(|| crate::api::integer::of(n)).map(Some).ok_or_else(bad),
+        Value::String(s) if s.is_empty() => Ok(None),
+        Value::String(s) => s.trim().parse().map(Some).map_err(|_| bad()),
+        _ => Err(bad()),
+    }
+}
+
+/// A double argument, NaN and infinities spelled as protobuf's JSON spells them.
+fn double(args: &Value, name: &str) -> Result<Option<f64>> {
+    let bad = || MlflowError::from(ApiError::invalid(name, format!("'{name}' must be a number")));
+    match &args[name] {
+        Value::Null => Ok(None),
+        Value::Number(n) => n.as_f64().map(Some).ok_or_else(bad),
+        Value::String(s) => match s.as_str() {
+            "NaN" | "nan" => Ok(Some(f64::NAN)),
+            "Infinity" | "inf" => Ok(Some(f64::INFINITY)),
+            "-Infinity" | "-inf" => Ok(Some(f64::NEG_INFINITY)),
+            other => other.trim().parse().map(Some).map_err(|_| bad()),
+        },
+        _ => Err(bad()),
+    }
+}
+
+/// A repeated text argument (a JSON list, or one or more query values).
+fn texts(args: &Value, name: &str) -> Result<Vec<String>> {
+    match &args[name] {
+        Value::Null => Ok(Vec::new()),
+        Value::String(s) => Ok(vec![s.clone()]),
+        Value::Array(items) => {
+            items.iter().map(|v| v.as_str().map(str::to_owned).ok_or_else(|| missing(name))).collect()
+        }
+        _ => Err(ApiError::invalid(name, format!("'{name}' must be a list of strings")).into()),
+    }
+}
+
+/// A double as protobuf's JSON writes it.
+fn double_json(v: f64) -> Value {
+    if v.is_nan() {
+        Value::String("NaN".into())
+    } else if v.is_infinite() {
+        Value::String(if v > 0.0 { "Infinity" } else { "-Infinity" }.into())
+    } else {
+        serde_json::json!(v)
+    }
+}

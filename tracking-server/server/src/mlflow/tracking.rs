@@ -1,0 +1,656 @@
+//! MLflow's tracking routes: experiments, runs, params, tags, metrics and their history, and run
+//! search, each on trainlog's projects and runs.
+
+use super::filter::{translate_filter, translate_order_by};
+use super::{arguments, double, double_json, integer, required_text, text, texts, MlflowError, Result};
+use crate::auth::{require, require_run};
+use crate::error::ApiError;
+use crate::routes::{meta, run_project, State};
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use trainlog_meta::search::RunScope;
+use trainlog_meta::{NewRun, Project, Role, Run, RunUpdate, Scope};
+use trainlog_schema::limits::{check_len, MAX_PAGE_SIZE, MAX_TAG_VALUE_CHARS};
+use trainlog_schema::{
+    BatchPoint, MetricKey, MetricSummary, ParamKey, ParamValue, PointBatch, ProjectName, RunId, RunStatus, TagKey,
+};
+use trainlog_store::StepRange;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/experiments/create", web::post().to(create_experiment))
+        .route("/experiments/get", web::get().to(get_experiment))
+        .route("/experiments/get-by-name", web::get().to(get_experiment_by_name))
+        .route("/experiments/search", web::post().to(search_experiments))
+        .route("/experiments/search", web::get().to(search_experiments))
+        .route("/runs/create", web::post().to(create_run))
+        .route("/runs/get", web::get().to(get_run))
+        .route("/runs/update", web::post().to(update_run))
+        .route("/runs/log-metric", web::post().to(log_metric))
+        .route("/runs/log-parameter", web::post().to(log_param))
+        .route("/runs/set-tag", web::post().to(set_tag))
+        .route("/runs/delete-tag", web::post().to(delete_tag))
+        .route("/runs/log-batch", web::post().to(log_batch))
+        .route("/runs/search", web::post().to(search_runs))
+        .route("/metrics/get-history", web::get().to(metric_history));
+}
+
+/// MLflow's default experiment: id `0`, the project named so.
+const DEFAULT_EXPERIMENT: &str = "Default";
+/// What one log-batch may carry, as MLflow's server limits it.
+const MAX_BATCH_METRICS: usize = 1000;
+const MAX_BATCH_PARAMS: usize = 100;
+const MAX_BATCH_TAGS: usize = 100;
+const MAX_BATCH_ENTITIES: usize = 1000;
+/// MLflow's longest param value.
+const MAX_PARAM_VALUE_CHARS: usize = 6000;
+
+fn experiment_id(p: &Project) -> String {
+    if p.name == DEFAULT_EXPERIMENT {
+        "0".to_owned()
+    } else {
+        p.id.to_string()
+    }
+}
+
+fn experiment_json(p: &Project) -> Value {
+    let id = experiment_id(p);
+    json!({
+        "experiment_id": id,
+        "name": p.name,
+        "artifact_location": format!("mlflow-artifacts:/{id}"),
+        "lifecycle_stage": "active",
+        "creation_time": p.created_ms,
+        "last_update_time": p.created_ms,
+        "tags": [],
+    })
+}
+
+/// The project behind an experiment id, once the caller may `need` it.
+async fn experiment(state: &State, req: &HttpRequest, id: &str, need: Role) -> Result<Project> {
+    let project = if id == "0" {
+        meta(state, |m| match m.project_by_name(DEFAULT_EXPERIMENT) {
+            Err(trainlog_meta::Error::NotFound { .. }) => {
+                let name = ProjectName::parse("experiment_id", DEFAULT_EXPERIMENT)?;
+                match m.create_project(&name, "", None) {
+                    Err(trainlog_meta::Error::Conflict { .. }) => m.project_by_name(DEFAULT_EXPERIMENT),
+                    other => other,
+                }
+            }
+            other => other,
+        })
+        .await?
+    } else {
+        let number: i64 = id.parse().map_err(|_| ApiError::NotFound(format!("experiment with id {id:?}")))?;
+        meta(state, move |m| m.project_by_id(number))
+            .await
+            .map_err(|_| ApiError::NotFound(format!("experiment with id {number}")))?
+    };
+    require(req, Scope::Project, project.id, &project.name, need).await?;
+    Ok(project)
+}
+
+async fn create_experiment(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let name = ProjectName::parse("name", required_text(&args, "name")?)?;
+    let creator = crate::auth::actor(&req);
+    let project = meta(&state, move |m| m.create_project(&name, "", creator.as_ref()))
+        .await
+        .map_err(MlflowError::already_exists)?;
+    Ok(HttpResponse::Ok().json(json!({"experiment_id": experiment_id(&project)})))
+}
+
+async fn get_experiment(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let id = required_text(&args, "experiment_id")?;
+    let project = experiment(&state, &req, id, Role::Read).await?;
+    Ok(HttpResponse::Ok().json(json!({"experiment": experiment_json(&project)})))
+}
+
+async fn get_experiment_by_name(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let name = required_text(&args, "experiment_name")?.to_owned();
+    let owned = name.clone();
+    let project = meta(&state, move |m| m.project_by_name(&owned))
+        .await
+        .map_err(|_| ApiError::NotFound(format!("Could not find experiment with name '{name}'")))?;
+    require(&req, Scope::Project, project.id, &project.name, Role::Read)
+        .await
+        .map_err(|_| ApiError::NotFound(format!("Could not find experiment with name '{name}'")))?;
+    Ok(HttpResponse::Ok().json(json!({"experiment": experiment_json(&project)})))
+}
+
+/// `name = 'x'`, `name LIKE 'x%'`, `name ILIKE '%x%'` or nothing: what clients filter experiments by.
+fn experiment_matcher(filter: &str) -> Result<Box<dyn Fn(&str) -> bool>> {
+    let filter = filter.trim();
+    if filter.is_empty() {
+        return Ok(Box::new(|_| true));
+    }
+    let unsupported = || {
+        MlflowError::from(ApiError::invalid(
+            "filter",
+            format!("{filter:?}: experiments can be filtered by name (=, !=, LIKE, ILIKE) only"),
+        ))
+    };
+    let rest = filter
+        .strip_prefix("name")
+        .or_else(|| filter.strip_prefix("attribute.name"))
+        .or_else(|| filter.strip_prefix("attributes.name"))
+        .ok_or_else(unsupported)?
+        .trim_start();
+    let (op, value) = ["!=", "=", "ILIKE", "LIKE", "ilike", "like"]
+        .iter()
+        .find_map(|op| rest.strip_prefix(op).map(|v| (op.to_ascii_uppercase(), v.trim())))
+        .ok_or_else(unsupported)?;
+    let quoted = value.len() >= 2
+        && (value.starts_with('\'') && value.ends_with('\'') || value.starts_with('"') && value.ends_with('"'));
+    if !quoted {
+        return Err(unsupported());
+    }
+    let value = value[1..value.len() - 1].to_owned();
+    Ok(match op.as_str() {
+        "=" => Box::new(move |n| n == value),
+        "!=" => Box::new(move |n| n != value),
+        "LIKE" => Box::new(move |n| like(n, &value)),
+        _ => {
+            let value = value.to_lowercase();
+            Box::new(move |n| like(&n.to_lowercase(), &value))
+        }
+    })
+}
+
+/// SQL LIKE: `%` any run of characters, `_` one.
+fn like(text: &str, pattern: &str) -> bool {
+    fn go(t: &[char], p: &[char]) -> bool {
+        match p.split_first() {
+            None => t.is_empty(),
+            Some(('%', rest)) => (0..=t.len()).any(|i| go(&t[i..], rest)),
+            Some(('_', rest)) => !t.is_empty() && go(&t[1..], rest),
+            Some((c, rest)) => t.first() == Some(c) && go(&t[1..], rest),
+        }
+    }
+    go(&text.chars().collect::<Vec<_>>(), &pattern.chars().collect::<Vec<_>>())
+}
+
+fn page(args: &Value, default: i64) -> Result<(usize, usize)> {
+    let limit = integer(args, "max_results")?.unwrap_or(default);
+    if limit <= 0 {
+        return Err(ApiError::invalid("max_results", "max_results must be a positive number").into());
+    }
+    let offset = match text(args, "page_token")? {
+        None | Some("") => 0,
+        Some(t) => t.parse().map_err(|_| ApiError::invalid("page_token", "not a page token from this server"))?,
+    };
+    Ok((limit as usize, offset))
+}
+
+async fn search_experiments(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let matches = experiment_matcher(text(&args, "filter")?.unwrap_or(""))?;
+    let (limit, offset) = page(&args, 1000)?;
+    // Like MLflow's server, there is always a Default experiment.
+    if crate::auth::actor(&req).is_none_or(|a| a.is_admin) {
+        experiment(&state, &req, "0", Role::Read).await?;
+    }
+    let visible = crate::auth::visibility(&req, Scope::Project).await?;
+    let mut projects: Vec<Project> = meta(&state, |m| m.list_projects())
+        .await?
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| visible.allows(p.id) && matches(&p.name))
+        .collect();
+    projects.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then(b.id.cmp(&a.id)));
+    let page: Vec<Value> = projects.iter().skip(offset).take(limit).map(experiment_json).collect();
+    let mut answer = json!({"experiments": page});
+    if offset + limit < projects.len() {
+        answer["next_page_token"] = json!((offset + limit).to_string());
+    }
+    Ok(HttpResponse::Ok().json(answer))
+}
+
+fn status_name(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Running => "RUNNING",
+        RunStatus::Finished => "FINISHED",
+        RunStatus::Failed | RunStatus::Preempted => "FAILED",
+        RunStatus::Killed => "KILLED",
+    }
+}
+
+fn parse_status(s: &str) -> Result<RunStatus> {
+    Ok(match s {
+        "RUNNING" | "SCHEDULED" => RunStatus::Running,
+        "FINISHED" => RunStatus::Finished,
+        "FAILED" => RunStatus::Failed,
+        "KILLED" => RunStatus::Killed,
+        other => return Err(ApiError::invalid("status", format!("{other:?} is not a run status")).into()),
+    })
+}
+
+/// A param as MLflow's clients write them: text (a Python bool reads `True`).
+fn param_text(v: &ParamValue) -> String {
+    match v {
+        ParamValue::Str(s) => s.clone(),
+        ParamValue::Int(i) => i.to_string(),
+        ParamValue::Float(f) => format!("{f:?}"),
+        ParamValue::Bool(b) => if *b { "True" } else { "False" }.to_owned(),
+    }
+}
+
+fn run_info(run: &Run) -> Value {
+    let experiment = if run.project == DEFAULT_EXPERIMENT { "0".to_owned() } else { run.project_id.to_string() };
+    let mut info = json!({
+        "run_id": run.id.as_str(),
+        "run_uuid": run.id.as_str(),
+        "run_name": run.name,
+        "experiment_id": experiment,
+        "user_id": run.user,
+        "status": status_name(run.status),
+        "start_time": run.start_ms,
+        "artifact_uri": format!("mlflow-artifacts:/{experiment}/{}/artifacts", run.id),
+        "lifecycle_stage": "active",
+    });
+    if let Some(end) = run.end_ms {
+        info["end_time"] = json!(end);
+    }
+    info
+}
+
+fn run_json(run: &Run, summaries: &BTreeMap<String, MetricSummary>, commit: Option<&str>) -> Value {
+    let metrics: Vec<Value> = summaries
+        .iter()
+        .map(|(k, s)| json!({"key": k, "value": double_json(s.last), "timestamp": s.last_ms, "step": s.last_step}))
+        .collect();
+    let params: Vec<Value> = run.params.iter().map(|(k, v)| json!({"key": k, "value": param_text(v)})).collect();
+    let mut tags: Vec<Value> = run.tags.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
+    let mut special = vec![("mlflow.runName", run.name.clone()), ("mlflow.user", run.user.clone())];
+    if let Some(parent) = &run.parent_id {
+        special.push(("mlflow.parentRunId", parent.clone()));
+    }
+    if !run.notes.is_empty() {
+        special.push(("mlflow.note.content", run.notes.clone()));
+    }
+    if let Some(commit) = commit.filter(|_| !run.tags.contains_key("mlflow.source.git.commit")) {
+        special.push(("mlflow.source.git.commit", commit.to_owned()));
+    }
+    tags.extend(special.into_iter().map(|(k, v)| json!({"key": k, "value": v})));
+    json!({"info": run_info(run), "data": {"metrics": metrics, "params": params, "tags": tags}, "inputs": {}, "outputs": {}})
+}
+
+async fn run_view(state: &State, run: &Run) -> Result<Value> {
+    let summaries = state.store.summaries(&run.id, run.project_id).await?;
+    let id = run.id.clone();
+    let metadata = meta(state, move |m| m.metadata(&id)).await?;
+    let commit = metadata.get("code").and_then(|c| c["commit"].as_str());
+    Ok(run_json(run, &summaries, commit))
+}
+
+/// The run an MLflow request names (`run_id`, or the older `run_uuid`), once the caller may `need` it.
+async fn named_run(state: &State, req: &HttpRequest, args: &Value, need: Role) -> Result<RunId> {
+    let raw = match text(args, "run_id")?.filter(|s| !s.is_empty()) {
+        Some(id) => id,
+        None => text(args, "run_uuid")?.filter(|s| !s.is_empty()).ok_or_else(|| super::missing("run_id"))?,
+    };
+    let id = RunId::parse("run_id", raw).map_err(|_| ApiError::NotFound(format!("Run with id={raw} not found")))?;
+    let project_id = run_project(state, &id).await?;
+    require_run(req, &id, project_id, need).await?;
+    Ok(id)
+}
+
+/// MLflow's rule for metric, param and tag keys: letters, digits, `_ - . / : ` and spaces.
+fn mlflow_key(field: &str, key: &str) -> Result<()> {
+    let ok = !key.is_empty()
+        && key.chars().count() <= 250
+        && key.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ' ' | '/' | ':'))
+        && !key.starts_with('/')
+        && !key.split('/').any(|part| part == "..");
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            field,
+            format!(
+                "Invalid value {key:?} for parameter '{field}' supplied: names may only contain alphanumerics, \
+                 underscores (_), dashes (-), periods (.), spaces ( ), colon(:) and slashes (/)"
+            ),
+        )
+        .into())
+    }
+}
+
+/// Tags MLflow keeps as a run's own fields, applied to a run update; answers the rest.
+fn split_tags(tags: Vec<(String, String)>, update: &mut RunUpdate) -> Result<BTreeMap<TagKey, String>> {
+    let mut rest = BTreeMap::new();
+    for (key, value) in tags {
+        match key.as_str() {
+            "mlflow.runName" => update.name = Some(value),
+            "mlflow.note.content" => update.notes = Some(value),
+            "mlflow.user" | "mlflow.parentRunId" => {}
+            _ => {
+                mlflow_key("key", &key)?;
+                check_len(&key, "a tag value", &value, MAX_TAG_VALUE_CHARS)?;
+                rest.insert(TagKey::parse("key", &key)?, value);
+            }
+        }
+    }
+    Ok(rest)
+}
+
+fn tag_pairs(args: &Value, name: &str) -> Result<Vec<(String, String)>> {
+    match &args[name] {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items
+            .iter()
+            .map(|t| {
+                let key = required_text(t, "key")?.to_owned();
+                let value = text(t, "value")?.unwrap_or_default().to_owned();
+                Ok((key, value))
+            })
+            .collect(),
+        _ => Err(ApiError::invalid(name, format!("'{name}' must be a list of {{key, value}}")).into()),
+    }
+}
+
+/// Records the code version MLflow's clients send as a tag where trainlog keeps it.
+async fn keep_commit(state: &State, id: &RunId, tags: &[(String, String)]) -> Result<()> {
+    if let Some((_, commit)) = tags.iter().find(|(k, _)| k == "mlflow.source.git.commit") {
+        let (id, commit) = (id.clone(), commit.clone());
+        meta(state, move |m| {
+            if m.metadata(&id)?.contains_key("code") {
+                return Ok(());
+            }
+            m.set_metadata(&id, "code", &json!({"commit": commit}))
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+async fn create_run(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let experiment_id = text(&args, "experiment_id")?.filter(|s| !s.is_empty()).unwrap_or("0").to_owned();
+    let project = experiment(&state, &req, &experiment_id, Role::Write).await?;
+    let tags = tag_pairs(&args, "tags")?;
+    let tag = |k: &str| tags.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+    let mut update = RunUpdate::default();
+    let rest = split_tags(tags.clone(), &mut update)?;
+    let user = match crate::auth::caller(&req) {
+        Some(c) => c.name,
+        None => text(&args, "user_id")?.map(str::to_owned).or_else(|| tag("mlflow.user")).unwrap_or_default(),
+    };
+    let new = NewRun {
+        project: Some(ProjectName::parse("experiment_id", &project.name)?),
+        name: text(&args, "run_name")?.filter(|s| !s.is_empty()).map(str::to_owned).or(update.name),
+        tags: rest,
+        user,
+        parent_id: tag("mlflow.parentRunId").map(|p| RunId::parse("mlflow.parentRunId", &p)).transpose()?,
+        notes: update.notes.unwrap_or_default(),
+        start_ms: integer(&args, "start_time")?,
+        actor: crate::auth::actor(&req),
+        ..Default::default()
+    };
+    let (run, _) = meta(&state, move |m| m.create_run(&new)).await?;
+    state.store.project_changed(run.project_id);
+    keep_commit(&state, &run.id, &tags).await?;
+    Ok(HttpResponse::Ok().json(json!({"run": run_view(&state, &run).await?})))
+}
+
+async fn get_run(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let id = named_run(&state, &req, &args, Role::Read).await?;
+    let run = meta(&state, move |m| m.run(&id)).await?;
+    Ok(HttpResponse::Ok().json(json!({"run": run_view(&state, &run).await?})))
+}
+
+async fn update_run(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let id = named_run(&state, &req, &args, Role::Write).await?;
+    let status = text(&args, "status")?.map(parse_status).transpose()?;
+    let end_time = integer(&args, "end_time")?;
+    let name = text(&args, "run_name")?.filter(|s| !s.is_empty()).map(str::to_owned);
+    let run = {
+        let id = id.clone();
+        meta(&state, move |m| {
+            if let Some(name) = name {
+                m.update_run(&id, &RunUpdate { name: Some(name), ..RunUpdate::default() })?;
+            }
+            if let Some(status) = status {
+                let end = if status == RunStatus::Running { None } else { end_time.or(Some(trainlog_meta::now_ms())) };
+                m.set_status(&id, status, end)?;
+            }
+            m.run(&id)
+        })
+        .await?
+    };
+    state.store.project_changed(run.project_id);
+    if run.status != RunStatus::Running {
+        state.store.run_finished(&id).await?;
+    }
+    Ok(HttpResponse::Ok().json(json!({"run_info": run_info(&run)})))
+}
+
+fn metric_point(args: &Value, now: i64) -> Result<(MetricKey, BatchPoint)> {
+    let key = required_text(args, "key")?;
+    mlflow_key("key", key)?;
+    let key = MetricKey::parse("key", key)?;
+    let value = double(args, "value")?.ok_or_else(|| super::missing("value"))?;
+    let timestamp_ms = integer(args, "timestamp")?.unwrap_or(now);
+    let step = integer(args, "step")?.unwrap_or(0);
+    Ok((key, BatchPoint { key: 0, step, timestamp_ms, value }))
+}
+
+async fn append(state: &State, id: &RunId, points: Vec<(MetricKey, BatchPoint)>) -> Result<()> {
+    if points.is_empty() {
+        return Ok(());
+    }
+    let project_id = run_project(state, id).await?;
+    let mut batch = PointBatch::default();
+    let mut index: BTreeMap<MetricKey, u32> = BTreeMap::new();
+    for (key, mut point) in points {
+        let next = index.len() as u32;
+        point.key = *index.entry(key.clone()).or_insert_with(|| {
+            batch.keys.push(key);
+            next
+        });
+        batch.points.push(point);
+    }
+    state.store.append(id, project_id, batch).await?;
+    Ok(())
+}
+
+async fn log_metric(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let id = named_run(&state, &req, &args, Role::Write).await?;
+    let point = metric_point(&args, trainlog_meta::now_ms())?;
+    append(&state, &id, vec![point]).await?;
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+fn param(key: &str, value: &str) -> Result<(ParamKey, ParamValue)> {
+    mlflow_key("key", key)?;
+    if value.chars().count() > MAX_PARAM_VALUE_CHARS {
+        return Err(ApiError::invalid(
+            "value",
+            format!(
+                "Param value for {key:?} had length {}, which exceeds length limit of {MAX_PARAM_VALUE_CHARS}",
+                value.chars().count()
+            ),
+        )
+        .into());
+    }
+    Ok((ParamKey::parse("key", key)?, ParamValue::Str(value.to_owned())))
+}
+
+async fn set_params(state: &State, id: &RunId, params: BTreeMap<ParamKey, ParamValue>) -> Result<()> {
+    if params.is_empty() {
+        return Ok(());
+    }
+    let id = id.clone();
+    let run = meta(state, move |m| {
+        m.set_params(&id, &params, false)?;
+        m.run(&id)
+    })
+    .await
+    .map_err(|e| match e {
+        ApiError::Conflict { field, reason } => {
+            let reason = reason.split("; send").next().unwrap_or_default();
+            ApiError::Invalid { field, reason: format!("Changing param values is not allowed. {reason}") }
+        }
+        other => other,
+    })?;
+    state.store.project_changed(run.project_id);
+    Ok(())
+}
+
+async fn log_param(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let id = named_run(&state, &req, &args, Role::Write).await?;
+    let (key, value) = param(required_text(&args, "key")?, text(&args, "value")?.unwrap_or_default())?;
+    set_params(&state, &id, BTreeMap::from([(key, value)])).await?;
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+async fn apply_tags(state: &State, id: &RunId, tags: Vec<(String, String)>, delete: Vec<TagKey>) -> Result<()> {
+    let mut update = RunUpdate { delete_tags: delete, ..RunUpdate::default() };
+    update.set_tags = split_tags(tags.clone(), &mut update)?;
+    let run = {
+        let id = id.clone();
+        meta(state, move |m| {
+            m.update_run(&id, &update)?;
+            m.run(&id)
+        })
+        .await?
+    };
+    keep_commit(state, id, &tags).await?;
+    state.store.project_changed(run.project_id);
+    Ok(())
+}
+
+async fn set_tag(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let id = named_run(&state, &req, &args, Role::Write).await?;
+    let key = required_text(&args, "key")?.to_owned();
+    let value = text(&args, "value")?.unwrap_or_default().to_owned();
+    apply_tags(&state, &id, vec![(key, value)], Vec::new()).await?;
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+async fn delete_tag(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let id = named_run(&state, &req, &args, Role::Write).await?;
+    let key = required_text(&args, "key")?;
+    let run = {
+        let id = id.clone();
+        meta(&state, move |m| m.run(&id)).await?
+    };
+    if !run.tags.contains_key(key) {
+        return Err(ApiError::NotFound(format!("No tag with name: {key} in run with id {id}")).into());
+    }
+    apply_tags(&state, &id, Vec::new(), vec![TagKey::parse("key", key)?]).await?;
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+async fn log_batch(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let id = named_run(&state, &req, &args, Role::Write).await?;
+    let list = |name: &str| match &args[name] {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => Ok(items.clone()),
+        _ => Err(MlflowError::from(ApiError::invalid(name, format!("'{name}' must be a list")))),
+    };
+    let (metrics, params, tags) = (list("metrics")?, list("params")?, tag_pairs(&args, "tags")?);
+    for (name, n, max) in [
+        ("metrics", metrics.len(), MAX_BATCH_METRICS),
+        ("params", params.len(), MAX_BATCH_PARAMS),
+        ("tags", tags.len(), MAX_BATCH_TAGS),
+    ] {
+        if n > max {
+            return Err(ApiError::invalid(
+                name,
+                format!("A batch logging request can contain at most {max} {name}. Got {n} {name}. Please split up {name} across multiple requests and try again."),
+            )
+            .into());
+        }
+    }
+    let total = metrics.len() + params.len() + tags.len();
+    if total > MAX_BATCH_ENTITIES {
+        return Err(ApiError::invalid(
+            "metrics",
+            format!("A batch logging request can contain at most {MAX_BATCH_ENTITIES} metrics, params, and tags in total. Got {total} total entities."),
+        )
+        .into());
+    }
+    // Everything is checked before anything is written.
+    let now = trainlog_meta::now_ms();
+    let points = metrics.iter().map(|m| metric_point(m, now)).collect::<Result<Vec<_>>>()?;
+    let mut parsed = BTreeMap::new();
+    for p in &params {
+        let (key, value) = param(required_text(p, "key")?, text(p, "value")?.unwrap_or_default())?;
+        if parsed.get(&key).is_some_and(|v| *v != value) {
+            return Err(
+                ApiError::invalid("params", format!("Duplicate parameter keys with different values: {key}")).into()
+            );
+        }
+        parsed.insert(key, value);
+    }
+    split_tags(tags.clone(), &mut RunUpdate::default())?;
+    set_params(&state, &id, parsed).await?;
+    if !tags.is_empty() {
+        apply_tags(&state, &id, tags, Vec::new()).await?;
+    }
+    append(&state, &id, points).await?;
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+async fn search_runs(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let filter = translate_filter(text(&args, "filter")?.unwrap_or(""))?;
+    let order_by = translate_order_by(&texts(&args, "order_by")?)?;
+    let (limit, offset) = page(&args, 1000)?;
+    let limit = limit.min(MAX_PAGE_SIZE as usize);
+    let visible = crate::auth::visibility(&req, Scope::Project).await?;
+    let mut ids = Vec::new();
+    for experiment_id in texts(&args, "experiment_ids")? {
+        let project = match experiment(&state, &req, &experiment_id, Role::Read).await {
+            Ok(p) => p,
+            Err(_) => continue,
+        };
+        if visible.allows(project.id) {
+            ids.push(project.id);
+        }
+    }
+    let deleted_only = text(&args, "run_view_type")? == Some("DELETED_ONLY");
+    let scope = if deleted_only { RunScope::Projects(Vec::new()) } else { RunScope::Projects(ids) };
+    state.store.sync_summaries().await?;
+    let runs = meta(&state, move |m| m.search(scope, &filter, &order_by, limit as u32 + 1, offset as u64)).await?;
+    let more = runs.len() > limit;
+    let mut out = Vec::with_capacity(runs.len().min(limit));
+    for run in runs.iter().take(limit) {
+        out.push(run_view(&state, run).await?);
+    }
+    let mut answer = json!({"runs": out});
+    if more {
+        answer["next_page_token"] = json!((offset + limit).to_string());
+    }
+    Ok(HttpResponse::Ok().json(answer))
+}
+
+async fn metric_history(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let id = named_run(&state, &req, &args, Role::Read).await?;
+    let key = required_text(&args, "metric_key")?;
+    let key = MetricKey::parse("metric_key", key)?;
+    let (limit, offset) = page(&args, i64::MAX)?;
+    let series = state.store.series(&id, &key, StepRange::default()).await?;
+    let end = offset.saturating_add(limit).min(series.steps.len());
+    let metrics: Vec<Value> = (offset.min(end)..end)
+        .map(|i| {
+            json!({"key": key.as_str(), "value": double_json(series.values[i]), "timestamp": series.timestamps[i], "step": series.steps[i]})
+        })
+        .collect();
+    let mut answer = json!({"metrics": metrics});
+    if end < series.steps.len() {
+        answer["next_page_token"] = json!(end.to_string());
+    }
+    Ok(HttpResponse::Ok().json(answer))
+}
