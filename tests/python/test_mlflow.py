@@ -189,3 +189,33 @@ def test_mlflow_clients_send_trainlog_keys(tmp_path: Path, monkeypatch: pytest.M
         assert denied.value.error_code == "PERMISSION_DENIED" and denied.value.get_http_status_code() == 403
     finally:
         stop_trainlog(server)
+
+
+def test_artifacts_go_through_the_proxy_into_the_runs_artifacts(trainlog_server: TrainlogServer, client: MlflowClient, tmp_path: Path) -> None:
+    mlflow.set_experiment("with-files")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello from mlflow\n")
+    plots = tmp_path / "plots"
+    (plots / "deep").mkdir(parents=True)
+    (plots / "a.csv").write_text("x,y\n1,2\n")
+    (plots / "deep" / "b.csv").write_text("x,y\n3,4\n")
+    with mlflow.start_run() as run:
+        mlflow.log_artifact(str(notes))
+        mlflow.log_artifacts(str(plots), artifact_path="plots")
+        mlflow.log_dict({"lr": 0.1}, "config.json")
+    run_id = run.info.run_id
+    assert sorted(f.path for f in client.list_artifacts(run_id)) == ["config.json", "notes.txt", "plots"]
+    listed = {f.path: (f.is_dir, f.file_size) for f in client.list_artifacts(run_id, "plots")}
+    assert listed == {"plots/a.csv": (False, 8), "plots/deep": (True, None)}
+    down = Path(client.download_artifacts(run_id, "plots", str(tmp_path / "down")))
+    assert (down / "deep" / "b.csv").read_text() == "x,y\n3,4\n"
+    assert mlflow.artifacts.load_text(f"runs:/{run_id}/notes.txt") == "hello from mlflow\n"
+    # The same files, with checksums, through the native API.
+    native_list = native(trainlog_server, "GET", f"/runs/{run_id}/artifacts")["artifacts"]
+    assert sorted(a["path"] for a in native_list) == ["config.json", "notes.txt", "plots/a.csv", "plots/deep/b.csv"]
+    # A delete through the proxy removes a folder's files.
+    request = urllib.request.Request(
+        f"{trainlog_server.url}/api/2.0/mlflow-artifacts/artifacts/{run.info.experiment_id}/{run_id}/artifacts/plots", method="DELETE")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200
+    assert sorted(f.path for f in client.list_artifacts(run_id)) == ["config.json", "notes.txt"]

@@ -683,9 +683,21 @@ pub(crate) async fn put_artifact(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let (run, project_id, artifact) = artifact_target(&state, &req, &path, Role::Write).await?;
+    let row = store_artifact(&state, run, project_id, artifact, payload).await?;
+    Ok(HttpResponse::Created().json(api::ArtifactView::new(&row)))
+}
+
+/// Stores an artifact's bytes, then its record; a path that is a file and a folder at once is refused.
+pub(crate) async fn store_artifact(
+    state: &State,
+    run: RunId,
+    project_id: i64,
+    artifact: ArtifactPath,
+    payload: web::Payload,
+) -> Result<trainlog_meta::ArtifactRow> {
     let clash = {
         let (run, artifact) = (run.clone(), artifact.clone());
-        meta(&state, move |m| m.artifact_path_clash(&run, &artifact)).await?
+        meta(state, move |m| m.artifact_path_clash(&run, &artifact)).await?
     };
     if let Some(other) = clash {
         return Err(ApiError::Conflict {
@@ -696,8 +708,7 @@ pub(crate) async fn put_artifact(
     let artifacts = state.store.artifacts();
     let location = trainlog_store::ArtifactStore::location(project_id, &run, &artifact)?;
     let uploaded = artifacts.upload(&location, payload).await?;
-    let row = meta(&state, move |m| m.put_artifact(&run, &artifact, uploaded.size, &uploaded.sha256)).await?;
-    Ok(HttpResponse::Created().json(api::ArtifactView::new(&row)))
+    meta(state, move |m| m.put_artifact(&run, &artifact, uploaded.size, &uploaded.sha256)).await
 }
 
 /// Download an artifact; `x-trainlog-sha256` gives its checksum.
@@ -711,8 +722,18 @@ pub(crate) async fn get_artifact(
     req: HttpRequest,
 ) -> Result<HttpResponse> {
     let (run, project_id, artifact) = artifact_target(&state, &req, &path, Role::Read).await?;
+    artifact_download(&state, run, project_id, artifact).await
+}
+
+/// An artifact's bytes, streamed, with their checksum in `x-trainlog-sha256`.
+pub(crate) async fn artifact_download(
+    state: &State,
+    run: RunId,
+    project_id: i64,
+    artifact: ArtifactPath,
+) -> Result<HttpResponse> {
     let location = trainlog_store::ArtifactStore::location(project_id, &run, &artifact)?;
-    let row = meta(&state, move |m| m.artifact(&run, &artifact)).await?;
+    let row = meta(state, move |m| m.artifact(&run, &artifact)).await?;
     // The stored object's own size, so bytes changed behind the server's back still arrive
     // whole and fail the client's checksum instead of breaking the response.
     let (size, body) = match state.store.artifacts().download(&location).await {
@@ -739,16 +760,22 @@ pub(crate) async fn delete_artifact(
     req: HttpRequest,
 ) -> Result<HttpResponse> {
     let (run, project_id, artifact) = artifact_target(&state, &req, &path, Role::Write).await?;
+    remove_artifact(&state, run, project_id, artifact).await?;
+    Ok(HttpResponse::Ok().json(api::OK))
+}
+
+/// Deletes an artifact's record, then its bytes.
+pub(crate) async fn remove_artifact(state: &State, run: RunId, project_id: i64, artifact: ArtifactPath) -> Result<()> {
     let location = trainlog_store::ArtifactStore::location(project_id, &run, &artifact)?;
     let existed = {
         let (run, artifact) = (run.clone(), artifact.clone());
-        meta(&state, move |m| m.delete_artifact(&run, &artifact)).await?
+        meta(state, move |m| m.delete_artifact(&run, &artifact)).await?
     };
     if !existed {
         return Err(ApiError::NotFound(format!("artifact {artifact:?} of run {run}")));
     }
     state.store.artifacts().delete(&location).await?;
-    Ok(HttpResponse::Ok().json(api::OK))
+    Ok(())
 }
 
 /// Record a checkpoint whose files were uploaded under `checkpoints/{name}/`, then apply retention.

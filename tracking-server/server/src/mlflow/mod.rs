@@ -3,6 +3,7 @@
 //! named `Default`), a run is a trainlog run with the same id. Served under `/api/2.0/mlflow` and
 //! `/ajax-api/2.0/mlflow`, with MLflow's error bodies and codes.
 
+mod artifacts;
 mod filter;
 mod tracking;
 
@@ -14,6 +15,7 @@ use serde_json::{Map, Value};
 pub const PREFIXES: [&str; 2] = ["/api/2.0/mlflow", "/ajax-api/2.0/mlflow"];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    artifacts::configure(cfg);
     for prefix in PREFIXES {
         cfg.service(web::scope(prefix).configure(tracking::configure).default_service(web::to(
             |req: HttpRequest| async move {
@@ -29,7 +31,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 /// Whether a path is one of the MLflow door's.
 pub fn is_mlflow_path(path: &str) -> bool {
-    PREFIXES.iter().any(|p| path.starts_with(p)) || path.starts_with("/api/2.0/mlflow-artifacts")
+    PREFIXES.iter().chain(artifacts::PREFIXES.iter()).any(|p| path.starts_with(p))
 }
 
 /// An error as MLflow's server would answer it.

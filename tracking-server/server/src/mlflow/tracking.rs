@@ -32,7 +32,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/runs/delete-tag", web::post().to(delete_tag))
         .route("/runs/log-batch", web::post().to(log_batch))
         .route("/runs/search", web::post().to(search_runs))
-        .route("/metrics/get-history", web::get().to(metric_history));
+        .route("/metrics/get-history", web::get().to(metric_history))
+        .route("/logged-models/search", web::post().to(search_logged_models));
 }
 
 /// MLflow's default experiment: id `0`, the project named so.
@@ -653,4 +654,11 @@ async fn metric_history(state: State, req: HttpRequest, payload: web::Payload) -
         answer["next_page_token"] = json!(end.to_string());
     }
     Ok(HttpResponse::Ok().json(answer))
+}
+
+/// MLflow 3's logged models are not kept here yet (creating one answers 404), so a search finds
+/// none; clients search them to resolve `runs:/` URIs, which then name run artifacts.
+async fn search_logged_models(req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    arguments(&req, payload).await?;
+    Ok(HttpResponse::Ok().json(json!({"models": []})))
 }

@@ -1,0 +1,111 @@
+//! MLflow's artifact proxy (`/api/2.0/mlflow-artifacts/artifacts/…`) on a run's trainlog
+//! artifacts: `{experiment}/{run}/artifacts/{path}` is artifact `path` of that run, so what
+//! `mlflow.log_artifact` uploads is listed, downloaded and checked like any other artifact.
+
+use super::{MlflowError, Result};
+use crate::auth::require_run;
+use crate::error::ApiError;
+use crate::routes::{meta, query_one, query_pairs, run_project, State};
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use trainlog_meta::Role;
+use trainlog_schema::{ArtifactPath, RunId};
+
+/// The prefixes MLflow's clients send artifacts to.
+pub const PREFIXES: [&str; 2] = ["/api/2.0/mlflow-artifacts", "/ajax-api/2.0/mlflow-artifacts"];
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    for prefix in PREFIXES {
+        cfg.service(
+            web::scope(prefix)
+                .route("/artifacts", web::get().to(list))
+                .route("/artifacts/{path:.*}", web::get().to(download))
+                .route("/artifacts/{path:.*}", web::put().to(upload))
+                .route("/artifacts/{path:.*}", web::delete().to(delete)),
+        );
+    }
+}
+
+/// A run and a path inside its artifacts, from `{experiment}/{run}/artifacts[/{path}]`, once
+/// the caller may `need` the run.
+async fn target(state: &State, req: &HttpRequest, full: &str, need: Role) -> Result<(RunId, i64, String)> {
+    let not_served = || {
+        MlflowError::from(ApiError::NotFound(format!(
+            "artifact location {full:?}: this server keeps the artifacts of runs, at EXPERIMENT/RUN_ID/artifacts/PATH"
+        )))
+    };
+    let mut parts = full.trim_matches('/').splitn(4, '/');
+    let (_experiment, run, artifacts) = (parts.next(), parts.next().ok_or_else(not_served)?, parts.next());
+    if artifacts != Some("artifacts") {
+        return Err(not_served());
+    }
+    let rest = parts.next().unwrap_or("").trim_matches('/').to_owned();
+    let id = RunId::parse("path", run).map_err(|_| not_served())?;
+    let project_id = run_project(state, &id).await?;
+    require_run(req, &id, project_id, need).await?;
+    Ok((id, project_id, rest))
+}
+
+fn artifact_path(path: &str) -> Result<ArtifactPath> {
+    Ok(ArtifactPath::parse("path", path)?)
+}
+
+async fn list(state: State, req: HttpRequest) -> Result<HttpResponse> {
+    let pairs = query_pairs(&req)?;
+    let full = query_one(&pairs, "path").unwrap_or("");
+    let (run, _, dir) = target(&state, &req, full, Role::Read).await?;
+    let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+    let rows = {
+        let prefix = prefix.clone();
+        meta(&state, move |m| m.artifacts(&run, &prefix)).await?
+    };
+    // The direct children of the folder: files with their sizes, folders once.
+    let mut children: BTreeMap<String, Value> = BTreeMap::new();
+    for row in rows.iter().filter(|r| r.path.starts_with(&prefix)) {
+        let rest = &row.path[prefix.len()..];
+        match rest.split_once('/') {
+            Some((folder, _)) => {
+                children.entry(folder.to_owned()).or_insert_with(|| json!({"path": folder, "is_dir": true}));
+            }
+            None => {
+                children.insert(rest.to_owned(), json!({"path": rest, "is_dir": false, "file_size": row.size}));
+            }
+        }
+    }
+    Ok(HttpResponse::Ok().json(json!({"files": children.into_values().collect::<Vec<_>>()})))
+}
+
+async fn download(state: State, req: HttpRequest, path: web::Path<String>) -> Result<HttpResponse> {
+    let (run, project_id, rest) = target(&state, &req, &path, Role::Read).await?;
+    Ok(crate::routes::artifact_download(&state, run, project_id, artifact_path(&rest)?).await?)
+}
+
+async fn upload(
+    state: State,
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let (run, project_id, rest) = target(&state, &req, &path, Role::Write).await?;
+    crate::routes::store_artifact(&state, run, project_id, artifact_path(&rest)?, payload).await?;
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+async fn delete(state: State, req: HttpRequest, path: web::Path<String>) -> Result<HttpResponse> {
+    let (run, project_id, rest) = target(&state, &req, &path, Role::Write).await?;
+    // MLflow deletes a folder too: every artifact under the path.
+    let prefix = format!("{rest}/");
+    let under = {
+        let (run, prefix) = (run.clone(), prefix.clone());
+        meta(&state, move |m| m.artifacts(&run, &prefix)).await?
+    };
+    if under.is_empty() {
+        crate::routes::remove_artifact(&state, run, project_id, artifact_path(&rest)?).await?;
+        return Ok(HttpResponse::Ok().json(json!({})));
+    }
+    for row in under {
+        crate::routes::remove_artifact(&state, run.clone(), project_id, artifact_path(&row.path)?).await?;
+    }
+    Ok(HttpResponse::Ok().json(json!({})))
+}
