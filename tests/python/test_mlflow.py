@@ -219,3 +219,39 @@ def test_artifacts_go_through_the_proxy_into_the_runs_artifacts(trainlog_server:
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.status == 200
     assert sorted(f.path for f in client.list_artifacts(run_id)) == ["config.json", "notes.txt"]
+
+
+def test_experiments_and_runs_are_renamed_tagged_deleted_and_restored(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
+    from mlflow.entities import ViewType
+    experiment_id = client.create_experiment("to-rename")
+    client.set_experiment_tag(experiment_id, "owner", "ada")
+    client.rename_experiment(experiment_id, "renamed")
+    got = client.get_experiment(experiment_id)
+    assert (got.name, got.tags, got.lifecycle_stage) == ("renamed", {"owner": "ada"}, "active")
+    assert native(trainlog_server, "GET", "/projects/renamed")["id"] == int(experiment_id)
+    keep = client.create_run(experiment_id, run_name="keep")
+    drop = client.create_run(experiment_id, run_name="drop")
+    client.delete_run(drop.info.run_id)
+    assert client.get_run(drop.info.run_id).info.lifecycle_stage == "deleted"
+    assert [r.info.run_name for r in client.search_runs([experiment_id])] == ["keep"]
+    assert [r.info.run_name for r in client.search_runs([experiment_id], run_view_type=ViewType.DELETED_ONLY)] == ["drop"]
+    assert len(client.search_runs([experiment_id], run_view_type=ViewType.ALL)) == 2
+    with pytest.raises(urllib.error.HTTPError) as gone:
+        native(trainlog_server, "GET", f"/runs/{drop.info.run_id}")
+    assert gone.value.code == 404, "a deleted run is gone from the native API too"
+    with pytest.raises(MlflowException) as inactive:
+        client.log_metric(drop.info.run_id, "loss", 1.0)
+    assert inactive.value.error_code == "INVALID_PARAMETER_VALUE"
+    client.restore_run(drop.info.run_id)
+    client.log_metric(drop.info.run_id, "loss", 1.0)
+    # A deleted experiment takes its runs with it, keeps its name, and comes back whole.
+    client.delete_experiment(experiment_id)
+    assert client.get_experiment(experiment_id).lifecycle_stage == "deleted"
+    assert "renamed" not in [e.name for e in client.search_experiments()]
+    assert "renamed" in [e.name for e in client.search_experiments(view_type=ViewType.DELETED_ONLY)]
+    with pytest.raises(MlflowException) as taken:
+        client.create_experiment("renamed")
+    assert taken.value.error_code == "RESOURCE_ALREADY_EXISTS"
+    client.restore_experiment(experiment_id)
+    assert sorted(r.info.run_name for r in client.search_runs([experiment_id])) == ["drop", "keep"]
+    assert keep.info.run_id in [r["id"] for r in native(trainlog_server, "GET", "/projects/renamed/runs")["runs"]]

@@ -5,6 +5,7 @@ mod artifacts;
 pub mod auth;
 mod catalog;
 mod checkpoints;
+mod lifecycle;
 mod migrate;
 mod registry;
 pub mod roles;

@@ -77,9 +77,9 @@ pub struct RunUpdate {
     pub delete_tags: Vec<TagKey>,
 }
 
-const RUN_COLUMNS: &str = "r.id, r.project_id, p.name, r.name, r.status, r.start_ms, r.end_ms, r.user, r.host, r.group_name, r.parent_id, r.notes";
+pub(crate) const RUN_COLUMNS: &str = "r.id, r.project_id, p.name, r.name, r.status, r.start_ms, r.end_ms, r.user, r.host, r.group_name, r.parent_id, r.notes";
 
-fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
+pub(crate) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     let status: String = row.get(4)?;
     Ok(Run {
         id: RunId::from_trusted(row.get(0)?),
@@ -99,7 +99,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     })
 }
 
-fn project_from_row(row: &Row<'_>) -> rusqlite::Result<Project> {
+pub(crate) fn project_from_row(row: &Row<'_>) -> rusqlite::Result<Project> {
     Ok(Project { id: row.get(0)?, name: row.get(1)?, description: row.get(2)?, created_ms: row.get(3)? })
 }
 
@@ -115,7 +115,7 @@ fn new_run_id() -> RunId {
     RunId::from_trusted(uuid::Uuid::new_v4().simple().to_string())
 }
 
-fn load_params(conn: &Connection, run: &mut Run) -> Result<()> {
+pub(crate) fn load_params(conn: &Connection, run: &mut Run) -> Result<()> {
     let mut stmt = conn.prepare_cached("SELECT key, type, value FROM params WHERE run_id = ?1")?;
     let rows = stmt.query_map([run.id.as_str()], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
@@ -322,6 +322,19 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
     Ok((id, true))
 }
 
+/// A deleted project keeps its name until it is restored or renamed.
+pub(crate) fn refuse_deleted_name(conn: &Connection, name: &str) -> Result<()> {
+    let deleted: Option<i64> =
+        conn.query_row("SELECT id FROM projects WHERE name = ?1 AND deleted = 1", [name], |r| r.get(0)).optional()?;
+    match deleted {
+        Some(_) => Err(Error::Conflict {
+            field: "name".into(),
+            reason: format!("project {name:?} already exists, deleted; restore it or give it another name first"),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The project of that name, made (with the actor as its admin) when there is none; an existing
 /// one must grant the actor `need`.
 pub(crate) fn ensure_project_in(
@@ -352,6 +365,7 @@ impl MetaStore {
                     reason: format!("project {name:?} already exists"),
                 });
             }
+            refuse_deleted_name(&tx, name.as_str())?;
             let created_ms = now_ms();
             tx.execute(
                 "INSERT INTO projects (name, description, created_ms) VALUES (?1, ?2, ?3)",
@@ -507,14 +521,31 @@ impl MetaStore {
         limit: u32,
         offset: u64,
     ) -> Result<Vec<Run>> {
-        let query = search::build_search(scope, filter, order_by, limit, offset)
+        Ok(self
+            .search_in(scope, search::Lifecycle::Active, filter, order_by, limit, offset)?
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect())
+    }
+
+    /// `search` over deleted runs too, or only; answers each run with whether it is deleted.
+    pub fn search_in(
+        &self,
+        scope: search::RunScope,
+        lifecycle: search::Lifecycle,
+        filter: &str,
+        order_by: &[String],
+        limit: u32,
+        offset: u64,
+    ) -> Result<Vec<(Run, bool)>> {
+        let query = search::build_search_in(scope, lifecycle, filter, order_by, limit, offset)
             .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
         self.read(|conn| {
             let ids: Vec<String> = conn
                 .prepare_cached(&query.sql)?
                 .query_map(params_from_iter(query.params.iter()), |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
-            ids.iter().map(|id| get_run(conn, id)).collect()
+            ids.iter().map(|id| crate::lifecycle::run_any_in(conn, id)).collect()
         })
     }
 

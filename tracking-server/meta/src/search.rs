@@ -113,6 +113,26 @@ pub fn build_search(
     limit: u32,
     offset: u64,
 ) -> Result<SearchQuery, SearchError> {
+    build_search_in(scope, Lifecycle::Active, filter, order_by, limit, offset)
+}
+
+/// Which runs a search looks at: live ones (the default), deleted ones, or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifecycle {
+    Active,
+    Deleted,
+    All,
+}
+
+/// `build_search`, over deleted runs too or only.
+pub fn build_search_in(
+    scope: impl Into<RunScope>,
+    lifecycle: Lifecycle,
+    filter: &str,
+    order_by: &[String],
+    limit: u32,
+    offset: u64,
+) -> Result<SearchQuery, SearchError> {
     let mut bindings = Bindings::default();
 
     if filter.len() > MAX_FILTER_BYTES {
@@ -151,7 +171,11 @@ pub fn build_search(
         order_terms.extend(order.terms);
     }
 
-    let mut conditions = vec!["runs.deleted = 0".to_owned()];
+    let mut conditions = match lifecycle {
+        Lifecycle::Active => vec!["runs.deleted = 0".to_owned()],
+        Lifecycle::Deleted => vec!["runs.deleted = 1".to_owned()],
+        Lifecycle::All => Vec::new(),
+    };
     let in_list = |ids: &[i64], bindings: &mut Bindings| {
         ids.iter().map(|id| bindings.bind(Value::Integer(*id))).collect::<Vec<_>>().join(", ")
     };
@@ -183,7 +207,7 @@ pub fn build_search(
     let offset_placeholder = bindings.bind(Value::Integer(i64::try_from(offset).unwrap_or(i64::MAX)));
     let sql = format!(
         "SELECT runs.id FROM runs{joins} WHERE {} ORDER BY {} LIMIT {limit_placeholder} OFFSET {offset_placeholder}",
-        conditions.join(" AND "),
+        if conditions.is_empty() { "1".to_owned() } else { conditions.join(" AND ") },
         order_terms.join(", "),
     );
     Ok(SearchQuery { sql, params: bindings.values })

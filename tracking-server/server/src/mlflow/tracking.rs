@@ -23,6 +23,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/experiments/get-by-name", web::get().to(get_experiment_by_name))
         .route("/experiments/search", web::post().to(search_experiments))
         .route("/experiments/search", web::get().to(search_experiments))
+        .route("/experiments/update", web::post().to(update_experiment))
+        .route("/experiments/delete", web::post().to(delete_experiment))
+        .route("/experiments/restore", web::post().to(restore_experiment))
+        .route("/experiments/set-experiment-tag", web::post().to(set_experiment_tag))
+        .route("/experiments/delete-experiment-tag", web::post().to(delete_experiment_tag))
+        .route("/runs/delete", web::post().to(delete_run))
+        .route("/runs/restore", web::post().to(restore_run))
         .route("/runs/create", web::post().to(create_run))
         .route("/runs/get", web::get().to(get_run))
         .route("/runs/update", web::post().to(update_run))
@@ -54,28 +61,50 @@ fn experiment_id(p: &Project) -> String {
     }
 }
 
-fn experiment_json(p: &Project) -> Value {
+/// An experiment as MLflow describes it; `None` tags: not read (lists).
+fn experiment_json(p: &Project, deleted: bool, tags: Option<&BTreeMap<String, String>>) -> Value {
     let id = experiment_id(p);
+    let tags: Vec<Value> = tags.into_iter().flatten().map(|(k, v)| json!({"key": k, "value": v})).collect();
     json!({
         "experiment_id": id,
         "name": p.name,
         "artifact_location": format!("mlflow-artifacts:/{id}"),
-        "lifecycle_stage": "active",
+        "lifecycle_stage": if deleted { "deleted" } else { "active" },
         "creation_time": p.created_ms,
         "last_update_time": p.created_ms,
-        "tags": [],
+        "tags": tags,
     })
 }
 
-/// The project behind an experiment id, once the caller may `need` it.
+async fn experiment_view(state: &State, p: &Project, deleted: bool) -> Result<Value> {
+    let id = p.id;
+    let tags = meta(state, move |m| m.project_tags(id)).await?;
+    Ok(experiment_json(p, deleted, Some(&tags)))
+}
+
+fn must_be_active(what: &str, deleted: bool) -> Result<()> {
+    if deleted {
+        return Err(ApiError::invalid("lifecycle_stage", format!("The {what} must be in the 'active' state.")).into());
+    }
+    Ok(())
+}
+
+/// The project behind an experiment id, once the caller may `need` it; it must be active.
 async fn experiment(state: &State, req: &HttpRequest, id: &str, need: Role) -> Result<Project> {
-    let project = if id == "0" {
-        meta(state, |m| match m.project_by_name(DEFAULT_EXPERIMENT) {
+    let (project, deleted) = experiment_any(state, req, id, need).await?;
+    must_be_active(&format!("experiment {id}"), deleted)?;
+    Ok(project)
+}
+
+/// The project behind an experiment id, deleted or not, once the caller may `need` it.
+async fn experiment_any(state: &State, req: &HttpRequest, id: &str, need: Role) -> Result<(Project, bool)> {
+    let (project, deleted) = if id == "0" {
+        meta(state, |m| match m.project_by_name_any(DEFAULT_EXPERIMENT) {
             Err(trainlog_meta::Error::NotFound { .. }) => {
                 let name = ProjectName::parse("experiment_id", DEFAULT_EXPERIMENT)?;
                 match m.create_project(&name, "", None) {
-                    Err(trainlog_meta::Error::Conflict { .. }) => m.project_by_name(DEFAULT_EXPERIMENT),
-                    other => other,
+                    Err(trainlog_meta::Error::Conflict { .. }) => m.project_by_name_any(DEFAULT_EXPERIMENT),
+                    other => other.map(|p| (p, false)),
                 }
             }
             other => other,
@@ -83,12 +112,12 @@ async fn experiment(state: &State, req: &HttpRequest, id: &str, need: Role) -> R
         .await?
     } else {
         let number: i64 = id.parse().map_err(|_| ApiError::NotFound(format!("experiment with id {id:?}")))?;
-        meta(state, move |m| m.project_by_id(number))
+        meta(state, move |m| m.project_any(number))
             .await
             .map_err(|_| ApiError::NotFound(format!("experiment with id {number}")))?
     };
     require(req, Scope::Project, project.id, &project.name, need).await?;
-    Ok(project)
+    Ok((project, deleted))
 }
 
 async fn create_experiment(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
@@ -104,21 +133,21 @@ async fn create_experiment(state: State, req: HttpRequest, payload: web::Payload
 async fn get_experiment(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
     let id = required_text(&args, "experiment_id")?;
-    let project = experiment(&state, &req, id, Role::Read).await?;
-    Ok(HttpResponse::Ok().json(json!({"experiment": experiment_json(&project)})))
+    let (project, deleted) = experiment_any(&state, &req, id, Role::Read).await?;
+    Ok(HttpResponse::Ok().json(json!({"experiment": experiment_view(&state, &project, deleted).await?})))
 }
 
 async fn get_experiment_by_name(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
     let name = required_text(&args, "experiment_name")?.to_owned();
     let owned = name.clone();
-    let project = meta(&state, move |m| m.project_by_name(&owned))
+    let (project, deleted) = meta(&state, move |m| m.project_by_name_any(&owned))
         .await
         .map_err(|_| ApiError::NotFound(format!("Could not find experiment with name '{name}'")))?;
     require(&req, Scope::Project, project.id, &project.name, Role::Read)
         .await
         .map_err(|_| ApiError::NotFound(format!("Could not find experiment with name '{name}'")))?;
-    Ok(HttpResponse::Ok().json(json!({"experiment": experiment_json(&project)})))
+    Ok(HttpResponse::Ok().json(json!({"experiment": experiment_view(&state, &project, deleted).await?})))
 }
 
 /// `name = 'x'`, `name LIKE 'x%'`, `name ILIKE '%x%'` or nothing: what clients filter experiments by.
@@ -193,20 +222,158 @@ async fn search_experiments(state: State, req: HttpRequest, payload: web::Payloa
     if crate::auth::actor(&req).is_none_or(|a| a.is_admin) {
         experiment(&state, &req, "0", Role::Read).await?;
     }
+    let view = view_type(&args)?;
     let visible = crate::auth::visibility(&req, Scope::Project).await?;
-    let mut projects: Vec<Project> = meta(&state, |m| m.list_projects())
+    let mut projects: Vec<(Project, bool)> = meta(&state, |m| m.list_projects_any())
         .await?
         .into_iter()
-        .map(|(p, _)| p)
-        .filter(|p| visible.allows(p.id) && matches(&p.name))
+        .filter(|(p, deleted)| visible.allows(p.id) && matches(&p.name) && view.shows(*deleted))
         .collect();
-    projects.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then(b.id.cmp(&a.id)));
-    let page: Vec<Value> = projects.iter().skip(offset).take(limit).map(experiment_json).collect();
+    projects.sort_by(|(a, _), (b, _)| b.created_ms.cmp(&a.created_ms).then(b.id.cmp(&a.id)));
+    let mut page = Vec::new();
+    for (p, deleted) in projects.iter().skip(offset).take(limit) {
+        page.push(experiment_view(&state, p, *deleted).await?);
+    }
     let mut answer = json!({"experiments": page});
     if offset + limit < projects.len() {
         answer["next_page_token"] = json!((offset + limit).to_string());
     }
     Ok(HttpResponse::Ok().json(answer))
+}
+
+/// MLflow's `ViewType`: which lifecycle stages a search shows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ViewType {
+    ActiveOnly,
+    DeletedOnly,
+    All,
+}
+
+impl ViewType {
+    fn shows(self, deleted: bool) -> bool {
+        match self {
+            ViewType::ActiveOnly => !deleted,
+            ViewType::DeletedOnly => deleted,
+            ViewType::All => true,
+        }
+    }
+
+    fn lifecycle(self) -> trainlog_meta::search::Lifecycle {
+        match self {
+            ViewType::ActiveOnly => trainlog_meta::search::Lifecycle::Active,
+            ViewType::DeletedOnly => trainlog_meta::search::Lifecycle::Deleted,
+            ViewType::All => trainlog_meta::search::Lifecycle::All,
+        }
+    }
+}
+
+fn view_type(args: &Value) -> Result<ViewType> {
+    let given = text(args, "view_type")?.or(text(args, "run_view_type")?);
+    Ok(match given.unwrap_or("ACTIVE_ONLY") {
+        "ACTIVE_ONLY" | "1" => ViewType::ActiveOnly,
+        "DELETED_ONLY" | "2" => ViewType::DeletedOnly,
+        "ALL" | "3" => ViewType::All,
+        other => return Err(ApiError::invalid("view_type", format!("{other:?} is not a view type")).into()),
+    })
+}
+
+async fn update_experiment(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let id = required_text(&args, "experiment_id")?;
+    let project = experiment(&state, &req, id, Role::Write).await?;
+    if let Some(new_name) = text(&args, "new_name")?.filter(|n| !n.is_empty()) {
+        let name = ProjectName::parse("new_name", new_name)?;
+        let project_id = project.id;
+        meta(&state, move |m| m.rename_project(project_id, &name)).await.map_err(MlflowError::already_exists)?;
+        state.store.project_changed(project_id);
+    }
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+async fn set_experiment_deleted(
+    state: State,
+    req: HttpRequest,
+    payload: web::Payload,
+    deleted: bool,
+) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let id = required_text(&args, "experiment_id")?;
+    let (project, was_deleted) = experiment_any(&state, &req, id, Role::Admin).await?;
+    must_be_active(&format!("experiment {id}"), was_deleted == deleted)?;
+    let project_id = project.id;
+    meta(&state, move |m| m.set_project_deleted(project_id, deleted)).await?;
+    forget_run_projects(&state);
+    state.store.project_changed(project_id);
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+async fn delete_experiment(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    set_experiment_deleted(state, req, payload, true).await
+}
+
+async fn restore_experiment(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    set_experiment_deleted(state, req, payload, false).await
+}
+
+async fn experiment_tag(state: State, req: HttpRequest, payload: web::Payload, set: bool) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let id = required_text(&args, "experiment_id")?;
+    let project = experiment(&state, &req, id, Role::Write).await?;
+    let key = required_text(&args, "key")?.to_owned();
+    mlflow_key("key", &key)?;
+    let value = if set { Some(text(&args, "value")?.unwrap_or_default().to_owned()) } else { None };
+    if let Some(v) = &value {
+        check_len("value", "a tag value", v, MAX_TAG_VALUE_CHARS)?;
+    }
+    let project_id = project.id;
+    let existed = {
+        let key = key.clone();
+        meta(&state, move |m| m.set_project_tag(project_id, &key, value.as_deref())).await?
+    };
+    if !set && !existed {
+        return Err(ApiError::NotFound(format!("No tag with name: {key} in experiment with id {id}")).into());
+    }
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+async fn set_experiment_tag(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    experiment_tag(state, req, payload, true).await
+}
+
+async fn delete_experiment_tag(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    experiment_tag(state, req, payload, false).await
+}
+
+/// Runs change project or disappear when experiments are deleted or restored: start over.
+fn forget_run_projects(state: &State) {
+    if let Ok(mut cache) = state.run_projects.lock() {
+        cache.clear();
+    }
+}
+
+async fn set_run_deleted(state: State, req: HttpRequest, payload: web::Payload, deleted: bool) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let (id, was_deleted) = named_run_any(&state, &req, &args, Role::Admin).await?;
+    must_be_active(&format!("run {id}"), was_deleted == deleted)?;
+    let run = {
+        let id = id.clone();
+        meta(&state, move |m| {
+            m.set_run_deleted(&id, deleted)?;
+            Ok(m.run_any(&id)?.0)
+        })
+        .await?
+    };
+    forget_run_projects(&state);
+    state.store.project_changed(run.project_id);
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+async fn delete_run(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    set_run_deleted(state, req, payload, true).await
+}
+
+async fn restore_run(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    set_run_deleted(state, req, payload, false).await
 }
 
 fn status_name(status: RunStatus) -> &'static str {
@@ -238,7 +405,7 @@ fn param_text(v: &ParamValue) -> String {
     }
 }
 
-fn run_info(run: &Run) -> Value {
+fn run_info(run: &Run, deleted: bool) -> Value {
     let experiment = if run.project == DEFAULT_EXPERIMENT { "0".to_owned() } else { run.project_id.to_string() };
     let mut info = json!({
         "run_id": run.id.as_str(),
@@ -249,7 +416,7 @@ fn run_info(run: &Run) -> Value {
         "status": status_name(run.status),
         "start_time": run.start_ms,
         "artifact_uri": format!("mlflow-artifacts:/{experiment}/{}/artifacts", run.id),
-        "lifecycle_stage": "active",
+        "lifecycle_stage": if deleted { "deleted" } else { "active" },
     });
     if let Some(end) = run.end_ms {
         info["end_time"] = json!(end);
@@ -257,7 +424,7 @@ fn run_info(run: &Run) -> Value {
     info
 }
 
-fn run_json(run: &Run, summaries: &BTreeMap<String, MetricSummary>, commit: Option<&str>) -> Value {
+fn run_json(run: &Run, deleted: bool, summaries: &BTreeMap<String, MetricSummary>, commit: Option<&str>) -> Value {
     let metrics: Vec<Value> = summaries
         .iter()
         .map(|(k, s)| json!({"key": k, "value": double_json(s.last), "timestamp": s.last_ms, "step": s.last_step}))
@@ -275,27 +442,46 @@ fn run_json(run: &Run, summaries: &BTreeMap<String, MetricSummary>, commit: Opti
         special.push(("mlflow.source.git.commit", commit.to_owned()));
     }
     tags.extend(special.into_iter().map(|(k, v)| json!({"key": k, "value": v})));
-    json!({"info": run_info(run), "data": {"metrics": metrics, "params": params, "tags": tags}, "inputs": {}, "outputs": {}})
+    json!({"info": run_info(run, deleted), "data": {"metrics": metrics, "params": params, "tags": tags}, "inputs": {}, "outputs": {}})
 }
 
-async fn run_view(state: &State, run: &Run) -> Result<Value> {
+async fn run_view(state: &State, run: &Run, deleted: bool) -> Result<Value> {
     let summaries = state.store.summaries(&run.id, run.project_id).await?;
     let id = run.id.clone();
     let metadata = meta(state, move |m| m.metadata(&id)).await?;
     let commit = metadata.get("code").and_then(|c| c["commit"].as_str());
-    Ok(run_json(run, &summaries, commit))
+    Ok(run_json(run, deleted, &summaries, commit))
 }
 
-/// The run an MLflow request names (`run_id`, or the older `run_uuid`), once the caller may `need` it.
+/// The active run an MLflow request names (`run_id`, or the older `run_uuid`), once the caller
+/// may `need` it.
 async fn named_run(state: &State, req: &HttpRequest, args: &Value, need: Role) -> Result<RunId> {
+    let (id, deleted) = named_run_any(state, req, args, need).await?;
+    must_be_active(&format!("run {id}"), deleted)?;
+    Ok(id)
+}
+
+/// The run an MLflow request names, deleted or not, with whether it is deleted.
+async fn named_run_any(state: &State, req: &HttpRequest, args: &Value, need: Role) -> Result<(RunId, bool)> {
     let raw = match text(args, "run_id")?.filter(|s| !s.is_empty()) {
         Some(id) => id,
         None => text(args, "run_uuid")?.filter(|s| !s.is_empty()).ok_or_else(|| super::missing("run_id"))?,
     };
-    let id = RunId::parse("run_id", raw).map_err(|_| ApiError::NotFound(format!("Run with id={raw} not found")))?;
-    let project_id = run_project(state, &id).await?;
-    require_run(req, &id, project_id, need).await?;
-    Ok(id)
+    let not_found = || ApiError::NotFound(format!("Run with id={raw} not found"));
+    let id = RunId::parse("run_id", raw).map_err(|_| not_found())?;
+    match run_project(state, &id).await {
+        Ok(project_id) => {
+            require_run(req, &id, project_id, need).await?;
+            Ok((id, false))
+        }
+        Err(ApiError::NotFound(_)) => {
+            let owned = id.clone();
+            let (run, deleted) = meta(state, move |m| m.run_any(&owned)).await.map_err(|_| not_found())?;
+            require_run(req, &id, run.project_id, need).await?;
+            Ok((id, deleted))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// MLflow's rule for metric, param and tag keys: letters, digits, `_ - . / : ` and spaces.
@@ -393,14 +579,14 @@ async fn create_run(state: State, req: HttpRequest, payload: web::Payload) -> Re
     let (run, _) = meta(&state, move |m| m.create_run(&new)).await?;
     state.store.project_changed(run.project_id);
     keep_commit(&state, &run.id, &tags).await?;
-    Ok(HttpResponse::Ok().json(json!({"run": run_view(&state, &run).await?})))
+    Ok(HttpResponse::Ok().json(json!({"run": run_view(&state, &run, false).await?})))
 }
 
 async fn get_run(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
-    let id = named_run(&state, &req, &args, Role::Read).await?;
-    let run = meta(&state, move |m| m.run(&id)).await?;
-    Ok(HttpResponse::Ok().json(json!({"run": run_view(&state, &run).await?})))
+    let (id, _) = named_run_any(&state, &req, &args, Role::Read).await?;
+    let (run, deleted) = meta(&state, move |m| m.run_any(&id)).await?;
+    Ok(HttpResponse::Ok().json(json!({"run": run_view(&state, &run, deleted).await?})))
 }
 
 async fn update_run(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
@@ -427,7 +613,7 @@ async fn update_run(state: State, req: HttpRequest, payload: web::Payload) -> Re
     if run.status != RunStatus::Running {
         state.store.run_finished(&id).await?;
     }
-    Ok(HttpResponse::Ok().json(json!({"run_info": run_info(&run)})))
+    Ok(HttpResponse::Ok().json(json!({"run_info": run_info(&run, false)})))
 }
 
 fn metric_point(args: &Value, now: i64) -> Result<(MetricKey, BatchPoint)> {
@@ -620,14 +806,16 @@ async fn search_runs(state: State, req: HttpRequest, payload: web::Payload) -> R
             ids.push(project.id);
         }
     }
-    let deleted_only = text(&args, "run_view_type")? == Some("DELETED_ONLY");
-    let scope = if deleted_only { RunScope::Projects(Vec::new()) } else { RunScope::Projects(ids) };
+    let lifecycle = view_type(&args)?.lifecycle();
+    let scope = RunScope::Projects(ids);
     state.store.sync_summaries().await?;
-    let runs = meta(&state, move |m| m.search(scope, &filter, &order_by, limit as u32 + 1, offset as u64)).await?;
+    let runs =
+        meta(&state, move |m| m.search_in(scope, lifecycle, &filter, &order_by, limit as u32 + 1, offset as u64))
+            .await?;
     let more = runs.len() > limit;
     let mut out = Vec::with_capacity(runs.len().min(limit));
-    for run in runs.iter().take(limit) {
-        out.push(run_view(&state, run).await?);
+    for (run, deleted) in runs.iter().take(limit) {
+        out.push(run_view(&state, run, *deleted).await?);
     }
     let mut answer = json!({"runs": out});
     if more {
