@@ -255,3 +255,41 @@ def test_experiments_and_runs_are_renamed_tagged_deleted_and_restored(trainlog_s
     client.restore_experiment(experiment_id)
     assert sorted(r.info.run_name for r in client.search_runs([experiment_id])) == ["drop", "keep"]
     assert keep.info.run_id in [r["id"] for r in native(trainlog_server, "GET", "/projects/renamed/runs")["runs"]]
+
+
+def test_the_registry_resolves_models_uris_to_the_runs_files(trainlog_server: TrainlogServer, client: MlflowClient, tmp_path: Path) -> None:
+    mlflow.set_experiment("registry-door")
+    with mlflow.start_run() as run:
+        mlflow.log_text("weights-v1", "model/weights.txt")
+        mlflow.log_dict({"kind": "linear"}, "model/config.json")
+    # MLflow 3's `register_model` wants a logged model; the client's own calls take a run's files.
+    client.create_registered_model("detector", tags={"team": "vision"})
+    version = client.create_model_version("detector", f"runs:/{run.info.run_id}/model", run_id=run.info.run_id)
+    assert (version.name, version.version, version.run_id) == ("detector", "1", run.info.run_id)
+    client.set_registered_model_alias("detector", "champion", "1")
+    assert client.get_model_version_by_alias("detector", "champion").version == "1"
+    for uri in ("models:/detector@champion", "models:/detector/1"):
+        local = Path(mlflow.artifacts.download_artifacts(uri, dst_path=str(tmp_path / uri.replace(":", "").replace("/", "_").replace("@", "_"))))
+        assert (local / "weights.txt").read_text() == "weights-v1", uri
+    client.update_model_version("detector", "1", description="first")
+    client.set_model_version_tag("detector", "1", "validated", "yes")
+    client.update_registered_model("detector", description="finds things")
+    got = client.get_registered_model("detector")
+    assert (got.description, got.aliases, [v.version for v in got.latest_versions]) == ("finds things", {"champion": "1"}, ["1"])
+    found = client.search_model_versions(f"run_id = '{run.info.run_id}'")
+    assert [(v.name, v.description, v.tags) for v in found] == [("detector", "first", {"validated": "yes"})]
+    assert [m.name for m in client.search_registered_models("name LIKE 'detec%'")] == ["detector"]
+    # The native registry holds the same version, with the run's lineage.
+    native_version = native(trainlog_server, "GET", "/models/detector/versions/champion")
+    assert (native_version["run_id"], native_version["lineage"]["run"]["project"]) == (run.info.run_id, "registry-door")
+    assert sorted(f["path"] for f in native_version["files"]) == ["model/config.json", "model/weights.txt"]
+    with pytest.raises(MlflowException) as exists:
+        client.create_registered_model("detector")
+    assert exists.value.error_code == "RESOURCE_ALREADY_EXISTS"
+    with pytest.raises(MlflowException) as missing:
+        client.get_model_version("detector", "7")
+    assert missing.value.error_code == "RESOURCE_DOES_NOT_EXIST"
+    client.delete_registered_model_alias("detector", "champion")
+    client.delete_model_version("detector", "1")
+    client.delete_registered_model("detector")
+    assert client.search_registered_models("name = 'detector'") == []

@@ -79,7 +79,7 @@ fn string_map(field: &str, v: &Value) -> Result<(BTreeMap<String, String>, Vec<S
 }
 
 /// Refuses a caller holding less than `need` on a model (404 when they may not read it).
-async fn model_access(state: &State, req: &HttpRequest, name: &str, need: Role) -> Result<()> {
+pub(crate) async fn model_access(state: &State, req: &HttpRequest, name: &str, need: Role) -> Result<()> {
     if crate::auth::actor(req).is_none() {
         return Ok(());
     }
@@ -229,8 +229,21 @@ pub(crate) async fn create_version(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let name = model_name(&path)?;
-    model_access(&state, &req, &name, Role::Write).await?;
     let body: api::CreateVersion = json_body(&req, payload).await?;
+    let row = register_version(&state, &req, name, body).await?;
+    Ok(HttpResponse::Created().json(version_view(&state, row).await?))
+}
+
+/// Registers a new version of a model from a run's checkpoint or artifacts, with the run's
+/// lineage; the caller needs write on the model and read on the run.
+pub(crate) async fn register_version(
+    state: &State,
+    req: &HttpRequest,
+    name: String,
+    body: api::CreateVersion,
+) -> Result<VersionRow> {
+    let (state, req) = (state.clone(), req.clone());
+    model_access(&state, &req, &name, Role::Write).await?;
     let run = RunId::parse("run_id", &body.run_id).map_err(|_| ApiError::NotFound(format!("run {:?}", body.run_id)))?;
     let project_id = crate::routes::run_project(&state, &run).await?;
     crate::auth::require_run(&req, &run, project_id, Role::Read).await?;
@@ -260,8 +273,7 @@ pub(crate) async fn create_version(
     });
     let new =
         NewVersion { run_id: run.to_string(), source, files, description: body.description, tags, lineage, alias };
-    let row = meta(&state, move |m| m.create_version(&name, &new)).await?;
-    Ok(HttpResponse::Created().json(version_view(&state, row).await?))
+    meta(&state, move |m| m.create_version(&name, &new)).await
 }
 
 /// A model's versions.

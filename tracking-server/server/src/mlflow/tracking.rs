@@ -150,43 +150,107 @@ async fn get_experiment_by_name(state: State, req: HttpRequest, payload: web::Pa
     Ok(HttpResponse::Ok().json(json!({"experiment": experiment_view(&state, &project, deleted).await?})))
 }
 
-/// `name = 'x'`, `name LIKE 'x%'`, `name ILIKE '%x%'` or nothing: what clients filter experiments by.
-fn experiment_matcher(filter: &str) -> Result<Box<dyn Fn(&str) -> bool>> {
-    let filter = filter.trim();
-    if filter.is_empty() {
-        return Ok(Box::new(|_| true));
+/// A filter on names and tags, as clients search experiments and registered models:
+/// comparisons joined by `AND`, each `name` or `tags.KEY` (`tag.`, backquotes allowed) with
+/// `=`, `!=`, `LIKE` or `ILIKE` and a quoted value. A `!=` on a tag a thing lacks matches.
+pub(super) struct NameFilter {
+    clauses: Vec<(Option<String>, String, String)>,
+}
+
+impl NameFilter {
+    /// Whether a filter names tags, so they must be read.
+    pub(super) fn uses_tags(&self) -> bool {
+        self.clauses.iter().any(|(tag, _, _)| tag.is_some())
     }
-    let unsupported = || {
-        MlflowError::from(ApiError::invalid(
-            "filter",
-            format!("{filter:?}: experiments can be filtered by name (=, !=, LIKE, ILIKE) only"),
-        ))
-    };
-    let rest = filter
-        .strip_prefix("name")
-        .or_else(|| filter.strip_prefix("attribute.name"))
-        .or_else(|| filter.strip_prefix("attributes.name"))
-        .ok_or_else(unsupported)?
-        .trim_start();
-    let (op, value) = ["!=", "=", "ILIKE", "LIKE", "ilike", "like"]
-        .iter()
-        .find_map(|op| rest.strip_prefix(op).map(|v| (op.to_ascii_uppercase(), v.trim())))
-        .ok_or_else(unsupported)?;
-    let quoted = value.len() >= 2
-        && (value.starts_with('\'') && value.ends_with('\'') || value.starts_with('"') && value.ends_with('"'));
-    if !quoted {
-        return Err(unsupported());
+
+    pub(super) fn matches(&self, name: &str, tags: &BTreeMap<String, String>) -> bool {
+        self.clauses.iter().all(|(tag, op, value)| {
+            let subject = match tag {
+                None => Some(name),
+                Some(key) => tags.get(key).map(String::as_str),
+            };
+            match (op.as_str(), subject) {
+                ("!=", None) => true,
+                (_, None) => false,
+                ("=", Some(s)) => s == value,
+                ("!=", Some(s)) => s != value,
+                ("LIKE", Some(s)) => like(s, value),
+                (_, Some(s)) => like(&s.to_lowercase(), &value.to_lowercase()),
+            }
+        })
     }
-    let value = value[1..value.len() - 1].to_owned();
-    Ok(match op.as_str() {
-        "=" => Box::new(move |n| n == value),
-        "!=" => Box::new(move |n| n != value),
-        "LIKE" => Box::new(move |n| like(n, &value)),
-        _ => {
-            let value = value.to_lowercase();
-            Box::new(move |n| like(&n.to_lowercase(), &value))
+}
+
+/// Splits text on a keyword outside quotes and backquotes, ignoring case.
+fn split_outside_quotes<'a>(text: &'a str, keyword: &str) -> Vec<&'a str> {
+    let (bytes, mut parts, mut start, mut quote, mut i) = (text.as_bytes(), Vec::new(), 0, None, 0);
+    while i < bytes.len() {
+        let c = bytes[i];
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if matches!(c, b'\'' | b'"' | b'`') => quote = Some(c),
+            None if text[i..].len() >= keyword.len()
+                && text.is_char_boundary(i)
+                && text.is_char_boundary(i + keyword.len())
+                && text[i..i + keyword.len()].eq_ignore_ascii_case(keyword) =>
+            {
+                parts.push(&text[start..i]);
+                i += keyword.len();
+                start = i;
+                continue;
+            }
+            None => {}
         }
-    })
+        i += 1;
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+pub(super) fn name_filter(filter: &str) -> Result<NameFilter> {
+    let mut clauses = Vec::new();
+    for clause in split_outside_quotes(filter, " and ").into_iter().map(str::trim).filter(|c| !c.is_empty()) {
+        let refused = || {
+            MlflowError::from(ApiError::invalid(
+                "filter",
+                format!("{clause:?}: filter by name or tags.KEY with =, !=, LIKE or ILIKE and a quoted value"),
+            ))
+        };
+        let field_end = clause
+            .char_indices()
+            .scan(false, |in_backquote, (i, c)| {
+                if c == '`' {
+                    *in_backquote = !*in_backquote;
+                }
+                Some((i, c, *in_backquote))
+            })
+            .find(|(_, c, in_backquote)| !in_backquote && (c.is_whitespace() || matches!(c, '=' | '!')))
+            .map(|(i, _, _)| i)
+            .ok_or_else(refused)?;
+        let (field, rest) = (&clause[..field_end], clause[field_end..].trim_start());
+        let tag = match field.split_once('.') {
+            None if field == "name" => None,
+            Some((prefix, "name")) if matches!(prefix, "attribute" | "attributes") => None,
+            Some((prefix, key)) if matches!(prefix, "tag" | "tags") => Some(key.trim_matches('`').to_owned()),
+            _ => return Err(refused()),
+        };
+        let (op, value) = ["!=", "=", "ILIKE", "LIKE"]
+            .iter()
+            .find_map(|op| {
+                rest.get(..op.len())
+                    .filter(|head| head.eq_ignore_ascii_case(op))
+                    .map(|_| (op.to_string(), rest[op.len()..].trim()))
+            })
+            .ok_or_else(refused)?;
+        let quoted = value.len() >= 2
+            && ((value.starts_with('\'') && value.ends_with('\'')) || (value.starts_with('"') && value.ends_with('"')));
+        if !quoted {
+            return Err(refused());
+        }
+        clauses.push((tag, op, value[1..value.len() - 1].to_owned()));
+    }
+    Ok(NameFilter { clauses })
 }
 
 /// SQL LIKE: `%` any run of characters, `_` one.
@@ -216,7 +280,7 @@ fn page(args: &Value, default: i64) -> Result<(usize, usize)> {
 
 async fn search_experiments(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
-    let matches = experiment_matcher(text(&args, "filter")?.unwrap_or(""))?;
+    let filter = name_filter(text(&args, "filter")?.unwrap_or(""))?;
     let (limit, offset) = page(&args, 1000)?;
     // Like MLflow's server, there is always a Default experiment.
     if crate::auth::actor(&req).is_none_or(|a| a.is_admin) {
@@ -224,11 +288,21 @@ async fn search_experiments(state: State, req: HttpRequest, payload: web::Payloa
     }
     let view = view_type(&args)?;
     let visible = crate::auth::visibility(&req, Scope::Project).await?;
-    let mut projects: Vec<(Project, bool)> = meta(&state, |m| m.list_projects_any())
-        .await?
-        .into_iter()
-        .filter(|(p, deleted)| visible.allows(p.id) && matches(&p.name) && view.shows(*deleted))
-        .collect();
+    let mut projects: Vec<(Project, bool)> = Vec::new();
+    for (p, deleted) in meta(&state, |m| m.list_projects_any()).await? {
+        if !visible.allows(p.id) || !view.shows(deleted) {
+            continue;
+        }
+        let tags = if filter.uses_tags() {
+            let id = p.id;
+            meta(&state, move |m| m.project_tags(id)).await?
+        } else {
+            BTreeMap::new()
+        };
+        if filter.matches(&p.name, &tags) {
+            projects.push((p, deleted));
+        }
+    }
     projects.sort_by(|(a, _), (b, _)| b.created_ms.cmp(&a.created_ms).then(b.id.cmp(&a.id)));
     let mut page = Vec::new();
     for (p, deleted) in projects.iter().skip(offset).take(limit) {
@@ -403,6 +477,13 @@ fn param_text(v: &ParamValue) -> String {
         ParamValue::Float(f) => format!("{f:?}"),
         ParamValue::Bool(b) => if *b { "True" } else { "False" }.to_owned(),
     }
+}
+
+/// The experiment id of a run's project, and the project's id.
+pub(super) async fn experiment_of_run(state: &State, run: &RunId) -> Result<(String, i64)> {
+    let project_id = run_project(state, run).await?;
+    let project = meta(state, move |m| Ok(m.project_any(project_id)?.0)).await?;
+    Ok((experiment_id(&project), project_id))
 }
 
 fn run_info(run: &Run, deleted: bool) -> Value {
@@ -849,4 +930,29 @@ async fn metric_history(state: State, req: HttpRequest, payload: web::Payload) -
 async fn search_logged_models(req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     arguments(&req, payload).await?;
     Ok(HttpResponse::Ok().json(json!({"models": []})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_filters_take_and_tags_and_quotes() {
+        let tags = BTreeMap::from([("team".to_owned(), "vision and speech".to_owned())]);
+        let cases = [
+            ("", true),
+            ("name = 'detector'", true),
+            ("name LIKE 'detec%' AND tag.`mlflow.prompt.is_prompt` != 'true'", true),
+            ("name ILIKE 'DETEC%' and tags.team = 'vision and speech'", true),
+            ("attributes.name != 'detector'", false),
+            ("tags.team = 'vision'", false),
+            ("tags.missing = 'x'", false),
+        ];
+        for (filter, expected) in cases {
+            assert_eq!(name_filter(filter).unwrap().matches("detector", &tags), expected, "{filter}");
+        }
+        for bad in ["name > 'a'", "size = 1", "name = detector"] {
+            assert!(name_filter(bad).is_err(), "{bad}");
+        }
+    }
 }
