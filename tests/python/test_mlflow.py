@@ -293,3 +293,29 @@ def test_the_registry_resolves_models_uris_to_the_runs_files(trainlog_server: Tr
     client.delete_model_version("detector", "1")
     client.delete_registered_model("detector")
     assert client.search_registered_models("name = 'detector'") == []
+
+
+def test_log_model_register_model_and_load_it_by_alias(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
+    import mlflow.pyfunc
+
+    class Doubler(mlflow.pyfunc.PythonModel):
+        def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
+            return [2 * x for x in model_input]
+
+    mlflow.set_experiment("pyfunc-door")
+    with mlflow.start_run() as run:
+        info = mlflow.pyfunc.log_model(name="model", python_model=Doubler(), pip_requirements=["mlflow-skinny"])
+    assert info.model_id.startswith("m-") and client.get_logged_model(info.model_id).status.name == "READY"
+    version = mlflow.register_model(f"runs:/{run.info.run_id}/model", "doubler")
+    client.set_registered_model_alias("doubler", "champion", version.version)
+    original = mlflow.pyfunc.load_model(info.model_uri)
+    by_alias = mlflow.pyfunc.load_model("models:/doubler@champion")
+    by_number = mlflow.pyfunc.load_model(f"models:/doubler/{version.version}")
+    assert original.predict([1, 2, 3]) == by_alias.predict([1, 2, 3]) == by_number.predict([1, 2, 3]) == [2, 4, 6]
+    # The model's files are the run's artifacts; the version has the run's lineage.
+    files = [a["path"] for a in native(trainlog_server, "GET", f"/runs/{run.info.run_id}/artifacts")["artifacts"]]
+    assert f"models/{info.model_id}/MLmodel" in files
+    native_version = native(trainlog_server, "GET", "/models/doubler/versions/champion")
+    assert (native_version["run_id"], native_version["lineage"]["run"]["project"]) == (run.info.run_id, "pyfunc-door")
+    status, raw = raw_mlflow_get(trainlog_server, f"/model-versions/get?name=doubler&version={version.version}")
+    assert (status, raw["model_version"]["model_id"]) == (200, info.model_id)

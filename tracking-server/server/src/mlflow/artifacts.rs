@@ -27,24 +27,37 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     }
 }
 
-/// A run and a path inside its artifacts, from `{experiment}/{run}/artifacts[/{path}]`, once
-/// the caller may `need` the run.
+/// A run and a path inside its artifacts, from `{experiment}/{run}/artifacts[/{path}]` (or a
+/// logged model's `{experiment}/models/{model_id}/artifacts[/{path}]`, which are its run's
+/// artifacts under `models/{model_id}/`), once the caller may `need` the run.
 async fn target(state: &State, req: &HttpRequest, full: &str, need: Role) -> Result<(RunId, i64, String)> {
     let not_served = || {
         MlflowError::from(ApiError::NotFound(format!(
-            "artifact location {full:?}: this server keeps the artifacts of runs, at EXPERIMENT/RUN_ID/artifacts/PATH"
+            "artifact location {full:?}: this server keeps the artifacts of runs (EXPERIMENT/RUN_ID/artifacts/PATH) \
+             and of logged models (EXPERIMENT/models/MODEL_ID/artifacts/PATH)"
         )))
     };
-    let mut parts = full.trim_matches('/').splitn(4, '/');
-    let (_experiment, run, artifacts) = (parts.next(), parts.next().ok_or_else(not_served)?, parts.next());
-    if artifacts != Some("artifacts") {
-        return Err(not_served());
-    }
-    let rest = parts.next().unwrap_or("").trim_matches('/').to_owned();
-    let id = RunId::parse("path", run).map_err(|_| not_served())?;
+    let trimmed = full.trim_matches('/');
+    let (run, prefix, rest): (String, String, String) = match trimmed.splitn(5, '/').collect::<Vec<_>>().as_slice() {
+        [_, "models", model_id, "artifacts", rest @ ..] => {
+            let model = super::logged_models::named_model(state, req, model_id, need).await?;
+            (model.run_id, super::logged_models::artifact_folder(model_id), rest.join("/"))
+        }
+        _ => match trimmed.splitn(4, '/').collect::<Vec<_>>().as_slice() {
+            [_, run, "artifacts", rest @ ..] => (run.to_string(), String::new(), rest.join("/")),
+            _ => return Err(not_served()),
+        },
+    };
+    let rest = rest.trim_matches('/');
+    let path = match (prefix.is_empty(), rest.is_empty()) {
+        (true, _) => rest.to_owned(),
+        (false, true) => prefix,
+        (false, false) => format!("{prefix}/{rest}"),
+    };
+    let id = RunId::parse("path", &run).map_err(|_| not_served())?;
     let project_id = run_project(state, &id).await?;
     require_run(req, &id, project_id, need).await?;
-    Ok((id, project_id, rest))
+    Ok((id, project_id, path))
 }
 
 fn artifact_path(path: &str) -> Result<ArtifactPath> {

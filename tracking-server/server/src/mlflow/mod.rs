@@ -5,6 +5,7 @@
 
 mod artifacts;
 mod filter;
+mod logged_models;
 mod registry;
 mod tracking;
 
@@ -18,15 +19,19 @@ pub const PREFIXES: [&str; 2] = ["/api/2.0/mlflow", "/ajax-api/2.0/mlflow"];
 pub fn configure(cfg: &mut web::ServiceConfig) {
     artifacts::configure(cfg);
     for prefix in PREFIXES {
-        cfg.service(web::scope(prefix).configure(tracking::configure).configure(registry::configure).default_service(
-            web::to(|req: HttpRequest| async move {
-                Err::<HttpResponse, _>(MlflowError::from(ApiError::NotFound(format!(
-                    "the MLflow endpoint {} {} (this server does not serve it)",
-                    req.method(),
-                    req.path()
-                ))))
-            }),
-        ));
+        cfg.service(
+            web::scope(prefix)
+                .configure(tracking::configure)
+                .configure(registry::configure)
+                .configure(logged_models::configure)
+                .default_service(web::to(|req: HttpRequest| async move {
+                    Err::<HttpResponse, _>(MlflowError::from(ApiError::NotFound(format!(
+                        "the MLflow endpoint {} {} (this server does not serve it)",
+                        req.method(),
+                        req.path()
+                    ))))
+                })),
+        );
     }
 }
 

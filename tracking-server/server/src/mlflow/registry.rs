@@ -79,7 +79,15 @@ async fn version_json(state: &State, v: &VersionRow) -> Result<Value> {
         "status": "READY",
         "tags": tag_list(&v.tags),
         "aliases": v.aliases,
+        "model_id": logged_model_of(v),
     }))
+}
+
+/// The logged model a version was registered from, if it was.
+fn logged_model_of(v: &VersionRow) -> Option<String> {
+    let path = v.source["path"].as_str()?;
+    let id = path.strip_prefix("models/")?;
+    (id.starts_with("m-") && !id.contains('/')).then(|| id.to_owned())
 }
 
 async fn model_json(state: &State, m: &ModelRow) -> Result<Value> {
@@ -270,7 +278,18 @@ fn parse_source(source: &str, run_id: Option<&str>) -> Result<(String, String)> 
 async fn create_version(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
     let name = named_model(&state, &req, &args, Role::Write).await?;
-    let (run, path) = parse_source(required_text(&args, "source")?, text(&args, "run_id")?)?;
+    let source = required_text(&args, "source")?;
+    let model_id = text(&args, "model_id")?.filter(|m| !m.is_empty()).map(str::to_owned).or_else(|| {
+        source.strip_prefix("models:/").filter(|m| m.starts_with("m-") && !m.contains('/')).map(str::to_owned)
+    });
+    let (run, path) = match model_id {
+        // A logged model: its files are its run's artifacts under models/{id}/.
+        Some(id) => {
+            let model = super::logged_models::named_model(&state, &req, &id, Role::Read).await?;
+            (model.run_id, super::logged_models::artifact_folder(&id))
+        }
+        None => parse_source(source, text(&args, "run_id")?)?,
+    };
     let body: api::CreateVersion = serde_json::from_value(json!({
         "run_id": run,
         "artifact": path,

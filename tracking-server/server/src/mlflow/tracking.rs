@@ -39,8 +39,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/runs/delete-tag", web::post().to(delete_tag))
         .route("/runs/log-batch", web::post().to(log_batch))
         .route("/runs/search", web::post().to(search_runs))
-        .route("/metrics/get-history", web::get().to(metric_history))
-        .route("/logged-models/search", web::post().to(search_logged_models));
+        .route("/metrics/get-history", web::get().to(metric_history));
 }
 
 /// MLflow's default experiment: id `0`, the project named so.
@@ -477,6 +476,17 @@ fn param_text(v: &ParamValue) -> String {
         ParamValue::Float(f) => format!("{f:?}"),
         ParamValue::Bool(b) => if *b { "True" } else { "False" }.to_owned(),
     }
+}
+
+/// The experiment id of a project.
+pub(super) async fn experiment_id_of_project(state: &State, project_id: i64) -> Result<String> {
+    let project = meta(state, move |m| Ok(m.project_any(project_id)?.0)).await?;
+    Ok(experiment_id(&project))
+}
+
+/// The active project behind an experiment id, once the caller may `need` it.
+pub(super) async fn named_experiment(state: &State, req: &HttpRequest, id: &str, need: Role) -> Result<Project> {
+    experiment(state, req, id, need).await
 }
 
 /// The experiment id of a run's project, and the project's id.
@@ -923,13 +933,6 @@ async fn metric_history(state: State, req: HttpRequest, payload: web::Payload) -
         answer["next_page_token"] = json!(end.to_string());
     }
     Ok(HttpResponse::Ok().json(answer))
-}
-
-/// MLflow 3's logged models are not kept here yet (creating one answers 404), so a search finds
-/// none; clients search them to resolve `runs:/` URIs, which then name run artifacts.
-async fn search_logged_models(req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
-    arguments(&req, payload).await?;
-    Ok(HttpResponse::Ok().json(json!({"models": []})))
 }
 
 #[cfg(test)]

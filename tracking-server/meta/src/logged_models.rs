@@ -1,0 +1,137 @@
+//! MLflow 3's logged models, kept beside the run that logged them: their files are that run's
+//! artifacts under `models/{id}/`.
+
+use crate::{not_found, now_ms, Error, MetaStore, Result};
+use rusqlite::{params, OptionalExtension, Row};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoggedModelRow {
+    pub id: String,
+    pub project_id: i64,
+    pub run_id: String,
+    pub name: String,
+    pub model_type: String,
+    /// `pending`, `ready` or `failed`.
+    pub status: String,
+    pub params: BTreeMap<String, String>,
+    pub tags: BTreeMap<String, String>,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+const COLUMNS: &str = "id, project_id, run_id, name, model_type, status, params, tags, created_ms, updated_ms";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<(LoggedModelRow, String, String)> {
+    Ok((
+        LoggedModelRow {
+            id: r.get(0)?,
+            project_id: r.get(1)?,
+            run_id: r.get(2)?,
+            name: r.get(3)?,
+            model_type: r.get(4)?,
+            status: r.get(5)?,
+            params: BTreeMap::new(),
+            tags: BTreeMap::new(),
+            created_ms: r.get(8)?,
+            updated_ms: r.get(9)?,
+        },
+        r.get(6)?,
+        r.get(7)?,
+    ))
+}
+
+fn decode((mut row, params, tags): (LoggedModelRow, String, String)) -> Result<LoggedModelRow> {
+    let map = |text: &str| {
+        serde_json::from_str::<BTreeMap<String, String>>(text)
+            .map_err(|e| Error::Corrupt(format!("logged model {}: {e}", row.id)))
+    };
+    row.params = map(&params)?;
+    row.tags = map(&tags)?;
+    Ok(row)
+}
+
+fn encode(map: &BTreeMap<String, String>) -> String {
+    serde_json::to_string(map).unwrap_or_else(|_| "{}".to_owned())
+}
+
+impl MetaStore {
+    /// Records a logged model of a run (status `pending` until its files are uploaded).
+    pub fn create_logged_model(&self, row: &LoggedModelRow) -> Result<()> {
+        self.write(|conn| {
+            conn.execute(
+                "INSERT INTO logged_models (id, project_id, run_id, name, model_type, status, params, tags, created_ms, updated_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+                params![
+                    row.id,
+                    row.project_id,
+                    row.run_id,
+                    row.name,
+                    row.model_type,
+                    row.status,
+                    encode(&row.params),
+                    encode(&row.tags),
+                    row.created_ms
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn logged_model(&self, id: &str) -> Result<LoggedModelRow> {
+        let found = self.read(|conn| {
+            Ok(conn
+                .prepare_cached(&format!("SELECT {COLUMNS} FROM logged_models WHERE id = ?1"))?
+                .query_row([id], from_row)
+                .optional()?)
+        })?;
+        decode(found.ok_or_else(|| not_found(format!("Logged model with ID '{id}'")))?)
+    }
+
+    /// The logged models of some projects, newest first.
+    pub fn logged_models(&self, project_ids: &[i64]) -> Result<Vec<LoggedModelRow>> {
+        self.read(|conn| {
+            let mut out = Vec::new();
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM logged_models WHERE project_id = ?1 ORDER BY created_ms DESC, id"
+            ))?;
+            for id in project_ids {
+                for row in stmt.query_map([id], from_row)? {
+                    out.push(decode(row?)?);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Changes a logged model's status, or merges params and tags into it.
+    pub fn update_logged_model(
+        &self,
+        id: &str,
+        status: Option<&str>,
+        params: &BTreeMap<String, String>,
+        set_tags: &BTreeMap<String, String>,
+        delete_tags: &[String],
+    ) -> Result<LoggedModelRow> {
+        let mut row = self.logged_model(id)?;
+        row.params.extend(params.clone());
+        row.tags.extend(set_tags.clone());
+        for key in delete_tags {
+            if row.tags.remove(key).is_none() {
+                return Err(not_found(format!("tag {key:?} of logged model {id}")));
+            }
+        }
+        if let Some(s) = status {
+            row.status = s.to_owned();
+        }
+        row.updated_ms = now_ms();
+        self.write(|conn| {
+            conn.execute(
+                "UPDATE logged_models SET status = ?2, params = ?3, tags = ?4, updated_ms = ?5 WHERE id = ?1",
+                params![id, row.status, encode(&row.params), encode(&row.tags), row.updated_ms],
+            )?;
+            Ok(())
+        })?;
+        Ok(row)
+    }
+}

@@ -1,0 +1,267 @@
+//! MLflow 3's logged models (what `log_model` makes): kept beside the run that logs them, their
+//! files the run's artifacts under `models/{model_id}/`, so they show in the run's artifacts,
+//! and a version registered from one carries the run's lineage.
+
+use super::tracking::{experiment_id_of_project, named_experiment};
+use super::{arguments, integer, required_text, text, texts, MlflowError, Result};
+use crate::error::ApiError;
+use crate::routes::{meta, run_project, State};
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use trainlog_meta::{LoggedModelRow, Role};
+use trainlog_schema::RunId;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/logged-models", web::post().to(create))
+        .route("/logged-models/search", web::post().to(search))
+        .route("/logged-models/{model_id}", web::get().to(get))
+        .route("/logged-models/{model_id}", web::patch().to(finalize))
+        .route("/logged-models/{model_id}/tags", web::patch().to(set_tags))
+        .route("/logged-models/{model_id}/tags/{key}", web::delete().to(delete_tag))
+        .route("/logged-models/{model_id}/params", web::post().to(log_params))
+        .route("/runs/outputs", web::post().to(log_outputs));
+}
+
+/// Where a logged model's files are among its run's artifacts.
+pub(super) fn artifact_folder(model_id: &str) -> String {
+    format!("models/{model_id}")
+}
+
+fn status_name(status: &str) -> &'static str {
+    match status {
+        "ready" => "LOGGED_MODEL_READY",
+        "failed" => "LOGGED_MODEL_UPLOAD_FAILED",
+        _ => "LOGGED_MODEL_PENDING",
+    }
+}
+
+fn pairs(map: &BTreeMap<String, String>) -> Vec<Value> {
+    map.iter().map(|(k, v)| json!({"key": k, "value": v})).collect()
+}
+
+async fn model_json(state: &State, m: &LoggedModelRow) -> Result<Value> {
+    let experiment = experiment_id_of_project(state, m.project_id).await?;
+    Ok(json!({
+        "info": {
+            "model_id": m.id,
+            "experiment_id": experiment,
+            "name": m.name,
+            "creation_timestamp_ms": m.created_ms,
+            "last_updated_timestamp_ms": m.updated_ms,
+            "artifact_uri": format!("mlflow-artifacts:/{experiment}/models/{}/artifacts", m.id),
+            "status": status_name(&m.status),
+            "model_type": m.model_type,
+            "source_run_id": m.run_id,
+            "tags": pairs(&m.tags),
+        },
+        "data": {"params": pairs(&m.params), "metrics": []},
+    }))
+}
+
+fn key_values(args: &Value, name: &str) -> Result<BTreeMap<String, String>> {
+    match &args[name] {
+        Value::Null => Ok(BTreeMap::new()),
+        Value::Array(items) => items
+            .iter()
+            .map(|t| Ok((required_text(t, "key")?.to_owned(), text(t, "value")?.unwrap_or_default().to_owned())))
+            .collect(),
+        _ => Err(ApiError::invalid(name, format!("'{name}' must be a list of {{key, value}}")).into()),
+    }
+}
+
+/// A logged model, once the caller may `need` its run's project.
+pub(super) async fn named_model(state: &State, req: &HttpRequest, id: &str, need: Role) -> Result<LoggedModelRow> {
+    let owned = id.to_owned();
+    let model = meta(state, move |m| m.logged_model(&owned)).await?;
+    crate::auth::require_in_project(req, model.project_id, need, || format!("Logged model with ID '{id}'")).await?;
+    Ok(model)
+}
+
+async fn create(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let project = named_experiment(&state, &req, required_text(&args, "experiment_id")?, Role::Write).await?;
+    let run_text = text(&args, "source_run_id")?.filter(|r| !r.is_empty()).ok_or_else(|| {
+        MlflowError::from(ApiError::invalid(
+            "source_run_id",
+            "this server keeps a logged model's files with the run that logs it: log it inside a run",
+        ))
+    })?;
+    let run = RunId::parse("source_run_id", run_text)?;
+    let run_project_id = run_project(&state, &run).await?;
+    crate::auth::require_run(&req, &run, run_project_id, Role::Write).await?;
+    if run_project_id != project.id {
+        return Err(
+            ApiError::invalid("source_run_id", format!("run {run} is not in experiment {}", project.name)).into()
+        );
+    }
+    let now = trainlog_meta::now_ms();
+    let row = LoggedModelRow {
+        id: format!("m-{}", uuid_hex()),
+        project_id: project.id,
+        run_id: run.to_string(),
+        name: text(&args, "name")?.filter(|n| !n.is_empty()).unwrap_or("model").to_owned(),
+        model_type: text(&args, "model_type")?.unwrap_or_default().to_owned(),
+        status: "pending".to_owned(),
+        params: key_values(&args, "params")?,
+        tags: key_values(&args, "tags")?,
+        created_ms: now,
+        updated_ms: now,
+    };
+    {
+        let row = row.clone();
+        meta(&state, move |m| m.create_logged_model(&row)).await?;
+    }
+    Ok(HttpResponse::Ok().json(json!({"model": model_json(&state, &row).await?})))
+}
+
+fn uuid_hex() -> String {
+    let mut bytes = [0u8; 16];
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+async fn get(state: State, req: HttpRequest, path: web::Path<String>) -> Result<HttpResponse> {
+    let model = named_model(&state, &req, &path, Role::Read).await?;
+    Ok(HttpResponse::Ok().json(json!({"model": model_json(&state, &model).await?})))
+}
+
+async fn update(
+    state: &State,
+    id: &str,
+    status: Option<&'static str>,
+    params: BTreeMap<String, String>,
+    set: BTreeMap<String, String>,
+    delete: Vec<String>,
+) -> Result<LoggedModelRow> {
+    let id = id.to_owned();
+    Ok(meta(state, move |m| m.update_logged_model(&id, status, &params, &set, &delete)).await?)
+}
+
+async fn finalize(
+    state: State,
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    named_model(&state, &req, &path, Role::Write).await?;
+    let status = match required_text(&args, "status")? {
+        "LOGGED_MODEL_READY" | "READY" => "ready",
+        "LOGGED_MODEL_UPLOAD_FAILED" | "UPLOAD_FAILED" => "failed",
+        "LOGGED_MODEL_PENDING" | "PENDING" => "pending",
+        other => return Err(ApiError::invalid("status", format!("{other:?} is not a logged model status")).into()),
+    };
+    let model = update(&state, &path, Some(status), BTreeMap::new(), BTreeMap::new(), Vec::new()).await?;
+    Ok(HttpResponse::Ok().json(json!({"model": model_json(&state, &model).await?})))
+}
+
+async fn set_tags(
+    state: State,
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    named_model(&state, &req, &path, Role::Write).await?;
+    let model = update(&state, &path, None, BTreeMap::new(), key_values(&args, "tags")?, Vec::new()).await?;
+    Ok(HttpResponse::Ok().json(json!({"model": model_json(&state, &model).await?})))
+}
+
+async fn delete_tag(state: State, req: HttpRequest, path: web::Path<(String, String)>) -> Result<HttpResponse> {
+    let (id, key) = path.into_inner();
+    named_model(&state, &req, &id, Role::Write).await?;
+    update(&state, &id, None, BTreeMap::new(), BTreeMap::new(), vec![key]).await?;
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+async fn log_params(
+    state: State,
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    named_model(&state, &req, &path, Role::Write).await?;
+    update(&state, &path, None, key_values(&args, "params")?, BTreeMap::new(), Vec::new()).await?;
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+/// `name = '…'`, `source_run_id = '…'`, `model_id = '…'`, `status = '…'`, joined by AND.
+fn model_filter(filter: &str) -> Result<Vec<(String, String)>> {
+    let mut wanted = Vec::new();
+    for part in filter.split(" AND ").flat_map(|p| p.split(" and ")).map(str::trim).filter(|p| !p.is_empty()) {
+        let refused = || {
+            MlflowError::from(ApiError::invalid(
+                "filter",
+                format!("{part:?}: logged models can be searched by name, source_run_id, model_id and status (=)"),
+            ))
+        };
+        let (field, value) = part.split_once('=').ok_or_else(refused)?;
+        let field = field.trim().trim_start_matches("attributes.").trim_start_matches("attribute.");
+        if !matches!(field, "name" | "source_run_id" | "model_id" | "status") {
+            return Err(refused());
+        }
+        wanted.push((field.to_owned(), value.trim().trim_matches('\'').trim_matches('"').to_owned()));
+    }
+    Ok(wanted)
+}
+
+async fn search(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let wanted = model_filter(text(&args, "filter")?.unwrap_or(""))?;
+    let limit = integer(&args, "max_results")?.unwrap_or(100).max(1) as usize;
+    let offset: usize = match text(&args, "page_token")? {
+        None | Some("") => 0,
+        Some(t) => t.parse().map_err(|_| ApiError::invalid("page_token", "not a page token from this server"))?,
+    };
+    let mut projects = Vec::new();
+    for experiment in texts(&args, "experiment_ids")? {
+        if let Ok(p) = named_experiment(&state, &req, &experiment, Role::Read).await {
+            projects.push(p.id);
+        }
+    }
+    let models = meta(&state, move |m| m.logged_models(&projects)).await?;
+    let matching: Vec<&LoggedModelRow> = models
+        .iter()
+        .filter(|m| {
+            wanted.iter().all(|(field, value)| match field.as_str() {
+                "name" => m.name == *value,
+                "source_run_id" => m.run_id == *value,
+                "model_id" => m.id == *value,
+                _ => status_name(&m.status) == value.as_str() || m.status == value.to_lowercase(),
+            })
+        })
+        .collect();
+    let mut page = Vec::new();
+    for m in matching.iter().skip(offset).take(limit) {
+        page.push(model_json(&state, m).await?);
+    }
+    let mut answer = json!({"models": page});
+    if offset + limit < matching.len() {
+        answer["next_page_token"] = json!((offset + limit).to_string());
+    }
+    Ok(HttpResponse::Ok().json(answer))
+}
+
+/// The models a run produced: kept in the run's `outputs` metadata.
+async fn log_outputs(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let run = RunId::parse("run_id", required_text(&args, "run_id")?)?;
+    let project_id = run_project(&state, &run).await?;
+    crate::auth::require_run(&req, &run, project_id, Role::Write).await?;
+    let models = match &args["models"] {
+        Value::Array(items) => items.clone(),
+        Value::Null => Vec::new(),
+        _ => return Err(ApiError::invalid("models", "'models' must be a list").into()),
+    };
+    meta(&state, move |m| {
+        let mut outputs = m.metadata(&run)?.remove("outputs").unwrap_or_else(|| json!({"models": []}));
+        if let Some(list) = outputs["models"].as_array_mut() {
+            list.extend(models);
+        }
+        m.set_metadata(&run, "outputs", &outputs)
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(json!({})))
+}
