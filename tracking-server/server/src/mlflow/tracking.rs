@@ -39,7 +39,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/runs/delete-tag", web::post().to(delete_tag))
         .route("/runs/log-batch", web::post().to(log_batch))
         .route("/runs/search", web::post().to(search_runs))
-        .route("/metrics/get-history", web::get().to(metric_history));
+        .route("/metrics/get-history", web::get().to(metric_history))
+        .route("/runs/log-inputs", web::post().to(log_inputs));
 }
 
 /// MLflow's default experiment: id `0`, the project named so.
@@ -933,6 +934,36 @@ async fn metric_history(state: State, req: HttpRequest, payload: web::Payload) -
         answer["next_page_token"] = json!(end.to_string());
     }
     Ok(HttpResponse::Ok().json(answer))
+}
+
+/// The datasets (and models) a run used: kept in the run's `inputs` metadata, each once.
+async fn log_inputs(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let id = named_run(&state, &req, &args, Role::Write).await?;
+    let list = |name: &str| match &args[name] {
+        Value::Array(items) => Ok(items.clone()),
+        Value::Null => Ok(Vec::new()),
+        _ => Err(MlflowError::from(ApiError::invalid(name, format!("'{name}' must be a list")))),
+    };
+    let (datasets, models) = (list("datasets")?, list("models")?);
+    meta(&state, move |m| {
+        let mut inputs = m.metadata(&id)?.remove("inputs").unwrap_or_else(|| json!({"datasets": [], "models": []}));
+        for (field, new) in [("datasets", datasets), ("models", models)] {
+            if !inputs[field].is_array() {
+                inputs[field] = json!([]);
+            }
+            if let Some(known) = inputs[field].as_array_mut() {
+                for item in new {
+                    if !known.contains(&item) {
+                        known.push(item);
+                    }
+                }
+            }
+        }
+        m.set_metadata(&id, "inputs", &inputs)
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(json!({})))
 }
 
 #[cfg(test)]
