@@ -319,3 +319,25 @@ def test_log_model_register_model_and_load_it_by_alias(trainlog_server: Trainlog
     assert (native_version["run_id"], native_version["lineage"]["run"]["project"]) == (run.info.run_id, "pyfunc-door")
     status, raw = raw_mlflow_get(trainlog_server, f"/model-versions/get?name=doubler&version={version.version}")
     assert (status, raw["model_version"]["model_id"]) == (200, info.model_id)
+
+
+def test_sklearn_autolog_logs_params_metrics_and_a_loadable_model(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
+    import mlflow.sklearn
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    mlflow.set_experiment("autolog-door")
+    mlflow.sklearn.autolog()
+    try:
+        features, labels = load_iris(return_X_y=True)
+        with mlflow.start_run() as run:
+            model = LogisticRegression(max_iter=300, C=0.5).fit(features, labels)
+    finally:
+        mlflow.sklearn.autolog(disable=True)
+    got = client.get_run(run.info.run_id)
+    assert (got.data.params["C"], got.data.params["max_iter"]) == ("0.5", "300")
+    assert got.data.metrics["training_accuracy_score"] == pytest.approx(model.score(features, labels))
+    loaded = mlflow.sklearn.load_model(f"runs:/{run.info.run_id}/model")
+    assert (loaded.predict(features) == model.predict(features)).all()
+    same = native(trainlog_server, "GET", f"/runs/{run.info.run_id}")
+    assert same["params"]["C"] == "0.5" and same["summary"]["training_accuracy_score"]["count"] == 1
