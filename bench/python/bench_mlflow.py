@@ -13,31 +13,14 @@ MLflow's own server on this kind of machine (stack notes): log_batch 3,900-6,000
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from bench_log import start_server
 from mlflow import MlflowClient
 from mlflow.entities import Metric
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def start_server(data: Path) -> "tuple[subprocess.Popen[str], str]":
-    proc = subprocess.Popen(
-        [str(REPO / "target" / "release" / "trainlog"), "server", "--port", "0", "--data", str(data)],
-        stdout=subprocess.PIPE, text=True,
-    )
-    assert proc.stdout is not None
-    for _ in range(100):
-        line = proc.stdout.readline()
-        m = re.search(r"listening on (http://\S+)", line)
-        if m:
-            return proc, m.group(1)
-    raise RuntimeError("the server did not start")
 
 
 def main() -> None:
