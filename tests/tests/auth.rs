@@ -426,3 +426,28 @@ fn an_agent_needs_write_on_the_sweeps_project_and_says_so() {
     let run = trial["run_id"].as_str().unwrap();
     assert_eq!(call(&s, "GET", &format!("/api/v1/runs/{run}"), Some(&owner), None).1["user"], "helper");
 }
+
+#[test]
+fn the_mlflow_door_needs_a_key_too_and_answers_as_mlflow() {
+    let s = TestServer::spawn_local_with(&["--auth"]);
+    let key = admin_key(&s);
+    for (method, path) in [
+        ("GET", "/api/2.0/mlflow/experiments/search"),
+        ("POST", "/api/2.0/mlflow/experiments/create"),
+        ("POST", "/api/2.0/mlflow/runs/create"),
+        ("POST", "/api/2.0/mlflow/runs/log-batch"),
+        ("GET", "/api/2.0/mlflow/metrics/get-history"),
+        ("POST", "/api/2.0/mlflow/registered-models/create"),
+        ("POST", "/api/2.0/mlflow/logged-models/search"),
+        ("GET", "/ajax-api/2.0/mlflow/experiments/search"),
+        ("PUT", "/api/2.0/mlflow-artifacts/artifacts/1/r1/artifacts/a.txt"),
+        ("GET", "/api/2.0/mlflow-artifacts/artifacts"),
+        ("POST", "/api/2.0/mlflow/no-such-route"),
+    ] {
+        let (status, body) = call(&s, method, path, None, Some(&json!({})));
+        assert_eq!((status, body["error_code"].as_str()), (401, Some("UNAUTHENTICATED")), "{method} {path}: {body}");
+    }
+    let (status, body) = call(&s, "GET", "/api/2.0/mlflow/experiments/search", Some(&key), None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["experiments"][0]["name"], "Default");
+}
