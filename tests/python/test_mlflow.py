@@ -253,6 +253,10 @@ def test_experiments_and_runs_are_renamed_tagged_deleted_and_restored(trainlog_s
         client.create_experiment("renamed")
     assert taken.value.error_code == "RESOURCE_ALREADY_EXISTS"
     client.restore_experiment(experiment_id)
+    by_name = [e.name for e in client.search_experiments(order_by=["name ASC"])]
+    assert by_name == sorted(by_name) and "renamed" in by_name
+    times = [e.creation_time for e in client.search_experiments(order_by=["creation_time DESC"])]
+    assert times == sorted(times, reverse=True) and len(times) >= 3
     assert sorted(r.info.run_name for r in client.search_runs([experiment_id])) == ["drop", "keep"]
     assert keep.info.run_id in [r["id"] for r in native(trainlog_server, "GET", "/projects/renamed/runs")["runs"]]
 
@@ -289,10 +293,13 @@ def test_the_registry_resolves_models_uris_to_the_runs_files(trainlog_server: Tr
     with pytest.raises(MlflowException) as missing:
         client.get_model_version("detector", "7")
     assert missing.value.error_code == "RESOURCE_DOES_NOT_EXIST"
-    client.delete_registered_model_alias("detector", "champion")
-    client.delete_model_version("detector", "1")
-    client.delete_registered_model("detector")
-    assert client.search_registered_models("name = 'detector'") == []
+    client.rename_registered_model("detector", "finder")
+    assert client.get_model_version_by_alias("finder", "champion").version == "1"
+    assert native(trainlog_server, "GET", "/models/finder")["name"] == "finder"
+    client.delete_registered_model_alias("finder", "champion")
+    client.delete_model_version("finder", "1")
+    client.delete_registered_model("finder")
+    assert client.search_registered_models("name = 'finder'") == []
 
 
 def test_log_model_register_model_and_load_it_by_alias(trainlog_server: TrainlogServer, client: MlflowClient) -> None:

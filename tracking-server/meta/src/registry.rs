@@ -243,6 +243,30 @@ impl MetaStore {
         })
     }
 
+    /// Gives a model another name; its versions, aliases, tags and roles follow it.
+    pub fn rename_model(&self, name: &str, new_name: &str) -> Result<ModelRow> {
+        self.write(|conn| {
+            let tx = conn.transaction()?;
+            let id = model_id(&tx, name)?;
+            let taken: Option<i64> = tx
+                .query_row("SELECT id FROM registered_models WHERE name = ?1", [new_name], |r| r.get(0))
+                .optional()?;
+            if taken.is_some_and(|other| other != id) {
+                return Err(Error::Conflict {
+                    field: "new_name".into(),
+                    reason: format!("model {new_name:?} already exists"),
+                });
+            }
+            tx.execute(
+                "UPDATE registered_models SET name = ?2, updated_ms = ?3 WHERE id = ?1",
+                params![id, new_name, now_ms()],
+            )?;
+            let model = load_model(&tx, id)?;
+            tx.commit()?;
+            Ok(model)
+        })
+    }
+
     pub fn update_model(
         &self,
         name: &str,

@@ -19,6 +19,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/registered-models/create", web::post().to(create_model))
         .route("/registered-models/get", web::get().to(get_model))
         .route("/registered-models/update", web::patch().to(update_model))
+        .route("/registered-models/rename", web::post().to(rename_model))
         .route("/registered-models/delete", web::delete().to(delete_model))
         .route("/registered-models/search", web::get().to(search_models))
         .route("/registered-models/get-latest-versions", web::post().to(latest_versions))
@@ -170,6 +171,14 @@ async fn change_model(
     let name = named_model(&state, &req, &args, Role::Write).await?;
     let (description, set, delete) = change(&args)?;
     let model = meta(&state, move |m| m.update_model(&name, description.as_deref(), &set, &delete)).await?;
+    Ok(HttpResponse::Ok().json(json!({"registered_model": model_json(&state, &model).await?})))
+}
+
+async fn rename_model(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = arguments(&req, payload).await?;
+    let name = named_model(&state, &req, &args, Role::Admin).await?;
+    let new_name = model_name(required_text(&args, "new_name")?)?;
+    let model = meta(&state, move |m| m.rename_model(&name, &new_name)).await.map_err(MlflowError::already_exists)?;
     Ok(HttpResponse::Ok().json(json!({"registered_model": model_json(&state, &model).await?})))
 }
 

@@ -303,7 +303,7 @@ async fn search_experiments(state: State, req: HttpRequest, payload: web::Payloa
             projects.push((p, deleted));
         }
     }
-    projects.sort_by(|(a, _), (b, _)| b.created_ms.cmp(&a.created_ms).then(b.id.cmp(&a.id)));
+    sort_experiments(&mut projects, &super::texts(&args, "order_by")?)?;
     let mut page = Vec::new();
     for (p, deleted) in projects.iter().skip(offset).take(limit) {
         page.push(experiment_view(&state, p, *deleted).await?);
@@ -313,6 +313,50 @@ async fn search_experiments(state: State, req: HttpRequest, payload: web::Payloa
         answer["next_page_token"] = json!((offset + limit).to_string());
     }
     Ok(HttpResponse::Ok().json(answer))
+}
+
+/// Orders experiments as `order_by` asks (`name`, `experiment_id`, `creation_time`,
+/// `last_update_time`, each `ASC` or `DESC`); newest first by default, as MLflow.
+fn sort_experiments(projects: &mut [(Project, bool)], order_by: &[String]) -> Result<()> {
+    let mut keys = Vec::new();
+    for item in order_by {
+        let mut words = item.split_whitespace();
+        let field = words.next().unwrap_or_default().trim_start_matches("attributes.").trim_start_matches("attribute.");
+        let descending = match words.next().map(str::to_ascii_uppercase).as_deref() {
+            None | Some("ASC") => false,
+            Some("DESC") => true,
+            Some(other) => return Err(ApiError::invalid("order_by", format!("{other:?}: ASC or DESC")).into()),
+        };
+        if !matches!(field, "name" | "experiment_id" | "creation_time" | "last_update_time") {
+            return Err(ApiError::invalid(
+                "order_by",
+                format!("{field:?}: experiments are ordered by name, experiment_id, creation_time or last_update_time"),
+            )
+            .into());
+        }
+        keys.push((field.to_owned(), descending));
+    }
+    if keys.is_empty() {
+        keys.push(("creation_time".to_owned(), true));
+    }
+    projects.sort_by(|(a, _), (b, _)| {
+        keys.iter()
+            .map(|(field, descending)| {
+                let order = match field.as_str() {
+                    "name" => a.name.cmp(&b.name),
+                    "experiment_id" => a.id.cmp(&b.id),
+                    _ => a.created_ms.cmp(&b.created_ms),
+                };
+                if *descending {
+                    order.reverse()
+                } else {
+                    order
+                }
+            })
+            .find(|o| o.is_ne())
+            .unwrap_or_else(|| b.id.cmp(&a.id))
+    });
+    Ok(())
 }
 
 /// MLflow's `ViewType`: which lifecycle stages a search shows.
