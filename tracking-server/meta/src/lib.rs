@@ -17,7 +17,7 @@ mod sweeps;
 pub use artifacts::ArtifactRow;
 pub use catalog::{MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
 pub use checkpoints::{CheckpointRow, Retention};
-pub use logged_models::LoggedModelRow;
+pub use logged_models::{new_logged_model_id, LoggedModelRow};
 pub use registry::{ModelRow, NewVersion, VersionRef, VersionRow, VersionUpdate};
 pub use roles::{Actor, Role, Scope, Visibility};
 pub use runs::{NewRun, Project, Run, RunExport, RunHead, RunUpdate};

@@ -20,6 +20,11 @@ pub struct LoggedModelRow {
     pub updated_ms: i64,
 }
 
+/// A fresh logged model id, as MLflow spells them: `m-` and 32 hex digits.
+pub fn new_logged_model_id() -> String {
+    format!("m-{}", uuid::Uuid::new_v4().simple())
+}
+
 const COLUMNS: &str = "id, project_id, run_id, name, model_type, status, params, tags, created_ms, updated_ms";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<(LoggedModelRow, String, String)> {

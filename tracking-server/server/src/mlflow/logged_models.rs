@@ -97,7 +97,7 @@ async fn create(state: State, req: HttpRequest, payload: web::Payload) -> Result
     }
     let now = trainlog_meta::now_ms();
     let row = LoggedModelRow {
-        id: format!("m-{}", uuid_hex()),
+        id: trainlog_meta::new_logged_model_id(),
         project_id: project.id,
         run_id: run.to_string(),
         name: text(&args, "name")?.filter(|n| !n.is_empty()).unwrap_or("model").to_owned(),
@@ -113,12 +113,6 @@ async fn create(state: State, req: HttpRequest, payload: web::Payload) -> Result
         meta(&state, move |m| m.create_logged_model(&row)).await?;
     }
     Ok(HttpResponse::Ok().json(json!({"model": model_json(&state, &row).await?})))
-}
-
-fn uuid_hex() -> String {
-    let mut bytes = [0u8; 16];
-    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 async fn get(state: State, req: HttpRequest, path: web::Path<String>) -> Result<HttpResponse> {
