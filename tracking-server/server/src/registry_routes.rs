@@ -242,7 +242,6 @@ pub(crate) async fn register_version(
     name: String,
     body: api::CreateVersion,
 ) -> Result<VersionRow> {
-    let (state, req) = (state.clone(), req.clone());
     model_access(&state, &req, &name, Role::Write).await?;
     let run = RunId::parse("run_id", &body.run_id).map_err(|_| ApiError::NotFound(format!("run {:?}", body.run_id)))?;
     let project_id = crate::routes::run_project(&state, &run).await?;

@@ -3,7 +3,7 @@
 //! and a version registered from one carries the run's lineage.
 
 use super::tracking::{experiment_id_of_project, named_experiment};
-use super::{arguments, integer, required_text, text, texts, MlflowError, Result};
+use super::{arguments, page, required_text, text, texts, MlflowError, Result};
 use crate::error::ApiError;
 use crate::routes::{meta, run_project, State};
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -184,7 +184,7 @@ async fn log_params(
 /// `name = '…'`, `source_run_id = '…'`, `model_id = '…'`, `status = '…'`, joined by AND.
 fn model_filter(filter: &str) -> Result<Vec<(String, String)>> {
     let mut wanted = Vec::new();
-    for part in filter.split(" AND ").flat_map(|p| p.split(" and ")).map(str::trim).filter(|p| !p.is_empty()) {
+    for part in super::clauses(filter) {
         let refused = || {
             MlflowError::from(ApiError::invalid(
                 "filter",
@@ -204,11 +204,7 @@ fn model_filter(filter: &str) -> Result<Vec<(String, String)>> {
 async fn search(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
     let wanted = model_filter(text(&args, "filter")?.unwrap_or(""))?;
-    let limit = integer(&args, "max_results")?.unwrap_or(100).max(1) as usize;
-    let offset: usize = match text(&args, "page_token")? {
-        None | Some("") => 0,
-        Some(t) => t.parse().map_err(|_| ApiError::invalid("page_token", "not a page token from this server"))?,
-    };
+    let (limit, offset) = page(&args, 100)?;
     let mut projects = Vec::new();
     for experiment in texts(&args, "experiment_ids")? {
         if let Ok(p) = named_experiment(&state, &req, &experiment, Role::Read).await {
@@ -227,12 +223,12 @@ async fn search(state: State, req: HttpRequest, payload: web::Payload) -> Result
             })
         })
         .collect();
-    let mut page = Vec::new();
+    let mut out = Vec::new();
     for m in matching.iter().skip(offset).take(limit) {
-        page.push(model_json(&state, m).await?);
+        out.push(model_json(&state, m).await?);
     }
-    let mut answer = json!({"models": page});
-    if offset + limit < matching.len() {
+    let mut answer = json!({"models": out});
+    if offset.saturating_add(limit) < matching.len() {
         answer["next_page_token"] = json!((offset + limit).to_string());
     }
     Ok(HttpResponse::Ok().json(answer))

@@ -197,3 +197,72 @@ fn double_json(v: f64) -> Value {
         serde_json::json!(v)
     }
 }
+
+/// A page of a search: `max_results` (else `default`) items from the offset in `page_token`.
+fn page(args: &Value, default: i64) -> Result<(usize, usize)> {
+    let limit = integer(args, "max_results")?.unwrap_or(default);
+    if limit <= 0 {
+        return Err(ApiError::invalid("max_results", "max_results must be a positive number").into());
+    }
+    let offset = match text(args, "page_token")? {
+        None | Some("") => 0,
+        Some(t) => t.parse().map_err(|_| ApiError::invalid("page_token", "not a page token from this server"))?,
+    };
+    Ok((limit as usize, offset))
+}
+
+/// One page of `items` under `field`, with `next_page_token` when more follow.
+fn paged(items: Vec<Value>, limit: usize, offset: usize, field: &str) -> Value {
+    let more = offset.saturating_add(limit) < items.len();
+    let page: Vec<Value> = items.into_iter().skip(offset).take(limit).collect();
+    let mut answer = serde_json::json!({ field: page });
+    if more {
+        answer["next_page_token"] = serde_json::json!((offset + limit).to_string());
+    }
+    answer
+}
+
+/// The comparisons of an MLflow filter: split on `AND` (any case) outside quotes and
+/// backquotes, trimmed, empty ones dropped.
+fn clauses(filter: &str) -> Vec<&str> {
+    split_outside_quotes(filter, " and ").into_iter().map(str::trim).filter(|c| !c.is_empty()).collect()
+}
+
+/// Splits text on a keyword outside quotes and backquotes, ignoring case.
+fn split_outside_quotes<'a>(text: &'a str, keyword: &str) -> Vec<&'a str> {
+    let (bytes, mut parts, mut start, mut quote, mut i) = (text.as_bytes(), Vec::new(), 0, None, 0);
+    while i < bytes.len() {
+        let c = bytes[i];
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if matches!(c, b'\'' | b'"' | b'`') => quote = Some(c),
+            None if text[i..].len() >= keyword.len()
+                && text.is_char_boundary(i)
+                && text.is_char_boundary(i + keyword.len())
+                && text[i..i + keyword.len()].eq_ignore_ascii_case(keyword) =>
+            {
+                parts.push(&text[start..i]);
+                i += keyword.len();
+                start = i;
+                continue;
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_filter_splits_on_and_outside_quotes_only() {
+        assert_eq!(
+            super::clauses("name = 'cats and dogs' AND run_id = \"a AND b\" and tags.`x and y` != 'z'"),
+            ["name = 'cats and dogs'", "run_id = \"a AND b\"", "tags.`x and y` != 'z'"]
+        );
+        assert!(super::clauses("  ").is_empty());
+    }
+}

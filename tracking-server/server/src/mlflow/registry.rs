@@ -5,7 +5,7 @@
 //! tag of their own (`Archived` is also the version's archived status).
 
 use super::tracking::name_filter;
-use super::{arguments, integer, required_text, text, MlflowError, Result};
+use super::{arguments, page, paged, required_text, text, MlflowError, Result};
 use crate::api;
 use crate::error::ApiError;
 use crate::registry_routes::{model_access, register_version};
@@ -210,29 +210,10 @@ async fn delete_model(state: State, req: HttpRequest, payload: web::Payload) -> 
     Ok(HttpResponse::Ok().json(json!({})))
 }
 
-fn page(args: &Value) -> Result<(usize, usize)> {
-    let limit = integer(args, "max_results")?.unwrap_or(100).max(1) as usize;
-    let offset = match text(args, "page_token")? {
-        None | Some("") => 0,
-        Some(t) => t.parse().map_err(|_| ApiError::invalid("page_token", "not a page token from this server"))?,
-    };
-    Ok((limit, offset))
-}
-
-fn paged(items: Vec<Value>, limit: usize, offset: usize, field: &str) -> Value {
-    let more = offset + limit < items.len();
-    let page: Vec<Value> = items.into_iter().skip(offset).take(limit).collect();
-    let mut answer = json!({ field: page });
-    if more {
-        answer["next_page_token"] = json!((offset + limit).to_string());
-    }
-    answer
-}
-
 async fn search_models(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
     let filter = name_filter(text(&args, "filter")?.unwrap_or(""))?;
-    let (limit, offset) = page(&args)?;
+    let (limit, offset) = page(&args, 100)?;
     let visible = crate::auth::visibility(&req, Scope::Model).await?;
     let models = meta(&state, |m| m.models("")).await?;
     let mut out = Vec::new();
@@ -428,10 +409,7 @@ async fn search_versions(state: State, req: HttpRequest, payload: web::Payload) 
     let args = arguments(&req, payload).await?;
     let filter = text(&args, "filter")?.unwrap_or("").to_owned();
     let mut wanted: Vec<(String, String)> = Vec::new();
-    for part in filter.split(" AND ").flat_map(|p| p.split(" and ")).map(str::trim) {
-        if part.is_empty() {
-            continue;
-        }
+    for part in super::clauses(&filter) {
         let (field, value) = part.split_once('=').ok_or_else(|| {
             ApiError::invalid("filter", format!("{part:?}: versions can be searched by name = '…' and run_id = '…'"))
         })?;
@@ -443,7 +421,7 @@ async fn search_versions(state: State, req: HttpRequest, payload: web::Payload) 
         }
         wanted.push((field.to_owned(), value));
     }
-    let (limit, offset) = page(&args)?;
+    let (limit, offset) = page(&args, 100)?;
     let visible = crate::auth::visibility(&req, Scope::Model).await?;
     let models = meta(&state, |m| m.models("")).await?;
     let mut out = Vec::new();

@@ -2,7 +2,7 @@
 //! search, each on trainlog's projects and runs.
 
 use super::filter::{translate_filter, translate_order_by};
-use super::{arguments, double, double_json, integer, required_text, text, texts, MlflowError, Result};
+use super::{arguments, double, double_json, integer, page, required_text, text, texts, MlflowError, Result};
 use crate::auth::{require, require_run};
 use crate::error::ApiError;
 use crate::routes::{meta, run_project, State};
@@ -181,36 +181,9 @@ impl NameFilter {
     }
 }
 
-/// Splits text on a keyword outside quotes and backquotes, ignoring case.
-fn split_outside_quotes<'a>(text: &'a str, keyword: &str) -> Vec<&'a str> {
-    let (bytes, mut parts, mut start, mut quote, mut i) = (text.as_bytes(), Vec::new(), 0, None, 0);
-    while i < bytes.len() {
-        let c = bytes[i];
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None if matches!(c, b'\'' | b'"' | b'`') => quote = Some(c),
-            None if text[i..].len() >= keyword.len()
-                && text.is_char_boundary(i)
-                && text.is_char_boundary(i + keyword.len())
-                && text[i..i + keyword.len()].eq_ignore_ascii_case(keyword) =>
-            {
-                parts.push(&text[start..i]);
-                i += keyword.len();
-                start = i;
-                continue;
-            }
-            None => {}
-        }
-        i += 1;
-    }
-    parts.push(&text[start..]);
-    parts
-}
-
 pub(super) fn name_filter(filter: &str) -> Result<NameFilter> {
     let mut clauses = Vec::new();
-    for clause in split_outside_quotes(filter, " and ").into_iter().map(str::trim).filter(|c| !c.is_empty()) {
+    for clause in super::clauses(filter) {
         let refused = || {
             MlflowError::from(ApiError::invalid(
                 "filter",
@@ -264,18 +237,6 @@ fn like(text: &str, pattern: &str) -> bool {
         }
     }
     go(&text.chars().collect::<Vec<_>>(), &pattern.chars().collect::<Vec<_>>())
-}
-
-fn page(args: &Value, default: i64) -> Result<(usize, usize)> {
-    let limit = integer(args, "max_results")?.unwrap_or(default);
-    if limit <= 0 {
-        return Err(ApiError::invalid("max_results", "max_results must be a positive number").into());
-    }
-    let offset = match text(args, "page_token")? {
-        None | Some("") => 0,
-        Some(t) => t.parse().map_err(|_| ApiError::invalid("page_token", "not a page token from this server"))?,
-    };
-    Ok((limit as usize, offset))
 }
 
 async fn search_experiments(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
