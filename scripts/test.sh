@@ -11,6 +11,12 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 .venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 
+echo "== MLflow's own server, which the import tests start (and bench/python/bench_mlflow_compat.py)"
+if [[ ! -x .venv-mlflow/bin/python ]]; then
+    python3 -m venv .venv-mlflow
+fi
+.venv-mlflow/bin/pip install --quiet --disable-pip-version-check -r tests/python/mlflow-server-requirements.txt
+
 echo "== Tools the tests call (openssl makes a test certificate; curl talks HTTPS to it)"
 if ! command -v openssl >/dev/null || ! command -v curl >/dev/null; then
     apt-get update -qq
@@ -52,6 +58,11 @@ echo "== Python tests"
 # test a timeout, so a hang fails that test instead of holding CI.
 TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q
 TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest client-py/tests -q
+
+if [[ -n "${MLFLOW_TESTS:-}" ]]; then
+    echo "== MLflow's REST test modules against trainlog (a report: counts per module)"
+    TRAINLOG_BIN="$root/target/release/trainlog" tests/mlflow_conformance/run.sh "$MLFLOW_TESTS" || true
+fi
 
 echo "== UI tests in headless Chromium"
 if [[ ! -x /usr/bin/chromium ]]; then

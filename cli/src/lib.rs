@@ -1,6 +1,8 @@
-//! The `trainlog` command line: `trainlog server`, `sync`, `models`, `sweep` and `agent`. Shared by
+//! The `trainlog` command line: `trainlog server`, `sync`, `import`, `models`, `sweep` and `agent`. Shared by
 //! the binary and the Python package's console script; the only crate that links both the server
 //! and the SDK.
+
+mod mlflow_import;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -126,6 +128,11 @@ enum Command {
         #[command(flatten)]
         slots: SlotArgs,
     },
+    /// Copy another tracker's history into a trainlog server.
+    Import {
+        #[command(subcommand)]
+        what: ImportCommand,
+    },
     /// Send the spools that runs left on this machine (offline runs, or runs whose process died
     /// while the server was unreachable).
     Sync {
@@ -138,6 +145,26 @@ enum Command {
         /// Also send spools of processes still running.
         #[arg(long)]
         include_live: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImportCommand {
+    /// Copy an MLflow installation: experiments, runs (with their ids, times, params, tags,
+    /// every metric point and artifacts), logged models and the model registry. Run it again to
+    /// finish an import that stopped: what is already copied is skipped.
+    Mlflow {
+        /// The MLflow server (http://host:5000; MLFLOW_TRACKING_TOKEN or
+        /// MLFLOW_TRACKING_USERNAME/PASSWORD are sent) or its database (sqlite:///path/mlflow.db).
+        #[arg(long = "from")]
+        from: String,
+        /// With sqlite:///: the MLflow server's --artifacts-destination folder, where its
+        /// mlflow-artifacts: URIs point.
+        #[arg(long)]
+        artifacts: Option<PathBuf>,
+        /// The trainlog server to copy into; default TRAINLOG_SERVER, else the local default.
+        #[arg(long, env = "TRAINLOG_SERVER")]
+        server: Option<String>,
     },
 }
 
@@ -626,6 +653,10 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
+        Command::Import { what: ImportCommand::Mlflow { from, artifacts, server } } => {
+            let server = trainlog::server_url(server.as_deref());
+            print_result(mlflow_import::import(&mlflow_import::Options { from, artifacts, server }))
+        }
         Command::Sync { server, dir, include_live } => {
             let dir = dir.unwrap_or_else(trainlog::spool::default_dir);
             match trainlog::sync_all(&dir, server.as_deref(), include_live) {

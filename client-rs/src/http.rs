@@ -55,6 +55,30 @@ fn is_certificate_error(error: &reqwest::Error) -> bool {
     false
 }
 
+/// A plain HTTP client for `server` that trusts what the SDK trusts and sends the key it would
+/// send, for commands that speak another API of the same server (the MLflow routes).
+pub fn client_for(server: &str, timeout: Duration) -> Result<reqwest::blocking::Client> {
+    build_client(timeout, api_key_for(server).as_deref())
+}
+
+fn build_client(timeout: Duration, key: Option<&str>) -> Result<reqwest::blocking::Client> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(key) = key {
+        let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
+            .map_err(|_| Error::Invalid("the API key holds characters a header cannot carry".into()))?;
+        value.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
+    let client = reqwest::blocking::Client::builder()
+        .tls_certs_merge(extra_roots()?)
+        .default_headers(headers)
+        .timeout(timeout)
+        .connect_timeout(Duration::from_secs(3))
+        .build()
+        .map_err(|e| Error::Invalid(format!("could not build an HTTP client: {e}")))?;
+    Ok(client)
+}
+
 #[derive(Clone)]
 pub struct Http {
     pub base: String,
@@ -68,21 +92,7 @@ impl Http {
 
     /// A client that sends `key` (none: no key), whatever the environment holds.
     pub fn with_key(base: &str, timeout: Duration, key: Option<&str>) -> Result<Self> {
-        let mut headers = reqwest::header::HeaderMap::new();
-        if let Some(key) = key {
-            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
-                .map_err(|_| Error::Invalid("the API key holds characters a header cannot carry".into()))?;
-            value.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-        }
-        let client = reqwest::blocking::Client::builder()
-            .tls_certs_merge(extra_roots()?)
-            .default_headers(headers)
-            .timeout(timeout)
-            .connect_timeout(Duration::from_secs(3))
-            .build()
-            .map_err(|e| Error::Invalid(format!("could not build an HTTP client: {e}")))?;
-        Ok(Self { base: base.to_owned(), client })
+        Ok(Self { base: base.to_owned(), client: build_client(timeout, key)? })
     }
 
     fn url(&self, path: &str) -> String {

@@ -31,6 +31,7 @@ pub mod spool;
 
 pub use api::{Api, HistoryPoint, RunInfo};
 pub use artifacts::Retention;
+pub use http::client_for;
 pub use registry::ModelSource;
 pub use run::{Mode, Resume, Run, RunBuilder};
 pub use sender::FinishSummary;

@@ -64,9 +64,9 @@ impl MetaStore {
     /// Records a logged model of a run (status `pending` until its files are uploaded).
     pub fn create_logged_model(&self, row: &LoggedModelRow) -> Result<()> {
         self.write(|conn| {
-            conn.execute(
+            let inserted = conn.execute(
                 "INSERT INTO logged_models (id, project_id, run_id, name, model_type, status, params, tags, created_ms, updated_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9) ON CONFLICT (id) DO NOTHING",
                 params![
                     row.id,
                     row.project_id,
@@ -79,6 +79,12 @@ impl MetaStore {
                     row.created_ms
                 ],
             )?;
+            if inserted == 0 {
+                return Err(crate::Error::Conflict {
+                    field: "model_id".into(),
+                    reason: format!("Logged model with ID '{}' already exists", row.id),
+                });
+            }
             Ok(())
         })
     }

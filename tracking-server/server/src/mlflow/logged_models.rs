@@ -66,7 +66,7 @@ fn key_values(args: &Value, name: &str) -> Result<BTreeMap<String, String>> {
             .iter()
             .map(|t| Ok((required_text(t, "key")?.to_owned(), text(t, "value")?.unwrap_or_default().to_owned())))
             .collect(),
-        _ => Err(ApiError::invalid(name, format!("'{name}' must be a list of {{key, value}}")).into()),
+        other => Err(super::wrong_type(name, other)),
     }
 }
 
@@ -96,8 +96,13 @@ async fn create(state: State, req: HttpRequest, payload: web::Payload) -> Result
         );
     }
     let now = trainlog_meta::now_ms();
+    // trainlog's extension for `trainlog import mlflow`: keep the source's model id.
+    let id = match text(&args, "model_id")?.filter(|m| !m.is_empty()) {
+        Some(given) => logged_model_id("model_id", given)?,
+        None => trainlog_meta::new_logged_model_id(),
+    };
     let row = LoggedModelRow {
-        id: trainlog_meta::new_logged_model_id(),
+        id,
         project_id: project.id,
         run_id: run.to_string(),
         name: text(&args, "name")?.filter(|n| !n.is_empty()).unwrap_or("model").to_owned(),
@@ -110,9 +115,18 @@ async fn create(state: State, req: HttpRequest, payload: web::Payload) -> Result
     };
     {
         let row = row.clone();
-        meta(&state, move |m| m.create_logged_model(&row)).await?;
+        meta(&state, move |m| m.create_logged_model(&row)).await.map_err(MlflowError::already_exists)?;
     }
     Ok(HttpResponse::Ok().json(json!({"model": model_json(&state, &row).await?})))
+}
+
+/// A logged model id as MLflow makes them: `m-` and 32 lowercase hex digits.
+fn logged_model_id(field: &str, id: &str) -> Result<String> {
+    let hex = id.strip_prefix("m-").unwrap_or_default();
+    if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(ApiError::invalid(field, format!("{id:?} is not a logged model id (m- and 32 hex digits)")).into());
+    }
+    Ok(id.to_owned())
 }
 
 async fn get(state: State, req: HttpRequest, path: web::Path<String>) -> Result<HttpResponse> {
@@ -243,7 +257,7 @@ async fn log_outputs(state: State, req: HttpRequest, payload: web::Payload) -> R
     let models = match &args["models"] {
         Value::Array(items) => items.clone(),
         Value::Null => Vec::new(),
-        _ => return Err(ApiError::invalid("models", "'models' must be a list").into()),
+        other => return Err(super::wrong_type("models", other)),
     };
     meta(&state, move |m| {
         let mut outputs = m.metadata(&run)?.remove("outputs").unwrap_or_else(|| json!({"models": []}));

@@ -130,7 +130,20 @@ async fn arguments(req: &HttpRequest, payload: web::Payload) -> Result<Value> {
 }
 
 fn missing(name: &str) -> MlflowError {
-    ApiError::invalid(name, format!("Missing value for required parameter '{name}'")).into()
+    ApiError::invalid(
+        name,
+        format!("Missing value for required parameter '{name}'. See the API docs for more information about request parameters."),
+    )
+    .into()
+}
+
+/// An argument of the wrong type, worded as MLflow words it.
+fn wrong_type(name: &str, value: &Value) -> MlflowError {
+    ApiError::invalid(
+        name,
+        format!("Invalid value {value} for parameter '{name}' supplied. See the API docs for more information about request parameters."),
+    )
+    .into()
 }
 
 /// A text argument, if given.
@@ -138,8 +151,7 @@ fn text<'a>(args: &'a Value, name: &str) -> Result<Option<&'a str>> {
     match &args[name] {
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(s)),
-        Value::Number(_) | Value::Bool(_) => Err(ApiError::invalid(name, format!("'{name}' must be a string")).into()),
-        _ => Err(ApiError::invalid(name, format!("'{name}' must be a string")).into()),
+        other => Err(wrong_type(name, other)),
     }
 }
 
@@ -149,7 +161,7 @@ fn required_text<'a>(args: &'a Value, name: &str) -> Result<&'a str> {
 
 /// An int64 argument: protobuf's JSON writes them as numbers or as strings.
 fn integer(args: &Value, name: &str) -> Result<Option<i64>> {
-    let bad = || MlflowError::from(ApiError::invalid(name, format!("'{name}' must be an integer")));
+    let bad = || wrong_type(name, &args[name]);
     match &args[name] {
         Value::Null => Ok(None),
         Value::Number(n) => n.as_i64().or_else(|| crate::api::integer::of(n)).map(Some).ok_or_else(bad),
@@ -161,7 +173,7 @@ fn integer(args: &Value, name: &str) -> Result<Option<i64>> {
 
 /// A double argument, NaN and infinities spelled as protobuf's JSON spells them.
 fn double(args: &Value, name: &str) -> Result<Option<f64>> {
-    let bad = || MlflowError::from(ApiError::invalid(name, format!("'{name}' must be a number")));
+    let bad = || wrong_type(name, &args[name]);
     match &args[name] {
         Value::Null => Ok(None),
         Value::Number(n) => n.as_f64().map(Some).ok_or_else(bad),
@@ -183,7 +195,7 @@ fn texts(args: &Value, name: &str) -> Result<Vec<String>> {
         Value::Array(items) => {
             items.iter().map(|v| v.as_str().map(str::to_owned).ok_or_else(|| missing(name))).collect()
         }
-        _ => Err(ApiError::invalid(name, format!("'{name}' must be a list of strings")).into()),
+        other => Err(wrong_type(name, other)),
     }
 }
 

@@ -631,7 +631,7 @@ fn tag_pairs(args: &Value, name: &str) -> Result<Vec<(String, String)>> {
                 Ok((key, value))
             })
             .collect(),
-        _ => Err(ApiError::invalid(name, format!("'{name}' must be a list of {{key, value}}")).into()),
+        other => Err(super::wrong_type(name, other)),
     }
 }
 
@@ -658,22 +658,48 @@ async fn create_run(state: State, req: HttpRequest, payload: web::Payload) -> Re
     let tag = |k: &str| tags.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
     let mut update = RunUpdate::default();
     let rest = split_tags(tags.clone(), &mut update)?;
+    // trainlog's extension for `trainlog import mlflow`: keep the source's run id, and its user
+    // where the caller may speak for others (no keys, or a server admin).
+    let run_id = text(&args, "run_id")?.filter(|s| !s.is_empty()).map(|s| RunId::parse("run_id", s)).transpose()?;
+    let given_user = || -> Result<String> {
+        Ok(text(&args, "user_id")?.map(str::to_owned).or_else(|| tag("mlflow.user")).unwrap_or_default())
+    };
     let user = match crate::auth::caller(&req) {
+        Some(c) if run_id.is_some() && c.is_admin => given_user()?,
         Some(c) => c.name,
-        None => text(&args, "user_id")?.map(str::to_owned).or_else(|| tag("mlflow.user")).unwrap_or_default(),
+        None => given_user()?,
+    };
+    // MLflow takes any parent id; trainlog links runs it holds and keeps other ids as a tag.
+    let mut rest = rest;
+    let parent_id = match tag("mlflow.parentRunId") {
+        None => None,
+        Some(parent) => {
+            let known = match RunId::parse("mlflow.parentRunId", &parent) {
+                Ok(id) => {
+                    let probe = id.clone();
+                    meta(&state, move |m| Ok(m.run_any(&probe).is_ok())).await?.then_some(id)
+                }
+                Err(_) => None,
+            };
+            if known.is_none() {
+                rest.insert(TagKey::parse("key", "mlflow.parentRunId")?, parent);
+            }
+            known
+        }
     };
     let new = NewRun {
+        id: run_id,
         project: Some(ProjectName::parse("experiment_id", &project.name)?),
         name: text(&args, "run_name")?.filter(|s| !s.is_empty()).map(str::to_owned).or(update.name),
         tags: rest,
         user,
-        parent_id: tag("mlflow.parentRunId").map(|p| RunId::parse("mlflow.parentRunId", &p)).transpose()?,
+        parent_id,
         notes: update.notes.unwrap_or_default(),
         start_ms: integer(&args, "start_time")?,
         actor: crate::auth::actor(&req),
         ..Default::default()
     };
-    let (run, _) = meta(&state, move |m| m.create_run(&new)).await?;
+    let (run, _) = meta(&state, move |m| m.create_run(&new)).await.map_err(MlflowError::already_exists)?;
     state.store.project_changed(run.project_id);
     keep_commit(&state, &run.id, &tags).await?;
     Ok(HttpResponse::Ok().json(json!({"run": run_view(&state, &run, false).await?})))
@@ -713,12 +739,13 @@ async fn update_run(state: State, req: HttpRequest, payload: web::Payload) -> Re
     Ok(HttpResponse::Ok().json(json!({"run_info": run_info(&run, false)})))
 }
 
-fn metric_point(args: &Value, now: i64) -> Result<(MetricKey, BatchPoint)> {
+/// One metric of a request; `at` names where it sits (`metrics[3].`) in error messages.
+fn metric_point(args: &Value, at: &str) -> Result<(MetricKey, BatchPoint)> {
     let key = required_text(args, "key")?;
     mlflow_key("key", key)?;
     let key = MetricKey::parse("key", key)?;
-    let value = double(args, "value")?.ok_or_else(|| super::missing("value"))?;
-    let timestamp_ms = integer(args, "timestamp")?.unwrap_or(now);
+    let value = double(args, "value")?.ok_or_else(|| super::missing(&format!("{at}value")))?;
+    let timestamp_ms = integer(args, "timestamp")?.ok_or_else(|| super::missing(&format!("{at}timestamp")))?;
     let step = integer(args, "step")?.unwrap_or(0);
     Ok((key, BatchPoint { key: 0, step, timestamp_ms, value }))
 }
@@ -745,7 +772,7 @@ async fn append(state: &State, id: &RunId, points: Vec<(MetricKey, BatchPoint)>)
 async fn log_metric(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
     let id = named_run(&state, &req, &args, Role::Write).await?;
-    let point = metric_point(&args, trainlog_meta::now_ms())?;
+    let point = metric_point(&args, "")?;
     append(&state, &id, vec![point]).await?;
     Ok(HttpResponse::Ok().json(json!({})))
 }
@@ -840,7 +867,7 @@ async fn log_batch(state: State, req: HttpRequest, payload: web::Payload) -> Res
     let list = |name: &str| match &args[name] {
         Value::Null => Ok(Vec::new()),
         Value::Array(items) => Ok(items.clone()),
-        _ => Err(MlflowError::from(ApiError::invalid(name, format!("'{name}' must be a list")))),
+        other => Err(super::wrong_type(name, other)),
     };
     let (metrics, params, tags) = (list("metrics")?, list("params")?, tag_pairs(&args, "tags")?);
     for (name, n, max) in [
@@ -865,8 +892,11 @@ async fn log_batch(state: State, req: HttpRequest, payload: web::Payload) -> Res
         .into());
     }
     // Everything is checked before anything is written.
-    let now = trainlog_meta::now_ms();
-    let points = metrics.iter().map(|m| metric_point(m, now)).collect::<Result<Vec<_>>>()?;
+    let points = metrics
+        .iter()
+        .enumerate()
+        .map(|(i, m)| metric_point(m, &format!("metrics[{i}].")))
+        .collect::<Result<Vec<_>>>()?;
     let mut parsed = BTreeMap::new();
     for p in &params {
         let (key, value) = param(required_text(p, "key")?, text(p, "value")?.unwrap_or_default())?;
@@ -923,7 +953,7 @@ async fn search_runs(state: State, req: HttpRequest, payload: web::Payload) -> R
 
 async fn metric_history(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
-    let id = named_run(&state, &req, &args, Role::Read).await?;
+    let (id, _) = named_run_any(&state, &req, &args, Role::Read).await?;
     let key = required_text(&args, "metric_key")?;
     let key = MetricKey::parse("metric_key", key)?;
     let (limit, offset) = page(&args, i64::MAX)?;
@@ -948,7 +978,7 @@ async fn log_inputs(state: State, req: HttpRequest, payload: web::Payload) -> Re
     let list = |name: &str| match &args[name] {
         Value::Array(items) => Ok(items.clone()),
         Value::Null => Ok(Vec::new()),
-        _ => Err(MlflowError::from(ApiError::invalid(name, format!("'{name}' must be a list")))),
+        other => Err(super::wrong_type(name, other)),
     };
     let (datasets, models) = (list("datasets")?, list("models")?);
     meta(&state, move |m| {
