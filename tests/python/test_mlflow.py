@@ -150,6 +150,19 @@ def test_errors_and_limits_are_mlflows(trainlog_server: TrainlogServer, client: 
     assert [m.step for m in client.get_metric_history(run.info.run_id, "big")] == list(range(2500))
     status, page = raw_mlflow_get(trainlog_server, f"/metrics/get-history?run_id={run.info.run_id}&metric_key=big&max_results=1000")
     assert status == 200 and len(page["metrics"]) == 1000 and page["next_page_token"]
+    # Wrong types and missing values are worded as MLflow words them (its own tests match on it).
+    status, body = raw_mlflow(trainlog_server, "/runs/log-metric", {"run_id": 31, "key": "m", "value": 1, "timestamp": 1})
+    assert status == 400 and "Invalid value 31 for parameter 'run_id' supplied" in body["message"], body
+    status, body = raw_mlflow(trainlog_server, "/runs/log-batch", {"run_id": run.info.run_id, "metrics": "foo"})
+    assert status == 400 and "Invalid value \"foo\" for parameter 'metrics' supplied" in body["message"], body
+    status, body = raw_mlflow(trainlog_server, "/runs/log-batch", {"run_id": run.info.run_id, "metrics": [{"key": "mae", "value": 2.5}]})
+    assert status == 400 and "Missing value for required parameter 'metrics[0].timestamp'" in body["message"], body
+    # A parent MLflow does not know of is a plain tag there, and here.
+    orphan = client.create_run(run.info.experiment_id, tags={"mlflow.parentRunId": "7"})
+    assert client.get_run(orphan.info.run_id).data.tags["mlflow.parentRunId"] == "7"
+    # A deleted run's history still reads, as in MLflow.
+    client.delete_run(run.info.run_id)
+    assert len(client.get_metric_history(run.info.run_id, "big")) == 2500
 
 
 def raw_mlflow_get(server: TrainlogServer, path: str) -> tuple[int, dict]:
