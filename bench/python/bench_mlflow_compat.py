@@ -7,7 +7,9 @@
 - `search_runs` over 1,000 runs with a metric filter: median of at least 5 calls;
 - the server's resident memory after the workload, summed over its process tree;
 - disk per point stored: the sqlite file and artifact folder for MLflow, the data folder for
-  trainlog after POST /api/v1/admin/flush.
+  trainlog after POST /api/v1/admin/flush;
+- "server only": the same requests as plain JSON over one kept-alive connection, bodies made
+  before the clock starts, so the figure is the server's and not the MLflow client's.
 
 Repeated figures are medians of `--repeats`. Run from the repository root:
 
@@ -20,6 +22,8 @@ itself, one after the other, on 127.0.0.1. It prints figures and targets only; i
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import os
 import signal
 import socket
@@ -34,6 +38,7 @@ from bench_log import REPO, start_server
 from mlflow import MlflowClient
 from mlflow import __version__ as mlflow_version
 from mlflow.entities import Metric
+from urllib.parse import urlencode
 
 SEARCH_RUNS = 1000
 
@@ -137,12 +142,12 @@ def workload(url: str, args: argparse.Namespace) -> dict:
         started = time.perf_counter()
         log_points(client, run_id, args.points)
         ingest.append(args.points / (time.perf_counter() - started))
-    run_id = client.create_run(experiment).info.run_id
-    log_points(client, run_id, args.history_points)
+    history_run = client.create_run(experiment).info.run_id
+    log_points(client, history_run, args.history_points)
     history_counts = []
     for _ in range(args.repeats):
         started = time.perf_counter()
-        history_counts.append(len(client.get_metric_history(run_id, "loss")))
+        history_counts.append(len(client.get_metric_history(history_run, "loss")))
         history.append(time.perf_counter() - started)
     search_experiment = client.create_experiment("compat-search")
     for i in range(SEARCH_RUNS):
@@ -153,12 +158,73 @@ def workload(url: str, args: argparse.Namespace) -> dict:
         started = time.perf_counter()
         search_counts.append(len(client.search_runs([search_experiment], "metrics.acc > 0.5", max_results=1000)))
         search.append(time.perf_counter() - started)
-    return {
+    figures = raw_workload(url, args, history_run, search_experiment)
+    return figures | {
         "latency_ms": statistics.median(latency_ms), "points_per_s": statistics.median(ingest),
         "history_s": statistics.median(history), "search_s": statistics.median(search),
         "history_counts": history_counts, "search_counts": search_counts,
-        "points": args.repeats * (args.calls + args.points) + args.history_points + SEARCH_RUNS,
+        "points": args.repeats * (args.calls + args.points) * 2 + args.history_points + SEARCH_RUNS,
     }
+
+
+class Raw:
+    """MLflow's REST requests as plain JSON over one kept-alive connection: the server's own
+    cost, without the MLflow client's."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self.connection = http.client.HTTPConnection(host, int(port), timeout=300)
+
+    def call(self, method: str, path: str, body: bytes | None = None) -> bytes:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        self.connection.request(method, "/api/2.0/mlflow" + path, body=body, headers=headers)
+        response = self.connection.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"{method} {path}: {response.status} {data[:300]!r}")
+        return data
+
+
+def raw_workload(url: str, args: argparse.Namespace, history_run: str, search_experiment: str) -> dict:
+    raw = Raw(url)
+    experiment = json.loads(raw.call("POST", "/experiments/create", json.dumps({"name": "compat-raw"}).encode()))["experiment_id"]
+
+    def new_run() -> str:
+        body = json.dumps({"experiment_id": experiment, "start_time": int(time.time() * 1000)}).encode()
+        return json.loads(raw.call("POST", "/runs/create", body))["run"]["info"]["run_id"]
+
+    latency_ms, ingest, history, search = [], [], [], []
+    for _ in range(args.repeats):
+        run_id, per_call = new_run(), []
+        for step in range(args.calls):
+            body = json.dumps({"run_id": run_id, "key": "loss", "value": 1.0 / (step + 1),
+                               "timestamp": int(time.time() * 1000), "step": step}).encode()
+            started = time.perf_counter()
+            raw.call("POST", "/runs/log-metric", body)
+            per_call.append(time.perf_counter() - started)
+        latency_ms.append(statistics.median(per_call) * 1000)
+    for _ in range(args.repeats):
+        run_id, now = new_run(), int(time.time() * 1000)
+        bodies = [json.dumps({"run_id": run_id, "metrics": [{"key": "loss", "value": 1.0 / (s + 1), "timestamp": now + s, "step": s}
+                                                            for s in range(b, min(b + 1000, args.points))]}).encode()
+                  for b in range(0, args.points, 1000)]
+        started = time.perf_counter()
+        for body in bodies:
+            raw.call("POST", "/runs/log-batch", body)
+        ingest.append(args.points / (time.perf_counter() - started))
+    query = urlencode({"run_id": history_run, "metric_key": "loss"})
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        raw.call("GET", f"/metrics/get-history?{query}")
+        history.append(time.perf_counter() - started)
+    body = json.dumps({"experiment_ids": [search_experiment], "filter": "metrics.acc > 0.5", "max_results": 1000}).encode()
+    for _ in range(max(args.repeats, 5)):
+        started = time.perf_counter()
+        raw.call("POST", "/runs/search", body)
+        search.append(time.perf_counter() - started)
+    return {"raw_latency_ms": statistics.median(latency_ms), "raw_points_per_s": statistics.median(ingest),
+            "raw_history_s": statistics.median(history), "raw_search_s": statistics.median(search),
+            "raw_points": args.repeats * (args.calls + args.points)}
 
 
 def bench_mlflow(args: argparse.Namespace, folder: Path) -> dict:
@@ -208,6 +274,10 @@ def main() -> None:
         ("log_batch, 1,000 metrics a call", "points/s", "points_per_s", "{:,.0f}", True, 100),
         (f"get_metric_history of {args.history_points:,} points", "s", "history_s", "{:.3f}", False, 20),
         (f"search_runs over {SEARCH_RUNS:,} runs (metrics.acc > 0.5)", "s", "search_s", "{:.3f}", False, 10),
+        ("server only: log-metric, median per call", "ms", "raw_latency_ms", "{:.2f}", False, None),
+        ("server only: log-batch, 1,000 metrics a request", "points/s", "raw_points_per_s", "{:,.0f}", True, None),
+        (f"server only: get-history of {args.history_points:,} points", "s", "raw_history_s", "{:.3f}", False, None),
+        (f"server only: runs/search over {SEARCH_RUNS:,} runs", "s", "raw_search_s", "{:.3f}", False, None),
         ("server RSS after the workload, process tree", "MiB", "rss", "{:,.1f}", False, None),
         ("disk per point stored", "bytes", "bytes_per_point", "{:.1f}", False, None),
     ]

@@ -119,6 +119,11 @@ def test_search_follows_mlflows_grammar_and_pages(client: MlflowClient) -> None:
 
 def test_errors_and_limits_are_mlflows(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
     assert client.get_experiment_by_name("no-such-experiment") is None
+    tagged = client.create_experiment("born-tagged", tags={"team": "vision", "budget": "10"})
+    assert {k: v for k, v in client.get_experiment(tagged).tags.items()} == {"team": "vision", "budget": "10"}
+    status, body = raw_mlflow(trainlog_server, "/experiments/create", {"name": "typed", "tags": "5"})
+    assert status == 400 and "Invalid value \"5\" for parameter 'tags' supplied" in body["message"], body
+    assert client.get_experiment_by_name("typed") is None
     client.create_experiment("twice")
     with pytest.raises(MlflowException) as exists:
         client.create_experiment("twice")
@@ -223,6 +228,12 @@ def test_artifacts_go_through_the_proxy_into_the_runs_artifacts(trainlog_server:
     down = Path(client.download_artifacts(run_id, "plots", str(tmp_path / "down")))
     assert (down / "deep" / "b.csv").read_text() == "x,y\n3,4\n"
     assert mlflow.artifacts.load_text(f"runs:/{run_id}/notes.txt") == "hello from mlflow\n"
+    # The tracking API's own listing: paths from the run's root; a path out of it is refused.
+    status, listing = raw_mlflow_get(trainlog_server, f"/artifacts/list?run_id={run_id}&path=plots")
+    assert status == 200 and listing["root_uri"].endswith(f"/{run_id}/artifacts"), listing
+    assert [(f["path"], f["is_dir"]) for f in listing["files"]] == [("plots/a.csv", False), ("plots/deep", True)]
+    status, refused = raw_mlflow_get(trainlog_server, f"/artifacts/list?run_id={run_id}&path=../other")
+    assert (status, refused["error_code"], refused["message"]) == (400, "INVALID_PARAMETER_VALUE", "Invalid path"), refused
     # The same files, with checksums, through the native API.
     native_list = native(trainlog_server, "GET", f"/runs/{run_id}/artifacts")["artifacts"]
     assert sorted(a["path"] for a in native_list) == ["config.json", "notes.txt", "plots/a.csv", "plots/deep/b.csv"]

@@ -146,7 +146,13 @@ pub fn mlflow_response(error: &ApiError, code_override: Option<&'static str>) ->
     if matches!(error, ApiError::Unavailable(_) | ApiError::InsufficientStorage(_)) {
         response.insert_header((actix_web::http::header::RETRY_AFTER, "1"));
     }
-    response.json(json!({"error_code": code_override.unwrap_or(code), "message": error.to_string()}))
+    // MLflow's messages name their parameter in words; the field goes beside them.
+    match error {
+        ApiError::Invalid { field, reason } | ApiError::Conflict { field, reason } => {
+            response.json(json!({"error_code": code_override.unwrap_or(code), "message": reason, "field": field}))
+        }
+        _ => response.json(json!({"error_code": code_override.unwrap_or(code), "message": error.to_string()})),
+    }
 }
 
 impl From<trainlog_schema::Error> for ApiError {

@@ -68,25 +68,45 @@ async fn list(state: State, req: HttpRequest) -> Result<HttpResponse> {
     let pairs = query_pairs(&req)?;
     let full = query_one(&pairs, "path").unwrap_or("");
     let (run, _, dir) = target(&state, &req, full, Role::Read).await?;
+    Ok(HttpResponse::Ok().json(json!({"files": children(&state, run, &dir, false).await?})))
+}
+
+/// The direct children of a folder of a run's artifacts: files with their sizes, folders once;
+/// their paths from the folder, or (`from_root`) from the run's artifact root.
+async fn children(state: &State, run: RunId, dir: &str, from_root: bool) -> Result<Vec<Value>> {
     let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
     let rows = {
         let prefix = prefix.clone();
-        meta(&state, move |m| m.artifacts(&run, &prefix)).await?
+        meta(state, move |m| m.artifacts(&run, &prefix)).await?
     };
-    // The direct children of the folder: files with their sizes, folders once.
+    let shown = |name: &str| if from_root { format!("{prefix}{name}") } else { name.to_owned() };
     let mut children: BTreeMap<String, Value> = BTreeMap::new();
     for row in rows.iter().filter(|r| r.path.starts_with(&prefix)) {
         let rest = &row.path[prefix.len()..];
         match rest.split_once('/') {
             Some((folder, _)) => {
-                children.entry(folder.to_owned()).or_insert_with(|| json!({"path": folder, "is_dir": true}));
+                children.entry(folder.to_owned()).or_insert_with(|| json!({"path": shown(folder), "is_dir": true}));
             }
             None => {
-                children.insert(rest.to_owned(), json!({"path": rest, "is_dir": false, "file_size": row.size}));
+                children.insert(rest.to_owned(), json!({"path": shown(rest), "is_dir": false, "file_size": row.size}));
             }
         }
     }
-    Ok(HttpResponse::Ok().json(json!({"files": children.into_values().collect::<Vec<_>>()})))
+    Ok(children.into_values().collect())
+}
+
+/// The tracking API's `artifacts/list`: a run's artifacts under `path`, paths from the run's root.
+pub(super) async fn list_of_run(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    let args = super::arguments(&req, payload).await?;
+    let (run, _) = super::tracking::named_run_any(&state, &req, &args, Role::Read).await?;
+    let dir = super::text(&args, "path")?.unwrap_or("").trim_matches('/').to_owned();
+    if dir.split('/').any(|part| part == ".." || part == ".") || dir.contains('\\') {
+        return Err(ApiError::invalid("path", "Invalid path").into());
+    }
+    let (experiment, _) = super::tracking::experiment_of_run(&state, &run).await?;
+    let root = format!("mlflow-artifacts:/{experiment}/{run}/artifacts");
+    let files = children(&state, run, &dir, true).await?;
+    Ok(HttpResponse::Ok().json(json!({"root_uri": root, "files": files})))
 }
 
 async fn download(state: State, req: HttpRequest, path: web::Path<String>) -> Result<HttpResponse> {

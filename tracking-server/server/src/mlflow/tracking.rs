@@ -28,6 +28,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/experiments/restore", web::post().to(restore_experiment))
         .route("/experiments/set-experiment-tag", web::post().to(set_experiment_tag))
         .route("/experiments/delete-experiment-tag", web::post().to(delete_experiment_tag))
+        .route("/artifacts/list", web::get().to(super::artifacts::list_of_run))
         .route("/runs/delete", web::post().to(delete_run))
         .route("/runs/restore", web::post().to(restore_run))
         .route("/runs/create", web::post().to(create_run))
@@ -123,10 +124,24 @@ async fn experiment_any(state: &State, req: &HttpRequest, id: &str, need: Role) 
 async fn create_experiment(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
     let name = ProjectName::parse("name", required_text(&args, "name")?)?;
+    // Artifacts live in trainlog's own store; a location is checked as MLflow checks it, and the
+    // experiment answers with the location its artifacts really have.
+    text(&args, "artifact_location")?;
+    let tags = tag_pairs(&args, "tags")?;
+    for (key, value) in &tags {
+        mlflow_key("key", key)?;
+        check_len(key, "a tag value", value, MAX_TAG_VALUE_CHARS)?;
+    }
     let creator = crate::auth::actor(&req);
-    let project = meta(&state, move |m| m.create_project(&name, "", creator.as_ref()))
-        .await
-        .map_err(MlflowError::already_exists)?;
+    let project = meta(&state, move |m| {
+        let project = m.create_project(&name, "", creator.as_ref())?;
+        for (key, value) in &tags {
+            m.set_project_tag(project.id, key, Some(value))?;
+        }
+        Ok(project)
+    })
+    .await
+    .map_err(MlflowError::already_exists)?;
     Ok(HttpResponse::Ok().json(json!({"experiment_id": experiment_id(&project)})))
 }
 
@@ -543,11 +558,20 @@ fn run_json(run: &Run, deleted: bool, summaries: &BTreeMap<String, MetricSummary
 }
 
 async fn run_view(state: &State, run: &Run, deleted: bool) -> Result<Value> {
-    let summaries = state.store.summaries(&run.id, run.project_id).await?;
-    let id = run.id.clone();
-    let metadata = meta(state, move |m| m.metadata(&id)).await?;
-    let commit = metadata.get("code").and_then(|c| c["commit"].as_str());
-    Ok(run_json(run, deleted, &summaries, commit))
+    Ok(run_views(state, std::slice::from_ref(&(run.clone(), deleted))).await?.remove(0))
+}
+
+/// Many runs as MLflow shows them, their code versions read in one query.
+async fn run_views(state: &State, runs: &[(Run, bool)]) -> Result<Vec<Value>> {
+    let ids: Vec<RunId> = runs.iter().map(|(r, _)| r.id.clone()).collect();
+    let code = meta(state, move |m| m.metadata_section_of(&ids, "code")).await?;
+    let mut out = Vec::with_capacity(runs.len());
+    for (run, deleted) in runs {
+        let summaries = state.store.summaries(&run.id, run.project_id).await?;
+        let commit = code.get(run.id.as_str()).and_then(|c| c["commit"].as_str());
+        out.push(run_json(run, *deleted, &summaries, commit));
+    }
+    Ok(out)
 }
 
 /// The active run an MLflow request names (`run_id`, or the older `run_uuid`), once the caller
@@ -559,7 +583,7 @@ async fn named_run(state: &State, req: &HttpRequest, args: &Value, need: Role) -
 }
 
 /// The run an MLflow request names, deleted or not, with whether it is deleted.
-async fn named_run_any(state: &State, req: &HttpRequest, args: &Value, need: Role) -> Result<(RunId, bool)> {
+pub(super) async fn named_run_any(state: &State, req: &HttpRequest, args: &Value, need: Role) -> Result<(RunId, bool)> {
     let raw = match text(args, "run_id")?.filter(|s| !s.is_empty()) {
         Some(id) => id,
         None => text(args, "run_uuid")?.filter(|s| !s.is_empty()).ok_or_else(|| super::missing("run_id"))?,
@@ -940,10 +964,7 @@ async fn search_runs(state: State, req: HttpRequest, payload: web::Payload) -> R
         meta(&state, move |m| m.search_in(scope, lifecycle, &filter, &order_by, limit as u32 + 1, offset as u64))
             .await?;
     let more = runs.len() > limit;
-    let mut out = Vec::with_capacity(runs.len().min(limit));
-    for (run, deleted) in runs.iter().take(limit) {
-        out.push(run_view(&state, run, *deleted).await?);
-    }
+    let out = run_views(&state, &runs[..runs.len().min(limit)]).await?;
     let mut answer = json!({"runs": out});
     if more {
         answer["next_page_token"] = json!((offset + limit).to_string());
