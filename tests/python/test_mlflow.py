@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import mlflow
+import numpy as np
 import pytest
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
@@ -350,6 +351,27 @@ def test_log_model_register_model_and_load_it_by_alias(trainlog_server: Trainlog
     assert (native_version["run_id"], native_version["lineage"]["run"]["project"]) == (run.info.run_id, "pyfunc-door")
     status, raw = raw_mlflow_get(trainlog_server, f"/model-versions/get?name=doubler&version={version.version}")
     assert (status, raw["model_version"]["model_id"]) == (200, info.model_id)
+
+
+def test_a_model_logged_outside_a_run_gets_a_run_of_its_own(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
+    mlflow.set_experiment("runless")
+
+    class Tripler(mlflow.pyfunc.PythonModel):
+        def predict(self, context, model_input):
+            return np.asarray(model_input) * 3.0
+
+    assert mlflow.active_run() is None
+    info = mlflow.pyfunc.log_model(name="tripler", python_model=Tripler())
+    found = client.get_logged_model(info.model_id)
+    assert found.source_run_id in (None, "") and found.status == "READY", found
+    sample = np.array([[1.0, -2.0]])
+    assert np.array_equal(np.asarray(mlflow.pyfunc.load_model(info.model_uri).predict(sample)), sample * 3.0)
+    version = mlflow.register_model(info.model_uri, "runless-tripler")
+    loaded = mlflow.pyfunc.load_model(f"models:/runless-tripler/{version.version}")
+    assert np.array_equal(np.asarray(loaded.predict(sample)), sample * 3.0)
+    # The run that holds its files is an ordinary finished run, named after the model.
+    holders = native(trainlog_server, "GET", "/projects/runless/runs")["runs"]
+    assert [(r["name"], r["status"], r["tags"]) for r in holders] == [("tripler", "finished", {"trainlog.logged_model": info.model_id})]
 
 
 def test_sklearn_autolog_logs_params_metrics_and_a_loadable_model(trainlog_server: TrainlogServer, client: MlflowClient) -> None:

@@ -143,6 +143,10 @@ def populate(url: str) -> None:
     client.set_registered_model_alias("doubler", "previous", "1")
     client.set_model_version_tag("doubler", "2", "validated", "yes")
     client.update_model_version("doubler", "1", description="first export")
+    # A model logged outside any run, which MLflow 3 allows.
+    mlflow.set_experiment("nlp")
+    mlflow.pyfunc.log_model(name="runless", python_model=Doubler())
+    mlflow.set_experiment("vision")
     # A version made from a run's artifact path, as MLflow 2 registered models.
     probe = client.search_runs([vision], "attributes.run_name = 'vision-15'")[0].info.run_id
     client.create_registered_model("probe-config")
@@ -201,6 +205,10 @@ def assert_same_installation(source_url: str, copy_url: str) -> int:
             if a.lifecycle_stage == "deleted":
                 source.delete_experiment(a.experiment_id)
                 copy.delete_experiment(b.experiment_id)
+        # A model MLflow logged outside any run has a run here to hold its files.
+        holders = {i for i, r in runs_b.items() if "trainlog.logged_model" in r.data.tags}
+        assert len(holders) == (1 if name == "nlp" else 0), name
+        runs_b = {i: r for i, r in runs_b.items() if i not in holders}
         assert runs_b.keys() == runs_a.keys(), name
         for run_id, ra in runs_a.items():
             rb = runs_b[run_id]
@@ -227,6 +235,14 @@ def assert_same_installation(source_url: str, copy_url: str) -> int:
                         fa = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path, dst_path=da, tracking_uri=source_url)
                         fb = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path, dst_path=db, tracking_uri=copy_url)
                         assert Path(fb).read_bytes() == Path(fa).read_bytes(), (run_id, path)
+    for name in ("vision", "nlp"):
+        ids = [source.get_experiment_by_name(name).experiment_id], [copy.get_experiment_by_name(name).experiment_id]
+        models_a = {m.model_id: m for m in source.search_logged_models(experiment_ids=ids[0])}
+        models_b = {m.model_id: m for m in copy.search_logged_models(experiment_ids=ids[1])}
+        assert models_b.keys() == models_a.keys(), name
+        for model_id, ma in models_a.items():
+            mb = models_b[model_id]
+            assert (mb.name, mb.source_run_id or None, mb.status, mb.params) == (ma.name, ma.source_run_id or None, ma.status, ma.params)
     for name in ("doubler", "probe-config"):
         ma, mb = source.get_registered_model(name), copy.get_registered_model(name)
         assert (mb.description, mb.tags, mb.aliases) == (ma.description, ma.tags, ma.aliases), name
@@ -245,7 +261,7 @@ def test_import_from_a_running_mlflow_server_and_again(mlflow_server, tmp_path):
         total_runs = sum(EXPERIMENTS.values()) + 1 + 2
         assert f"runs: {total_runs} copied, 0 already there, 0 not copied" in report, report
         assert "1 not kept" in report, report
-        assert "logged models: 2 copied" in report, report
+        assert "logged models: 3 copied" in report, report
         assert "model versions: 3 copied" in report, report
         assert "nothing failed" in report, report
         compared = assert_same_installation(url, server.url)
@@ -262,6 +278,14 @@ def test_import_from_a_running_mlflow_server_and_again(mlflow_server, tmp_path):
         mlflow.set_tracking_uri(server.url)
         try:
             copied = mlflow.pyfunc.load_model("models:/doubler@champion")
+        finally:
+            mlflow.set_tracking_uri(None)
+        assert np.array_equal(np.asarray(copied.predict(sample)), sample * 2.0)
+        runless = MlflowClient(url).search_logged_models(
+            experiment_ids=[MlflowClient(url).get_experiment_by_name("nlp").experiment_id])[0]
+        mlflow.set_tracking_uri(server.url)
+        try:
+            copied = mlflow.pyfunc.load_model(f"models:/{runless.model_id}")
         finally:
             mlflow.set_tracking_uri(None)
         assert np.array_equal(np.asarray(copied.predict(sample)), sample * 2.0)

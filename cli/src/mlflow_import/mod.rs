@@ -50,6 +50,7 @@ const PARAMS_PER_BATCH: usize = 100;
 const TAGS_PER_BATCH: usize = 100;
 
 const DOOR: &str = "/api/2.0/mlflow";
+const PROXY: &str = "/api/2.0/mlflow-artifacts/artifacts";
 
 #[derive(Default)]
 struct Counts {
@@ -219,16 +220,11 @@ impl Import<'_> {
         };
         let runs = parents_first(self.source.runs(experiment)?);
         let mut models_by_run: HashMap<String, Vec<LoggedModel>> = HashMap::new();
+        let mut runless = Vec::new();
         for model in self.source.logged_models(experiment)? {
             match &model.source_run_id {
                 Some(run) => models_by_run.entry(run.clone()).or_default().push(model),
-                None => {
-                    self.report.logged_models.failed += 1;
-                    self.report.problems.push(format!(
-                        "logged model {} ({}): it belongs to no run, and trainlog keeps a model's files with its run",
-                        model.id, model.name
-                    ));
-                }
+                None => runless.push(model),
             }
         }
         let total = runs.len();
@@ -246,6 +242,9 @@ impl Import<'_> {
             self.progress(|| {
                 format!("experiment {:?}: run {}/{total}, {points} points so far", experiment.name, i + 1)
             });
+        }
+        for model in &runless {
+            self.logged_model_counted(model, &target_id, "")?;
         }
         for (run, models) in models_by_run {
             self.report.logged_models.failed += models.len() as u64;
@@ -334,18 +333,12 @@ impl Import<'_> {
             self.metric(run, key)?;
         }
         let files = self.source.artifact_files(&run.artifact_uri)?;
+        let to = format!("/api/v1/runs/{}/artifacts", run.id);
         for path in &files {
-            self.artifact(&run.artifact_uri, path, &run.id, path)?;
+            self.artifact(&run.artifact_uri, path, &to, path)?;
         }
         for model in models {
-            match self.logged_model(model, experiment_id) {
-                Ok(true) => self.report.logged_models.copied += 1,
-                Ok(false) => self.report.logged_models.skipped += 1,
-                Err(e) => {
-                    self.report.logged_models.failed += 1;
-                    self.problem(format!("logged model {} of run {}", model.id, run.id), e)?;
-                }
-            }
+            self.logged_model_counted(model, experiment_id, &run.id)?;
         }
         if run.status != "RUNNING" && run.status != "SCHEDULED" {
             self.target.post(
@@ -380,16 +373,30 @@ impl Import<'_> {
         Ok(())
     }
 
-    fn artifact(&mut self, uri: &str, path: &str, run: &str, to: &str) -> Result<()> {
+    /// Copies one file: `path` under the source's `uri` to `to` under the trainlog route `route`.
+    fn artifact(&mut self, uri: &str, path: &str, route: &str, to: &str) -> Result<()> {
         let mut sent = 0;
         retried(|| {
             let (body, len) = self.source.open_artifact(uri, path)?;
-            self.target.put_stream(&format!("/api/v1/runs/{run}/artifacts"), to, body, len)?;
+            self.target.put_stream(route, to, body, len)?;
             sent = len.unwrap_or(0);
             Ok(())
         })?;
         self.report.files += 1;
         self.report.bytes += sent;
+        Ok(())
+    }
+
+    fn logged_model_counted(&mut self, model: &LoggedModel, experiment_id: &str, run: &str) -> Result<()> {
+        match self.logged_model(model, experiment_id) {
+            Ok(true) => self.report.logged_models.copied += 1,
+            Ok(false) => self.report.logged_models.skipped += 1,
+            Err(e) => {
+                self.report.logged_models.failed += 1;
+                let of = if run.is_empty() { String::new() } else { format!(" of run {run}") };
+                self.problem(format!("logged model {}{of}", model.id), e)?;
+            }
+        }
         Ok(())
     }
 
@@ -412,9 +419,9 @@ impl Import<'_> {
             }
             Err(e) => return Err(e),
         }
-        let run = model.source_run_id.as_deref().unwrap_or_default();
         for path in self.source.artifact_files(&model.artifact_uri)? {
-            self.artifact(&model.artifact_uri, &path, run, &format!("models/{}/{path}", model.id))?;
+            let to = format!("{experiment_id}/models/{}/artifacts/{path}", model.id);
+            self.artifact(&model.artifact_uri, &path, PROXY, &to)?;
         }
         if model.ready {
             self.target.patch(&route, &json!({"model_id": model.id, "status": "LOGGED_MODEL_READY"}))?;

@@ -18,6 +18,8 @@ pub struct LoggedModelRow {
     pub tags: BTreeMap<String, String>,
     pub created_ms: i64,
     pub updated_ms: i64,
+    /// Logged outside any run: `run_id` is a run made to hold its files.
+    pub own_run: bool,
 }
 
 /// A fresh logged model id, as MLflow spells them: `m-` and 32 hex digits.
@@ -25,7 +27,7 @@ pub fn new_logged_model_id() -> String {
     format!("m-{}", uuid::Uuid::new_v4().simple())
 }
 
-const COLUMNS: &str = "id, project_id, run_id, name, model_type, status, params, tags, created_ms, updated_ms";
+const COLUMNS: &str = "id, project_id, run_id, name, model_type, status, params, tags, created_ms, updated_ms, own_run";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<(LoggedModelRow, String, String)> {
     Ok((
@@ -40,6 +42,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(LoggedModelRow, String, String)> {
             tags: BTreeMap::new(),
             created_ms: r.get(8)?,
             updated_ms: r.get(9)?,
+            own_run: r.get(10)?,
         },
         r.get(6)?,
         r.get(7)?,
@@ -65,8 +68,8 @@ impl MetaStore {
     pub fn create_logged_model(&self, row: &LoggedModelRow) -> Result<()> {
         self.write(|conn| {
             let inserted = conn.execute(
-                "INSERT INTO logged_models (id, project_id, run_id, name, model_type, status, params, tags, created_ms, updated_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9) ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO logged_models (id, project_id, run_id, name, model_type, status, params, tags, created_ms, updated_ms, own_run)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10) ON CONFLICT (id) DO NOTHING",
                 params![
                     row.id,
                     row.project_id,
@@ -76,7 +79,8 @@ impl MetaStore {
                     row.status,
                     encode(&row.params),
                     encode(&row.tags),
-                    row.created_ms
+                    row.created_ms,
+                    row.own_run
                 ],
             )?;
             if inserted == 0 {

@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (8, include_str!("migrations/0008_auth.sql")),
     (9, include_str!("migrations/0009_roles.sql")),
     (10, include_str!("migrations/0010_logged_models.sql")),
+    (11, include_str!("migrations/0011_runless_logged_models.sql")),
 ];
 
 pub(crate) fn apply(conn: &mut Connection) -> Result<()> {

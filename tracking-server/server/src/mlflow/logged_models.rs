@@ -1,6 +1,7 @@
 //! MLflow 3's logged models (what `log_model` makes): kept beside the run that logs them, their
 //! files the run's artifacts under `models/{model_id}/`, so they show in the run's artifacts,
-//! and a version registered from one carries the run's lineage.
+//! and a version registered from one carries the run's lineage. A model logged outside any run
+//! gets a finished run of its own, named after it, to hold its files.
 
 use super::tracking::{experiment_id_of_project, named_experiment};
 use super::{arguments, page, required_text, text, texts, MlflowError, Result};
@@ -9,8 +10,8 @@ use crate::routes::{meta, run_project, State};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use trainlog_meta::{LoggedModelRow, Role};
-use trainlog_schema::RunId;
+use trainlog_meta::{LoggedModelRow, NewRun, Project, Role};
+use trainlog_schema::{ProjectName, RunId, RunStatus, TagKey};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/logged-models", web::post().to(create))
@@ -52,7 +53,7 @@ async fn model_json(state: &State, m: &LoggedModelRow) -> Result<Value> {
             "artifact_uri": format!("mlflow-artifacts:/{experiment}/models/{}/artifacts", m.id),
             "status": status_name(&m.status),
             "model_type": m.model_type,
-            "source_run_id": m.run_id,
+            "source_run_id": if m.own_run { None } else { Some(&m.run_id) },
             "tags": pairs(&m.tags),
         },
         "data": {"params": pairs(&m.params), "metrics": []},
@@ -81,37 +82,41 @@ pub(super) async fn named_model(state: &State, req: &HttpRequest, id: &str, need
 async fn create(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
     let project = named_experiment(&state, &req, required_text(&args, "experiment_id")?, Role::Write).await?;
-    let run_text = text(&args, "source_run_id")?.filter(|r| !r.is_empty()).ok_or_else(|| {
-        MlflowError::from(ApiError::invalid(
-            "source_run_id",
-            "this server keeps a logged model's files with the run that logs it: log it inside a run",
-        ))
-    })?;
-    let run = RunId::parse("source_run_id", run_text)?;
-    let run_project_id = run_project(&state, &run).await?;
-    crate::auth::require_run(&req, &run, run_project_id, Role::Write).await?;
-    if run_project_id != project.id {
-        return Err(
-            ApiError::invalid("source_run_id", format!("run {run} is not in experiment {}", project.name)).into()
-        );
-    }
     let now = trainlog_meta::now_ms();
     // trainlog's extension for `trainlog import mlflow`: keep the source's model id.
     let id = match text(&args, "model_id")?.filter(|m| !m.is_empty()) {
         Some(given) => logged_model_id("model_id", given)?,
         None => trainlog_meta::new_logged_model_id(),
     };
+    let name = text(&args, "name")?.filter(|n| !n.is_empty()).unwrap_or("model").to_owned();
+    let (run_id, own_run) = match text(&args, "source_run_id")?.filter(|r| !r.is_empty()) {
+        Some(run_text) => {
+            let run = RunId::parse("source_run_id", run_text)?;
+            let run_project_id = run_project(&state, &run).await?;
+            crate::auth::require_run(&req, &run, run_project_id, Role::Write).await?;
+            if run_project_id != project.id {
+                return Err(ApiError::invalid(
+                    "source_run_id",
+                    format!("run {run} is not in experiment {}", project.name),
+                )
+                .into());
+            }
+            (run.to_string(), false)
+        }
+        None => (holder_run(&state, &req, &project, &id, &name).await?.to_string(), true),
+    };
     let row = LoggedModelRow {
         id,
         project_id: project.id,
-        run_id: run.to_string(),
-        name: text(&args, "name")?.filter(|n| !n.is_empty()).unwrap_or("model").to_owned(),
+        run_id,
+        name,
         model_type: text(&args, "model_type")?.unwrap_or_default().to_owned(),
         status: "pending".to_owned(),
         params: key_values(&args, "params")?,
         tags: key_values(&args, "tags")?,
         created_ms: now,
         updated_ms: now,
+        own_run,
     };
     {
         let row = row.clone();
@@ -119,6 +124,39 @@ async fn create(state: State, req: HttpRequest, payload: web::Payload) -> Result
     }
     Ok(HttpResponse::Ok().json(json!({"model": model_json(&state, &row).await?})))
 }
+
+/// A finished run that holds the files of a model logged outside any run, named after it.
+async fn holder_run(state: &State, req: &HttpRequest, project: &Project, model_id: &str, name: &str) -> Result<RunId> {
+    let exists = {
+        let id = model_id.to_owned();
+        meta(state, move |m| Ok(m.logged_model(&id).is_ok())).await?
+    };
+    if exists {
+        return Err(MlflowError::already_exists(ApiError::Conflict {
+            field: "model_id".into(),
+            reason: format!("Logged model with ID '{model_id}' already exists"),
+        }));
+    }
+    let new = NewRun {
+        project: Some(ProjectName::parse("experiment_id", &project.name)?),
+        name: Some(name.to_owned()),
+        tags: BTreeMap::from([(TagKey::parse("key", HOLDER_TAG)?, model_id.to_owned())]),
+        user: crate::auth::caller(req).map(|c| c.name).unwrap_or_default(),
+        actor: crate::auth::actor(req),
+        ..Default::default()
+    };
+    let run = meta(state, move |m| {
+        let (run, _) = m.create_run(&new)?;
+        m.set_status(&run.id, RunStatus::Finished, None)?;
+        Ok(run)
+    })
+    .await?;
+    state.store.project_changed(run.project_id);
+    Ok(run.id)
+}
+
+/// The tag of a run made to hold a model logged outside any run: the model's id.
+const HOLDER_TAG: &str = "trainlog.logged_model";
 
 /// A logged model id as MLflow makes them: `m-` and 32 lowercase hex digits.
 fn logged_model_id(field: &str, id: &str) -> Result<String> {
@@ -231,7 +269,7 @@ async fn search(state: State, req: HttpRequest, payload: web::Payload) -> Result
         .filter(|m| {
             wanted.iter().all(|(field, value)| match field.as_str() {
                 "name" => m.name == *value,
-                "source_run_id" => m.run_id == *value,
+                "source_run_id" => !m.own_run && m.run_id == *value,
                 "model_id" => m.id == *value,
                 _ => status_name(&m.status) == value.as_str() || m.status == value.to_lowercase(),
             })

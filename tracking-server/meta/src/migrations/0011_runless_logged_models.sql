@@ -1,0 +1,3 @@
+-- A model logged outside any run gets a run of its own to hold its files (so every model file
+-- still belongs to a run, with its lineage); MLflow's view shows such a model without a run.
+ALTER TABLE logged_models ADD COLUMN own_run INTEGER NOT NULL DEFAULT 0;
