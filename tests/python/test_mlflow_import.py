@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -295,6 +296,32 @@ def test_import_from_a_running_mlflow_server_and_again(mlflow_server, tmp_path):
         assert f"runs: 0 copied, {total_runs} already there, 0 not copied" in again, again
         assert "model versions: 0 copied, 3 already there" in again, again
         assert assert_same_installation(url, server.url) == compared
+    finally:
+        stop_trainlog(server)
+
+
+def test_an_import_killed_midway_goes_on_where_it_stopped(mlflow_server, tmp_path):
+    url, _ = mlflow_server
+    server = start_trainlog(tmp_path)
+    try:
+        process = subprocess.Popen(
+            [str(trainlog_binary()), "import", "mlflow", "--from", url, "--server", server.url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={k: v for k, v in os.environ.items() if not k.startswith(("TRAINLOG_", "MLFLOW_"))},
+        )
+        # Killed once the first experiment is done and the others are not.
+        for line in process.stderr:
+            if line.startswith("experiment ") and line.rstrip().endswith(" runs"):
+                process.kill()
+                break
+        process.wait(timeout=60)
+        assert process.returncode == -signal.SIGKILL, process.returncode
+        report = run_import(url, server.url)
+        total_runs = sum(EXPERIMENTS.values()) + 1 + 2
+        copied, there = map(int, re.search(r"^runs: (\d+) copied, (\d+) already there", report, re.M).groups())
+        assert copied > 0 and there > 0 and copied + there == total_runs, report
+        assert "nothing failed" in report, report
+        assert_same_installation(url, server.url)
     finally:
         stop_trainlog(server)
 
