@@ -3,10 +3,10 @@
 //! name or id until it is restored (MLflow's `lifecycle_stage`).
 
 use crate::runs::{load_params, project_from_row, run_from_row, RUN_COLUMNS};
-use crate::{not_found, MetaStore, Project, Result, Run};
-use rusqlite::{params, Connection, OptionalExtension};
-use std::collections::BTreeMap;
-use trainlog_schema::{ProjectName, RunId};
+use crate::{not_found, Error, MetaStore, Project, Result, Run};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use std::collections::{BTreeMap, HashMap};
+use trainlog_schema::{ParamValue, ProjectName, RunId};
 
 /// A run by id, deleted or not, with whether it is deleted.
 pub(crate) fn run_any_in(conn: &Connection, id: &str) -> Result<(Run, bool)> {
@@ -19,6 +19,49 @@ pub(crate) fn run_any_in(conn: &Connection, id: &str) -> Result<(Run, bool)> {
         .ok_or_else(|| not_found(format!("run {id}")))?;
     load_params(conn, &mut run)?;
     Ok((run, deleted))
+}
+
+/// Many runs, deleted or not, in the order of `ids` (unknown ids are left out): one query per
+/// table for each 500 runs, rather than three per run.
+pub(crate) fn runs_any_in(conn: &Connection, ids: &[String]) -> Result<Vec<(Run, bool)>> {
+    let mut found: HashMap<String, (Run, bool)> = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(500) {
+        let marks = vec!["?"; chunk.len()].join(",");
+        let sql = format!(
+            "SELECT {RUN_COLUMNS}, r.deleted FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id IN ({marks})"
+        );
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map(params_from_iter(chunk), |r| Ok((run_from_row(r)?, r.get::<_, i64>(12)? != 0)))?;
+        for row in rows {
+            let (run, deleted) = row?;
+            found.insert(run.id.as_str().to_owned(), (run, deleted));
+        }
+        let mut stmt =
+            conn.prepare(&format!("SELECT run_id, key, type, value FROM params WHERE run_id IN ({marks})"))?;
+        let rows = stmt.query_map(params_from_iter(chunk), |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?))
+        })?;
+        for row in rows {
+            let (run_id, key, ty, text) = row?;
+            let value = ParamValue::from_stored(&ty, &text).ok_or_else(|| {
+                Error::Corrupt(format!("param {key} of run {run_id} has type {ty} and value {text:?}"))
+            })?;
+            if let Some((run, _)) = found.get_mut(&run_id) {
+                run.params.insert(key, value);
+            }
+        }
+        let mut stmt = conn.prepare(&format!("SELECT run_id, key, value FROM tags WHERE run_id IN ({marks})"))?;
+        let rows = stmt.query_map(params_from_iter(chunk), |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+        })?;
+        for row in rows {
+            let (run_id, key, value) = row?;
+            if let Some((run, _)) = found.get_mut(&run_id) {
+                run.tags.insert(key, value);
+            }
+        }
+    }
+    Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
 }
 
 impl MetaStore {

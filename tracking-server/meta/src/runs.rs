@@ -568,7 +568,7 @@ impl MetaStore {
                 .prepare_cached(&query.sql)?
                 .query_map(params_from_iter(query.params.iter()), |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
-            ids.iter().map(|id| crate::lifecycle::run_any_in(conn, id)).collect()
+            crate::lifecycle::runs_any_in(conn, &ids)
         })
     }
 
