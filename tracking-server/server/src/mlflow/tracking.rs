@@ -7,6 +7,7 @@ use crate::auth::{require, require_run};
 use crate::error::ApiError;
 use crate::routes::{meta, run_project, State};
 use actix_web::{web, HttpRequest, HttpResponse};
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use trainlog_meta::search::RunScope;
@@ -517,59 +518,124 @@ pub(super) async fn experiment_of_run(state: &State, run: &RunId) -> Result<(Str
     Ok((experiment_id(&project), project_id))
 }
 
-fn run_info(run: &Run, deleted: bool) -> Value {
-    let experiment = if run.project == DEFAULT_EXPERIMENT { "0".to_owned() } else { run.project_id.to_string() };
-    let mut info = json!({
-        "run_id": run.id.as_str(),
-        "run_uuid": run.id.as_str(),
-        "run_name": run.name,
-        "experiment_id": experiment,
-        "user_id": run.user,
-        "status": status_name(run.status),
-        "start_time": run.start_ms,
-        "artifact_uri": format!("mlflow-artifacts:/{experiment}/{}/artifacts", run.id),
-        "lifecycle_stage": if deleted { "deleted" } else { "active" },
-    });
-    if let Some(end) = run.end_ms {
-        info["end_time"] = json!(end);
-    }
-    info
+/// A run's `info` as MLflow writes it.
+#[derive(Serialize)]
+struct RunInfoJson<'a> {
+    run_id: &'a str,
+    run_uuid: &'a str,
+    run_name: &'a str,
+    experiment_id: String,
+    user_id: &'a str,
+    status: &'static str,
+    start_time: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    end_time: Option<i64>,
+    artifact_uri: String,
+    lifecycle_stage: &'static str,
 }
 
-fn run_json(run: &Run, deleted: bool, summaries: &BTreeMap<String, MetricSummary>, commit: Option<&str>) -> Value {
-    let metrics: Vec<Value> = summaries
+fn run_info(run: &Run, deleted: bool) -> RunInfoJson<'_> {
+    let experiment = if run.project == DEFAULT_EXPERIMENT { "0".to_owned() } else { run.project_id.to_string() };
+    RunInfoJson {
+        run_id: run.id.as_str(),
+        run_uuid: run.id.as_str(),
+        run_name: &run.name,
+        artifact_uri: format!("mlflow-artifacts:/{experiment}/{}/artifacts", run.id),
+        experiment_id: experiment,
+        user_id: &run.user,
+        status: status_name(run.status),
+        start_time: run.start_ms,
+        end_time: run.end_ms,
+        lifecycle_stage: if deleted { "deleted" } else { "active" },
+    }
+}
+
+#[derive(Serialize)]
+struct KeyValue<'a> {
+    key: &'a str,
+    value: std::borrow::Cow<'a, str>,
+}
+
+#[derive(Serialize)]
+struct MetricJson<'a> {
+    key: &'a str,
+    value: crate::api::Float,
+    timestamp: i64,
+    step: i64,
+}
+
+#[derive(Serialize)]
+struct RunDataJson<'a> {
+    metrics: Vec<MetricJson<'a>>,
+    params: Vec<KeyValue<'a>>,
+    tags: Vec<KeyValue<'a>>,
+}
+
+/// A run as MLflow writes it, serialized straight from trainlog's run (search answers
+/// thousands of them).
+#[derive(Serialize)]
+struct RunJson<'a> {
+    info: RunInfoJson<'a>,
+    data: RunDataJson<'a>,
+    inputs: BTreeMap<(), ()>,
+    outputs: BTreeMap<(), ()>,
+}
+
+fn run_json<'a>(
+    run: &'a Run,
+    deleted: bool,
+    summaries: &'a BTreeMap<String, MetricSummary>,
+    commit: Option<&'a str>,
+) -> RunJson<'a> {
+    use std::borrow::Cow;
+    let metrics = summaries
         .iter()
-        .map(|(k, s)| json!({"key": k, "value": double_json(s.last), "timestamp": s.last_ms, "step": s.last_step}))
+        .map(|(k, s)| MetricJson { key: k, value: crate::api::Float(s.last), timestamp: s.last_ms, step: s.last_step })
         .collect();
-    let params: Vec<Value> = run.params.iter().map(|(k, v)| json!({"key": k, "value": param_text(v)})).collect();
-    let mut tags: Vec<Value> = run.tags.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
-    let mut special = vec![("mlflow.runName", run.name.clone()), ("mlflow.user", run.user.clone())];
+    let params = run.params.iter().map(|(k, v)| KeyValue { key: k, value: Cow::Owned(param_text(v)) }).collect();
+    let mut tags: Vec<KeyValue> =
+        run.tags.iter().map(|(k, v)| KeyValue { key: k, value: Cow::Borrowed(v.as_str()) }).collect();
+    tags.push(KeyValue { key: "mlflow.runName", value: Cow::Borrowed(&run.name) });
+    tags.push(KeyValue { key: "mlflow.user", value: Cow::Borrowed(&run.user) });
     if let Some(parent) = &run.parent_id {
-        special.push(("mlflow.parentRunId", parent.clone()));
+        tags.push(KeyValue { key: "mlflow.parentRunId", value: Cow::Borrowed(parent) });
     }
     if !run.notes.is_empty() {
-        special.push(("mlflow.note.content", run.notes.clone()));
+        tags.push(KeyValue { key: "mlflow.note.content", value: Cow::Borrowed(&run.notes) });
     }
     if let Some(commit) = commit.filter(|_| !run.tags.contains_key("mlflow.source.git.commit")) {
-        special.push(("mlflow.source.git.commit", commit.to_owned()));
+        tags.push(KeyValue { key: "mlflow.source.git.commit", value: Cow::Borrowed(commit) });
     }
-    tags.extend(special.into_iter().map(|(k, v)| json!({"key": k, "value": v})));
-    json!({"info": run_info(run, deleted), "data": {"metrics": metrics, "params": params, "tags": tags}, "inputs": {}, "outputs": {}})
+    RunJson {
+        info: run_info(run, deleted),
+        data: RunDataJson { metrics, params, tags },
+        inputs: BTreeMap::new(),
+        outputs: BTreeMap::new(),
+    }
+}
+
+/// What `run_json` reads besides the run: its summaries and code version.
+struct RunExtras {
+    summaries: BTreeMap<String, MetricSummary>,
+    commit: Option<String>,
 }
 
 async fn run_view(state: &State, run: &Run, deleted: bool) -> Result<Value> {
-    Ok(run_views(state, std::slice::from_ref(&(run.clone(), deleted))).await?.remove(0))
+    let pair = [(run.clone(), deleted)];
+    let extras = run_extras(state, &pair).await?;
+    Ok(serde_json::to_value(run_json(run, deleted, &extras[0].summaries, extras[0].commit.as_deref()))
+        .map_err(|e| ApiError::Internal(format!("writing run {}: {e}", run.id)))?)
 }
 
-/// Many runs as MLflow shows them, their code versions read in one query.
-async fn run_views(state: &State, runs: &[(Run, bool)]) -> Result<Vec<Value>> {
+/// The summaries and code versions of many runs, the code versions read in one query.
+async fn run_extras(state: &State, runs: &[(Run, bool)]) -> Result<Vec<RunExtras>> {
     let ids: Vec<RunId> = runs.iter().map(|(r, _)| r.id.clone()).collect();
     let code = meta(state, move |m| m.metadata_section_of(&ids, "code")).await?;
     let mut out = Vec::with_capacity(runs.len());
-    for (run, deleted) in runs {
+    for (run, _) in runs {
         let summaries = state.store.summaries(&run.id, run.project_id).await?;
-        let commit = code.get(run.id.as_str()).and_then(|c| c["commit"].as_str());
-        out.push(run_json(run, *deleted, &summaries, commit));
+        let commit = code.get(run.id.as_str()).and_then(|c| c["commit"].as_str()).map(str::to_owned);
+        out.push(RunExtras { summaries, commit });
     }
     Ok(out)
 }
@@ -964,11 +1030,22 @@ async fn search_runs(state: State, req: HttpRequest, payload: web::Payload) -> R
         meta(&state, move |m| m.search_in(scope, lifecycle, &filter, &order_by, limit as u32 + 1, offset as u64))
             .await?;
     let more = runs.len() > limit;
-    let out = run_views(&state, &runs[..runs.len().min(limit)]).await?;
-    let mut answer = json!({"runs": out});
-    if more {
-        answer["next_page_token"] = json!((offset + limit).to_string());
+    let shown = &runs[..runs.len().min(limit)];
+    let extras = run_extras(&state, shown).await?;
+    #[derive(Serialize)]
+    struct Answer<'a> {
+        runs: Vec<RunJson<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_page_token: Option<String>,
     }
+    let answer = Answer {
+        runs: shown
+            .iter()
+            .zip(&extras)
+            .map(|((run, deleted), e)| run_json(run, *deleted, &e.summaries, e.commit.as_deref()))
+            .collect(),
+        next_page_token: more.then(|| (offset + limit).to_string()),
+    };
     Ok(HttpResponse::Ok().json(answer))
 }
 
