@@ -9,7 +9,7 @@ mod rest;
 mod source;
 mod sqlite;
 
-use rest::{double_json, retried, Rest};
+use rest::{double_json, retried, text, Rest};
 use serde_json::{json, Value};
 use source::{Experiment, LoggedModel, RestSource, Source, SourceRun};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -569,14 +569,6 @@ fn parents_first(runs: Vec<SourceRun>) -> Vec<SourceRun> {
         }
     }
     out
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,15 @@ enum Credentials {
     Basic(String, String),
 }
 
+/// A JSON text field as text (ids may come as numbers); empty when absent.
+pub fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
 /// `[{key, value}]` as pairs.
 pub fn pairs(v: &Value) -> Vec<(String, String)> {
     v.as_array()

@@ -1,6 +1,6 @@
 //! What an MLflow installation holds, read from a running MLflow server over its REST API.
 
-use super::rest::{double_value, pairs, Rest};
+use super::rest::{double_value, pairs, text, Rest};
 use super::{Error, Result};
 use serde_json::{json, Value};
 use std::io::Read;
@@ -143,10 +143,6 @@ pub fn unsupported(uri: &str) -> Error {
 /// A running MLflow tracking server.
 pub struct RestSource {
     pub rest: Rest,
-}
-
-fn text(v: &Value) -> String {
-    v.as_str().unwrap_or_default().to_owned()
 }
 
 fn millis(v: &Value) -> Option<i64> {
