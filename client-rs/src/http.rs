@@ -211,8 +211,8 @@ pub(crate) fn is_transient(status: u16) -> bool {
     status >= 500 || status == 429 || status == 408
 }
 
-/// `Retry-After` in seconds; the HTTP-date form is left to the client's own backoff.
-fn error_chain(error: &reqwest::Error) -> String {
+/// An HTTP error with every cause behind it, as one line.
+pub fn error_chain(error: &reqwest::Error) -> String {
     let mut parts = vec![error.to_string()];
     let mut source = std::error::Error::source(error);
     while let Some(e) = source {
@@ -222,6 +222,7 @@ fn error_chain(error: &reqwest::Error) -> String {
     parts.join(": ")
 }
 
+/// `Retry-After` in seconds; the HTTP-date form is left to the client's own backoff.
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
     value.trim().parse::<u64>().ok().map(Duration::from_secs)

@@ -31,7 +31,7 @@ pub mod spool;
 
 pub use api::{Api, HistoryPoint, RunInfo};
 pub use artifacts::Retention;
-pub use http::client_for;
+pub use http::{client_for, error_chain};
 pub use registry::ModelSource;
 pub use run::{Mode, Resume, Run, RunBuilder};
 pub use sender::FinishSummary;

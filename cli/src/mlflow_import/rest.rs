@@ -127,7 +127,8 @@ impl Rest {
         url: &str,
         result: reqwest::Result<reqwest::blocking::Response>,
     ) -> Result<reqwest::blocking::Response> {
-        let response = result.map_err(|e| Error::Unreachable { url: url.to_owned(), reason: error_chain(&e) })?;
+        let response =
+            result.map_err(|e| Error::Unreachable { url: url.to_owned(), reason: trainlog::error_chain(&e) })?;
         let status = response.status().as_u16();
         if response.status().is_success() {
             return Ok(response);
@@ -195,14 +196,4 @@ impl Rest {
 /// Retries `f` while it fails for a reason that may pass (an outage, a busy server).
 pub fn retried<T>(f: impl FnMut() -> Result<T>) -> Result<T> {
     f.retry(backoff()).when(Error::is_transient).call()
-}
-
-fn error_chain(error: &reqwest::Error) -> String {
-    let mut parts = vec![error.to_string()];
-    let mut source = std::error::Error::source(error);
-    while let Some(e) = source {
-        parts.push(e.to_string());
-        source = e.source();
-    }
-    parts.join(": ")
 }
