@@ -28,6 +28,8 @@ pytestmark = pytest.mark.timeout(600)
 
 EXPERIMENTS = {"vision": 120, "nlp": 110, "retired": 30}
 STEPS = 40
+# The grid runs, the "stepless" run and the two runs that export models.
+TOTAL_RUNS = sum(EXPERIMENTS.values()) + 1 + 2
 
 
 def mlflow_server_binary() -> Path:
@@ -155,12 +157,16 @@ def populate(url: str) -> None:
     mlflow.set_tracking_uri(None)
 
 
+def import_command(source: str, server: str, extra: list[str] | None = None) -> dict:
+    return {
+        "args": [str(trainlog_binary()), "import", "mlflow", "--from", source, "--server", server, *(extra or [])],
+        "env": {k: v for k, v in os.environ.items() if not k.startswith(("TRAINLOG_", "MLFLOW_"))},
+        "text": True,
+    }
+
+
 def run_import(source: str, server: str, extra: list[str] | None = None) -> str:
-    answer = subprocess.run(
-        [str(trainlog_binary()), "import", "mlflow", "--from", source, "--server", server, *(extra or [])],
-        capture_output=True, text=True, timeout=400,
-        env={k: v for k, v in os.environ.items() if not k.startswith(("TRAINLOG_", "MLFLOW_"))},
-    )
+    answer = subprocess.run(**import_command(source, server, extra), capture_output=True, timeout=400)
     assert answer.returncode == 0, answer.stderr + answer.stdout
     return answer.stdout
 
@@ -259,8 +265,7 @@ def test_import_from_a_running_mlflow_server_and_again(mlflow_server, tmp_path):
     server = start_trainlog(tmp_path)
     try:
         report = run_import(url, server.url)
-        total_runs = sum(EXPERIMENTS.values()) + 1 + 2
-        assert f"runs: {total_runs} copied, 0 already there, 0 not copied" in report, report
+        assert f"runs: {TOTAL_RUNS} copied, 0 already there, 0 not copied" in report, report
         assert "1 not kept" in report, report
         assert "logged models: 3 copied" in report, report
         assert "model versions: 3 copied" in report, report
@@ -293,7 +298,7 @@ def test_import_from_a_running_mlflow_server_and_again(mlflow_server, tmp_path):
 
         # Again: everything is there already, and nothing doubles.
         again = run_import(url, server.url)
-        assert f"runs: 0 copied, {total_runs} already there, 0 not copied" in again, again
+        assert f"runs: 0 copied, {TOTAL_RUNS} already there, 0 not copied" in again, again
         assert "model versions: 0 copied, 3 already there" in again, again
         assert assert_same_installation(url, server.url) == compared
     finally:
@@ -304,11 +309,7 @@ def test_an_import_killed_midway_goes_on_where_it_stopped(mlflow_server, tmp_pat
     url, _ = mlflow_server
     server = start_trainlog(tmp_path)
     try:
-        process = subprocess.Popen(
-            [str(trainlog_binary()), "import", "mlflow", "--from", url, "--server", server.url],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={k: v for k, v in os.environ.items() if not k.startswith(("TRAINLOG_", "MLFLOW_"))},
-        )
+        process = subprocess.Popen(**import_command(url, server.url), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         # Killed once the first experiment is done and the others are not.
         for line in process.stderr:
             if line.startswith("experiment ") and line.rstrip().endswith(" runs"):
@@ -317,9 +318,8 @@ def test_an_import_killed_midway_goes_on_where_it_stopped(mlflow_server, tmp_pat
         process.wait(timeout=60)
         assert process.returncode == -signal.SIGKILL, process.returncode
         report = run_import(url, server.url)
-        total_runs = sum(EXPERIMENTS.values()) + 1 + 2
         copied, there = map(int, re.search(r"^runs: (\d+) copied, (\d+) already there", report, re.M).groups())
-        assert copied > 0 and there > 0 and copied + there == total_runs, report
+        assert copied > 0 and there > 0 and copied + there == TOTAL_RUNS, report
         assert "nothing failed" in report, report
         assert_same_installation(url, server.url)
     finally:

@@ -313,21 +313,20 @@ impl Import<'_> {
             Found::Done => return Ok(false),
             Found::Unfinished => {}
             Found::Missing => {
-                let tags: Vec<Value> = run.tags.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
                 self.target.post(
                     &format!("{DOOR}/runs/create"),
                     &json!({"experiment_id": experiment_id, "run_id": run.id, "run_name": run.name,
-                            "user_id": run.user, "start_time": run.start_time, "tags": tags}),
+                            "user_id": run.user, "start_time": run.start_time, "tags": key_value_list(&run.tags)}),
                 )?;
             }
         }
         for chunk in run.params.chunks(PARAMS_PER_BATCH) {
-            let params: Vec<Value> = chunk.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
-            self.target.post(&format!("{DOOR}/runs/log-batch"), &json!({"run_id": run.id, "params": params}))?;
+            self.target
+                .post(&format!("{DOOR}/runs/log-batch"), &json!({"run_id": run.id, "params": key_value_list(chunk)}))?;
         }
         for chunk in run.tags.chunks(TAGS_PER_BATCH) {
-            let tags: Vec<Value> = chunk.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
-            self.target.post(&format!("{DOOR}/runs/log-batch"), &json!({"run_id": run.id, "tags": tags}))?;
+            self.target
+                .post(&format!("{DOOR}/runs/log-batch"), &json!({"run_id": run.id, "tags": key_value_list(chunk)}))?;
         }
         for key in &run.metric_keys {
             self.metric(run, key)?;
@@ -407,14 +406,11 @@ impl Import<'_> {
             Ok(found) if found["model"]["info"]["status"] == "LOGGED_MODEL_READY" || !model.ready => return Ok(false),
             Ok(_) => {}
             Err(e) if e.is_not_found() => {
-                let pairs = |p: &[(String, String)]| -> Vec<Value> {
-                    p.iter().map(|(k, v)| json!({"key": k, "value": v})).collect()
-                };
                 self.target.post(
                     &format!("{DOOR}/logged-models"),
                     &json!({"experiment_id": experiment_id, "model_id": model.id, "name": model.name,
                             "model_type": model.model_type, "source_run_id": model.source_run_id,
-                            "params": pairs(&model.params), "tags": pairs(&model.tags)}),
+                            "params": key_value_list(&model.params), "tags": key_value_list(&model.tags)}),
                 )?;
             }
             Err(e) => return Err(e),
@@ -511,10 +507,9 @@ impl Import<'_> {
 
     fn version(&mut self, name: &str, version: &source::Version) -> Result<i64> {
         let source = version_source(&version.source)?;
-        let tags: Vec<Value> = version.tags.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
         let made = self.target.post(
             &format!("{DOOR}/model-versions/create"),
-            &json!({"name": name, "source": source, "run_id": version.run_id, "description": version.description, "tags": tags}),
+            &json!({"name": name, "source": source, "run_id": version.run_id, "description": version.description, "tags": key_value_list(&version.tags)}),
         )?;
         let number: i64 = text(&made["model_version"]["version"])
             .parse()
@@ -527,6 +522,11 @@ impl Import<'_> {
         }
         Ok(number)
     }
+}
+
+/// Pairs as MLflow's `[{key, value}]`.
+fn key_value_list(pairs: &[(String, String)]) -> Vec<Value> {
+    pairs.iter().map(|(k, v)| json!({"key": k, "value": v})).collect()
 }
 
 /// A version's source as trainlog's registry takes it: logged models and run paths as they
