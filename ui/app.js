@@ -7,8 +7,6 @@
 const API = '/api/v1';
 const ROW_H = 28;
 const PAGE_LIMIT = 1000;
-const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b',
-  '#e377c2', '#17becf', '#bcbd22', '#7f7f7f'];
 
 /* ---------- small helpers ---------- */
 
@@ -501,6 +499,7 @@ function runsView(project, initialFilter) {
         return el('div', { class: 'cell sel' }, cb);
       }
       case 'name': return el('div', { class: 'cell', title: r.name || r.id },
+        el('span', { class: 'swatch', 'data-testid': 'run-color', style: `background:${runColor(r.id)}` }),
         el('a', { href: '#/run/' + enc(r.id) }, r.name || r.id));
       case 'status': return el('div', { class: 'cell' }, statusEl(r.status));
       case 'duration': return el('div', { class: 'cell num' }, fmtDuration(runDuration(r)));
@@ -658,12 +657,6 @@ function runsView(project, initialFilter) {
   };
 }
 
-function legendEl(series) {
-  return el('div', { class: 'legend', 'data-testid': 'legend' }, series.map((s) =>
-    el('span', {}, el('span', { class: 'swatch', style: `background:${s.color}` }),
-      el('a', { href: '#/run/' + enc(s.run_id) }, s.name))));
-}
-
 /* ---------- #/compare/NAME/ids ---------- */
 
 const isSystemKey = (k) => k.startsWith('sys/');
@@ -704,15 +697,16 @@ function compareView(project, ids) {
     if (errors.length) body.append(el('div', { class: 'error' }, errors.map((e) => el('div', {}, e))));
     if (!runs.length) return;
 
-    const series = runs.map((r, i) => ({ run_id: r.id, name: r.name || r.id, color: COLORS[i % COLORS.length], start_time: r.start_time }));
+    const series = runs.map((r) => ({ run_id: r.id, name: r.name || r.id, color: runColor(r.id), start_time: r.start_time }));
     const keys = [...new Set(runs.flatMap((r) => Object.keys(r.summary || {})))].sort();
     const metricKeys = keys.filter((k) => !isSystemKey(k) && !isCostKey(k));
     const systemKeys = orderSystemKeys(keys.filter(isSystemKey));
-    const settings = chartSettings();
-    const systemSettings = chartSettings({ xMode: 'relative' });
-    const chartsEl = el('div', { class: 'charts', 'data-testid': 'metric-charts' });
-    const systemEl = el('div', { class: 'charts', 'data-testid': 'system-charts' });
-    body.append(legendEl(series),
+    const shown = seriesState();
+    const settings = chartSettings({}, shown);
+    const systemSettings = chartSettings({ xMode: 'relative' }, shown);
+    const chartsEl = el('div', { 'data-testid': 'metric-charts' });
+    const systemEl = el('div', { 'data-testid': 'system-charts' });
+    body.append(runLegend(series, shown),
       el('h2', {}, 'Metrics'),
       metricKeys.length ? el('div', {}, chartControls(settings), chartsEl) : el('p', { class: 'muted' }, 'These runs have no metrics.'),
       el('h2', {}, 'Parallel coordinates'),
@@ -985,11 +979,12 @@ function runView(id) {
     const metricKeys = keys.filter((k) => !isSystemKey(k));
     const systemKeys = orderSystemKeys(keys.filter(isSystemKey));
     shownKeys = keys.join('\n');
-    const series = [{ run_id: run.id, name: run.name || run.id, color: COLORS[0], start_time: run.start_time }];
-    const settings = chartSettings();
-    const systemSettings = chartSettings({ xMode: 'relative' });
-    const chartsEl = el('div', { class: 'charts', 'data-testid': 'metric-charts' });
-    const systemEl = el('div', { class: 'charts', 'data-testid': 'system-charts' });
+    const series = [{ run_id: run.id, name: run.name || run.id, color: runColor(run.id), start_time: run.start_time }];
+    const shown = seriesState();
+    const settings = chartSettings({}, shown);
+    const systemSettings = chartSettings({ xMode: 'relative' }, shown);
+    const chartsEl = el('div', { 'data-testid': 'metric-charts' });
+    const systemEl = el('div', { 'data-testid': 'system-charts' });
     parts = {
       status: el('span', {}, statusEl(run.status)),
       info: el('div', {}, runInfo(run)),

@@ -1,20 +1,48 @@
-/* trainlog web UI: charts drawn on canvas and SVG, with no library. Metric charts show each run's
- * min–max band from the server's buckets plus its last value (so a spike is never hidden), on a
- * step, wall-time or relative-time x-axis, with smoothing, log scale and drag-to-zoom that
- * re-fetches finer buckets. Also: parallel coordinates and horizontal bars. Uses the helpers of
- * app.js (el, api, toNum, fmtNum, enc), which is loaded after this file. */
+/* trainlog web UI: metric charts on uPlot (vendored in ui/vendor/uplot at a pinned release), and
+ * parallel coordinates, bar lists and the best-so-far curve in SVG. A metric chart shows each
+ * run's line through the last value of every bucket the server returns, plus the bucket's
+ * min–max band (so a spike is never hidden); a tooltip lists every run's value at the cursor, the
+ * crosshair is shared by the charts of a page, zoom (x, y or both) re-fetches finer buckets.
+ * Uses the helpers of app.js (el, api, toNum, fmtNum, fmtBytes, enc), loaded after this file. */
 'use strict';
 
 const X_MODES = { step: 'step', wall: 'wall time', relative: 'relative time' };
 
-/** Settings shared by the charts of one page; charts redraw when they change. */
-function chartSettings(initial) {
-  const s = { xMode: 'step', smoothing: 0, ...initial, listeners: new Set() };
-  s.set = (patch) => { Object.assign(s, patch); s.listeners.forEach((f) => f()); };
+/** 50 colours, no two closer than 10 CIEDE2000 units, readable on light and dark pages
+ * (printed by ui/tests/palette.py). */
+const RUN_PALETTE = ['#2277bb', '#bbaa00', '#ff0022', '#ee66ff', '#007744', '#44bbbb', '#885577',
+  '#886644', '#ff8800', '#00bb11', '#7733ff', '#dd9999', '#99aadd', '#ff0088', '#777700', '#227777',
+  '#99aa77', '#00aaee', '#7777aa', '#aa5555', '#cc00bb', '#00bb88', '#cc5500', '#bb9966', '#bb77aa',
+  '#9977ff', '#448800', '#aa7700', '#ff8866', '#bb2266', '#8855aa', '#009988', '#ff6677', '#bb99dd',
+  '#88aa11', '#4466ff', '#dd9900', '#0088aa', '#bb7766', '#ff77bb', '#339955', '#bb3322', '#667744',
+  '#5599ff', '#dd0044', '#995500', '#bb44ff', '#ff6611', '#ff11cc', '#bb7744'];
+
+/** A run's colour: a function of its id alone (FNV-1a), so a run looks the same in every view. */
+function runColor(id) {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) { h ^= id.charCodeAt(i); h = Math.imul(h, 0x01000193); }
+  return RUN_PALETTE[(h >>> 0) % RUN_PALETTE.length];
+}
+
+/** Which runs a page hides and which one it highlights; shared by all its charts and its legend. */
+function seriesState() {
+  const s = { hidden: new Set(), focus: null, listeners: new Set() };
+  s.toggle = (id) => { if (s.hidden.has(id)) s.hidden.delete(id); else s.hidden.add(id); s.listeners.forEach((f) => f('hidden')); };
+  s.setFocus = (id) => { if (s.focus !== id) { s.focus = id; s.listeners.forEach((f) => f('focus')); } };
   return s;
 }
 
-/** The x-axis and smoothing controls for a chart settings object. */
+let chartSyncCount = 0;
+
+/** Settings shared by the charts of one panel; charts redraw when they change. */
+function chartSettings(initial, runs) {
+  const s = { xMode: 'step', smoothing: 0, robust: false, ...initial,
+    runs: runs || seriesState(), sync: 'trainlog-charts-' + (++chartSyncCount), listeners: new Set() };
+  s.set = (patch) => { Object.assign(s, patch); s.listeners.forEach((f) => f(patch)); };
+  return s;
+}
+
+/** The x-axis, smoothing and outlier controls for a chart settings object. */
 function chartControls(settings) {
   const xSel = el('select', { 'data-testid': 'x-axis' },
     Object.entries(X_MODES).map(([v, label]) => el('option', { value: v }, label)));
@@ -27,8 +55,28 @@ function chartControls(settings) {
     smoothVal.textContent = Number(smooth.value).toFixed(2);
     settings.set({ smoothing: Number(smooth.value) });
   });
+  const robust = el('input', { type: 'checkbox', 'data-testid': 'robust' });
+  robust.checked = settings.robust;
+  robust.addEventListener('change', () => settings.set({ robust: robust.checked }));
   return el('div', { class: 'toolbar chart-controls' },
-    el('label', {}, 'x-axis ', xSel), el('label', {}, 'smoothing ', smooth, ' ', smoothVal));
+    el('label', {}, 'x-axis ', xSel), el('label', {}, 'smoothing ', smooth, ' ', smoothVal),
+    el('label', { title: 'Scale the y-axes to the values within 3 interquartile ranges of the middle half' }, robust, ' ignore outliers'));
+}
+
+/** The legend of a page: a click hides or shows a run in every chart, hovering highlights it. */
+function runLegend(series, runs) {
+  const items = series.map((s) => {
+    const item = el('button', { type: 'button', class: 'legend-item', 'data-testid': 'legend-item', 'data-run-id': s.run_id,
+      title: 'click to hide or show; hover to highlight' },
+    el('span', { class: 'swatch', style: `background:${s.color}` }), s.name);
+    item.addEventListener('click', () => runs.toggle(s.run_id));
+    item.addEventListener('mouseenter', () => runs.setFocus(s.run_id));
+    item.addEventListener('mouseleave', () => runs.setFocus(null));
+    return item;
+  });
+  const sync = () => items.forEach((it) => it.classList.toggle('off', runs.hidden.has(it.dataset.runId)));
+  runs.listeners.add(sync);
+  return el('div', { class: 'legend', 'data-testid': 'legend' }, items);
 }
 
 function niceTicks(lo, hi, n) {
@@ -62,22 +110,58 @@ function fmtSeconds(s) {
   return `${sign}${sec}s`;
 }
 
-function fmtClock(ms, spanMs) {
-  const d = new Date(ms);
-  const hm = d.toLocaleTimeString([], spanMs < 120000 ? { hour: '2-digit', minute: '2-digit', second: '2-digit' } : { hour: '2-digit', minute: '2-digit' });
-  return spanMs > 2 * 86400000 ? d.toLocaleDateString([], { month: 'short', day: 'numeric' }) + ' ' + hm : hm;
+/** What a key's values are measured in, from its name: `*_bytes`, `*_w`, `*_c`, `util`, `cost/…`. */
+function unitOf(key) {
+  const k = key.toLowerCase();
+  if (/bytes$/.test(k)) return { label: 'bytes', bytes: true };
+  if (k.startsWith('cost/') || /_usd$/.test(k)) return { label: 'USD', prefix: '$' };
+  if (/(^|[/._])util(ization)?$|percent$|_pct$/.test(k)) return { label: '%', suffix: '%' };
+  if (/_w$|(^|[/._])power$/.test(k)) return { label: 'W', suffix: ' W' };
+  if (/_c$|(^|[/._])temp(erature)?$/.test(k)) return { label: '°C', suffix: ' °C' };
+  if (/_mhz$/.test(k)) return { label: 'MHz', suffix: ' MHz' };
+  if (/_(s|secs|seconds)$/.test(k)) return { label: 's', suffix: ' s' };
+  return { label: '' };
 }
 
-/** Short labels for a value axis: bytes in binary units for `*_bytes` keys, else compact numbers. */
-function axisFormatter(key) {
-  if (/_bytes$/.test(key)) return (v) => (v === 0 ? '0' : fmtBytes(v));
-  return (v) => {
-    const a = Math.abs(v);
-    if (a >= 1e4 && a < 1e15) {
-      for (const [d, u] of [[1e12, 'T'], [1e9, 'G'], [1e6, 'M'], [1e3, 'k']]) if (a >= d) return String(Number((v / d).toPrecision(3))) + u;
+const BYTE_UNITS = [[2 ** 40, ' TiB'], [2 ** 30, ' GiB'], [2 ** 20, ' MiB'], [2 ** 10, ' KiB']];
+const SI_UNITS = [[1e12, 'T'], [1e9, 'G'], [1e6, 'M'], [1e3, 'k']];
+
+/** Tick steps for byte axes: 1, 2 or 5 times a power of 1024 (and of 10 within it), so 4 GiB, 6 GiB, … */
+const BYTE_INCRS = [1, 2 ** 10, 2 ** 20, 2 ** 30, 2 ** 40].flatMap((b) => [1, 2, 5, 10, 20, 50, 100, 200, 500].map((m) => m * b));
+
+let measureCtx = null;
+/** The width of an axis label in the axes' font (uPlot's default, 12px system-ui). */
+function labelWidth(text) {
+  measureCtx = measureCtx || document.createElement('canvas').getContext('2d');
+  measureCtx.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
+  return measureCtx.measureText(String(text)).width;
+}
+
+/** Axis labels: one scale and one number of decimals for all ticks, enough to tell them apart. */
+function fmtTicks(splits, incr, unit, log) {
+  const finite = splits.filter(Number.isFinite);
+  const maxAbs = Math.max(0, ...finite.map(Math.abs));
+  let div = 1, scaled = '';
+  if (unit.bytes) [div, scaled] = BYTE_UNITS.find(([d]) => maxAbs >= d) || [1, ' B'];
+  else if (maxAbs >= 1e4 && maxAbs < 1e15) [div, scaled] = SI_UNITS.find(([d]) => maxAbs >= d);
+  const step = log ? null : incr / div;
+  return splits.map((v) => {
+    if (!Number.isFinite(v)) return '';
+    let text;
+    if (log) text = String(Number((v / div).toPrecision(3)));
+    else {
+      const dec = step > 0 ? Math.max(0, -Math.floor(Math.log10(step) + 1e-9)) : 2;
+      text = dec > 6 ? (v / div).toExponential(Math.min(4, Math.max(1, Math.round(Math.log10(Math.abs(v / div) / step) + 1e-9)))) : (v / div).toFixed(dec);
     }
-    return fmtNum(v);
-  };
+    return (unit.prefix || '') + text + scaled + (unit.suffix || '');
+  });
+}
+
+/** One value with its unit, for tooltips. */
+function fmtWithUnit(v, unit) {
+  if (!Number.isFinite(v)) return fmtNum(v);
+  if (unit.bytes) return fmtBytes(v);
+  return (unit.prefix || '') + fmtNum(v) + (unit.suffix || '');
 }
 
 /** Exponential moving average with TensorBoard's debiasing, over finite values only. */
@@ -95,42 +179,63 @@ function smoothValues(values, weight) {
   return out;
 }
 
+/** The q-quantile of sorted numbers. */
+function quantile(sorted, q) {
+  const i = (sorted.length - 1) * q, lo = Math.floor(i), hi = Math.ceil(i);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (i - lo);
+}
+
+/** A y range around [lo, hi] with 5% room, never empty (on a log scale, in decades). */
+function paddedRange(lo, hi, log) {
+  if (log) {
+    let a = Math.log10(lo), b = Math.log10(hi);
+    if (b - a < 1e-9) { a -= 0.5; b += 0.5; }
+    const pad = (b - a) * 0.05;
+    return [Math.pow(10, a - pad), Math.pow(10, b + pad)];
+  }
+  if (hi - lo <= Math.abs(hi) * 1e-12) {
+    const d = Math.abs(hi) > 0 ? Math.abs(hi) * 0.05 : 0.5;
+    return [lo - d, hi + d];
+  }
+  const pad = (hi - lo) * 0.05;
+  return [lo - pad, hi + pad];
+}
+
+function cssVar(name, fallback) {
+  return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
+}
+
 /**
  * A metric chart for one key and several runs.
  * series: [{run_id, name, color, start_time}]. Fetches GET /metrics?key=K&runs=...&buckets=W.
- * Drag to zoom into an x range (re-fetches finer buckets for its steps), double-click to reset.
+ * Drag to zoom (sideways: steps, re-fetching finer buckets; up or down: values; diagonally:
+ * both), double-click to reset.
  */
 function createChart(key, series, settings) {
   settings = settings || chartSettings();
-  const canvas = el('canvas', { 'data-testid': 'chart', 'data-key': key, 'data-series-count': '0' });
+  const unit = unitOf(key);
+  const plot = el('div', { class: 'chart-plot', 'data-testid': 'chart', 'data-key': key, 'data-series-count': '0' });
   const msg = el('div', { class: 'chart-msg muted' });
-  const hover = el('div', { class: 'chart-hover mono', 'data-testid': 'chart-hover' });
+  const tip = el('div', { class: 'chart-tip hidden', 'data-testid': 'chart-tooltip' });
   const logCb = el('input', { type: 'checkbox' });
-  const box = el('div', { class: 'chart-box' },
+  const box = el('div', { class: 'chart-box', 'data-chart-key': key },
     el('div', { class: 'chart-head' },
-      el('span', { class: 'title' }, key),
+      el('span', { class: 'title', title: key }, key),
+      unit.label ? el('span', { class: 'unit muted' }, unit.label) : null,
       el('label', {}, logCb, ' log'),
       el('span', { class: 'hint' }, 'drag to zoom · double-click to reset')),
-    canvas, hover, msg);
+    plot, tip, msg);
 
-  const M = { l: 58, r: 12, t: 8, b: 24 };
-  let data = [];           // [{name, color, origin, buckets}]
-  let zoom = null;         // {mode, x: [a, b], steps: [lo, hi]} when zoomed
-  let seq = 0;
-  let drag = null;         // {x0, x1} in css px
-  let view = null;         // last computed scales
   const meta = new Map(series.map((s) => [s.run_id, s]));
-  const yFmt = axisFormatter(key);
+  let data = [];           // the runs with values: [{run_id, name, color, origin, buckets, xs, ys, raw}]
+  let zoom = null;         // {mode, x: [a, b] | null, steps: [lo, hi] | null, y: [c, d] | null}
+  let seq = 0;
+  let u = null, shape = '';
+  let hovering = false;
+  let loading = true;
+  const runs = settings.runs;
 
-  logCb.addEventListener('change', draw);
-  const onSettings = () => {
-    if (zoom && zoom.mode !== settings.xMode) { zoom = null; fetchData(); } else draw();
-  };
-  settings.listeners.add(onSettings);
-
-  function size() {
-    return { w: Math.max(200, canvas.clientWidth || 480), h: canvas.clientHeight || 240 };
-  }
+  const isLog = () => logCb.checked;
 
   // Where a bucket lies on the x-axis in the current mode: [start, end] of its band and the x of its last point.
   function xOf(s, b) {
@@ -140,27 +245,28 @@ function createChart(key, series, settings) {
       default: return [b.step_min, b.step_max + 1, b.step_max];
     }
   }
+  const plotWidth = () => Math.max(200, plot.clientWidth || 480);
 
   async function fetchData() {
     const my = ++seq;
-    const { w } = size();
     const q = new URLSearchParams({ key, runs: series.map((s) => s.run_id).join(','),
-      buckets: String(Math.max(20, Math.round(w - M.l - M.r))) });
-    if (zoom) { q.set('step_min', String(Math.floor(zoom.steps[0]))); q.set('step_max', String(Math.ceil(zoom.steps[1]))); }
+      buckets: String(Math.max(20, Math.round(plotWidth() - 80))) });
+    if (zoom && zoom.steps) { q.set('step_min', String(Math.floor(zoom.steps[0]))); q.set('step_max', String(Math.ceil(zoom.steps[1]))); }
     msg.textContent = 'loading…';
+    loading = true;
     try {
       const res = await api('/metrics?' + q);
       if (my !== seq) return;
       data = (res.series || []).map((s) => {
-        const m = meta.get(s.run_id) || { name: s.run_id, color: '#888' };
+        const m = meta.get(s.run_id) || { name: s.run_id, color: runColor(s.run_id) };
         const buckets = (s.buckets || []).map((b) => ({
           step_min: b.step_min, step_max: b.step_max, time_first: b.time_first, time_last: b.time_last,
           min: toNum(b.min), max: toNum(b.max), last: toNum(b.last), count: b.count,
         }));
         const origin = m.start_time || (buckets.length ? buckets[0].time_first : 0);
         return { run_id: s.run_id, name: m.name, color: m.color, origin, buckets };
-      });
-      msg.textContent = zoom ? `steps ${Math.floor(zoom.steps[0])}–${Math.ceil(zoom.steps[1])}` : '';
+      }).filter((s) => s.buckets.some((b) => Number.isFinite(b.min) || Number.isFinite(b.max) || Number.isFinite(b.last)));
+      msg.textContent = zoom && zoom.steps ? `steps ${Math.floor(zoom.steps[0])}–${Math.ceil(zoom.steps[1])}` : '';
       msg.className = 'chart-msg muted';
     } catch (e) {
       if (my !== seq) return;
@@ -168,195 +274,300 @@ function createChart(key, series, settings) {
       msg.textContent = 'Could not load ' + key + ': ' + e.message;
       msg.className = 'chart-msg error';
     }
+    loading = false;
     draw();
   }
 
-  function draw() {
-    const { w, h } = size();
-    const dpr = window.devicePixelRatio || 1;
-    if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
-      canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
+  /** Each run's points in x order, smoothed if asked, with non-finite (and, on a log axis, non-positive) values as gaps. */
+  function prepare() {
+    const log = isLog();
+    for (const s of data) {
+      const order = s.buckets.map((b, i) => [xOf(s, b)[2], i]).sort((a, b) => a[0] - b[0]);
+      s.buckets = order.map(([, i]) => s.buckets[i]);
+      s.xs = order.map(([x]) => x);
+      s.raw = s.buckets.map((b) => b.last);
+      s.ys = smoothValues(s.raw, settings.smoothing);
     }
-    const ctx = canvas.getContext('2d');
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, w, h);
-    ctx.font = '11px system-ui, sans-serif';
+    const tables = data.map((s) => [s.xs, s.ys.map((v) => (Number.isFinite(v) && (!log || v > 0) ? v : null))]);
+    return tables.length ? uPlot.join(tables) : [[]];
+  }
 
-    const drawn = data.filter((s) => s.buckets.some((b) => Number.isFinite(b.min) || Number.isFinite(b.max) || Number.isFinite(b.last)));
-    // What the chart shows, for tests and tools: series, the largest value, buckets, range and settings.
-    let yMax = -Infinity, nBuckets = 0;
-    for (const s of drawn) for (const b of s.buckets) { nBuckets++; if (Number.isFinite(b.max) && b.max > yMax) yMax = b.max; }
-    canvas.setAttribute('data-series-count', String(drawn.length));
-    canvas.setAttribute('data-y-max', Number.isFinite(yMax) ? String(yMax) : '');
-    canvas.setAttribute('data-buckets', String(nBuckets));
-    canvas.setAttribute('data-range', zoom ? `${Math.floor(zoom.steps[0])}-${Math.ceil(zoom.steps[1])}` : 'all');
-    canvas.setAttribute('data-x-mode', settings.xMode);
-    canvas.setAttribute('data-smoothing', String(settings.smoothing));
-    if (!drawn.length) {
-      ctx.fillStyle = '#6b7280';
-      ctx.fillText(msg.textContent === 'loading…' ? 'loading…' : 'no data', w / 2 - 20, h / 2);
-      view = null;
-      return;
-    }
-
-    // x domain
-    let x0 = Infinity, x1 = -Infinity;
-    for (const s of drawn) for (const b of s.buckets) { const [a, e] = xOf(s, b); x0 = Math.min(x0, a); x1 = Math.max(x1, e); }
-    if (zoom) { x0 = zoom.x[0]; x1 = zoom.x[1]; }
-    if (!(x1 > x0)) { x0 -= 1; x1 += 1; }
-
-    // y domain (log only uses positive values)
-    let log = logCb.checked;
+  /** The y range of what is shown: every value of the visible runs in the x range, or all but the outliers. */
+  function yRange() {
+    if (zoom && zoom.y) return zoom.y;
+    const log = isLog();
     const ok = (v) => Number.isFinite(v) && (!log || v > 0);
-    let y0 = Infinity, y1 = -Infinity;
-    const scan = () => {
-      for (const s of drawn) for (const b of s.buckets) {
-        if (zoom) { const [a, e] = xOf(s, b); if (e < x0 || a > x1) continue; }
-        for (const v of [b.min, b.max, b.last]) if (ok(v)) { y0 = Math.min(y0, v); y1 = Math.max(y1, v); }
-      }
-    };
-    scan();
-    if (log && !(y1 >= y0)) { log = false; scan(); msg.textContent = 'no positive values: log scale not possible'; }
-    if (!(y1 >= y0)) { y0 = 0; y1 = 1; }
-    const T = log ? Math.log10 : (v) => v;
-    let ty0 = T(y0), ty1 = T(y1);
-    if (ty1 === ty0) { ty0 -= 0.5; ty1 += 0.5; }
-    const pad = (ty1 - ty0) * 0.05; ty0 -= pad; ty1 += pad;
-
-    const pw = w - M.l - M.r, ph = h - M.t - M.b;
-    const sx = (x) => M.l + ((x - x0) / (x1 - x0)) * pw;
-    const sy = (v) => M.t + ph - ((T(v) - ty0) / (ty1 - ty0)) * ph;
-    view = { x0, x1, pw, drawn };
-
-    // grid + axes
-    ctx.strokeStyle = '#e5e7eb'; ctx.fillStyle = '#6b7280'; ctx.lineWidth = 1;
-    ctx.textAlign = 'right'; ctx.textBaseline = 'middle';
-    let yt;
-    if (log) {
-      yt = [];
-      for (let p = Math.ceil(ty0); p <= Math.floor(ty1); p++) yt.push(Math.pow(10, p));
-      if (yt.length < 2) yt = niceTicks(Math.pow(10, ty0), Math.pow(10, ty1), 4).filter((v) => v > 0);
-    } else yt = niceTicks(ty0, ty1, 5);
-    for (const v of yt) {
-      const y = Math.round(sy(v)) + 0.5;
-      if (y < M.t - 1 || y > M.t + ph + 1) continue;
-      ctx.beginPath(); ctx.moveTo(M.l, y); ctx.lineTo(M.l + pw, y); ctx.stroke();
-      ctx.fillText(yFmt(v), M.l - 4, y);
-    }
-    ctx.textAlign = 'center'; ctx.textBaseline = 'top';
-    const nx = Math.max(2, Math.floor(pw / 90));
-    let xt, xfmt;
-    if (settings.xMode === 'wall') {
-      const spanS = (x1 - x0) / 1000;
-      xt = durationTicks(x0 / 1000, x1 / 1000, nx).map((s) => s * 1000);
-      xfmt = (v) => fmtClock(v, spanS * 1000);
-    } else if (settings.xMode === 'relative') {
-      xt = durationTicks(x0, x1, nx); xfmt = fmtSeconds;
-    } else { xt = niceTicks(x0, x1, nx); xfmt = fmtNum; }
-    for (const v of xt) {
-      const x = Math.round(sx(v)) + 0.5;
-      ctx.beginPath(); ctx.moveTo(x, M.t); ctx.lineTo(x, M.t + ph); ctx.stroke();
-      ctx.fillText(xfmt(v), x, M.t + ph + 4);
-    }
-    ctx.strokeStyle = '#9ca3af';
-    ctx.strokeRect(M.l + 0.5, M.t + 0.5, pw, ph);
-
-    ctx.save();
-    ctx.beginPath(); ctx.rect(M.l, M.t, pw, ph); ctx.clip();
-    const smoothing = settings.smoothing;
-    for (const s of drawn) {
-      // min–max band: one rectangle per bucket, at least 1px wide/high so spikes stay visible
-      ctx.globalAlpha = 0.25; ctx.fillStyle = s.color;
-      for (const b of s.buckets) {
-        if (!ok(b.min) || !ok(b.max)) continue;
+    const [x0, x1] = zoom && zoom.x ? zoom.x : [-Infinity, Infinity];
+    const values = [];
+    for (const s of data) {
+      if (runs.hidden.has(s.run_id)) continue;
+      s.buckets.forEach((b, i) => {
         const [a, e] = xOf(s, b);
-        const xa = sx(a), xb = Math.max(sx(e), xa + 1);
-        const ya = sy(b.max), yb = Math.max(sy(b.min), ya + 1);
+        if (e < x0 || a > x1) return;
+        for (const v of [b.min, b.max, b.last, s.ys[i]]) if (ok(v)) values.push(v);
+      });
+    }
+    if (!values.length) return log ? [1, 10] : [0, 1];
+    let lo, hi;
+    if (settings.robust && values.length >= 20) {
+      // Tukey's far-out fences: a value more than 3 interquartile ranges beyond the quartiles is
+      // an outlier. Unlike fixed percentiles, this holds while up to a quarter of the values
+      // (one run of four diverging) are outliers.
+      values.sort((a, b) => a - b);
+      const q1 = quantile(values, 0.25), q3 = quantile(values, 0.75), iqr = q3 - q1;
+      lo = Math.max(values[0], q1 - 3 * iqr); hi = Math.min(values[values.length - 1], q3 + 3 * iqr);
+      if (log && lo <= 0) lo = values[0];
+    } else {
+      lo = Infinity; hi = -Infinity;
+      for (const v of values) { if (v < lo) lo = v; if (v > hi) hi = v; }
+    }
+    return paddedRange(lo, hi, log);
+  }
+
+  function xRange() {
+    if (zoom && zoom.x) return zoom.x;
+    let lo = Infinity, hi = -Infinity;
+    for (const s of data) if (s.xs.length) { lo = Math.min(lo, s.xs[0]); hi = Math.max(hi, s.xs[s.xs.length - 1]); }
+    if (!(hi >= lo)) return [0, 1];
+    if (hi === lo) { const d = settings.xMode === 'wall' ? 60000 : 1; return [lo - d, hi + d]; }
+    return [lo, hi];
+  }
+
+  /** Min–max bands under the lines (and, when smoothing, the raw line), clipped to the plot. */
+  function drawBands(self) {
+    const ctx = self.ctx, { left, top, width, height } = self.bbox;
+    const px = window.devicePixelRatio || 1;
+    const log = isLog();
+    const ok = (v) => Number.isFinite(v) && (!log || v > 0);
+    ctx.save();
+    ctx.beginPath(); ctx.rect(left, top, width, height); ctx.clip();
+    data.forEach((s, k) => {
+      const ser = self.series[k + 1];
+      if (!ser || !ser.show) return;
+      const alpha = ser.alpha == null ? 1 : ser.alpha;
+      ctx.fillStyle = s.color;
+      ctx.globalAlpha = 0.22 * alpha;
+      for (const b of s.buckets) {
+        if (b.count < 2 || !ok(b.min) || !ok(b.max)) continue;
+        const [a, e] = xOf(s, b);
+        const xa = self.valToPos(a, 'x', true), xb = Math.max(self.valToPos(e, 'x', true), xa + px);
+        const ya = self.valToPos(b.max, 'y', true), yb = Math.max(self.valToPos(b.min, 'y', true), ya + px);
         ctx.fillRect(xa, ya, xb - xa, yb - ya);
       }
-      const line = (values, alpha, width) => {
-        ctx.globalAlpha = alpha; ctx.strokeStyle = s.color; ctx.lineWidth = width;
+      if (settings.smoothing > 0) {
+        ctx.globalAlpha = 0.3 * alpha; ctx.strokeStyle = s.color; ctx.lineWidth = px;
         ctx.beginPath();
         let pen = false;
-        s.buckets.forEach((b, i) => {
-          const v = values[i];
+        s.raw.forEach((v, i) => {
           if (!ok(v)) { pen = false; return; }
-          const x = sx(xOf(s, b)[2]), y = sy(v);
+          const x = self.valToPos(s.xs[i], 'x', true), y = self.valToPos(v, 'y', true);
           if (pen) ctx.lineTo(x, y); else { ctx.moveTo(x, y); pen = true; }
         });
         ctx.stroke();
-      };
-      const lasts = s.buckets.map((b) => b.last);
-      if (smoothing > 0) { line(lasts, 0.35, 1); line(smoothValues(lasts, smoothing), 1, 2); } else line(lasts, 1, 1.5);
-      if (s.buckets.length === 1 && ok(s.buckets[0].last)) {
-        ctx.globalAlpha = 1; ctx.fillStyle = s.color;
-        ctx.beginPath(); ctx.arc(sx(xOf(s, s.buckets[0])[2]), sy(s.buckets[0].last), 3, 0, 2 * Math.PI); ctx.fill();
       }
-    }
+    });
     ctx.restore();
-    ctx.globalAlpha = 1;
+  }
 
-    if (drag) {
-      ctx.fillStyle = 'rgba(37,99,235,0.15)';
-      const a = Math.min(drag.x0, drag.x1), b = Math.max(drag.x0, drag.x1);
-      ctx.fillRect(a, M.t, b - a, ph);
+  /** Index of the point of s nearest to x, or -1 when x is outside the run's points by more than `slack`. */
+  function nearest(s, x, slack) {
+    const xs = s.xs;
+    if (!xs.length || x < xs[0] - slack || x > xs[xs.length - 1] + slack) return -1;
+    let lo = 0, hi = xs.length - 1;
+    while (hi - lo > 1) { const mid = (lo + hi) >> 1; if (xs[mid] <= x) lo = mid; else hi = mid; }
+    return Math.abs(xs[hi] - x) < Math.abs(xs[lo] - x) ? hi : lo;
+  }
+
+  function xLabel(s, b) {
+    if (settings.xMode === 'wall') return new Date(b.time_last).toLocaleString();
+    if (settings.xMode === 'relative') return fmtSeconds((b.time_last - s.origin) / 1000);
+    return 'step ' + b.step_max;
+  }
+
+  /** The tooltip: every shown run's value at the cursor, highest first. */
+  function showTip(self) {
+    const { left, top } = self.cursor;
+    if (!hovering || left == null || left < 0) { tip.classList.add('hidden'); return; }
+    const x = self.posToVal(left, 'x');
+    const perPx = (self.scales.x.max - self.scales.x.min) / Math.max(1, self.over.clientWidth);
+    const rows = [];
+    for (const s of data) {
+      if (runs.hidden.has(s.run_id)) continue;
+      const i = nearest(s, x, 8 * perPx);
+      if (i < 0) continue;
+      rows.push({ s, b: s.buckets[i], v: s.ys[i], raw: s.raw[i] });
     }
+    if (!rows.length) { tip.classList.add('hidden'); return; }
+    rows.sort((a, b) => (Number.isFinite(b.v) ? b.v : -Infinity) - (Number.isFinite(a.v) ? a.v : -Infinity));
+    const shown = rows.slice(0, 50);
+    tip.replaceChildren(
+      el('div', { class: 'tip-head' }, key, ' · ', xLabel(shown[0].s, shown[0].b)),
+      ...shown.map(({ s, b, v, raw }) => el('div', { class: 'tip-row' + (runs.focus === s.run_id ? ' focused' : ''), 'data-testid': 'tooltip-row', 'data-run-id': s.run_id },
+        el('span', { class: 'swatch', style: `background:${s.color}` }),
+        el('span', { class: 'tip-name' }, s.name),
+        el('span', { class: 'tip-value' }, fmtWithUnit(v, unit),
+          settings.smoothing > 0 ? el('span', { class: 'muted' }, ' (' + fmtWithUnit(raw, unit) + ')') : null,
+          b.count > 1 && b.min !== b.max ? el('span', { class: 'muted' }, ` [${fmtWithUnit(b.min, unit)} – ${fmtWithUnit(b.max, unit)}]`) : null))),
+      rows.length > shown.length ? el('div', { class: 'muted' }, `+${rows.length - shown.length} more`) : '');
+    tip.classList.remove('hidden');
+    const boxRect = box.getBoundingClientRect(), over = self.over.getBoundingClientRect();
+    const cx = over.left - boxRect.left + left, cy = over.top - boxRect.top + top;
+    const w = tip.offsetWidth;
+    tip.style.left = `${cx + 16 + w > boxRect.width && cx - 16 - w >= 0 ? cx - 16 - w : cx + 16}px`;
+    tip.style.top = `${Math.max(0, cy - 20)}px`;
   }
 
-  function xAt(px) {
-    const f = Math.min(1, Math.max(0, (px - M.l) / view.pw));
-    return view.x0 + f * (view.x1 - view.x0);
+  /** A drag ended: zoom to the selected x range (re-fetching its steps), y range, or both. */
+  function onSelect(self) {
+    const sel = self.select;
+    if (!sel || (sel.width < 4 && sel.height < 4)) return;
+    const W = self.over.clientWidth, H = self.over.clientHeight;
+    const zx = sel.width < W - 1, zy = sel.height < H - 1;
+    const next = { mode: settings.xMode, x: zoom ? zoom.x : null, steps: zoom ? zoom.steps : null, y: zoom ? zoom.y : null };
+    if (zx) {
+      let a = self.posToVal(sel.left, 'x'), b = self.posToVal(sel.left + sel.width, 'x');
+      if (settings.xMode === 'step' && b - a < 1) b = a + 1;
+      const steps = stepsIn(a, b);
+      if (steps) { next.x = [a, b]; next.steps = steps; }
+    }
+    if (zy) next.y = [self.posToVal(sel.top + sel.height, 'y'), self.posToVal(sel.top, 'y')];
+    self.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+    const refetch = zx && next.steps && (!zoom || next.steps !== zoom.steps);
+    zoom = next;
+    if (refetch) fetchData(); else draw();
   }
-  const localX = (e) => e.clientX - canvas.getBoundingClientRect().left;
 
-  /** The steps whose buckets meet the x range [a, b], over every series drawn. */
+  /** The steps whose buckets meet the x range [a, b], over every run drawn. */
   function stepsIn(a, b) {
     if (settings.xMode === 'step') return [a, b];
     let lo = Infinity, hi = -Infinity;
-    for (const s of view.drawn) for (const bk of s.buckets) {
+    for (const s of data) for (const bk of s.buckets) {
       const [xa, xe] = xOf(s, bk);
       if (xe >= a && xa <= b) { lo = Math.min(lo, bk.step_min); hi = Math.max(hi, bk.step_max); }
     }
     return lo <= hi ? [lo, hi] : null;
   }
 
-  function showHover(px) {
-    if (!view) { hover.textContent = ''; return; }
-    const x = xAt(px);
-    const parts = [];
-    for (const s of view.drawn) {
-      let best = null, dist = Infinity;
-      for (const b of s.buckets) { const d = Math.abs(xOf(s, b)[2] - x); if (d < dist) { dist = d; best = b; } }
-      if (best) parts.push(`${s.name}: ${fmtNum(best.last)} @ ${best.step_max}` + (best.count > 1 ? ` [${fmtNum(best.min)}, ${fmtNum(best.max)}]` : ''));
+  function axes() {
+    const stroke = cssVar('--chart-axis', '#6b7280'), grid = { stroke: cssVar('--chart-grid', '#e5e7eb'), width: 1 };
+    const ticks = { stroke: grid.stroke, width: 1 };
+    const x = { stroke, grid, ticks, space: 70 };
+    if (settings.xMode === 'relative') {
+      x.splits = (self, ai, min, max) => durationTicks(min, max, Math.max(2, Math.floor(self.over.clientWidth / 90)));
+      x.values = (self, splits) => splits.map(fmtSeconds);
+    } else if (settings.xMode === 'step') {
+      x.values = (self, splits, ai, space, incr) => fmtTicks(splits, incr, { label: '' }, false);
     }
-    hover.textContent = parts.slice(0, 6).join('  ·  ') + (parts.length > 6 ? `  · +${parts.length - 6}` : '');
+    const y = {
+      stroke, grid, ticks,
+      values: (self, splits, ai, space, incr) => fmtTicks(splits, incr, unit, isLog()),
+      size: (self, values) => (values && values.length ? Math.max(40, Math.ceil(18 + Math.max(...values.map(labelWidth)))) : 50),
+    };
+    if (unit.bytes && !isLog()) y.incrs = BYTE_INCRS;
+    return [x, y];
   }
 
-  canvas.addEventListener('mousedown', (e) => {
-    if (!view || e.button !== 0) return;
-    drag = { x0: localX(e), x1: localX(e) };
-    e.preventDefault();
-  });
-  canvas.addEventListener('mousemove', (e) => { if (!drag) showHover(localX(e)); });
-  canvas.addEventListener('mouseleave', () => { hover.textContent = ''; });
-  const onMove = (e) => { if (drag) { drag.x1 = localX(e); draw(); } };
-  const onUp = () => {
-    if (!drag) return;
-    const d = drag; drag = null;
-    if (Math.abs(d.x1 - d.x0) < 5 || !view) { draw(); return; }
-    let a = xAt(Math.min(d.x0, d.x1)), b = xAt(Math.max(d.x0, d.x1));
-    if (settings.xMode === 'step' && b - a < 1) b = a + 1;
-    const steps = stepsIn(a, b);
-    if (!steps) { draw(); return; }
-    zoom = { mode: settings.xMode, x: [a, b], steps };
-    fetchData();
+  function draw() {
+    const log = isLog();
+    const joined = prepare();
+    let yMax = -Infinity, nBuckets = 0;
+    for (const s of data) for (const b of s.buckets) { nBuckets++; if (Number.isFinite(b.max) && b.max > yMax) yMax = b.max; }
+    plot.setAttribute('data-series-count', String(data.length));
+    plot.setAttribute('data-y-max', Number.isFinite(yMax) ? String(yMax) : '');
+    plot.setAttribute('data-buckets', String(nBuckets));
+    plot.setAttribute('data-range', zoom && zoom.steps ? `${Math.floor(zoom.steps[0])}-${Math.ceil(zoom.steps[1])}` : 'all');
+    plot.setAttribute('data-x-mode', settings.xMode);
+    plot.setAttribute('data-smoothing', String(settings.smoothing));
+    if (!data.length) {
+      if (u) { u.destroy(); u = null; shape = ''; }
+      plot.replaceChildren(el('div', { class: 'chart-empty muted' }, loading ? 'loading…' : 'no data'));
+      return;
+    }
+    const want = [settings.xMode, log, ...data.map((s) => s.run_id)].join('|');
+    if (u && want === shape) {
+      u.setData(joined, true);
+    } else {
+      if (u) u.destroy();
+      plot.replaceChildren();
+      shape = want;
+      u = new uPlot(makeOptions(log), joined, plot);
+      u.over.addEventListener('mouseenter', () => { hovering = true; });
+      u.over.addEventListener('mouseleave', () => { hovering = false; tip.classList.add('hidden'); runs.setFocus(null); });
+      u.over.addEventListener('dblclick', () => { const had = zoom && zoom.steps; zoom = null; if (had) fetchData(); else draw(); });
+      applyFocus();
+    }
+  }
+
+  /** What the chart shows, for tests and tools: the y range and the plot area (CSS px, from the chart's top left). */
+  function recordGeometry(self) {
+    plot.setAttribute('data-y-range', `${self.scales.y.min},${self.scales.y.max}`);
+    const b = self.bbox, px = window.devicePixelRatio || 1;
+    plot.setAttribute('data-plot', [b.left / px, b.top / px, b.width / px, b.height / px].map((v) => v.toFixed(1)).join(','));
+  }
+
+  function makeOptions(log) {
+    const points = (k) => data[k].xs.length * 6 < plotWidth();
+    return {
+      width: plotWidth(),
+      height: 240,
+      ms: 1,
+      padding: [12, 24, 0, 0],
+      legend: { show: false },
+      focus: { alpha: 0.25 },
+      cursor: {
+        sync: { key: settings.sync, setSeries: false },
+        drag: { x: true, y: true, uni: 40, setScale: false },
+        focus: { prox: 12 },
+        points: { size: 6 },
+        bind: { dblclick: () => null },
+      },
+      scales: {
+        x: { time: settings.xMode === 'wall', range: xRange },
+        y: { distr: log ? 3 : 1, range: () => yRange() },
+      },
+      axes: axes(),
+      series: [{}, ...data.map((s, k) => ({
+        label: s.name, stroke: s.color, width: settings.smoothing > 0 ? 2 : 1.5, spanGaps: false,
+        show: !runs.hidden.has(s.run_id), points: { show: points(k), size: 5, fill: s.color },
+      }))],
+      hooks: {
+        drawAxes: [drawBands],
+        setSelect: [onSelect],
+        setCursor: [showTip],
+        draw: [recordGeometry],
+        setSeries: [(self, i, opts) => {
+          if (opts && opts.focus && hovering) runs.setFocus(i == null ? null : (data[i - 1] || {}).run_id || null);
+        }],
+      },
+    };
+  }
+
+  /** Shows the page's hidden runs and highlighted run on this chart. */
+  function applyFocus() {
+    if (!u) return;
+    data.forEach((s, k) => { if (u.series[k + 1].show === runs.hidden.has(s.run_id)) u.setSeries(k + 1, { show: !runs.hidden.has(s.run_id) }, false); });
+    const i = data.findIndex((s) => s.run_id === runs.focus);
+    u.setSeries(i < 0 ? null : i + 1, { focus: true }, false);
+  }
+
+  const onRuns = (what) => {
+    if (!u) return;
+    if (what === 'hidden') { applyFocus(); draw(); } else if (!hovering) applyFocus();
   };
-  window.addEventListener('mousemove', onMove);
-  window.addEventListener('mouseup', onUp);
-  canvas.addEventListener('dblclick', () => { zoom = null; fetchData(); });
+  runs.listeners.add(onRuns);
+  const onSettings = (patch) => {
+    if ('xMode' in patch && zoom && zoom.mode !== settings.xMode) { zoom = null; fetchData(); return; }
+    if ('smoothing' in patch && u) { shape = ''; }
+    draw();
+  };
+  settings.listeners.add(onSettings);
+  logCb.addEventListener('change', () => { if (zoom) zoom.y = null; draw(); });
 
   let resizeTimer = null;
-  const onResize = () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(draw, 100); };
+  const onResize = () => {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => { if (u) { u.setSize({ width: plotWidth(), height: 240 }); draw(); } }, 100);
+  };
   window.addEventListener('resize', onResize);
 
   return {
@@ -367,17 +578,54 @@ function createChart(key, series, settings) {
     destroy: () => {
       seq++;
       settings.listeners.delete(onSettings);
-      window.removeEventListener('mousemove', onMove);
-      window.removeEventListener('mouseup', onUp);
+      runs.listeners.delete(onRuns);
       window.removeEventListener('resize', onResize);
+      if (u) { u.destroy(); u = null; }
     },
   };
 }
 
-/** Charts for keys in a container already in the DOM; returns {refresh, destroy}. */
+/** The section a key is charted in: the part before its first `/`. */
+function keySection(key) {
+  const i = key.indexOf('/');
+  return i > 0 ? key.slice(0, i) : '';
+}
+
+/**
+ * Charts for keys, in sections by key prefix (`train/`, `val/`, …) with a search box, in a
+ * container already in the DOM; returns {refresh, destroy}.
+ */
 function mountCharts(container, keys, series, settings) {
   const charts = keys.map((k) => createChart(k, series, settings));
-  container.replaceChildren(...charts.map((c) => c.node));
+  const bySection = new Map();
+  charts.forEach((c, i) => {
+    const name = keySection(keys[i]);
+    if (!bySection.has(name)) bySection.set(name, []);
+    bySection.get(name).push(c);
+  });
+  const sections = [...bySection.entries()].sort(([a], [b]) => (a === '' ? -1 : b === '' ? 1 : a.localeCompare(b)));
+  const search = el('input', { type: 'search', class: 'chart-search', placeholder: `search ${keys.length} charts`, 'data-testid': 'chart-search' });
+  const sectionEls = sections.map(([name, cs]) => el('details', { open: true, class: 'chart-section', 'data-testid': 'chart-section', 'data-section': name },
+    el('summary', {}, name ? name + '/' : 'charts', el('span', { class: 'muted count' }, ` ${cs.length}`)),
+    el('div', { class: 'charts' }, cs.map((c) => c.node))));
+  const nothing = el('p', { class: 'muted hidden' }, 'No chart matches.');
+  search.addEventListener('input', () => {
+    const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
+    let any = false;
+    sectionEls.forEach((sec) => {
+      let shown = 0;
+      sec.querySelectorAll('.chart-box').forEach((b) => {
+        const match = words.every((w) => b.dataset.chartKey.toLowerCase().includes(w));
+        b.classList.toggle('hidden', !match);
+        if (match) shown++;
+      });
+      sec.classList.toggle('hidden', shown === 0);
+      sec.querySelector('.count').textContent = ` ${shown}`;
+      any = any || shown > 0;
+    });
+    nothing.classList.toggle('hidden', any);
+  });
+  container.replaceChildren(keys.length > 4 ? search : '', nothing, ...sectionEls);
   charts.forEach((c) => c.start());
   return { refresh: () => charts.forEach((c) => c.refresh()), destroy: () => charts.forEach((c) => c.destroy()) };
 }
@@ -406,7 +654,8 @@ function rampColor(f) {
  * decades) or categorical (sorted distinct values). pos(v) gives 0 (bottom) … 1 (top), or null.
  */
 function pcAxis(label, values) {
-  const present = values.filter((v) => v !== undefined && v !== null);
+  // NaN and ±Infinity (a diverged run) have no place on an axis: their lines stop short of it.
+  const present = values.filter((v) => v !== undefined && v !== null && !(typeof v === 'number' ? !Number.isFinite(v) : ['NaN', 'Infinity', '-Infinity'].includes(v)));
   const nums = present.map((v) => (typeof v === 'number' ? v : toNum(v)));
   const numeric = present.length > 0 && nums.every(Number.isFinite) && present.every((v) => typeof v === 'number' || (typeof v === 'string' && v.trim() !== '' && !isNaN(Number(v))));
   if (numeric) {

@@ -47,11 +47,13 @@ for (let i = 0; i < reps; i++) {
   await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-series-count') === '20', null, { timeout: 60000 });
   overlay.push(Date.now() - start);
   const chart = page.locator('[data-testid=chart][data-key=loss]');
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-plot'));
   const box = await chart.boundingBox();
-  const x = (f) => box.x + 58 + f * (box.width - 70);
-  await page.mouse.move(x(0.7), box.y + box.height / 2);
+  const [left, top, width, height] = (await chart.getAttribute('data-plot')).split(',').map(Number);
+  const x = (f) => box.x + left + f * width;
+  await page.mouse.move(x(0.7), box.y + top + height / 2);
   await page.mouse.down();
-  await page.mouse.move(x(0.85), box.y + box.height / 2, { steps: 3 });
+  await page.mouse.move(x(0.85), box.y + top + height / 2, { steps: 3 });
   const zs = Date.now();
   await page.mouse.up();
   await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-range') !== 'all');

@@ -98,6 +98,14 @@ after(async () => {
   server?.kill('SIGTERM');
 });
 
+/** The plot area of a chart on the page: {x, y, w, h} in CSS px. */
+async function plotArea(chart) {
+  await page.waitForFunction((c) => c.getAttribute('data-plot'), await chart.elementHandle());
+  const box = await chart.boundingBox();
+  const [l, t, w, h] = (await chart.getAttribute('data-plot')).split(',').map(Number);
+  return { x: box.x + l, y: box.y + t, w, h };
+}
+
 const firstRowText = () => page.locator('[data-testid=run-row]').first().innerText();
 
 test('the runs table shows every run and sorts by a clicked metric', async () => {
@@ -134,12 +142,11 @@ test('compare overlays runs, keeps a spike after zooming, and highlights differi
   const chart = page.locator('[data-testid=chart][data-key=loss]');
   await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-series-count') === '3');
   assert.ok(Number(await chart.getAttribute('data-y-max')) >= 50, 'the spike is drawn at full view');
-  const box = await chart.boundingBox();
-  const plotLeft = box.x + 58, plotWidth = box.width - 70;
-  const xAt = (step) => plotLeft + (step / 1999) * plotWidth;
-  await page.mouse.move(xAt(1100), box.y + box.height / 2);
+  const plot = await plotArea(chart);
+  const xAt = (step) => plot.x + (step / 1999) * plot.w;
+  await page.mouse.move(xAt(1100), plot.y + plot.h / 2);
   await page.mouse.down();
-  await page.mouse.move(xAt(1400), box.y + box.height / 2, { steps: 5 });
+  await page.mouse.move(xAt(1400), plot.y + plot.h / 2 + 3, { steps: 5 });
   await page.mouse.up();
   await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-range') !== 'all');
   const [lo, hi] = (await chart.getAttribute('data-range')).split('-').map(Number);
@@ -147,6 +154,117 @@ test('compare overlays runs, keeps a spike after zooming, and highlights differi
   await page.waitForFunction(() => Number(document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-y-max')) >= 50);
   assert.equal(await page.locator('[data-testid=diff-cell]').count(), 3, 'lr differs (3 cells); batch does not');
   await page.screenshot({ path: path.join(shots, 'compare-zoomed.png') });
+});
+
+test('a tooltip lists every run at the cursor, highest first, and the crosshair is shared', async () => {
+  await page.goto(`${base}/#/compare/demo/${ids.join(',')}`);
+  const chart = page.locator('[data-testid=chart][data-key=loss]');
+  await page.waitForFunction((n) => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-series-count') === String(n), RUNS);
+  const plot = await plotArea(chart);
+  await page.mouse.move(plot.x + plot.w / 2, plot.y + plot.h / 2);
+  await page.mouse.move(plot.x + plot.w / 2 + 2, plot.y + plot.h / 2);
+  const rows = page.locator('[data-testid=chart-tooltip]:not(.hidden) [data-testid=tooltip-row]');
+  await rows.first().waitFor();
+  const step = Number((await page.locator('[data-testid=chart-tooltip] .tip-head').innerText()).match(/step (\d+)/)[1]);
+  assert.ok(step > 800 && step < 1200, `the cursor is near step 1000, the tooltip says ${step}`);
+  const shown = await rows.evaluateAll((rs) => rs.map((r) => [r.dataset.runId, Number(r.querySelector('.tip-value').firstChild.textContent)]));
+  assert.equal(shown.length, RUNS, 'one row per run');
+  assert.deepEqual(new Set(shown.map(([id]) => id)), new Set(ids));
+  for (const [id, v] of shown) {
+    const want = lossAt(ids.indexOf(id), step);
+    assert.ok(Math.abs(v - want) <= 1e-3 * Math.abs(want), `${id} at step ${step}: ${v} vs ${want}`);
+  }
+  assert.ok(shown.every(([, v], i) => i === 0 || v <= shown[i - 1][1]), 'highest first');
+  await page.screenshot({ path: path.join(shots, 'compare-tooltip.png') });
+
+  // The system charts of one page share their crosshair.
+  await page.goto(`${base}/#/compare/demo/${ids.slice(0, SYS_RUNS).join(',')}`);
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=system-charts] [data-testid=chart]')].every((c) => c.getAttribute('data-series-count') === '3' && c.getAttribute('data-plot')));
+  const [util, mem] = [page.locator('[data-testid=chart][data-key="sys/gpu.0.util"]'), page.locator('[data-testid=chart][data-key="sys/gpu.0.mem_used_bytes"]')];
+  await util.scrollIntoViewIfNeeded();
+  const a = await plotArea(util), b = await plotArea(mem);
+  for (const f of [0.3, 0.7]) {
+    await page.mouse.move(a.x + f * a.w, a.y + a.h / 2);
+    await page.waitForFunction((want) => {
+      const c = document.querySelector('[data-testid=chart][data-key="sys/gpu.0.mem_used_bytes"] .u-cursor-x');
+      const m = c && !c.classList.contains('u-off') && /translateX\(([-\d.]+)px\)|translate\(([-\d.]+)px/.exec(c.style.transform);
+      return m && Math.abs(Number(m[1] ?? m[2]) - want) < 4;
+    }, f * b.w, { timeout: 5000 });
+  }
+});
+
+test('a run has the same colour in the table and in every comparison', async () => {
+  const colorOf = (id) => page.locator(`[data-testid=legend-item][data-run-id="${id}"] .swatch`).evaluate((s) => getComputedStyle(s).backgroundColor);
+  await page.goto(`${base}/#/compare/demo/${[ids[0], ids[1], ids[2]].join(',')}`);
+  const first = await colorOf(ids[2]);
+  await page.goto(`${base}/#/compare/demo/${[ids[2], ids[5]].join(',')}`);
+  assert.equal(await colorOf(ids[2]), first, 'first in one comparison, third in the other');
+  await page.goto(`${base}/#/p/demo?filter=`);
+  await page.getByTestId('row-count').filter({ hasText: `${RUNS} runs` }).waitFor();
+  const inTable = await page.locator('[data-testid=run-row]').filter({ hasText: 'run-02' }).locator('[data-testid=run-color]')
+    .evaluate((s) => getComputedStyle(s).backgroundColor);
+  assert.equal(inTable, first);
+});
+
+test('a diverging run leaves the others readable, and the legend hides a run', async () => {
+  // Five runs that converge and one that diverges to 1e8, then NaN and Infinity.
+  const dids = [];
+  for (let i = 0; i < 6; i++) {
+    const run = await post('/runs', { project: 'diverge', name: i === 5 ? 'diverged' : `ok-${i}` });
+    const points = [];
+    for (let s = 0; s < 500; s++) {
+      let v = 0.2 + 0.05 * i + 1.5 * Math.exp(-s / 80);
+      if (i === 5 && s > 250) v = s < 495 ? Math.exp((s - 250) / 13) : (s % 2 ? 'NaN' : 'Infinity');
+      points.push({ key: 'loss', step: s, value: v });
+    }
+    await post(`/runs/${run.id}/metrics`, { points });
+    await post(`/runs/${run.id}/finish`, { status: 'finished' });
+    dids.push(run.id);
+  }
+  await page.goto(`${base}/#/compare/diverge/${dids.join(',')}`);
+  const chart = page.locator('[data-testid=chart][data-key=loss]');
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-series-count') === '6');
+  /** How many pixels of the plot's height the converging runs span (they range over 0.2 … 1.9). */
+  const span = async () => {
+    const [lo, hi] = (await chart.getAttribute('data-y-range')).split(',').map(Number);
+    assert.ok(Number.isFinite(lo) && Number.isFinite(hi), `a finite y range: ${lo}, ${hi}`);
+    const { h } = await plotArea(chart);
+    return ((Math.min(1.9, hi) - Math.max(0.2, lo)) / (hi - lo)) * h;
+  };
+  const flat = await span();
+  assert.ok(flat < 2, `without help the diverging run flattens the others to ${flat.toFixed(2)} px`);
+  await page.getByTestId('robust').first().check();
+  await page.waitForFunction(() => Number(document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-y-range').split(',')[1]) < 100);
+  const readable = await span();
+  const { h } = await plotArea(chart);
+  assert.ok(readable > 0.5 * h, `ignoring outliers, the others span ${readable.toFixed(0)} of ${h} px`);
+  await page.screenshot({ path: path.join(shots, 'compare-robust.png') });
+  await page.getByTestId('robust').first().uncheck();
+  // Hiding the diverged run from the legend rescales to the others; showing it again brings it back.
+  await page.locator(`[data-testid=legend-item][data-run-id="${dids[5]}"]`).click();
+  await page.waitForFunction(() => Number(document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-y-range').split(',')[1]) < 2);
+  assert.ok(await span() > 0.8 * h);
+  await page.locator(`[data-testid=legend-item][data-run-id="${dids[5]}"]`).click();
+  await page.waitForFunction(() => Number(document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-y-range').split(',')[1]) > 1e7);
+});
+
+test('a vertical drag zooms the values, a double-click resets', async () => {
+  await page.goto(`${base}/#/compare/demo/${[ids[0], ids[1]].join(',')}`);
+  const chart = page.locator('[data-testid=chart][data-key=loss]');
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-series-count') === '2');
+  const plot = await plotArea(chart);
+  const before = await chart.getAttribute('data-y-range');
+  await page.mouse.move(plot.x + plot.w / 2, plot.y + plot.h * 0.6);
+  await page.mouse.down();
+  await page.mouse.move(plot.x + plot.w / 2 + 2, plot.y + plot.h * 0.95, { steps: 5 });
+  await page.mouse.up();
+  await page.waitForFunction((b) => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-y-range') !== b, before);
+  const [lo, hi] = (await chart.getAttribute('data-y-range')).split(',').map(Number);
+  const [lo0, hi0] = before.split(',').map(Number);
+  assert.ok(lo >= lo0 - 1e-9 && hi < lo0 + 0.5 * (hi0 - lo0), `zoomed to ${lo}–${hi} from ${lo0}–${hi0}`);
+  assert.equal(await chart.getAttribute('data-range'), 'all', 'the steps are not zoomed');
+  await page.mouse.dblclick(plot.x + plot.w / 2, plot.y + plot.h / 2);
+  await page.waitForFunction((b) => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-y-range') === b, before);
 });
 
 test('an unknown run is reported in words', async () => {
