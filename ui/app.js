@@ -30,10 +30,13 @@ function authHeaders() {
   return key ? { Authorization: 'Bearer ' + key } : {};
 }
 
-async function api(path) {
+/** Calls the JSON API; `body` (an object) makes it a POST unless `method` says otherwise. */
+async function api(path, opts = {}) {
   let res;
+  const init = { method: opts.method || (opts.body !== undefined ? 'POST' : 'GET'), headers: { Accept: 'application/json', ...authHeaders() } };
+  if (opts.body !== undefined) { init.body = JSON.stringify(opts.body); init.headers['Content-Type'] = 'application/json'; }
   try {
-    res = await fetch(API + path, { headers: { Accept: 'application/json', ...authHeaders() } });
+    res = await fetch(API + path, init);
   } catch (e) {
     throw new ApiError(0, 'network', 'Cannot reach the trainlog server (' + e.message + ').');
   }
@@ -126,6 +129,28 @@ function errorEl(err) {
 
 const enc = encodeURIComponent;
 
+/* ---------- state in the URL ---------- */
+
+/** The query part of the current hash route (`#/p/NAME?filter=…`). */
+function hashQuery() {
+  const i = location.hash.indexOf('?');
+  return new URLSearchParams(i < 0 ? '' : location.hash.slice(i + 1));
+}
+
+/** Puts a view's state in the hash's query, in place (no new history entry, no re-render), so a
+ * reload or a copied link shows the same view. Empty values are left out. */
+function setHashQuery(entries) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(entries)) if (v !== '' && v !== null && v !== undefined && v !== false) q.set(k, String(v));
+  const path = location.hash.split('?')[0] || '#/';
+  const text = q.toString();
+  history.replaceState(history.state, '', text ? `${path}?${text}` : path);
+}
+
+/** The last address of each project's runs table, so links back to it keep its filter and sort. */
+const tableAddress = new Map();
+function tableHref(project) { return tableAddress.get(project) || '#/p/' + enc(project); }
+
 /** A download link; with a key, the bytes are fetched with it (a plain link cannot send one). */
 function artifactLink(url, name) {
   return el('a', { href: url, download: '', onclick: async (e) => {
@@ -158,14 +183,16 @@ function route() {
   const [head, a, b] = parts;
   let view;
   if (!head) view = projectsView();
-  else if (head === 'p' && a) view = runsView(a, params.get('filter'));
-  else if (head === 'compare' && a && b) view = compareView(a, b.split(',').filter(Boolean));
+  else if (head === 'p' && a) view = runsView(a, params);
+  else if (head === 'compare' && a) view = compareView(a, (b || '').split(',').filter(Boolean), params);
   else if (head === 'run' && a) view = runView(a);
   else if (head === 'models') view = modelsView();
   else if (head === 'sweeps' && a) view = sweepsView(a);
   else if (head === 'sweep' && a) view = sweepView(a);
   else view = { node: el('p', { class: 'error' }, 'Unknown page: ' + location.hash) };
   app.append(view.node);
+  const titles = { models: 'Models', sweeps: `Sweeps · ${a}`, sweep: 'Sweep', run: 'Run' };
+  document.title = (view.title || titles[head] || 'Projects') + ' · trainlog';
   if (view.mounted) view.mounted();
   currentCleanup = view.cleanup || null;
 }
@@ -266,9 +293,6 @@ function projectsView() {
 
 /* ---------- #/p/NAME runs table ---------- */
 
-// Per-project UI state kept while the page is open (filter, sort, selection, grouping).
-const runsState = new Map();
-
 /** Column choices per project: ids explicitly hidden and ids explicitly shown (over the defaults). */
 function loadColumnPrefs(project) {
   try {
@@ -320,12 +344,25 @@ function groupValue(r, by) {
   return r[by];
 }
 
-function runsView(project, initialFilter) {
-  if (!runsState.has(project)) {
-    runsState.set(project, { filter: '', sortKey: null, sortDir: 'asc', selected: new Set(), groupBy: '', collapsed: new Set() });
-  }
-  const st = runsState.get(project);
-  if (initialFilter !== null && initialFilter !== undefined) st.filter = initialFilter; // #/p/NAME?filter=...
+/** Most run ids a link keeps as a selection; a larger selection of every run shown is kept as `all`. */
+const MAX_SELECTION_IN_URL = 200;
+
+/** The runs table's state, read from its address: filter, sort, group-by and selection. */
+function tableState(params) {
+  const sel = params.get('sel') || '';
+  return {
+    filter: params.get('filter') || '',
+    sortKey: params.get('sort') || null,
+    sortDir: params.get('dir') === 'desc' ? 'desc' : 'asc',
+    groupBy: params.get('group') || '',
+    selected: new Set(sel === 'all' ? [] : sel.split(',').filter(Boolean)),
+    selectAll: sel === 'all',
+    collapsed: new Set(),
+  };
+}
+
+function runsView(project, params) {
+  const st = tableState(params || new URLSearchParams());
   const prefs = loadColumnPrefs(project);
   let runs = [];
   let items = [];          // rows on screen: {run} or {group: {label, runs}}
@@ -343,10 +380,18 @@ function runsView(project, initialFilter) {
   const rowCount = el('span', { class: 'row-count', 'data-testid': 'row-count' });
   const compareBtn = el('button', { class: 'primary', 'data-testid': 'compare-button', onclick: () => {
     if (!st.selected.size) return;
+    if (st.selected.size > COMPARE_LINES_MAX && st.selected.size === runs.length) {
+      // Every run the filter finds: the comparison asks for them by the filter, not one by one.
+      const q = new URLSearchParams();
+      if (st.filter) q.set('filter', st.filter);
+      if (st.groupBy) q.set('group', st.groupBy);
+      location.hash = '#/compare/' + enc(project) + (q.toString() ? '?' + q : '');
+      return;
+    }
     location.hash = '#/compare/' + enc(project) + '/' + [...st.selected].map(enc).join(',');
   } });
   const groupSel = el('select', { 'data-testid': 'group-by', title: 'group rows by a param, tag or attribute' });
-  groupSel.addEventListener('change', () => { st.groupBy = groupSel.value; st.collapsed.clear(); buildItems(); renderHeader(); renderRows(); });
+  groupSel.addEventListener('change', () => { st.groupBy = groupSel.value; st.collapsed.clear(); syncUrl(); buildItems(); renderHeader(); renderRows(); });
   const colMenu = el('div', { class: 'menu' });
   const colDetails = el('details', { class: 'columns' }, el('summary', {}, 'Columns ▾'), colMenu);
   const message = el('div', {});
@@ -371,7 +416,17 @@ function runsView(project, initialFilter) {
     load();
   }
 
+  /** Writes the table's state into the address. */
+  function syncUrl() {
+    let sel = '';
+    if (st.selected.size && st.selected.size === runs.length && runs.length > MAX_SELECTION_IN_URL) sel = 'all';
+    else if (st.selected.size <= MAX_SELECTION_IN_URL) sel = [...st.selected].join(',');
+    setHashQuery({ filter: st.filter, sort: st.sortKey, dir: st.sortKey && st.sortDir === 'desc' ? 'desc' : '', group: st.groupBy, sel });
+    tableAddress.set(project, location.hash);
+  }
+
   function updateCompareBtn() {
+    syncUrl();
     compareBtn.disabled = st.selected.size === 0;
     compareBtn.textContent = st.selected.size ? `Compare (${st.selected.size})` : 'Compare';
   }
@@ -637,6 +692,7 @@ function runsView(project, initialFilter) {
       });
     }
     runs = acc;
+    if (st.selectAll) { runs.forEach((r) => st.selected.add(r.id)); st.selectAll = false; }
     const ids = new Set(runs.map((r) => r.id));
     for (const id of [...st.selected]) if (!ids.has(id)) st.selected.delete(id);
     rowCount.textContent = `${runs.length} run${runs.length === 1 ? '' : 's'}`;
@@ -652,6 +708,7 @@ function runsView(project, initialFilter) {
   updateCompareBtn();
   return {
     node,
+    title: project,
     mounted: load,
     cleanup: () => { loadGen++; window.removeEventListener('resize', scheduleRows); },
   };
@@ -678,52 +735,157 @@ function orderSystemKeys(keys) {
   });
 }
 
-function compareView(project, ids) {
-  const body = el('div', {}, el('p', { class: 'muted' }, `Loading ${ids.length} runs…`));
+/** Above this many runs, a comparison draws groups (their mean and min–max band), not runs. */
+const COMPARE_LINES_MAX = 100;
+/** Run ids per search when loading runs by id (the filter `id IN (…)` stays under its length limit). */
+const IDS_PER_SEARCH = 300;
+
+/** Every run a search answers, page by page. */
+async function searchAll(body, onProgress) {
+  const runs = [];
+  let token = null;
+  do {
+    const res = await api('/runs/search', { body: { ...body, limit: 1000, ...(token ? { page_token: token } : {}) } });
+    runs.push(...(res.runs || []));
+    token = res.next_page_token || null;
+    if (onProgress) onProgress(runs.length);
+  } while (token);
+  return runs;
+}
+
+/** fn over items with at most `limit` calls in flight; the results in order, as Promise.allSettled gives them. */
+async function settleLimited(items, limit, fn) {
+  const out = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      try { out[i] = { status: 'fulfilled', value: await fn(items[i]) }; } catch (e) { out[i] = { status: 'rejected', reason: e }; }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+/** The runs with these ids, in this order; ids not found are reported. Up to COMPARE_LINES_MAX runs
+ * are read one by one, with their metadata (code, environment) for the diff; more in a few searches. */
+async function runsByIds(project, ids, onProgress) {
+  const found = new Map();
+  if (ids.length <= COMPARE_LINES_MAX) {
+    const got = await settleLimited(ids, 6, (id) => api('/runs/' + enc(id)));
+    got.forEach((r) => { if (r.status === 'fulfilled') found.set(r.value.id, r.value); });
+    return { runs: ids.filter((id) => found.has(id)).map((id) => found.get(id)), missing: ids.filter((id) => !found.has(id)) };
+  }
+  for (let i = 0; i < ids.length; i += IDS_PER_SEARCH) {
+    const chunk = ids.slice(i, i + IDS_PER_SEARCH);
+    const filter = `id IN (${chunk.map((id) => `'${id.replace(/'/g, "''")}'`).join(', ')})`;
+    for (const r of await searchAll({ project, filter })) found.set(r.id, r);
+    if (onProgress) onProgress(found.size);
+  }
+  return { runs: ids.filter((id) => found.has(id)).map((id) => found.get(id)), missing: ids.filter((id) => !found.has(id)) };
+}
+
+/** Runs in groups by a group-by choice (see the runs table), or by their run group, or all together. */
+function groupRuns(runs, by) {
+  if (!by && runs.some((r) => r.group)) by = 'group';
+  const groups = new Map();
+  for (const r of runs) {
+    const v = by ? groupValue(r, by) : '';
+    const label = by ? (v === undefined || v === null || v === '' ? '(none)' : fmtValue(v)) : 'all runs';
+    if (!groups.has(label)) groups.set(label, []);
+    groups.get(label).push(r);
+  }
+  return { by, groups: [...groups.entries()].sort(([a], [b]) => a.localeCompare(b, undefined, { numeric: true })) };
+}
+
+/**
+ * Compares runs: by id (`#/compare/NAME/id,id,…`) or every run a filter finds
+ * (`#/compare/NAME?filter=…&group=…`). Up to COMPARE_LINES_MAX runs are drawn one line each;
+ * more are drawn as groups. Chart settings live in the address too (x, smooth, robust, hide, q).
+ */
+function compareView(project, ids, params) {
+  params = params || new URLSearchParams();
+  const byFilter = !ids.length;
+  const filter = params.get('filter') || '';
+  const groupBy = params.get('group') || '';
+  const status = el('p', { class: 'muted', 'data-testid': 'compare-status' }, byFilter ? 'Loading runs…' : `Loading ${ids.length} runs…`);
+  const body = el('div', {}, status);
+  const title = el('h1', {}, byFilter ? 'Compare runs' : `Compare ${ids.length} run${ids.length === 1 ? '' : 's'}`);
   const node = el('div', {},
     el('div', { class: 'breadcrumb' }, el('a', { href: '#/' }, 'Projects'), ' / ',
-      el('a', { href: '#/p/' + enc(project) }, project), ' / '),
-    el('h1', {}, `Compare ${ids.length} run${ids.length === 1 ? '' : 's'}`),
-    body);
+      el('a', { href: tableHref(project) }, project), ' / '),
+    title, body);
   const mounted = [];
   let alive = true;
 
   async function load() {
-    const results = await Promise.allSettled(ids.map((id) => api('/runs/' + enc(id))));
+    let runs, missing = [];
+    const progress = (n) => { status.textContent = `Loading runs… ${n}`; };
+    if (byFilter) runs = await searchAll({ project, filter }, progress);
+    else ({ runs, missing } = await runsByIds(project, ids, progress));
     if (!alive) return;
-    const runs = [], errors = [];
-    results.forEach((r, i) => (r.status === 'fulfilled' ? runs.push(r.value) : errors.push(`${ids[i]}: ${r.reason.message}`)));
     body.replaceChildren();
-    if (errors.length) body.append(el('div', { class: 'error' }, errors.map((e) => el('div', {}, e))));
-    if (!runs.length) return;
+    title.textContent = `Compare ${runs.length} run${runs.length === 1 ? '' : 's'}` + (byFilter && filter ? ` matching ${filter}` : '');
+    document.title = `Compare ${runs.length} runs · ${project} · trainlog`;
+    if (missing.length) body.append(el('div', { class: 'error' }, `${missing.length} run${missing.length === 1 ? ' was' : 's were'} not found: ${missing.slice(0, 10).join(', ')}${missing.length > 10 ? ', …' : ''}`));
+    if (!runs.length) { body.append(el('p', { class: 'muted' }, 'No runs to compare.')); return; }
 
-    const series = runs.map((r) => ({ run_id: r.id, name: r.name || r.id, color: runColor(r.id), start_time: r.start_time }));
+    const grouped = runs.length > COMPARE_LINES_MAX;
+    let series;
+    if (grouped) {
+      const { by, groups } = groupRuns(runs, groupBy);
+      series = groups.map(([label, members]) => ({
+        run_id: 'group:' + label, name: `${label} (${members.length})`, color: runColor('group:' + label), members: members.map((r) => r.id),
+      }));
+      body.append(el('p', { class: 'note', 'data-testid': 'grouped-note' },
+        `${runs.length} runs are more than ${COMPARE_LINES_MAX} lines can show: each chart draws ${series.length === 1 ? 'their' : 'each group\'s'} mean, with the min–max band, ` +
+        (by ? `grouped by ${by}` : 'as one group') + '. Group the runs table to choose the groups.'));
+    } else {
+      series = runs.map((r) => ({ run_id: r.id, name: r.name || r.id, color: runColor(r.id), start_time: r.start_time }));
+    }
     const keys = [...new Set(runs.flatMap((r) => Object.keys(r.summary || {})))].sort();
     const metricKeys = keys.filter((k) => !isSystemKey(k) && !isCostKey(k));
     const systemKeys = orderSystemKeys(keys.filter(isSystemKey));
     const shown = seriesState();
-    const settings = chartSettings({}, shown);
-    const systemSettings = chartSettings({ xMode: 'relative' }, shown);
+    (params.get('hide') || '').split(',').filter(Boolean).forEach((id) => shown.hidden.add(id));
+    const initial = {
+      xMode: grouped ? 'step' : (X_MODES[params.get('x')] ? params.get('x') : 'step'),
+      smoothing: Math.min(0.99, Math.max(0, Number(params.get('smooth')) || 0)),
+      robust: params.get('robust') === '1',
+      stepOnly: grouped,
+      search: params.get('q') || '',
+    };
+    const settings = chartSettings(initial, shown);
+    const systemSettings = chartSettings({ ...initial, xMode: grouped ? 'step' : 'relative' }, shown);
+    const syncUrl = () => setHashQuery({
+      filter: byFilter ? filter : '', group: byFilter ? groupBy : '',
+      x: settings.xMode !== 'step' ? settings.xMode : '', smooth: settings.smoothing || '', robust: settings.robust ? '1' : '',
+      hide: [...shown.hidden].join(','), q: settings.search || '',
+    });
+    settings.listeners.add(syncUrl);
+    shown.listeners.add((what) => { if (what === 'hidden') syncUrl(); });
+
     const chartsEl = el('div', { 'data-testid': 'metric-charts' });
     const systemEl = el('div', { 'data-testid': 'system-charts' });
+    const upTo = (n, what) => el('p', { class: 'muted' }, `Shown for up to ${n} runs; these are ${runs.length}. ${what}`);
     body.append(runLegend(series, shown),
       el('h2', {}, 'Metrics'),
       metricKeys.length ? el('div', {}, chartControls(settings), chartsEl) : el('p', { class: 'muted' }, 'These runs have no metrics.'),
       el('h2', {}, 'Parallel coordinates'),
-      parallelCoords(runs, metricKeys),
+      runs.length <= PARCOORDS_MAX ? parallelCoords(runs, metricKeys) : upTo(PARCOORDS_MAX, 'Narrow the filter to see them.'),
       el('h2', {}, 'Differences'),
-      diffTable(runs, series),
+      grouped ? upTo(COMPARE_LINES_MAX, 'Narrow the filter to see how they differ.') : diffTable(runs, series),
       el('h2', {}, 'System'),
       el('div', { 'data-testid': 'system-panel' }, systemKeys.length
         ? el('div', {}, chartControls(systemSettings), systemEl)
         : el('p', { class: 'muted' }, 'These runs recorded no system metrics.')),
       el('h2', {}, 'Cost'),
-      costPanel(runs, series, metricKeys));
-    if (metricKeys.length) mounted.push(mountCharts(chartsEl, metricKeys, series, settings));
+      grouped ? upTo(COMPARE_LINES_MAX, '') : costPanel(runs, series, metricKeys));
+    if (metricKeys.length) mounted.push(mountCharts(chartsEl, metricKeys, series, settings, settings.search));
     if (systemKeys.length) mounted.push(mountCharts(systemEl, systemKeys, series, systemSettings));
   }
-  load().catch((e) => body.replaceChildren(errorEl(e)));
-  return { node, cleanup: () => { alive = false; mounted.forEach((m) => m.destroy()); } };
+  load().catch((e) => { if (alive) body.replaceChildren(errorEl(e)); });
+  return { node, title: `Compare · ${project}`, cleanup: () => { alive = false; mounted.forEach((m) => m.destroy()); } };
 }
 
 /** The rows a diff table compares: params, tags, code version, environment, python and packages. */
@@ -975,6 +1137,7 @@ function runView(id) {
       api(`/runs/${enc(id)}/artifacts`), api(`/runs/${enc(id)}/checkpoints`)]);
     if (!alive) return;
     unmount();
+    document.title = `${run.name || run.id} · ${run.project} · trainlog`;
     const keys = Object.keys(run.summary || {}).sort();
     const metricKeys = keys.filter((k) => !isSystemKey(k));
     const systemKeys = orderSystemKeys(keys.filter(isSystemKey));

@@ -7,6 +7,10 @@
 'use strict';
 
 const X_MODES = { step: 'step', wall: 'wall time', relative: 'relative time' };
+/** Parallel coordinates draw at most this many runs. */
+const PARCOORDS_MAX = 1000;
+/** Up to this many runs, a chart reads its series with one GET; above, with one POST. */
+const GET_RUNS_MAX = 40;
 
 /** 50 colours, no two closer than 10 CIEDE2000 units, readable on light and dark pages
  * (printed by ui/tests/palette.py). */
@@ -47,6 +51,7 @@ function chartControls(settings) {
   const xSel = el('select', { 'data-testid': 'x-axis' },
     Object.entries(X_MODES).map(([v, label]) => el('option', { value: v }, label)));
   xSel.value = settings.xMode;
+  if (settings.stepOnly) { xSel.disabled = true; xSel.title = 'groups of runs are drawn by step'; }
   xSel.addEventListener('change', () => settings.set({ xMode: xSel.value }));
   const smooth = el('input', { type: 'range', min: '0', max: '0.99', step: '0.01', 'data-testid': 'smoothing' });
   smooth.value = String(settings.smoothing);
@@ -76,6 +81,7 @@ function runLegend(series, runs) {
   });
   const sync = () => items.forEach((it) => it.classList.toggle('off', runs.hidden.has(it.dataset.runId)));
   runs.listeners.add(sync);
+  sync();
   return el('div', { class: 'legend', 'data-testid': 'legend' }, items);
 }
 
@@ -249,15 +255,14 @@ function createChart(key, series, settings) {
 
   async function fetchData() {
     const my = ++seq;
-    const q = new URLSearchParams({ key, runs: series.map((s) => s.run_id).join(','),
-      buckets: String(Math.max(20, Math.round(plotWidth() - 80))) });
-    if (zoom && zoom.steps) { q.set('step_min', String(Math.floor(zoom.steps[0]))); q.set('step_max', String(Math.ceil(zoom.steps[1]))); }
+    const range = { buckets: Math.max(20, Math.round(plotWidth() - 80)) };
+    if (zoom && zoom.steps) { range.step_min = Math.floor(zoom.steps[0]); range.step_max = Math.ceil(zoom.steps[1]); }
     msg.textContent = 'loading…';
     loading = true;
     try {
-      const res = await api('/metrics?' + q);
+      const got = await loadSeries(key, series, range);
       if (my !== seq) return;
-      data = (res.series || []).map((s) => {
+      data = got.map((s) => {
         const m = meta.get(s.run_id) || { name: s.run_id, color: runColor(s.run_id) };
         const buckets = (s.buckets || []).map((b) => ({
           step_min: b.step_min, step_max: b.step_max, time_first: b.time_first, time_last: b.time_last,
@@ -556,6 +561,7 @@ function createChart(key, series, settings) {
   };
   runs.listeners.add(onRuns);
   const onSettings = (patch) => {
+    if (Object.keys(patch).every((k) => k === 'search')) return;
     if ('xMode' in patch && zoom && zoom.mode !== settings.xMode) { zoom = null; fetchData(); return; }
     if ('smoothing' in patch && u) { shape = ''; }
     draw();
@@ -585,6 +591,30 @@ function createChart(key, series, settings) {
   };
 }
 
+/**
+ * The buckets of a key for a chart's series: [{run_id, buckets}]. Runs are read with one GET (a
+ * few) or one POST (many); groups of runs (series with `members`) with one POST that answers,
+ * per bucket, the mean over the group's runs as `last` and the min–max over them as the band.
+ */
+async function loadSeries(key, series, range) {
+  const groups = series.filter((s) => s.members);
+  if (groups.length) {
+    const res = await api('/metrics/query', { body: { key, ...range, groups: Object.fromEntries(groups.map((g) => [g.run_id, g.members])) } });
+    return (res.groups || []).map((g) => ({
+      run_id: g.name,
+      buckets: (g.buckets || []).map((b) => ({ step_min: b.step_min, step_max: b.step_max, time_first: null, time_last: null,
+        min: b.min, max: b.max, last: b.mean, count: b.runs })),
+    }));
+  }
+  if (series.length > GET_RUNS_MAX) {
+    const res = await api('/metrics/query', { body: { key, ...range, runs: series.map((s) => s.run_id) } });
+    return res.series || [];
+  }
+  const q = new URLSearchParams({ key, runs: series.map((s) => s.run_id).join(','), buckets: String(range.buckets) });
+  if (range.step_min !== undefined) { q.set('step_min', String(range.step_min)); q.set('step_max', String(range.step_max)); }
+  return (await api('/metrics?' + q)).series || [];
+}
+
 /** The section a key is charted in: the part before its first `/`. */
 function keySection(key) {
   const i = key.indexOf('/');
@@ -595,7 +625,7 @@ function keySection(key) {
  * Charts for keys, in sections by key prefix (`train/`, `val/`, …) with a search box, in a
  * container already in the DOM; returns {refresh, destroy}.
  */
-function mountCharts(container, keys, series, settings) {
+function mountCharts(container, keys, series, settings, initialSearch) {
   const charts = keys.map((k) => createChart(k, series, settings));
   const bySection = new Map();
   charts.forEach((c, i) => {
@@ -609,7 +639,9 @@ function mountCharts(container, keys, series, settings) {
     el('summary', {}, name ? name + '/' : 'charts', el('span', { class: 'muted count' }, ` ${cs.length}`)),
     el('div', { class: 'charts' }, cs.map((c) => c.node))));
   const nothing = el('p', { class: 'muted hidden' }, 'No chart matches.');
-  search.addEventListener('input', () => {
+  search.value = initialSearch || '';
+  search.addEventListener('input', () => settings.set({ search: search.value }));
+  const applySearch = () => {
     const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
     let any = false;
     sectionEls.forEach((sec) => {
@@ -624,7 +656,9 @@ function mountCharts(container, keys, series, settings) {
       any = any || shown > 0;
     });
     nothing.classList.toggle('hidden', any);
-  });
+  };
+  search.addEventListener('input', applySearch);
+  if (search.value) applySearch();
   container.replaceChildren(keys.length > 4 ? search : '', nothing, ...sectionEls);
   charts.forEach((c) => c.start());
   return { refresh: () => charts.forEach((c) => c.refresh()), destroy: () => charts.forEach((c) => c.destroy()) };

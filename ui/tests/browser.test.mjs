@@ -267,6 +267,54 @@ test('a vertical drag zooms the values, a double-click resets', async () => {
   await page.waitForFunction((b) => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-y-range') === b, before);
 });
 
+test('a reload keeps the table\'s filter, sort, group and selection, and the comparison\'s chart settings', async () => {
+  const below = Array.from({ length: RUNS }, (_, i) => i).filter((i) => lastLoss(i) < 0.3);
+  await page.goto(`${base}/#/p/demo`);
+  await page.getByTestId('row-count').filter({ hasText: `${RUNS} runs` }).waitFor();
+  await page.getByTestId('filter-input').fill('metrics.loss < 0.3');
+  await page.getByTestId('filter-input').press('Enter');
+  await page.getByTestId('row-count').filter({ hasText: `${below.length} runs` }).waitFor();
+  await page.locator('[title="metrics.loss (click to sort)"]').click();
+  await page.locator('[title^="metrics.loss"]').filter({ hasText: '▲' }).waitFor();
+  await page.getByTestId('group-by').selectOption('tags.team');
+  await page.locator('[data-testid=group-row]').first().waitFor();
+  const picked = await page.locator('[data-testid=run-row]').evaluateAll((rows) => rows.slice(0, 2).map((r) => r.dataset.runId));
+  for (const id of picked) await page.locator(`[data-testid=run-row][data-run-id="${id}"] input[type=checkbox]`).check();
+  await page.getByTestId('compare-button').filter({ hasText: 'Compare (2)' }).waitFor();
+  const address = page.url();
+  await page.reload();
+  await page.getByTestId('row-count').filter({ hasText: `${below.length} runs` }).waitFor();
+  assert.equal(await page.getByTestId('filter-input').inputValue(), 'metrics.loss < 0.3');
+  assert.equal(await page.getByTestId('group-by').inputValue(), 'tags.team');
+  await page.locator('[title^="metrics.loss"]').filter({ hasText: '▲' }).waitFor();
+  assert.deepEqual(await page.locator('[data-testid=run-row].selected').evaluateAll((rows) => rows.map((r) => r.dataset.runId).sort()), [...picked].sort());
+  assert.equal(await page.getByTestId('compare-button').innerText(), 'Compare (2)');
+  assert.equal(page.url(), address, 'the address after a reload is the one before');
+  // Within a group, the runs are sorted by loss, lowest first.
+  const groupB = await page.locator('[data-testid=run-row]').evaluateAll((rows) => rows.map((r) => r.innerText.match(/run-(\d+)/)[1]).map(Number));
+  const lossOrder = groupB.filter((i) => i >= 15).map(lastLoss);
+  assert.deepEqual(lossOrder, [...lossOrder].sort((x, y) => x - y));
+  // The bare address is a fresh table: no filter lingers from before.
+  await page.goto(`${base}/#/p/demo`);
+  await page.getByTestId('row-count').filter({ hasText: `${RUNS} runs` }).waitFor();
+  assert.equal(await page.getByTestId('filter-input').inputValue(), '');
+
+  // Chart settings and hidden runs of a comparison survive a reload too.
+  await page.goto(`${base}/#/compare/demo/${[ids[0], ids[1], ids[2]].join(',')}`);
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-series-count') === '3');
+  await page.getByTestId('x-axis').first().selectOption('wall');
+  await page.getByTestId('smoothing').first().fill('0.5');
+  await page.getByTestId('robust').first().check();
+  await page.locator(`[data-testid=legend-item][data-run-id="${ids[1]}"]`).click();
+  await page.waitForFunction(() => /hide=/.test(location.hash) && /robust=1/.test(location.hash) && /smooth=0.5/.test(location.hash) && /x=wall/.test(location.hash));
+  await page.reload();
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-x-mode') === 'wall');
+  assert.equal(await page.getByTestId('smoothing').first().inputValue(), '0.5');
+  assert.ok(await page.getByTestId('robust').first().isChecked());
+  assert.match(await page.locator(`[data-testid=legend-item][data-run-id="${ids[1]}"]`).getAttribute('class'), /\boff\b/);
+  assert.equal(await page.title(), 'Compare 3 runs · demo · trainlog');
+});
+
 test('an unknown run is reported in words', async () => {
   await page.goto(`${base}/#/run/no-such-run`);
   await page.getByText('not found').first().waitFor();
