@@ -293,18 +293,64 @@ function projectsView() {
 
 /* ---------- #/p/NAME runs table ---------- */
 
-/** Column choices per project: ids explicitly hidden and ids explicitly shown (over the defaults). */
+/** Column choices per project: ids explicitly hidden and shown (over the defaults), their order and widths. */
+function columnPrefsFrom(v) {
+  const ok = v && typeof v === 'object';
+  return {
+    hidden: new Set(ok && Array.isArray(v.hidden) ? v.hidden : []),
+    shown: new Set(ok && Array.isArray(v.shown) ? v.shown : []),
+    order: ok && Array.isArray(v.order) ? v.order.filter((x) => typeof x === 'string') : [],
+    widths: ok && v.widths && typeof v.widths === 'object' ? v.widths : {},
+  };
+}
+function columnPrefsJson(prefs) {
+  return { hidden: [...prefs.hidden], shown: [...prefs.shown], order: prefs.order, widths: prefs.widths };
+}
 function loadColumnPrefs(project) {
   try {
-    const v = JSON.parse(localStorage.getItem('trainlog.columns.' + project) || 'null');
-    if (v && typeof v === 'object') return { hidden: new Set(v.hidden || []), shown: new Set(v.shown || []) };
-  } catch (e) { /* unreadable: defaults */ }
-  return { hidden: new Set(), shown: new Set() };
+    return columnPrefsFrom(JSON.parse(localStorage.getItem('trainlog.columns.' + project) || 'null'));
+  } catch (e) { return columnPrefsFrom(null); }
 }
 function saveColumnPrefs(project, prefs) {
   try {
-    localStorage.setItem('trainlog.columns.' + project, JSON.stringify({ hidden: [...prefs.hidden], shown: [...prefs.shown] }));
+    localStorage.setItem('trainlog.columns.' + project, JSON.stringify(columnPrefsJson(prefs)));
   } catch (e) { /* storage full or disabled */ }
+}
+
+/**
+ * One way of writing every number of a table column, so they line up: integers as integers;
+ * exponents for all when any is below 1e-3 or from 1e6 up; otherwise the decimals the most
+ * precise value needs for 4 significant digits (at most 6).
+ */
+function columnFormatter(values) {
+  const finite = values.filter((v) => typeof v === 'number' && Number.isFinite(v));
+  if (!finite.length) return fmtNum;
+  if (finite.every(Number.isInteger) && finite.every((v) => Math.abs(v) < 1e12)) return (v) => (Number.isFinite(v) ? String(v) : fmtNum(v));
+  const nonzero = finite.filter((v) => v !== 0).map(Math.abs);
+  const lo = nonzero.length ? Math.min(...nonzero) : 0, hi = nonzero.length ? Math.max(...nonzero) : 0;
+  const decimalsOf = (text) => { const i = text.indexOf('.'); return i < 0 ? 0 : text.length - i - 1; };
+  if (lo && (lo < 1e-3 || hi >= 1e6)) {
+    const digits = Math.min(3, Math.max(...finite.map((v) => decimalsOf(String(Number(Math.abs(v).toExponential(3).split('e')[0]))))));
+    return (v) => (Number.isFinite(v) ? v.toExponential(digits) : fmtNum(v));
+  }
+  const dec = Math.min(6, Math.max(0, ...finite.map((v) => decimalsOf(String(Number(v.toPrecision(4)))))));
+  return (v) => (Number.isFinite(v) ? v.toFixed(dec) : fmtNum(v));
+}
+
+/** A CSV field: quoted when it holds a comma, quote or line break. */
+function csvField(v) {
+  const t = v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v);
+  return /[",\r\n]/.test(t) ? '"' + t.replace(/"/g, '""') + '"' : t;
+}
+
+/** Saves text as a file the browser downloads. */
+function downloadText(name, text, type) {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = el('a', { href: url, download: name });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
 
 /** Mean GPU utilization of a run: the mean over its GPUs of each one's mean `sys/gpu.N.util`. */
@@ -408,7 +454,9 @@ function runsView(project, params) {
       filterInput,
       el('button', { onclick: applyFilter }, 'Apply'),
       el('button', { onclick: () => { filterInput.value = ''; applyFilter(); } }, 'Clear'),
-      compareBtn, el('label', {}, 'group by ', groupSel), colDetails, rowCount),
+      compareBtn, el('label', {}, 'group by ', groupSel), colDetails,
+      el('button', { type: 'button', 'data-testid': 'export-csv', title: 'the rows and columns shown, as CSV', onclick: () => exportCsv() }, 'CSV'),
+      rowCount),
     filterError, message, scroller);
 
   function applyFilter() {
@@ -461,7 +509,16 @@ function runsView(project, params) {
     }
     const all = base.concat(p, m);
     buildColumnMenu(all);
-    columns = all.filter((c) => prefs.shown.has(c.id) || (!prefs.hidden.has(c.id) && !c.defaultHidden));
+    const visible = all.filter((c) => prefs.shown.has(c.id) || (!prefs.hidden.has(c.id) && !c.defaultHidden));
+    const rank = (c, i) => (c.id === 'sel' ? -2 : c.id === 'name' ? -1 : prefs.order.includes(c.id) ? prefs.order.indexOf(c.id) : 10000 + i);
+    columns = visible.map((c, i) => [c, rank(c, i)]).sort((a, b) => a[1] - b[1]).map(([c]) => c);
+    for (const c of columns) {
+      const w = Number(prefs.widths[c.id]);
+      if (Number.isFinite(w) && w >= 40 && w <= 1000) c.width = w;
+      if (c.num || c.group === 'param') c.fmt = columnFormatter(runs.map((r) => columnValue(c, r)));
+    }
+    let left = 0;
+    for (const c of columns) { if (c.id === 'sel' || c.id === 'name') { c.pin = left; left += c.width; } }
 
     const choices = [['', '(none)'], ['status', 'status'], ['user', 'user'], ['group', 'run group']]
       .concat([...params].sort().map((k) => ['params.' + k, 'params.' + k]), [...tags].sort().map((k) => ['tags.' + k, 'tags.' + k]));
@@ -522,24 +579,87 @@ function runsView(project, params) {
           if (all.checked) runs.forEach((r) => st.selected.add(r.id)); else st.selected.clear();
           updateCompareBtn(); renderRows();
         });
-        return el('div', { class: 'cell sel' }, all);
+        return el('div', { class: 'cell sel pin', style: `left:${c.pin}px` }, all);
       }
       let arrow = '';
       if (c.sort && st.sortKey === c.sort) arrow = st.sortDir === 'asc' ? ' ▲' : ' ▼';
+      const grip = el('span', { class: 'col-resize', title: 'drag to resize', 'data-testid': 'col-resize' });
       const cell = el('div', {
-        class: 'cell' + (c.sort ? ' sortable' : '') + (c.group ? ' grp-' + c.group : '') + (c.num ? ' num' : ''),
+        class: 'cell' + (c.sort ? ' sortable' : '') + (c.group ? ' grp-' + c.group : '') + (c.num ? ' num' : '') + (c.pin !== undefined ? ' pin' : ''),
         title: (c.group ? c.group + 's.' : '') + c.label + (c.sort ? ' (click to sort)' : ''),
-        'data-column': c.id,
-      }, c.label + arrow);
-      if (c.sort) cell.addEventListener('click', () => {
+        'data-column': c.id, draggable: c.pin === undefined ? 'true' : null,
+        style: c.pin !== undefined ? `left:${c.pin}px` : null,
+      }, el('span', { class: 'col-label' }, c.label + arrow), grip);
+      if (c.sort) cell.addEventListener('click', (e) => {
+        if (e.target === grip) return;
         if (st.sortKey === c.sort) st.sortDir = st.sortDir === 'asc' ? 'desc' : 'asc';
         else { st.sortKey = c.sort; st.sortDir = 'asc'; }
         load();
+      });
+      grip.addEventListener('mousedown', (e) => startResize(e, c));
+      grip.addEventListener('click', (e) => e.stopPropagation());
+      cell.addEventListener('dragstart', (e) => { e.dataTransfer.setData('text/x-trainlog-column', c.id); e.dataTransfer.effectAllowed = 'move'; });
+      cell.addEventListener('dragover', (e) => { if (c.pin === undefined) { e.preventDefault(); cell.classList.add('drop'); } });
+      cell.addEventListener('dragleave', () => cell.classList.remove('drop'));
+      cell.addEventListener('drop', (e) => {
+        e.preventDefault();
+        cell.classList.remove('drop');
+        const moved = e.dataTransfer.getData('text/x-trainlog-column');
+        if (moved && moved !== c.id) moveColumn(moved, c.id);
       });
       return cell;
     }));
     tbody.style.width = totalWidth() + 'px';
     tbody.style.height = items.length * ROW_H + 'px';
+  }
+
+  /** Drags a column's right edge: its width follows the mouse and is kept for the project. */
+  function startResize(e, c) {
+    e.preventDefault();
+    e.stopPropagation();
+    const x0 = e.clientX, w0 = c.width;
+    const move = (ev) => {
+      c.width = Math.max(40, Math.min(1000, Math.round(w0 + ev.clientX - x0)));
+      let left = 0;
+      for (const k of columns) if (k.pin !== undefined) { k.pin = left; left += k.width; }
+      renderHeader(); scheduleRows();
+    };
+    const up = () => {
+      window.removeEventListener('mousemove', move);
+      window.removeEventListener('mouseup', up);
+      prefs.widths[c.id] = c.width;
+      saveColumnPrefs(project, prefs);
+    };
+    window.addEventListener('mousemove', move);
+    window.addEventListener('mouseup', up);
+  }
+
+  /** Puts column `moved` where column `target` is (the pinned columns stay first). */
+  function moveColumn(moved, target) {
+    const ids = columns.filter((c) => c.pin === undefined).map((c) => c.id).filter((id) => id !== moved);
+    ids.splice(ids.indexOf(target) + (columns.findIndex((c) => c.id === moved) < columns.findIndex((c) => c.id === target) ? 1 : 0), 0, moved);
+    prefs.order = ids.concat(prefs.order.filter((id) => !ids.includes(id)));
+    saveColumnPrefs(project, prefs);
+    discoverColumns(); renderHeader(); renderRows();
+  }
+
+  /** What the table shows, as CSV: the runs in their order, the visible columns, full precision. */
+  function exportCsv() {
+    const cols = columns.filter((c) => c.id !== 'sel');
+    const value = (c, r) => {
+      switch (c.id) {
+        case 'name': return r.name || r.id;
+        case 'status': return r.status;
+        case 'duration': { const d = runDuration(r); return d === null ? '' : d / 1000; }
+        case 'user': return r.user;
+        case 'tags': return Object.entries(r.tags || {}).map(([k, v]) => (v === '' ? k : `${k}=${fmtValue(v)}`)).join('; ');
+        default: { const v = columnValue(c, r); return typeof v === 'number' && !Number.isFinite(v) ? String(v) : v; }
+      }
+    };
+    const header = ['id', ...cols.map((c) => (c.group === 'param' ? 'params.' + c.key : c.group === 'metric' ? `metrics.${c.key}${c.stat === 'last' ? '' : '.' + c.stat}` : c.id === 'duration' ? 'duration_s' : c.id))];
+    const shownRuns = st.groupBy ? items.filter((it) => it.run).map((it) => it.run) : runs;
+    const lines = [header.map(csvField).join(','), ...shownRuns.map((r) => [r.id, ...cols.map((c) => value(c, r))].map(csvField).join(','))];
+    downloadText(`${project}-runs.csv`, lines.join('\r\n') + '\r\n', 'text/csv');
   }
 
   function cellFor(c, r) {
@@ -551,9 +671,9 @@ function runsView(project, params) {
           if (cb.checked) st.selected.add(r.id); else st.selected.delete(r.id);
           updateCompareBtn(); renderRows();
         });
-        return el('div', { class: 'cell sel' }, cb);
+        return el('div', { class: 'cell sel pin', style: `left:${c.pin}px` }, cb);
       }
-      case 'name': return el('div', { class: 'cell', title: r.name || r.id },
+      case 'name': return el('div', { class: 'cell pin', style: `left:${c.pin}px`, title: r.name || r.id },
         el('span', { class: 'swatch', 'data-testid': 'run-color', style: `background:${runColor(r.id)}` }),
         el('a', { href: '#/run/' + enc(r.id) }, r.name || r.id));
       case 'status': return el('div', { class: 'cell' }, statusEl(r.status));
@@ -573,15 +693,16 @@ function runsView(project, params) {
       }
       default:
         if (c.group === 'param') {
-          const v = fmtValue((r.params || {})[c.key]);
-          return el('div', { class: 'cell grp-param', title: v }, v);
+          const raw = (r.params || {})[c.key];
+          const v = typeof raw === 'number' && c.fmt ? c.fmt(raw) : fmtValue(raw);
+          return el('div', { class: 'cell grp-param' + (typeof raw === 'number' ? ' num' : ''), title: fmtValue(raw) }, v);
         } else {
           const s = (r.summary || {})[c.key];
           if (!s) return el('div', { class: 'cell num' });
           return el('div', {
             class: 'cell num',
-            title: `last ${fmtNum(s.last)} @ step ${s.last_step}\nmin ${fmtNum(s.min)}\nmax ${fmtNum(s.max)}\nmean ${fmtNum(s.mean)}\ncount ${s.count}`,
-          }, fmtNum(toNum(s[c.stat])));
+            title: `last ${fmtNum(toNum(s.last))} @ step ${s.last_step}\nmin ${fmtNum(toNum(s.min))}\nmax ${fmtNum(toNum(s.max))}\nmean ${fmtNum(toNum(s.mean))}\ncount ${s.count}`,
+          }, (c.fmt || fmtNum)(toNum(s[c.stat])));
         }
     }
   }
@@ -600,10 +721,10 @@ function runsView(project, params) {
           g.runs.forEach((r) => (cb.checked ? st.selected.add(r.id) : st.selected.delete(r.id)));
           updateCompareBtn(); renderRows();
         });
-        return el('div', { class: 'cell sel' }, cb);
+        return el('div', { class: 'cell sel pin', style: `left:${c.pin}px` }, cb);
       }
       if (c.id === 'name') {
-        return el('div', { class: 'cell group-name', title: `${st.groupBy} = ${g.label}`, onclick: () => {
+        return el('div', { class: 'cell group-name pin', style: `left:${c.pin}px`, title: `${st.groupBy} = ${g.label}`, onclick: () => {
           if (collapsed) st.collapsed.delete(g.label); else st.collapsed.add(g.label);
           buildItems(); renderHeader(); renderRows();
         } }, `${collapsed ? '▸' : '▾'} ${g.label} (${g.runs.length})`);
@@ -612,7 +733,7 @@ function runsView(project, params) {
         const vals = g.runs.map((r) => columnValue(c, r)).map((v) => (typeof v === 'number' ? v : NaN)).filter(Number.isFinite);
         if (!vals.length) return el('div', { class: 'cell num' });
         const mean = vals.reduce((a, b) => a + b, 0) / vals.length;
-        const text = c.id === 'duration' ? fmtDuration(mean) : c.id === 'cost' ? '$' + mean.toFixed(2) : c.id === 'gpu_util' ? mean.toFixed(0) + '%' : fmtNum(mean);
+        const text = c.id === 'duration' ? fmtDuration(mean) : c.id === 'cost' ? '$' + mean.toFixed(2) : c.id === 'gpu_util' ? mean.toFixed(0) + '%' : (c.fmt || fmtNum)(mean);
         return el('div', { class: 'cell num group-mean', title: `mean of ${vals.length}` }, text);
       }
       return el('div', { class: 'cell' });

@@ -756,7 +756,7 @@ function parallelCoords(runs, metricKeys, initialMetric) {
     axes.forEach((a, i) => {
       const x = ax(i);
       const g = svg('g', { 'data-testid': 'parcoords-axis' });
-      g.append(svg('line', { x1: x, x2: x, y1: top, y2: H - bottom, stroke: '#374151' }));
+      g.append(svg('line', { x1: x, x2: x, y1: top, y2: H - bottom, class: 'pc-axis' }));
       g.append(svg('text', { x, y: top - 10, 'text-anchor': 'middle', class: a.metric ? 'pc-label pc-metric' : 'pc-label' }, a.label));
       const ticks = a.categorical && a.ticks.length > 8 ? a.ticks.filter((_, k) => k % Math.ceil(a.ticks.length / 8) === 0) : a.ticks;
       for (const t of ticks) {
@@ -803,7 +803,7 @@ function bestSoFarChart(points, metric) {
   const root = svg('svg', { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: 'pc-svg', 'data-testid': 'best-so-far', 'data-points': n,
     'data-best': String(toNum(points[n - 1].best)) });
   for (const v of niceTicks(lo, hi, 4)) {
-    root.append(svg('line', { x1: M.l, x2: W - M.r, y1: sy(v), y2: sy(v), stroke: '#e5e7eb' }));
+    root.append(svg('line', { x1: M.l, x2: W - M.r, y1: sy(v), y2: sy(v), class: 'pc-grid' }));
     root.append(svg('text', { x: M.l - 4, y: sy(v) + 3, 'text-anchor': 'end', class: 'pc-tick' }, fmtNum(v)));
   }
   for (const v of niceTicks(1, Math.max(2, n), Math.min(6, n))) {

@@ -315,6 +315,31 @@ test('a reload keeps the table\'s filter, sort, group and selection, and the com
   assert.equal(await page.title(), 'Compare 3 runs · demo · trainlog');
 });
 
+test('at 1024 px, in dark mode, the run page has no overlaps, a title and a favicon, and nothing fails to load', async () => {
+  const narrow = await browser.newPage({ viewport: { width: 1024, height: 800 }, colorScheme: 'dark' });
+  const failed = [];
+  narrow.on('response', (r) => { if (r.status() >= 400) failed.push(`${r.status()} ${r.url()}`); });
+  await narrow.goto(`${base}/#/run/${ids[0]}`);
+  await narrow.getByTestId('run-title').waitFor();
+  await narrow.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-plot'));
+  assert.equal(await narrow.title(), 'run-00 · demo · trainlog');
+  const boxes = await narrow.evaluate(() => [...document.querySelectorAll('.grid2 > *')].map((e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom, e.textContent.slice(0, 30)]; }));
+  assert.ok(boxes.length >= 4, 'params, tags and metadata sections');
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [a, b] = [boxes[i], boxes[j]];
+    const overlap = Math.min(a[2], b[2]) - Math.max(a[0], b[0]) > 1 && Math.min(a[3], b[3]) - Math.max(a[1], b[1]) > 1;
+    assert.ok(!overlap, `"${a[4]}" overlaps "${b[4]}"`);
+  }
+  assert.ok(await narrow.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), 'no sideways scrolling of the page');
+  const bg = await narrow.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  assert.equal(bg, 'rgb(11, 15, 23)', 'dark background');
+  const icon = await narrow.evaluate(async () => (await fetch('/favicon.ico')).status);
+  assert.equal(icon, 200);
+  assert.deepEqual(failed, []);
+  await narrow.screenshot({ path: path.join(shots, 'run-dark-1024.png'), fullPage: true });
+  await narrow.close();
+});
+
 test('an unknown run is reported in words', async () => {
   await page.goto(`${base}/#/run/no-such-run`);
   await page.getByText('not found').first().waitFor();
