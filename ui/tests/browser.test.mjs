@@ -340,6 +340,30 @@ test('at 1024 px, in dark mode, the run page has no overlaps, a title and a favi
   await narrow.close();
 });
 
+test('image, JSON, CSV and text artifacts preview on the run page', async () => {
+  const run = await post('/runs', { project: 'previews', name: 'with-artifacts' });
+  // A 2x1 PNG: one red and one blue pixel.
+  const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADUlEQVR4nGP4zwAE/wEHAAH/4iOeWQAAAABJRU5ErkJggg==', 'base64');
+  const upload = async (p, body) => {
+    const r = await fetch(`${base}/api/v1/runs/${run.id}/artifacts/${p}`, { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body });
+    assert.ok(r.ok, `${p}: ${r.status} ${await r.text()}`);
+  };
+  await upload('plots/confusion.png', png);
+  await upload('config.json', JSON.stringify({ lr: 0.001, layers: [64, 64] }));
+  await upload('eval/preds.csv', 'id,label,"score, raw"\n1,cat,0.9\n2,dog,"0.8"\n');
+  await upload('train.log', 'epoch 1 loss 0.5\nepoch 2 loss 0.4\n');
+  await page.goto(`${base}/#/run/${run.id}`);
+  const img = page.locator('[data-testid=preview][data-path="plots/confusion.png"] img');
+  await img.waitFor();
+  await page.waitForFunction(() => document.querySelector('[data-testid=preview-image]')?.naturalWidth === 2);
+  assert.equal(await page.locator('[data-testid=preview][data-path="config.json"] [data-testid=preview-json]').innerText(), JSON.stringify({ lr: 0.001, layers: [64, 64] }, null, 2));
+  const csv = page.locator('[data-testid=preview][data-path="eval/preds.csv"] [data-testid=preview-csv]');
+  assert.deepEqual(await csv.locator('th').allInnerTexts(), ['id', 'label', 'score, raw']);
+  assert.deepEqual(await csv.locator('tbody tr').evaluateAll((rs) => rs.map((r) => [...r.cells].map((c) => c.textContent))), [['1', 'cat', '0.9'], ['2', 'dog', '0.8']]);
+  assert.match(await page.locator('[data-testid=preview][data-path="train.log"] pre').innerText(), /epoch 2 loss 0.4/);
+  await page.screenshot({ path: path.join(shots, 'run-previews.png'), fullPage: true });
+});
+
 test('an unknown run is reported in words', async () => {
   await page.goto(`${base}/#/run/no-such-run`);
   await page.getByText('not found').first().waitFor();
