@@ -1491,7 +1491,13 @@ function modelsView() {
 
 /* ---------- #/sweeps/NAME and #/sweep/ID ---------- */
 
-function fmtUsd(v) { return typeof v === 'number' && Number.isFinite(v) ? '$' + v.toFixed(2) : '—'; }
+/** Money: cents from a dollar up; below, two significant digits, so a small cost never reads $0.00. */
+function fmtUsd(v) {
+  if (typeof v !== 'number' || !Number.isFinite(v)) return '—';
+  const a = Math.abs(v);
+  if (a === 0 || a >= 1) return '$' + v.toFixed(2);
+  return '$' + Number(v.toPrecision(2)).toFixed(Math.max(2, 1 - Math.floor(Math.log10(a))));
+}
 
 function sweepsView(project) {
   const body = el('div', { 'data-testid': 'sweeps-list' }, el('p', { class: 'muted' }, 'Loading sweeps…'));
@@ -1520,6 +1526,7 @@ function sweepView(id) {
   const body = el('div', {}, el('p', { class: 'muted' }, 'Loading sweep…'));
   const node = el('div', {}, body);
   let alive = true, timer = null;
+  const trialSort = { col: null, desc: false };
 
   async function load() {
     let sweep, trials;
@@ -1557,7 +1564,7 @@ function sweepView(id) {
       el('h2', {}, 'Parallel coordinates'),
       runsLike.length ? parallelCoords(runsLike, [metric]) : el('p', { class: 'muted' }, 'No trial has reported the metric yet.'),
       el('h2', {}, 'Trials'),
-      trialsTable(trials, paramNames, metric));
+      trialsTable(trials, paramNames, metric, trialSort));
     if (sweep.state === 'running' && alive) timer = setTimeout(load, LIVE_MS);
   }
 
@@ -1572,18 +1579,46 @@ function budgetList(rows) {
     el('span', { class: 'bar-value num' }, `${r.fmt(r.value)} / ${r.fmt(r.max)}`))));
 }
 
-function trialsTable(trials, paramNames, metric) {
+/** How trials sort by a column of the trials table. */
+const TRIAL_COLUMNS = {
+  '#': (t) => t.index, state: (t) => t.state, attempts: (t) => t.attempts, slot: (t) => t.slot,
+  metric: (t) => toNum(t.metric), cost: (t) => t.cost_usd, time: (t) => t.run_seconds,
+};
+
+/** The trials of a sweep; a click on a header sorts by it (again: the other way). */
+function trialsTable(trials, paramNames, metric, sort) {
   if (!trials.length) return el('p', { class: 'muted' }, 'No trials yet.');
-  return el('div', { class: 'diff-wrap' }, el('table', { class: 'list', 'data-testid': 'trials-table' },
-    el('thead', {}, el('tr', {}, ['#', 'state', 'attempts', 'slot', metric, 'cost', 'time'].concat(paramNames).map((h) => el('th', {}, h)))),
-    el('tbody', {}, trials.map((t) => el('tr', { 'data-testid': 'trial-row', 'data-state': t.state, title: t.output_tail || t.stop_reason || '' },
-      el('td', {}, el('a', { href: '#/run/' + enc(t.run_id) }, String(t.index))),
-      el('td', {}, el('span', { class: 'status status-' + ({ pruned: 'killed', finished: 'finished', failed: 'failed', running: 'running', preempted: 'preempted' }[t.state] || '') }, t.state),
-        t.exit_code !== null && t.exit_code !== undefined && t.state === 'failed' ? ` (exit ${t.exit_code})` : ''),
-      el('td', { class: 'num' }, String(t.attempts)),
-      el('td', { class: 'mono' }, t.slot),
-      el('td', { class: 'num' }, t.metric === null || t.metric === undefined ? '' : fmtNum(toNum(t.metric))),
-      el('td', { class: 'num' }, typeof t.cost_usd === 'number' ? fmtUsd(t.cost_usd) : ''),
-      el('td', { class: 'num' }, fmtDuration((t.run_seconds || 0) * 1000)),
-      paramNames.map((p) => el('td', {}, fmtValue((t.params || {})[p]))))))));
+  const wrap = el('div', { class: 'diff-wrap' });
+  const valueOf = (col, t) => (col in TRIAL_COLUMNS ? TRIAL_COLUMNS[col](t) : (t.params || {})[col.slice(7)]);
+  function render() {
+    const rows = [...trials];
+    if (sort.col) {
+      const dir = sort.desc ? -1 : 1;
+      rows.sort((a, b) => {
+        const [x, y] = [valueOf(sort.col, a), valueOf(sort.col, b)];
+        const missing = (v) => v === null || v === undefined || (typeof v === 'number' && Number.isNaN(v));
+        if (missing(x) || missing(y)) return missing(x) - missing(y);
+        return (typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y), undefined, { numeric: true })) * dir;
+      });
+    }
+    const cols = [['#', '#'], ['state', 'state'], ['attempts', 'attempts'], ['slot', 'slot'], ['metric', metric], ['cost', 'cost'], ['time', 'time']]
+      .concat(paramNames.map((p) => ['params.' + p, p]));
+    wrap.replaceChildren(el('table', { class: 'list sortable', 'data-testid': 'trials-table' },
+      el('thead', {}, el('tr', {}, cols.map(([col, label]) => el('th', {
+        'data-sort': col, title: 'click to sort',
+        onclick: () => { if (sort.col === col) sort.desc = !sort.desc; else { sort.col = col; sort.desc = false; } render(); },
+      }, label + (sort.col === col ? (sort.desc ? ' ▼' : ' ▲') : ''))))),
+      el('tbody', {}, rows.map((t) => el('tr', { 'data-testid': 'trial-row', 'data-state': t.state, title: t.output_tail || t.stop_reason || '' },
+        el('td', {}, el('a', { href: '#/run/' + enc(t.run_id) }, String(t.index))),
+        el('td', {}, el('span', { class: 'status status-' + ({ pruned: 'killed', finished: 'finished', failed: 'failed', running: 'running', preempted: 'preempted' }[t.state] || '') }, t.state),
+          t.exit_code !== null && t.exit_code !== undefined && t.state === 'failed' ? ` (exit ${t.exit_code})` : ''),
+        el('td', { class: 'num' }, String(t.attempts)),
+        el('td', { class: 'mono' }, t.slot),
+        el('td', { class: 'num' }, t.metric === null || t.metric === undefined ? '' : fmtNum(toNum(t.metric))),
+        el('td', { class: 'num' }, typeof t.cost_usd === 'number' ? fmtUsd(t.cost_usd) : ''),
+        el('td', { class: 'num' }, fmtDuration((t.run_seconds || 0) * 1000)),
+        paramNames.map((p) => el('td', {}, fmtValue((t.params || {})[p]))))))));
+  }
+  render();
+  return wrap;
 }

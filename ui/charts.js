@@ -684,6 +684,32 @@ function rampColor(f) {
 }
 
 /**
+ * Whether positive values read better on a log axis: they span more than two decades, or more
+ * than one and their median sits nearer the middle of the axis in log space than in linear space
+ * (as for a learning rate sampled log-uniformly).
+ */
+function logSpread(nums) {
+  const pos = nums.filter((v) => v > 0);
+  if (pos.length !== nums.length || pos.length < 2) return false;
+  const lo = Math.min(...pos), hi = Math.max(...pos);
+  if (hi / lo > 100) return true;
+  if (hi / lo < 10) return false;
+  const sorted = [...pos].sort((a, b) => a - b), median = sorted[Math.floor(sorted.length / 2)];
+  const linear = Math.abs((median - lo) / (hi - lo) - 0.5);
+  const logged = Math.abs((Math.log(median) - Math.log(lo)) / (Math.log(hi) - Math.log(lo)) - 0.5);
+  return logged < linear;
+}
+
+/** The metric parallel coordinates show first: the one most runs have, preferring validation and loss keys. */
+function commonMetric(runs, metricKeys) {
+  const score = (k) => {
+    const n = runs.filter((r) => (r.summary || {})[k]).length;
+    return n * 10 + (/(^|[/_.])(val|valid|eval|test)/i.test(k) ? 2 : 0) + (/loss|acc|score|f1|auc/i.test(k) ? 1 : 0);
+  };
+  return [...metricKeys].sort((a, b) => score(b) - score(a) || a.localeCompare(b))[0];
+}
+
+/**
  * One axis of parallel coordinates: numeric (linear, or log when positive and spanning > 2
  * decades) or categorical (sorted distinct values). pos(v) gives 0 (bottom) … 1 (top), or null.
  */
@@ -694,7 +720,7 @@ function pcAxis(label, values) {
   const numeric = present.length > 0 && nums.every(Number.isFinite) && present.every((v) => typeof v === 'number' || (typeof v === 'string' && v.trim() !== '' && !isNaN(Number(v))));
   if (numeric) {
     let lo = Math.min(...nums), hi = Math.max(...nums);
-    const log = lo > 0 && hi / lo > 100;
+    const log = logSpread(nums);
     const T = log ? Math.log10 : (v) => v;
     const [a, b] = [T(lo), T(hi)];
     const pos = (v) => {
@@ -702,7 +728,7 @@ function pcAxis(label, values) {
       if (!Number.isFinite(n) || (log && n <= 0)) return null;
       return b > a ? (T(n) - a) / (b - a) : 0.5;
     };
-    return { label, pos, ticks: lo === hi ? [lo] : [lo, log ? Math.pow(10, (a + b) / 2) : (lo + hi) / 2, hi], fmt: fmtNum };
+    return { label, pos, log, ticks: lo === hi ? [lo] : [lo, log ? Math.pow(10, (a + b) / 2) : (lo + hi) / 2, hi], fmt: fmtNum };
   }
   const cats = [...new Set(present.map((v) => fmtValue(v)))].sort();
   const pos = (v) => {
@@ -719,9 +745,11 @@ function pcAxis(label, values) {
  */
 function parallelCoords(runs, metricKeys, initialMetric) {
   const sel = el('select', { 'data-testid': 'parcoords-metric' }, metricKeys.map((k) => el('option', { value: k }, k)));
-  if (initialMetric && metricKeys.includes(initialMetric)) sel.value = initialMetric;
+  sel.value = initialMetric && metricKeys.includes(initialMetric) ? initialMetric : (commonMetric(runs, metricKeys) || '');
   const holder = el('div', { class: 'parcoords', 'data-testid': 'parcoords' });
-  const node = el('div', {}, el('div', { class: 'toolbar' }, el('label', {}, 'metric ', sel)), holder);
+  const hover = el('div', { class: 'pc-hover muted', 'data-testid': 'parcoords-hover' }, 'hover a line to see its run');
+  const scale = el('div', { class: 'pc-scale' });
+  const node = el('div', {}, el('div', { class: 'toolbar' }, el('label', {}, 'metric ', sel), scale), holder, hover);
 
   function render() {
     const metric = sel.value;
@@ -748,16 +776,27 @@ function parallelCoords(runs, metricKeys, initialMetric) {
       const mp = metricAxis ? metricAxis.pos(metricAxis.get(r)) : null;
       const path = svg('path', { d, stroke: mp === null ? '#9ca3af' : rampColor(mp), 'data-testid': 'parcoords-line', 'data-run-id': r.id },
         svg('title', {}, `${r.name || r.id}\n` + axes.map((a) => `${a.label} = ${fmtValue(a.get(r))}`).join('\n')));
-      path.addEventListener('mouseenter', () => { path.setAttribute('stroke-width', '4'); lines.append(path); });
+      path.addEventListener('mouseenter', () => {
+        path.setAttribute('stroke-width', '4'); lines.append(path);
+        hover.className = 'pc-hover';
+        hover.replaceChildren(el('strong', {}, r.name || r.id), ' · ', axes.map((a) => `${a.label} = ${fmtValue(a.get(r))}`).join(' · '));
+      });
       path.addEventListener('mouseleave', () => path.setAttribute('stroke-width', '1.5'));
       lines.append(path);
     }
     root.append(lines);
+    if (metricAxis && !metricAxis.categorical) {
+      const [lo, hi] = [metricAxis.ticks[0], metricAxis.ticks[metricAxis.ticks.length - 1]];
+      scale.replaceChildren(el('span', { class: 'muted' }, `colour: ${metricAxis.label} `), el('span', {}, fmtNum(lo)),
+        el('span', { class: 'pc-ramp', style: `background:linear-gradient(to right, ${[0, 0.2, 0.4, 0.6, 0.8, 1].map(rampColor).join(', ')})` }),
+        el('span', {}, fmtNum(hi)), metricAxis.log ? el('span', { class: 'muted' }, ' (log)') : '');
+    } else scale.replaceChildren();
     axes.forEach((a, i) => {
       const x = ax(i);
-      const g = svg('g', { 'data-testid': 'parcoords-axis' });
+      const g = svg('g', { 'data-testid': 'parcoords-axis', 'data-scale': a.categorical ? 'categorical' : a.log ? 'log' : 'linear' });
       g.append(svg('line', { x1: x, x2: x, y1: top, y2: H - bottom, class: 'pc-axis' }));
       g.append(svg('text', { x, y: top - 10, 'text-anchor': 'middle', class: a.metric ? 'pc-label pc-metric' : 'pc-label' }, a.label));
+      if (a.log) g.append(svg('text', { x, y: H - bottom + 14, 'text-anchor': 'middle', class: 'pc-tick' }, 'log scale'));
       const ticks = a.categorical && a.ticks.length > 8 ? a.ticks.filter((_, k) => k % Math.ceil(a.ticks.length / 8) === 0) : a.ticks;
       for (const t of ticks) {
         const p = a.categorical ? a.pos(t) : a.pos(t);

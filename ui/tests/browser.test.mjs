@@ -106,6 +106,9 @@ async function plotArea(chart) {
   return { x: box.x + l, y: box.y + t, w, h };
 }
 
+/** A number as the UI's fmtNum writes it: 4 significant digits. */
+const fmt4 = (v) => String(Number(v.toPrecision(4)));
+
 const firstRowText = () => page.locator('[data-testid=run-row]').first().innerText();
 
 test('the runs table shows every run and sorts by a clicked metric', async () => {
@@ -364,6 +367,28 @@ test('image, JSON, CSV and text artifacts preview on the run page', async () => 
   await page.screenshot({ path: path.join(shots, 'run-previews.png'), fullPage: true });
 });
 
+test('parallel coordinates pick the common metric, put a log-sampled lr on a log axis, colour by the metric and name the hovered run', async () => {
+  const pids = [];
+  for (let i = 0; i < 12; i++) {
+    const lr = Math.pow(10, -5 + (3 * ((i * 5) % 12)) / 11);   // log-uniform over 1e-5 … 1e-2
+    const run = await post('/runs', { project: 'pc', name: `trial-${i}`, params: { lr, layers: 2 + (i % 3) } });
+    const points = [{ key: 'val/loss', step: 0, value: 1 + Math.abs(Math.log10(lr) + 3.5) }];
+    if (i < 3) points.push({ key: 'aux', step: 0, value: i });
+    if (i === 4) points.push({ key: 'val/loss', step: 1, value: 'Infinity' });
+    await post(`/runs/${run.id}/metrics`, { points });
+    pids.push(run.id);
+  }
+  await page.goto(`${base}/#/compare/pc/${pids.join(',')}`);
+  await page.getByTestId('parcoords').locator('[data-testid=parcoords-line]').first().waitFor();
+  assert.equal(await page.getByTestId('parcoords-metric').inputValue(), 'val/loss', 'the metric every run has, not the first by name');
+  const scales = await page.locator('[data-testid=parcoords-axis]').evaluateAll((gs) => Object.fromEntries(gs.map((g) => [g.querySelector('.pc-label').textContent, g.dataset.scale])));
+  assert.deepEqual(scales, { layers: 'linear', lr: 'log', 'val/loss': 'linear' });
+  assert.match(await page.locator('.pc-scale').innerText(), /colour: val\/loss/);
+  await page.locator(`[data-testid=parcoords-line][data-run-id="${pids[4]}"]`).hover({ force: true });
+  assert.match(await page.getByTestId('parcoords-hover').innerText(), /trial-4/);
+  await page.screenshot({ path: path.join(shots, 'compare-parcoords.png'), fullPage: true });
+});
+
 test('an unknown run is reported in words', async () => {
   await page.goto(`${base}/#/run/no-such-run`);
   await page.getByText('not found').first().waitFor();
@@ -497,6 +522,13 @@ test('a sweep shows its trials, parallel coordinates, best-so-far curve and spen
   assert.equal(await page.locator('[data-testid=parcoords-line]').count(), 4);
   // Trials 0, 1, 3 and 4 cost $0.50, $1.00, $2.00 and $2.50; the failed trial 2 logged none.
   assert.match(await page.getByTestId('budget-row').innerText(), /\$6\.00 \/ \$10\.00/);
+  // Sorting by the metric puts the finished trials in order of their loss, the failed one last.
+  await page.locator('[data-testid=trials-table] th[data-sort=metric]').click();
+  const sorted = await rows.evaluateAll((rs) => rs.map((r) => r.cells[4].textContent));
+  assert.deepEqual(sorted.slice(0, 4).map(Number), [...losses].sort((a, b) => a - b).map((v) => Number(fmt4(v))));
+  assert.equal(sorted[4], '');
+  await page.locator('[data-testid=trials-table] th[data-sort=metric]').click();
+  assert.equal((await rows.first().evaluate((r) => r.cells[4].textContent)), fmt4(Math.max(...losses)));
   await page.screenshot({ path: path.join(shots, 'sweep.png'), fullPage: true });
 });
 
