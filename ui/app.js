@@ -199,6 +199,16 @@ function route() {
 
 let signingIn = false;
 
+/** Who is calling, from /whoami: {auth, admin, user, default_role}. */
+let ME = { auth: false };
+
+/** Whether the signed-in user may change something with this role (`your_role` of a project or model). */
+function mayWrite(role) {
+  if (!ME.auth || ME.admin) return true;
+  const r = role || ME.default_role;
+  return r === 'write' || r === 'admin';
+}
+
 /** Shows who is signed in (with a sign-out button) in the top bar; nothing without --auth. */
 function renderWho(me) {
   const who = document.getElementById('who');
@@ -212,6 +222,7 @@ function renderWho(me) {
 }
 
 function signOut() {
+  ME = { auth: true };
   try { localStorage.removeItem(KEY_STORAGE); } catch (e) { /* storage disabled */ }
   renderWho(null);
   showSignIn('Signed out.');
@@ -244,7 +255,8 @@ function showSignIn(message) {
     }
     try { localStorage.setItem(KEY_STORAGE, key); } catch (err) { /* storage disabled: this page only */ }
     signingIn = false;
-    renderWho(await res.json());
+    ME = await res.json();
+    renderWho(ME);
     route();
   });
   document.getElementById('app').replaceChildren(form);
@@ -261,7 +273,7 @@ async function start() {
     showSignIn(storedKey() ? 'Your API key was refused; sign in again.' : '');
     return;
   }
-  if (res && res.ok) renderWho(await res.json());
+  if (res && res.ok) { ME = await res.json(); renderWho(ME); }
   route();
 }
 
@@ -1293,6 +1305,66 @@ function artifactPreviews(id, arts) {
   return node;
 }
 
+/** Tags as text, one per line: `key=value`, or `label` alone. */
+function tagsText(tags) {
+  return Object.entries(tags || {}).map(([k, v]) => (v === '' ? k : `${k}=${v}`)).join('\n');
+}
+function parseTagsText(text) {
+  const out = {};
+  for (const line of text.split('\n').map((l) => l.trim()).filter(Boolean)) {
+    const i = line.indexOf('=');
+    if (i < 0) out[line] = ''; else out[line.slice(0, i).trim()] = line.slice(i + 1).trim();
+  }
+  return out;
+}
+
+/**
+ * A run's actions: edit its name, group, notes and tags (PATCH /runs/ID), archive it or restore
+ * it. Offered only when the user may write to the run's project. `done` re-reads the run.
+ */
+function runActions(run, role, done) {
+  if (!mayWrite(role)) return el('span', { class: 'muted', 'data-testid': 'read-only' }, 'read only');
+  const error = el('span', { class: 'error', 'data-testid': 'run-edit-error' });
+  const form = el('form', { class: 'panel run-edit hidden', 'data-testid': 'run-edit' });
+  const name = el('input', { type: 'text', name: 'name', value: run.name || '', 'data-testid': 'edit-name', size: 40 });
+  const group = el('input', { type: 'text', name: 'group', value: run.group || '', 'data-testid': 'edit-group', size: 30 });
+  const notes = el('textarea', { name: 'notes', rows: 4, cols: 60, 'data-testid': 'edit-notes' });
+  notes.value = run.notes || '';
+  const tags = el('textarea', { name: 'tags', rows: 4, cols: 60, 'data-testid': 'edit-tags', placeholder: 'key=value or a label, one per line' });
+  tags.value = tagsText(run.tags);
+  form.append(
+    el('label', {}, 'name ', name), el('label', {}, 'group ', group),
+    el('label', {}, 'notes', notes), el('label', {}, 'tags', tags),
+    el('div', { class: 'toolbar' }, el('button', { type: 'submit', class: 'primary', 'data-testid': 'edit-save' }, 'Save'),
+      el('button', { type: 'button', onclick: () => form.classList.add('hidden') }, 'Cancel'), error));
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const wanted = parseTagsText(tags.value);
+    const patch = {};
+    for (const k of Object.keys(run.tags || {})) if (!(k in wanted)) patch[k] = null;
+    for (const [k, v] of Object.entries(wanted)) if ((run.tags || {})[k] !== v) patch[k] = v;
+    const body = {};
+    if (name.value.trim() !== (run.name || '')) body.name = name.value.trim();
+    if (group.value.trim() !== (run.group || '')) body.group = group.value.trim();
+    if (notes.value !== (run.notes || '')) body.notes = notes.value;
+    if (Object.keys(patch).length) body.tags = patch;
+    try {
+      if (Object.keys(body).length) await api('/runs/' + enc(run.id), { method: 'PATCH', body });
+      done();
+    } catch (err) { error.textContent = (err.field ? err.field + ': ' : '') + err.message; }
+  });
+  const lifecycle = async (what) => {
+    try { await api(`/runs/${enc(run.id)}/${what}`, { body: {} }); done(); } catch (err) { error.textContent = err.message; form.classList.remove('hidden'); }
+  };
+  return el('div', { class: 'run-actions' },
+    el('div', { class: 'toolbar' },
+      el('button', { type: 'button', 'data-testid': 'edit-run', onclick: () => form.classList.toggle('hidden') }, 'Edit'),
+      run.archived
+        ? el('button', { type: 'button', 'data-testid': 'restore-run', onclick: () => lifecycle('restore') }, 'Restore')
+        : el('button', { type: 'button', 'data-testid': 'archive-run', title: 'hide the run from the table; it can be restored', onclick: () => lifecycle('archive') }, 'Archive')),
+    form);
+}
+
 function checkpointsTable(id, ckpts) {
   if (ckpts.status === 'rejected') return errorEl('Could not load checkpoints: ' + ckpts.reason.message);
   if (!(ckpts.value.checkpoints || []).length) return el('p', { class: 'muted' }, 'No checkpoints.');
@@ -1326,8 +1398,9 @@ function runView(id) {
   }
 
   async function render(run) {
-    const [arts, ckpts] = await Promise.allSettled([
-      api(`/runs/${enc(id)}/artifacts`), api(`/runs/${enc(id)}/checkpoints`)]);
+    const [arts, ckpts, proj] = await Promise.allSettled([
+      api(`/runs/${enc(id)}/artifacts`), api(`/runs/${enc(id)}/checkpoints`), api('/projects/' + enc(run.project))]);
+    const role = proj.status === 'fulfilled' ? proj.value.your_role : undefined;
     if (!alive) return;
     unmount();
     document.title = `${run.name || run.id} · ${run.project} · trainlog`;
@@ -1352,8 +1425,10 @@ function runView(id) {
     body.replaceChildren(
       el('div', { class: 'breadcrumb' }, el('a', { href: '#/' }, 'Projects'), ' / ',
         el('a', { href: '#/p/' + enc(run.project) }, run.project), ' / '),
-      el('h1', { 'data-testid': 'run-title' }, run.name || run.id, ' ', parts.status, ' ', parts.live),
-      el('div', { class: 'panel' }, parts.info, run.notes ? el('p', { 'data-testid': 'run-notes' }, run.notes) : null),
+      el('h1', { 'data-testid': 'run-title' }, run.name || run.id, ' ', parts.status, ' ', parts.live,
+        run.archived ? el('span', { class: 'badge', 'data-testid': 'archived' }, 'archived') : ''),
+      runActions(run, role, () => { clearTimeout(liveTimer); liveTimer = null; load(); }),
+      el('div', { class: 'panel' }, parts.info, run.notes ? el('p', { class: 'notes', 'data-testid': 'run-notes' }, run.notes) : null),
       el('div', { class: 'grid2' },
         el('div', {}, el('h2', {}, 'Parameters'), kvTable(run.params, 'params-table')),
         el('div', {}, el('h2', {}, 'Tags'), kvTable(run.tags, 'tags-table'))),
@@ -1456,37 +1531,75 @@ function lineageEl(v) {
       Object.keys(env).length ? kvTable(env) : null));
 }
 
+/** A version's files, as download links to the run's artifacts. */
+function versionFiles(v) {
+  const files = Array.isArray(v.files) ? v.files : [];
+  if (!files.length) return el('span', { class: 'muted' }, '—');
+  return el('div', { class: 'files' }, files.slice(0, 5).map((f) => el('div', {},
+    artifactLink(`${API}/runs/${enc(v.run_id)}/artifacts/${String(f.path).split('/').map(enc).join('/')}`, f.path),
+    el('span', { class: 'muted' }, ' ' + fmtBytes(f.size)))),
+  files.length > 5 ? el('div', { class: 'muted' }, `+${files.length - 5} more`) : '');
+}
+
 function modelsView() {
   const body = el('div', { 'data-testid': 'models-list' }, el('p', { class: 'muted' }, 'Loading models…'));
   const node = el('div', {}, el('h1', {}, 'Models'), body);
-  api('/models').then((res) => {
-    const models = res.models || [];
-    if (!models.length) { body.replaceChildren(el('p', { class: 'muted' }, 'No registered models.')); return; }
-    body.replaceChildren(...models.map((m) => {
-      const versions = el('div', {}, el('p', { class: 'muted' }, 'Loading versions…'));
-      api(`/models/${enc(m.name)}/versions`).then((vr) => {
-        const vs = vr.versions || [];
-        versions.replaceChildren(vs.length ? el('table', { class: 'list' },
-          el('thead', {}, el('tr', {}, ['version', 'aliases', 'status', 'run', 'source', 'lineage'].map((h) => el('th', {}, h)))),
-          el('tbody', {}, vs.map((v) => el('tr', {},
+
+  /** One model: its description, tags and aliases, and its versions with their own. */
+  function modelPanel(m) {
+    const writable = mayWrite(m.your_role);
+    const versions = el('div', {}, el('p', { class: 'muted' }, 'Loading versions…'));
+    const error = el('p', { class: 'error', 'data-testid': 'model-error' });
+    const panel = el('div', { class: 'panel model', 'data-testid': 'model', 'data-model': m.name });
+    const refresh = async () => {
+      try { panel.replaceWith(modelPanel(await api('/models/' + enc(m.name)))); } catch (e) { error.textContent = e.message; }
+    };
+    const act = async (fn) => { try { await fn(); await refresh(); } catch (e) { error.textContent = (e.field ? e.field + ': ' : '') + e.message; } };
+    const aliasChip = (alias, version) => el('span', { class: 'alias', 'data-testid': 'alias', 'data-alias': alias, 'data-version': String(version) },
+      version === undefined ? alias : `${alias} → v${version}`,
+      writable ? el('button', { type: 'button', title: `remove the alias ${alias}`, 'data-testid': 'alias-remove',
+        onclick: () => act(() => api(`/models/${enc(m.name)}/aliases/${enc(alias)}`, { method: 'DELETE' })) }, '×') : '');
+    api(`/models/${enc(m.name)}/versions`).then((vr) => {
+      const vs = vr.versions || [];
+      versions.replaceChildren(vs.length ? el('div', { class: 'diff-wrap' }, el('table', { class: 'list' },
+        el('thead', {}, el('tr', {}, ['version', 'aliases', 'description', 'tags', 'status', 'run', 'source', 'files', 'lineage'].map((h) => el('th', {}, h)))),
+        el('tbody', {}, vs.map((v) => {
+          const aliasInput = el('input', { type: 'text', size: 8, placeholder: 'alias', 'data-testid': 'alias-input' });
+          return el('tr', { 'data-testid': 'version-row', 'data-version': String(v.version) },
             el('td', { class: 'num' }, String(v.version)),
-            el('td', {}, (v.aliases || []).map((a) => el('span', { class: 'alias' }, a))),
+            el('td', {}, (v.aliases || []).map((a) => aliasChip(a)),
+              writable ? el('form', { class: 'alias-form', onsubmit: (e) => {
+                e.preventDefault();
+                const alias = aliasInput.value.trim();
+                if (alias) act(() => api(`/models/${enc(m.name)}/aliases/${enc(alias)}`, { method: 'PUT', body: { version: v.version } }));
+              } }, aliasInput, el('button', { type: 'submit', 'data-testid': 'alias-set', title: 'point this alias at this version (moving it if it points elsewhere)' }, 'set')) : ''),
+            el('td', { 'data-testid': 'version-description' }, v.description || el('span', { class: 'muted' }, '—')),
+            el('td', { 'data-testid': 'version-tags' }, Object.entries(v.tags || {}).map(([k, val]) => el('span', { class: 'tag' }, val === '' ? k : `${k}=${val}`))),
             el('td', {}, v.status || ''),
             el('td', {}, v.run_id ? el('a', { href: '#/run/' + enc(v.run_id) }, (v.lineage && v.lineage.run && v.lineage.run.name) || v.run_id) : ''),
             el('td', { class: 'mono' }, fmtSource(v.source),
               v.source_available === false ? el('span', { class: 'error' }, ' (unavailable)') : null),
-            el('td', {}, lineageEl(v))))))
-          : el('p', { class: 'muted' }, 'No versions.'));
-      }).catch((e) => versions.replaceChildren(errorEl(e)));
-      return el('div', { class: 'panel model' },
-        el('h2', { style: 'margin-top:0' }, m.name,
-          el('span', { class: 'muted', style: 'font-weight:normal' }, ` · ${m.version_count ?? '?'} versions, latest v${m.latest_version ?? '?'}`)),
-        m.description ? el('p', {}, m.description) : null,
-        el('div', {}, Object.entries(m.aliases || {}).map(([a, v]) => el('span', { class: 'alias' }, `${a} → v${v}`))),
-        versions);
-    }));
+            el('td', {}, versionFiles(v)),
+            el('td', {}, lineageEl(v)));
+        }))))
+        : el('p', { class: 'muted' }, 'No versions.'));
+    }).catch((e) => versions.replaceChildren(errorEl(e)));
+    panel.append(
+      el('h2', { style: 'margin-top:0' }, m.name,
+        el('span', { class: 'muted', style: 'font-weight:normal' }, ` · ${m.version_count ?? '?'} versions, latest v${m.latest_version ?? '?'}`)),
+      m.description ? el('p', { 'data-testid': 'model-description' }, m.description) : '',
+      Object.keys(m.tags || {}).length ? el('div', {}, Object.entries(m.tags).map(([k, val]) => el('span', { class: 'tag' }, val === '' ? k : `${k}=${val}`))) : '',
+      el('div', { 'data-testid': 'model-aliases' }, Object.entries(m.aliases || {}).map(([a, v]) => aliasChip(a, v))),
+      error, versions);
+    return panel;
+  }
+
+  api('/models').then((res) => {
+    const models = res.models || [];
+    if (!models.length) { body.replaceChildren(el('p', { class: 'muted' }, 'No registered models.')); return; }
+    body.replaceChildren(...models.map(modelPanel));
   }).catch((e) => body.replaceChildren(errorEl(e)));
-  return { node };
+  return { node, title: 'Models' };
 }
 
 /* ---------- #/sweeps/NAME and #/sweep/ID ---------- */

@@ -489,6 +489,50 @@ test('the models page shows a version\'s lineage back to its run', async () => {
   await page.screenshot({ path: path.join(shots, 'models-lineage.png') });
 });
 
+test('a rename, new notes and tags, and an alias move persist; a version shows its description, tags and files', async () => {
+  const run = await post('/runs', { project: 'edits', name: 'before', tags: { keep: 'yes', drop: 'me' } });
+  await post(`/runs/${run.id}/finish`, { status: 'finished' });
+  await page.goto(`${base}/#/run/${run.id}`);
+  await page.getByTestId('run-title').filter({ hasText: 'before' }).waitFor();
+  await page.getByTestId('edit-run').click();
+  await page.getByTestId('edit-name').fill('after');
+  await page.getByTestId('edit-notes').fill('lr too high;\nrerun with warmup');
+  await page.getByTestId('edit-tags').fill('keep=yes\nnew=tag\nbaseline');
+  await page.getByTestId('edit-save').click();
+  await page.getByTestId('run-title').filter({ hasText: 'after' }).waitFor();
+  await page.reload();
+  await page.getByTestId('run-title').filter({ hasText: 'after' }).waitFor();
+  assert.equal(await page.getByTestId('run-notes').innerText(), 'lr too high;\nrerun with warmup');
+  const stored = await (await fetch(`${base}/api/v1/runs/${run.id}`)).json();
+  assert.equal(stored.name, 'after');
+  assert.deepEqual(stored.tags, { keep: 'yes', new: 'tag', baseline: '' });
+  assert.equal(await page.title(), 'after · edits · trainlog');
+
+  // demo-model v1 holds the alias prod; v2 is made with a description and tags; prod moves to it.
+  await put(`/runs/${ids[1]}/artifacts/model.bin`, 'weights v2');
+  await post('/models/demo-model/versions', { run_id: ids[1], artifact: 'model.bin', description: 'warmup, lr 3e-4', tags: { stage: 'candidate' } });
+  await page.goto(`${base}/#/models`);
+  const v2 = page.locator('[data-testid=model][data-model=demo-model] [data-testid=version-row][data-version="2"]');
+  await v2.waitFor();
+  assert.equal(await v2.getByTestId('version-description').innerText(), 'warmup, lr 3e-4');
+  assert.equal(await v2.getByTestId('version-tags').innerText(), 'stage=candidate');
+  assert.match(await v2.locator('.files a').innerText(), /model\.bin/);
+  await v2.getByTestId('alias-input').fill('prod');
+  await v2.getByTestId('alias-set').click();
+  await page.locator('[data-testid=model][data-model=demo-model] [data-testid=model-aliases] [data-alias=prod][data-version="2"]').waitFor();
+  await page.reload();
+  await page.locator('[data-testid=model][data-model=demo-model] [data-testid=version-row][data-version="2"] [data-alias=prod]').waitFor();
+  assert.equal(await page.locator('[data-testid=model][data-model=demo-model] [data-testid=version-row][data-version="1"] [data-alias=prod]').count(), 0);
+  const model = await (await fetch(`${base}/api/v1/models/demo-model`)).json();
+  assert.deepEqual(model.aliases, { prod: 2 });
+  // The version's file downloads with its bytes.
+  const [download] = await Promise.all([page.waitForEvent('download'), v2Link(page).click()]);
+  assert.equal(readFileSync(await download.path(), 'utf8'), 'weights v2');
+  await page.screenshot({ path: path.join(shots, 'models-edit.png'), fullPage: true });
+});
+
+const v2Link = (p) => p.locator('[data-testid=model][data-model=demo-model] [data-testid=version-row][data-version="2"] .files a');
+
 test('a sweep shows its trials, parallel coordinates, best-so-far curve and spending', async () => {
   const config = ['command: [python, train.py]', 'method: random', 'metric: {name: val_loss, goal: minimize}',
     'parameters:', '  lr: {distribution: log_uniform, min: 1.0e-4, max: 1.0e-1}', '  layers: {values: [2, 4]}',
