@@ -1,6 +1,8 @@
 //! Newtypes for identifiers and keys, each validated once when it is built.
 
-use crate::limits::{check_len, MAX_ARTIFACT_PATH_CHARS, MAX_KEY_CHARS, MAX_NAME_CHARS, MAX_RUN_ID_CHARS};
+use crate::limits::{
+    check_len, MAX_ARTIFACT_PATH_CHARS, MAX_KEY_CHARS, MAX_NAME_CHARS, MAX_RUN_ID_CHARS, MAX_VIEW_NAME_CHARS,
+};
 use crate::{Error, Result};
 use std::fmt;
 
@@ -81,6 +83,31 @@ string_newtype!(ProjectName);
 impl ProjectName {
     pub fn parse(field: &str, s: &str) -> Result<Self> {
         check_text(field, s, "a project name", MAX_NAME_CHARS)?;
+        Ok(Self(s.to_owned()))
+    }
+    pub fn from_trusted(s: String) -> Self {
+        Self(s)
+    }
+}
+
+/// A saved view's name: 1 to 100 characters, no control characters, not only whitespace.
+/// Spaces at either end are kept: the name is the UI's, as typed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ViewName(String);
+string_newtype!(ViewName);
+
+impl ViewName {
+    pub fn parse(field: &str, s: &str) -> Result<Self> {
+        if s.is_empty() {
+            return Err(Error::new(field, "a view name must not be empty"));
+        }
+        check_len(field, "a view name", s, MAX_VIEW_NAME_CHARS)?;
+        if s.chars().any(char::is_control) {
+            return Err(Error::new(field, "a view name must not contain control characters"));
+        }
+        if s.trim().is_empty() {
+            return Err(Error::new(field, "a view name must not be only whitespace"));
+        }
         Ok(Self(s.to_owned()))
     }
     pub fn from_trusted(s: String) -> Self {
@@ -186,6 +213,16 @@ impl ArtifactPath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn view_names_are_short_printable_and_not_blank() {
+        for good in ["best runs", " spaced ", "é/ü", &"x".repeat(100)] {
+            assert_eq!(ViewName::parse("view", good).unwrap().as_str(), good);
+        }
+        for bad in ["", "   ", "a\nb", "tab\t", "\u{7f}", &"x".repeat(101)] {
+            assert_eq!(ViewName::parse("view", bad).unwrap_err().field, "view", "{bad:?}");
+        }
+    }
 
     #[test]
     fn run_ids_are_path_safe() {

@@ -7,7 +7,7 @@ pub mod limits;
 mod params;
 mod points;
 
-pub use ids::{ArtifactPath, MetricKey, ParamKey, ProjectName, RunId, TagKey};
+pub use ids::{ArtifactPath, MetricKey, ParamKey, ProjectName, RunId, TagKey, ViewName};
 pub use params::{flatten_params, ParamValue};
 pub use points::{
     json_f64, parse_non_finite, BatchPoint, MetricPoint, MetricSummary, PointBatch, RunStatus, COST_PREFIX,

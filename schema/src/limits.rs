@@ -50,6 +50,16 @@ pub const MAX_ORDER_BY_ITEMS: usize = 16;
 pub const MAX_ORDER_BY_ITEM_BYTES: usize = 1024;
 /// Runs in one page of search results.
 pub const MAX_PAGE_SIZE: u32 = 1000;
+/// A saved view's name.
+pub const MAX_VIEW_NAME_CHARS: usize = 100;
+/// A saved view's state, as JSON text.
+pub const MAX_VIEW_STATE_BYTES: usize = 64 << 10;
+/// Run ids in one body of `POST /metrics/query`, over all its groups.
+pub const MAX_QUERY_RUNS: usize = 20_000;
+/// Groups in one body of `POST /metrics/query`.
+pub const MAX_QUERY_GROUPS: usize = 100;
+/// Buckets one answer of `POST /metrics/query` may hold: buckets asked for, times runs or groups.
+pub const MAX_QUERY_BUCKETS: usize = 1_000_000;
 
 /// Refuses `value` when it has more than `max` characters, naming `field` and what it is.
 pub fn check_len(field: &str, what: &str, value: &str, max: usize) -> Result<()> {

@@ -78,7 +78,8 @@ fn every_documented_route_needs_a_valid_key() {
                 .replace("{alias}", "champion")
                 .replace("{index}", "0")
                 .replace("{section}", "code")
-                .replace("{user}", "u1");
+                .replace("{user}", "u1")
+                .replace("{view}", "v1");
             let m = method.to_uppercase();
             if path == "/api/v1/health" {
                 assert_eq!(call(&s, &m, &concrete, None, None).0, 200, "{m} {path} is open");

@@ -13,6 +13,7 @@ pub mod roles;
 mod runs;
 pub mod search;
 mod sweeps;
+mod views;
 
 pub use artifacts::ArtifactRow;
 pub use catalog::{MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
@@ -22,6 +23,7 @@ pub use registry::{ModelRow, NewVersion, VersionRef, VersionRow, VersionUpdate};
 pub use roles::{Actor, Role, Scope, Visibility};
 pub use runs::{NewRun, Project, Run, RunExport, RunHead, RunUpdate};
 pub use sweeps::{Placement, SweepRow, TrialEnd, TrialRow};
+pub use views::ViewRow;
 
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};

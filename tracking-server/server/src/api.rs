@@ -975,6 +975,66 @@ pub struct CheckpointList {
     pub checkpoints: Vec<CheckpointView>,
 }
 
+// ---- Saved views ----
+
+/// A view's name in a path: 1 to 100 characters, no control characters, not only whitespace.
+pub struct ViewNameText;
+impl PartialSchema for ViewNameText {
+    fn schema() -> RefOr<Schema> {
+        text_schema(
+            Some(1),
+            Some(trainlog_schema::limits::MAX_VIEW_NAME_CHARS),
+            VIEW_NAME,
+            "A saved view's name: no control characters, not only whitespace.",
+        )
+    }
+}
+impl ToSchema for ViewNameText {}
+
+/// A view's name: no control characters, and something besides whitespace.
+pub const VIEW_NAME: &str = r"^[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000][^\x00-\x1F\x7F-\x9F]*$";
+
+/// A saved view as lists show it, without its state.
+#[derive(Serialize, ToSchema)]
+pub struct ViewSummary {
+    pub name: String,
+    /// Who saved it last; null on a server run without --auth.
+    pub user: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub updated_time: i64,
+}
+
+impl ViewSummary {
+    pub fn new(v: &trainlog_meta::ViewRow) -> Self {
+        ViewSummary { name: v.name.clone(), user: v.user.clone(), updated_time: v.updated_ms }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ViewList {
+    /// By name.
+    pub views: Vec<ViewSummary>,
+}
+
+/// A saved view with its state.
+#[derive(Serialize, ToSchema)]
+pub struct ViewDetail {
+    #[serde(flatten)]
+    pub view: ViewSummary,
+    /// The state as the UI stored it; the server does not read it.
+    #[schema(value_type = Object)]
+    pub state: Value,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutView {
+    /// A JSON object of at most 64 KiB as JSON text, kept as given.
+    #[serde(default)]
+    #[schema(value_type = Object, required = true)]
+    pub state: Option<Value>,
+}
+
 // ---- Admin ----
 
 /// What the server holds and has done since start. Every counter of the store is listed

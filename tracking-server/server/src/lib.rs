@@ -13,6 +13,7 @@ mod routes;
 mod sweep_routes;
 mod team_routes;
 mod ui;
+mod view_routes;
 
 use actix_web::{web, App, HttpServer};
 use std::collections::HashMap;

@@ -80,6 +80,10 @@ use utoipa::{Modify, OpenApi, ToSchema};
         crate::team_routes::model_members,
         crate::team_routes::set_model_member,
         crate::team_routes::remove_model_member,
+        crate::view_routes::list_views,
+        crate::view_routes::get_view,
+        crate::view_routes::put_view,
+        crate::view_routes::delete_view,
     ),
     components(schemas(ErrorBody, Float)),
     modifiers(&SharedErrors, &NewRunNeedsProject, &KeysWhenAuthIsOn),
@@ -371,6 +375,11 @@ mod tests {
         assert_eq!(query("/api/v1/runs/{id}/metrics", "key")["schema"]["pattern"], api::TEXT);
         assert_eq!(query("/api/v1/runs/{id}", "id")["schema"]["pattern"], api::RUN_ID);
         assert_eq!(query("/api/v1/models/{name}/versions/{version}", "version")["schema"]["pattern"], api::VERSION_REF);
+        let view = query("/api/v1/projects/{name}/views/{view}", "view");
+        assert_eq!(
+            (&view["schema"]["pattern"], &view["schema"]["maxLength"]),
+            (&api::VIEW_NAME.into(), &MAX_VIEW_NAME_CHARS.into())
+        );
     }
 
     #[test]

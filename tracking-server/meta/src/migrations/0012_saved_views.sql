@@ -1,0 +1,10 @@
+-- Saved views of a project: a named state of the UI (filter, sort, columns, charts), kept as
+-- JSON text the server does not read. `user` is who saved it last (NULL without --auth).
+CREATE TABLE saved_views (
+    project_id INTEGER NOT NULL REFERENCES projects(id),
+    name       TEXT    NOT NULL,
+    state      TEXT    NOT NULL,
+    user       TEXT,
+    updated_ms INTEGER NOT NULL,
+    PRIMARY KEY (project_id, name)
+) WITHOUT ROWID;

@@ -1,0 +1,116 @@
+//! Saved views of a project: named UI states (filter, sort, columns, charts) the server keeps as
+//! opaque JSON objects. Reading them needs read on the project, saving and deleting need write.
+
+use crate::api;
+use crate::auth::require;
+use crate::body::json_body;
+use crate::error::{ApiError, Result};
+use crate::routes::{meta, State};
+use actix_web::{web, HttpRequest, HttpResponse};
+use trainlog_meta::{Project, Role, Scope};
+use trainlog_schema::limits::MAX_VIEW_STATE_BYTES;
+use trainlog_schema::ViewName;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/projects/{name}/views", web::get().to(list_views))
+        .route("/projects/{name}/views/{view}", web::get().to(get_view))
+        .route("/projects/{name}/views/{view}", web::put().to(put_view))
+        .route("/projects/{name}/views/{view}", web::delete().to(delete_view));
+}
+
+/// The active project of that name, once the caller holds `need` on it (404 when they may not read it).
+async fn project(state: &State, req: &HttpRequest, name: String, need: Role) -> Result<Project> {
+    let project = meta(state, move |m| m.project_by_name(&name)).await?;
+    require(req, Scope::Project, project.id, &project.name, need).await?;
+    Ok(project)
+}
+
+/// Names a missing view by its project's name rather than its id.
+fn not_found(view: &ViewName, project: &Project) -> impl FnOnce(ApiError) -> ApiError {
+    let what = format!("view {:?} of project {:?}", view.as_str(), project.name);
+    move |e| match e {
+        ApiError::NotFound(_) => ApiError::NotFound(what),
+        other => other,
+    }
+}
+
+/// A project's saved views, by name, without their state.
+#[utoipa::path(get, path = "/api/v1/projects/{name}/views", tag = "projects",
+    params(("name" = inline(api::NameText), Path, description = "The project's name.")),
+    responses((status = 200, description = "The project's views.", body = api::ViewList)))]
+pub(crate) async fn list_views(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    let project = project(&state, &req, path.into_inner(), Role::Read).await?;
+    let rows = meta(&state, move |m| m.views(project.id)).await?;
+    Ok(HttpResponse::Ok().json(api::ViewList { views: rows.iter().map(api::ViewSummary::new).collect() }))
+}
+
+/// One saved view with its state.
+#[utoipa::path(get, path = "/api/v1/projects/{name}/views/{view}", tag = "projects",
+    params(("name" = inline(api::NameText), Path, description = "The project's name."),
+        ("view" = inline(api::ViewNameText), Path, description = "The view's name.")),
+    responses((status = 200, description = "The view.", body = api::ViewDetail)))]
+pub(crate) async fn get_view(
+    state: State,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+) -> Result<HttpResponse> {
+    let (name, view) = path.into_inner();
+    let view = ViewName::parse("view", &view)?;
+    let project = project(&state, &req, name, Role::Read).await?;
+    let missing = not_found(&view, &project);
+    let (row, view_state) = meta(&state, move |m| m.view(project.id, &view)).await.map_err(missing)?;
+    Ok(HttpResponse::Ok().json(api::ViewDetail { view: api::ViewSummary::new(&row), state: view_state }))
+}
+
+/// Save a view, creating it or replacing the one of that name.
+#[utoipa::path(put, path = "/api/v1/projects/{name}/views/{view}", tag = "projects",
+    params(("name" = inline(api::NameText), Path, description = "The project's name."),
+        ("view" = inline(api::ViewNameText), Path, description = "The view's name.")),
+    request_body = api::PutView,
+    responses((status = 201, description = "The new view.", body = api::ViewDetail),
+        (status = 200, description = "The view, replaced.", body = api::ViewDetail)))]
+pub(crate) async fn put_view(
+    state: State,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let (name, view) = path.into_inner();
+    let view = ViewName::parse("view", &view)?;
+    let project = project(&state, &req, name, Role::Write).await?;
+    let body: api::PutView = json_body(&req, payload).await?;
+    let view_state = body.state.ok_or_else(|| ApiError::invalid("state", "a view needs its state"))?;
+    if !view_state.is_object() {
+        return Err(ApiError::invalid("state", "a view's state is a JSON object"));
+    }
+    let size = serde_json::to_string(&view_state).map_err(|e| ApiError::Internal(e.to_string()))?.len();
+    if size > MAX_VIEW_STATE_BYTES {
+        return Err(ApiError::invalid(
+            "state",
+            format!("a view's state may take at most {MAX_VIEW_STATE_BYTES} bytes as JSON, got {size}"),
+        ));
+    }
+    let user = crate::auth::caller(&req).map(|c| c.name);
+    let stored = view_state.clone();
+    let (row, created) = meta(&state, move |m| m.put_view(project.id, &view, &stored, user.as_deref())).await?;
+    let answer = api::ViewDetail { view: api::ViewSummary::new(&row), state: view_state };
+    Ok(if created { HttpResponse::Created().json(answer) } else { HttpResponse::Ok().json(answer) })
+}
+
+/// Delete a saved view.
+#[utoipa::path(delete, path = "/api/v1/projects/{name}/views/{view}", tag = "projects",
+    params(("name" = inline(api::NameText), Path, description = "The project's name."),
+        ("view" = inline(api::ViewNameText), Path, description = "The view's name.")),
+    responses((status = 200, description = "Deleted.", body = api::StatusOk)))]
+pub(crate) async fn delete_view(
+    state: State,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+) -> Result<HttpResponse> {
+    let (name, view) = path.into_inner();
+    let view = ViewName::parse("view", &view)?;
+    let project = project(&state, &req, name, Role::Write).await?;
+    let missing = not_found(&view, &project);
+    meta(&state, move |m| m.delete_view(project.id, &view)).await.map_err(missing)?;
+    Ok(HttpResponse::Ok().json(api::OK))
+}
