@@ -1620,3 +1620,11 @@ pub struct WhoAmI {
     /// What users get on projects and models they hold no role of their own on.
     pub default_role: Option<RoleName>,
 }
+
+/// The keys a project's runs use.
+#[derive(Serialize, ToSchema)]
+pub struct ProjectKeys {
+    pub params: Vec<String>,
+    pub metrics: Vec<String>,
+    pub tags: Vec<String>,
+}

@@ -5,6 +5,7 @@ mod auth;
 pub mod body;
 pub mod error;
 mod guard;
+mod key_routes;
 mod metrics;
 mod mlflow;
 pub mod openapi;

@@ -86,6 +86,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
         crate::view_routes::delete_view,
     ),
     components(schemas(ErrorBody, Float)),
+        crate::key_routes::project_keys,
     modifiers(&SharedErrors, &NewRunNeedsProject, &KeysWhenAuthIsOn),
     tags(
         (name = "system", description = "Health, the API description and the server's counters."),

@@ -54,7 +54,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(crate::registry_routes::configure)
             .configure(crate::sweep_routes::configure)
             .configure(crate::team_routes::configure)
-            .configure(crate::view_routes::configure),
+            .configure(crate::view_routes::configure)
+            .configure(crate::key_routes::configure),
     )
     .default_service(web::to(|req: HttpRequest| async move {
         Err::<HttpResponse, _>(match crate::openapi::allowed_methods(req.path()) {

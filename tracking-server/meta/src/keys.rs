@@ -1,0 +1,33 @@
+//! The keys a project's runs use (params, metrics, tags), for autocomplete and for telling a user
+//! that a filter names a key no run has.
+
+use crate::{MetaStore, Result};
+
+/// Distinct keys of a project's active runs, each list sorted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProjectKeys {
+    pub params: Vec<String>,
+    pub metrics: Vec<String>,
+    pub tags: Vec<String>,
+}
+
+impl MetaStore {
+    /// The keys of a project's runs that are not deleted.
+    pub fn project_keys(&self, project_id: i64) -> Result<ProjectKeys> {
+        self.read(|conn| {
+            let distinct = |table: &str| -> Result<Vec<String>> {
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT DISTINCT t.key FROM runs r JOIN {table} t ON t.run_id = r.id \
+                     WHERE r.project_id = ?1 AND r.deleted = 0 ORDER BY t.key"
+                ))?;
+                let keys = stmt.query_map([project_id], |r| r.get(0))?;
+                Ok(keys.collect::<rusqlite::Result<_>>()?)
+            };
+            Ok(ProjectKeys {
+                params: distinct("params")?,
+                metrics: distinct("metric_summaries")?,
+                tags: distinct("tags")?,
+            })
+        })
+    }
+}
