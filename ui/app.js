@@ -49,6 +49,7 @@ async function api(path, opts = {}) {
     if (res.status === 401 && !signingIn) showSignIn(storedKey() ? 'Your API key was refused; sign in again.' : '');
     throw new ApiError(res.status, err && err.code, msg, err && err.field);
   }
+  if (body === null && res.status === 204) return {};
   if (body === null) throw new ApiError(res.status, 'bad_response', 'The server sent a response that is not JSON.');
   return body;
 }
@@ -402,6 +403,77 @@ function groupValue(r, by) {
   return r[by];
 }
 
+const FILTER_ATTRIBUTES = ['status', 'name', 'user', 'host', 'group', 'id', 'parent_id', 'notes', 'start_time', 'end_time', 'duration'];
+const FILTER_PREFIXES = { params: 'params', tags: 'tags', metrics: 'metrics', metrics_min: 'metrics', metrics_max: 'metrics', metrics_mean: 'metrics', metrics_step: 'metrics' };
+
+/** A key as the filter grammar takes it: bare when it can be, else in backquotes. */
+function filterKey(k) { return /^[A-Za-z0-9_./:-]+$/.test(k) ? k : '`' + k.replace(/`/g, '') + '`'; }
+
+/** The `params.K`, `tags.K` and `metrics….K` keys a filter names: [[prefix, kind, key]]. */
+function filterKeys(filter) {
+  const out = [];
+  const re = /\b(params|tags|metrics_min|metrics_max|metrics_mean|metrics_step|metrics)\.(?:`([^`]*)`|"([^"]*)"|([A-Za-z0-9_./:-]+))/g;
+  let m;
+  while ((m = re.exec(filter))) out.push([m[1], FILTER_PREFIXES[m[1]], m[2] ?? m[3] ?? m[4]]);
+  return out;
+}
+
+/**
+ * Autocomplete for the filter box: the word at the cursor is completed from the project's keys
+ * (`params.`, `metrics.`, `tags.`) and the run attributes. Arrow keys move, Tab or Enter takes.
+ */
+function filterCompleter(input, keys, onEnter) {
+  const list = el('div', { class: 'completions hidden', 'data-testid': 'filter-completions' });
+  let items = [], active = 0, span = null;
+  const close = () => { list.classList.add('hidden'); items = []; };
+  const render = () => list.replaceChildren(...items.map((t, i) => el('div', {
+    class: 'completion' + (i === active ? ' active' : ''), 'data-testid': 'filter-completion',
+    onmousedown: (e) => { e.preventDefault(); take(i); },
+  }, t)));
+  function take(i) {
+    const text = items[i];
+    if (!span || text === undefined) return;
+    input.value = input.value.slice(0, span[0]) + text + input.value.slice(span[1]);
+    const at = span[0] + text.length;
+    input.setSelectionRange(at, at);
+    close();
+  }
+  function update() {
+    const k = keys();
+    const upto = input.value.slice(0, input.selectionStart);
+    const m = /([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z0-9_./:-]*))?$/.exec(upto);
+    if (!m || !k) { close(); return; }
+    const start = upto.length - m[0].length;
+    if (m[2] !== undefined && FILTER_PREFIXES[m[1]]) {
+      const pool = k[FILTER_PREFIXES[m[1]]] || [];
+      items = pool.filter((x) => x.startsWith(m[2]) && x !== m[2]).slice(0, 12).map((x) => `${m[1]}.${filterKey(x)}`);
+    } else if (m[2] === undefined && m[1].length >= 1) {
+      items = [...Object.keys(FILTER_PREFIXES).map((p) => p + '.'), ...FILTER_ATTRIBUTES].filter((x) => x.startsWith(m[1]) && x !== m[1]).slice(0, 12);
+    } else items = [];
+    span = [start, input.selectionStart];
+    active = 0;
+    if (items.length) { list.classList.remove('hidden'); render(); } else close();
+  }
+  input.addEventListener('input', update);
+  input.addEventListener('blur', () => setTimeout(close, 100));
+  input.addEventListener('keydown', (e) => {
+    const open = items.length > 0;
+    if (open && (e.key === 'ArrowDown' || e.key === 'ArrowUp')) {
+      e.preventDefault();
+      active = (active + (e.key === 'ArrowDown' ? 1 : items.length - 1)) % items.length;
+      render();
+    } else if (open && (e.key === 'Tab' || e.key === 'Enter')) {
+      e.preventDefault();
+      take(active);
+    } else if (open && e.key === 'Escape') close();
+    else if (e.key === 'Enter') onEnter();
+  });
+  return el('div', { class: 'filter-wrap' }, input, list);
+}
+
+/** The saved view last opened, shown as chosen when the table comes back. */
+let openedView = '';
+
 /** Most run ids a link keeps as a selection; a larger selection of every run shown is kept as `all`. */
 const MAX_SELECTION_IN_URL = 200;
 
@@ -433,7 +505,16 @@ function runsView(project, params) {
     placeholder: "filter, e.g. metrics.val_loss < 0.3 and params.lr = 0.001 and status = 'finished'",
   });
   filterInput.value = st.filter;
-  filterInput.addEventListener('keydown', (e) => { if (e.key === 'Enter') applyFilter(); });
+  // The project's keys, for autocomplete and for warning about a key no run has.
+  let projectKeys = null;
+  api(`/projects/${enc(project)}/keys`).then((k) => { projectKeys = k; warnUnknownKeys(); }).catch(() => { /* an older server: no help */ });
+  const filterBox = filterCompleter(filterInput, () => projectKeys, () => applyFilter());
+  const filterWarning = el('div', { class: 'filter-warning', 'data-testid': 'filter-warning' });
+  function warnUnknownKeys() {
+    if (!projectKeys) return;
+    const unknown = filterKeys(st.filter).filter(([, kind, key]) => !(projectKeys[kind] || []).includes(key)).map(([prefix, , key]) => `${prefix}.${key}`);
+    filterWarning.textContent = unknown.length ? `No run of this project has ${[...new Set(unknown)].join(', ')}.` : '';
+  }
   const filterError = el('div', { class: 'filter-error', 'data-testid': 'filter-error' });
   const rowCount = el('span', { class: 'row-count', 'data-testid': 'row-count' });
   const compareBtn = el('button', { class: 'primary', 'data-testid': 'compare-button', onclick: () => {
@@ -459,20 +540,71 @@ function runsView(project, params) {
   scroller.addEventListener('scroll', scheduleRows, { passive: true });
   window.addEventListener('resize', scheduleRows);
 
+  // Saved views: the table's address (filter, sort, group, selection) and its columns, by name, on the server.
+  const viewsSel = el('select', { 'data-testid': 'views', title: 'open a saved view of this table' });
+  const viewName = el('input', { type: 'text', size: 14, placeholder: 'view name', 'data-testid': 'view-name' });
+  const viewMsg = el('span', { class: 'muted', 'data-testid': 'view-message' });
+  const viewsBar = el('details', { class: 'columns views' }, el('summary', {}, 'Views ▾'), el('div', { class: 'menu' },
+    el('label', {}, 'open ', viewsSel),
+    el('form', { class: 'toolbar', onsubmit: (e) => { e.preventDefault(); saveView(); } },
+      viewName, el('button', { type: 'submit', 'data-testid': 'view-save' }, 'Save')),
+    el('button', { type: 'button', 'data-testid': 'view-delete', onclick: () => deleteView() }, 'Delete the open view'),
+    viewMsg));
+  const viewsPath = `/projects/${enc(project)}/views`;
+  async function loadViews(selected) {
+    try {
+      const res = await api(viewsPath);
+      viewsSel.replaceChildren(el('option', { value: '' }, '(choose)'), ...(res.views || []).map((v) => el('option', { value: v.name }, v.name)));
+      viewsSel.value = selected || '';
+    } catch (e) { viewMsg.textContent = e.status === 404 ? '' : 'views: ' + e.message; }
+  }
+  viewsSel.addEventListener('change', async () => {
+    if (!viewsSel.value) return;
+    try {
+      const v = await api(`${viewsPath}/${enc(viewsSel.value)}`);
+      const state = v.state || {};
+      Object.assign(prefs, columnPrefsFrom(state.columns));
+      saveColumnPrefs(project, prefs);
+      const address = '#/p/' + enc(project) + (state.query ? '?' + state.query : '');
+      openedView = v.name;
+      if (location.hash === address) route(); else location.hash = address;
+    } catch (e) { viewMsg.textContent = e.message; }
+  });
+  async function saveView() {
+    const name = viewName.value.trim() || viewsSel.value;
+    if (!name) { viewMsg.textContent = 'Name the view.'; return; }
+    try {
+      await api(`${viewsPath}/${enc(name)}`, { method: 'PUT', body: { state: { query: hashQuery().toString(), columns: columnPrefsJson(prefs) } } });
+      viewMsg.textContent = `Saved "${name}".`;
+      viewName.value = '';
+      await loadViews(name);
+    } catch (e) { viewMsg.textContent = (e.field ? e.field + ': ' : '') + e.message; }
+  }
+  async function deleteView() {
+    if (!viewsSel.value) return;
+    try {
+      await api(`${viewsPath}/${enc(viewsSel.value)}`, { method: 'DELETE' });
+      viewMsg.textContent = `Deleted "${viewsSel.value}".`;
+      await loadViews('');
+    } catch (e) { viewMsg.textContent = e.message; }
+  }
+  loadViews(openedView);
+
   const node = el('div', {},
     el('div', { class: 'breadcrumb' }, el('a', { href: '#/' }, 'Projects'), ' / '),
     el('h1', {}, project, ' ', el('a', { class: 'sub-link', href: '#/sweeps/' + enc(project), 'data-testid': 'sweeps-link' }, 'sweeps →')),
     el('div', { class: 'toolbar' },
-      filterInput,
+      filterBox,
       el('button', { onclick: applyFilter }, 'Apply'),
       el('button', { onclick: () => { filterInput.value = ''; applyFilter(); } }, 'Clear'),
       compareBtn, el('label', {}, 'group by ', groupSel), colDetails,
       el('button', { type: 'button', 'data-testid': 'export-csv', title: 'the rows and columns shown, as CSV', onclick: () => exportCsv() }, 'CSV'),
-      rowCount),
-    filterError, message, scroller);
+      viewsBar, rowCount),
+    filterError, filterWarning, message, scroller);
 
   function applyFilter() {
     st.filter = filterInput.value.trim();
+    warnUnknownKeys();
     load();
   }
 

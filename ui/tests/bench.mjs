@@ -1,5 +1,6 @@
 /* UI benchmark in headless Chromium against the real server: first paint of a 10,000-run table,
- * drawing an overlay of 20 runs x 1,000,000 points (downsampled by the server), and a zoom refetch.
+ * selecting all 10,000 and comparing them (as a group), drawing an overlay of 20 runs x 1,000,000
+ * points (downsampled by the server), and a zoom refetch.
  * Prints medians; asserts nothing. Usage: node ui/tests/bench.mjs (needs .venv with trainlog). */
 
 import { spawn, execFileSync } from 'node:child_process';
@@ -38,6 +39,27 @@ for (let i = 0; i < reps; i++) {
   table.push(Date.now() - start);
 }
 
+// Select every run of the 10,000 and compare them: drawn as one group, in a handful of requests.
+const selectAll = [];
+let failures = 0, requests = 0;
+page.on('request', () => { requests++; });
+page.on('requestfailed', () => { failures++; });
+page.on('response', (r) => { if (r.status() >= 400) failures++; });
+const requestsBefore = [];
+for (let i = 0; i < reps; i++) {
+  await page.goto('about:blank');
+  await page.goto(`${base}/#/p/many`);
+  await page.getByTestId('row-count').filter({ hasText: '10000 runs' }).waitFor({ timeout: 60000 });
+  await page.locator('.thead .cell.sel input[type=checkbox]').check();
+  requestsBefore.push(requests);
+  const start = Date.now();
+  await page.getByTestId('compare-button').click();
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=val_loss]')?.getAttribute('data-series-count') === '1', null, { timeout: 120000 });
+  selectAll.push(Date.now() - start);
+  requestsBefore[i] = requests - requestsBefore[i];
+}
+await page.screenshot({ path: path.join(repo, 'target/ui-screenshots/bench-compare-10000.png') });
+
 const overlay = [];
 const zoom = [];
 for (let i = 0; i < reps; i++) {
@@ -67,4 +89,6 @@ console.log('|---|---:|---|');
 console.log(`| first paint of a 10,000-run table (navigation to rows shown) | ${median(table)} ms | <= 1000 ms |`);
 console.log(`| overlay of 20 runs x 1,000,000 points drawn | ${median(overlay)} ms | <= 1000 ms |`);
 console.log(`| zoom refetch (mouse up to redraw) | ${median(zoom)} ms | <= 200 ms |`);
-console.log(`all: table ${table.join(', ')}; overlay ${overlay.join(', ')}; zoom ${zoom.join(', ')}`);
+console.log(`| select all 10,000 runs and compare (click to chart drawn) | ${median(selectAll)} ms | no failed request |`);
+console.log(`requests per select-all comparison: ${requestsBefore.join(', ')}; failed requests or 4xx/5xx answers over the whole benchmark: ${failures}`);
+console.log(`all: table ${table.join(', ')}; overlay ${overlay.join(', ')}; zoom ${zoom.join(', ')}; select-all compare ${selectAll.join(', ')}`);

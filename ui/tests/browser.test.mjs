@@ -389,6 +389,104 @@ test('parallel coordinates pick the common metric, put a log-sampled lr on a log
   await page.screenshot({ path: path.join(shots, 'compare-parcoords.png'), fullPage: true });
 });
 
+test('the filter box completes keys, warns about a key no run has, and a saved view brings the table back', async () => {
+  await page.goto(`${base}/#/p/demo`);
+  await page.getByTestId('row-count').filter({ hasText: `${RUNS} runs` }).waitFor();
+  const box = page.getByTestId('filter-input');
+  await box.fill('');
+  await box.pressSequentially('metrics.lo');
+  await page.getByTestId('filter-completion').first().waitFor();
+  assert.deepEqual(await page.getByTestId('filter-completion').allInnerTexts(), ['metrics.loss']);
+  await box.press('Tab');
+  assert.equal(await box.inputValue(), 'metrics.loss');
+  await box.pressSequentially(' < 0.2 and par');
+  assert.deepEqual(await page.getByTestId('filter-completion').allInnerTexts(), ['params.', 'parent_id']);
+  await box.press('Enter');
+  await box.pressSequentially('b');
+  assert.deepEqual(await page.getByTestId('filter-completion').allInnerTexts(), ['params.batch']);
+  await box.press('Enter');
+  await box.pressSequentially(' = 64');
+  await box.press('Enter');
+  const fewer = Array.from({ length: RUNS }, (_, i) => i).filter((i) => lastLoss(i) < 0.2).length;
+  await page.getByTestId('row-count').filter({ hasText: `${fewer} runs` }).waitFor();
+  assert.equal(await page.getByTestId('filter-warning').innerText(), '');
+  // A misspelt key: the table says no run has it, rather than only "no runs match".
+  await box.fill('metrics.los < 1');
+  await box.press('Enter');
+  await page.getByTestId('filter-warning').filter({ hasText: 'No run of this project has metrics.los.' }).waitFor();
+
+  // Save the table as a view, change everything, open the view again.
+  await box.fill('metrics.loss < 0.2');
+  await box.press('Enter');
+  await page.getByTestId('row-count').filter({ hasText: `${fewer} runs` }).waitFor();
+  await page.locator('[title="metrics.loss (click to sort)"]').click();
+  await page.locator('[title^="metrics.loss"]').filter({ hasText: '▲' }).waitFor();
+  await page.locator('details.views summary').click();
+  await page.getByTestId('view-name').fill('best runs');
+  await page.getByTestId('view-save').click();
+  await page.getByTestId('view-message').filter({ hasText: 'Saved "best runs".' }).waitFor();
+  const saved = await (await fetch(`${base}/api/v1/projects/demo/views/best%20runs`)).json();
+  assert.match(saved.state.query, /filter=metrics.loss/);
+  await page.goto(`${base}/#/p/demo?filter=`);
+  await page.getByTestId('row-count').filter({ hasText: `${RUNS} runs` }).waitFor();
+  await page.locator('details.views summary').click();
+  await page.getByTestId('views').selectOption('best runs');
+  await page.getByTestId('row-count').filter({ hasText: `${fewer} runs` }).waitFor();
+  assert.equal(await page.getByTestId('filter-input').inputValue(), 'metrics.loss < 0.2');
+  await page.locator('[title^="metrics.loss"]').filter({ hasText: '▲' }).waitFor();
+  await page.locator('details.views summary').click();
+  await page.getByTestId('view-delete').click();
+  await page.getByTestId('view-message').filter({ hasText: 'Deleted "best runs".' }).waitFor();
+  assert.equal((await fetch(`${base}/api/v1/projects/demo/views/best%20runs`)).status, 404);
+});
+
+test('selecting all of 10,000 runs compares them as a group, without a failed request', async () => {
+  const N = 10000;
+  const made = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < N) {
+      const i = next++;
+      const run = await post('/runs', { project: 'many', name: `m-${i}`, params: { lr: 10 ** -(1 + (i % 4)) } });
+      await post(`/runs/${run.id}/metrics`, { points: [{ key: 'val_loss', step: 0, value: 1 + (i % 10) }, { key: 'val_loss', step: 1, value: (i % 10) / 10 }] });
+      made.push(run.id);
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, worker));
+  const bad = [];
+  const onResponse = (r) => { if (r.status() >= 400) bad.push(`${r.status()} ${r.url()}`); };
+  const onFailed = (r) => bad.push(`failed ${r.url()} ${r.failure()?.errorText}`);
+  page.on('response', onResponse);
+  page.on('requestfailed', onFailed);
+  let requests = 0;
+  const count = () => { requests++; };
+  try {
+    await page.goto(`${base}/#/p/many`);
+    await page.getByTestId('row-count').filter({ hasText: `${N} runs` }).waitFor({ timeout: 60000 });
+    await page.locator('.thead .cell.sel input[type=checkbox]').check();
+    await page.getByTestId('compare-button').filter({ hasText: `Compare (${N})` }).waitFor();
+    page.on('request', count);
+    await page.getByTestId('compare-button').click();
+    const chart = '[data-testid=chart][data-key=val_loss]';
+    await page.waitForFunction((c) => document.querySelector(c)?.getAttribute('data-series-count') === '1', chart, { timeout: 120000 });
+    assert.match(await page.getByTestId('grouped-note').innerText(), /10000 runs/);
+    // The group's mean at step 1 is the mean of (i % 10) / 10 over the runs: 0.45.
+    const plot = await plotArea(page.locator(chart));
+    await page.mouse.move(plot.x + plot.w - 2, plot.y + plot.h / 2);
+    const row = page.locator('[data-testid=chart-tooltip] [data-testid=tooltip-row]').first();
+    await row.waitFor();
+    assert.equal(Number(await row.locator('.tip-value').evaluate((e) => e.firstChild.textContent)), 0.45);
+    assert.match(await row.innerText(), /all runs \(10000\)/);
+    assert.ok(requests < 40, `${requests} requests for the comparison`);
+    await page.screenshot({ path: path.join(shots, 'compare-10000.png') });
+  } finally {
+    page.off('response', onResponse);
+    page.off('requestfailed', onFailed);
+    page.off('request', count);
+  }
+  assert.deepEqual(bad, []);
+});
+
 test('an unknown run is reported in words', async () => {
   await page.goto(`${base}/#/run/no-such-run`);
   await page.getByText('not found').first().waitFor();
