@@ -133,6 +133,36 @@ impl MetaStore {
         self.read(|conn| run_any_in(conn, id.as_str()))
     }
 
+    /// The project of a run in an active project, deleted (archived) or not, and whether it is
+    /// deleted; a run of a deleted project is not found.
+    pub fn run_head_any(&self, id: &RunId) -> Result<(i64, bool)> {
+        self.run_projects_any(std::slice::from_ref(id))?.remove(id).ok_or_else(|| not_found(format!("run {id}")))
+    }
+
+    /// `run_head_any` for many runs, one query per 500: each found run's project and whether
+    /// it is deleted. Unknown runs and runs of deleted projects are left out.
+    pub fn run_projects_any(&self, ids: &[RunId]) -> Result<HashMap<RunId, (i64, bool)>> {
+        self.read(|conn| {
+            let mut found = HashMap::with_capacity(ids.len());
+            for chunk in ids.chunks(500) {
+                let marks = vec!["?"; chunk.len()].join(",");
+                let sql = format!(
+                    "SELECT r.id, r.project_id, r.deleted FROM runs r JOIN projects p ON p.id = r.project_id
+                     WHERE p.deleted = 0 AND r.id IN ({marks})"
+                );
+                let mut stmt = conn.prepare(&sql)?;
+                let rows = stmt.query_map(params_from_iter(chunk.iter().map(RunId::as_str)), |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)? != 0))
+                })?;
+                for row in rows {
+                    let (id, project_id, deleted) = row?;
+                    found.insert(RunId::from_trusted(id), (project_id, deleted));
+                }
+            }
+            Ok(found)
+        })
+    }
+
     /// Deletes (or restores) a run; its rows and files stay.
     pub fn set_run_deleted(&self, id: &RunId, deleted: bool) -> Result<()> {
         self.write(|conn| {

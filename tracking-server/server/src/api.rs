@@ -400,6 +400,9 @@ pub struct RunView {
     pub tags: BTreeMap<String, String>,
     /// Each metric's summary, by key.
     pub summary: BTreeMap<String, SummaryView>,
+    /// Archived runs are left out of lists and searches unless asked for, and take no changes
+    /// until restored; their data stays readable.
+    pub archived: bool,
 }
 
 /// A run's status.
@@ -414,7 +417,7 @@ pub enum RunStatusName {
 }
 
 impl RunView {
-    pub fn new(run: &Run, summaries: &BTreeMap<String, MetricSummary>) -> Self {
+    pub fn new(run: &Run, summaries: &BTreeMap<String, MetricSummary>, archived: bool) -> Self {
         use trainlog_schema::RunStatus as S;
         RunView {
             id: run.id.as_str().to_owned(),
@@ -438,6 +441,7 @@ impl RunView {
             params: ParamsView::new(run),
             tags: run.tags.clone(),
             summary: summaries.iter().map(|(k, s)| (k.clone(), SummaryView::new(s))).collect(),
+            archived,
         }
     }
 }
@@ -688,7 +692,78 @@ pub struct SearchRuns {
     pub limit: Option<u32>,
     #[schema(pattern = "^[0-9]{0,18}$")]
     pub page_token: Option<String>,
+    /// false (only active runs) when absent, true (only archived ones) or "all".
+    #[serde(default)]
+    #[schema(value_type = Option<ArchivedInput>)]
+    pub archived: Option<Archived>,
 }
+
+/// Which runs a list or search answers: active ones, archived ones, or all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Archived {
+    #[default]
+    Active,
+    Only,
+    All,
+}
+
+impl Archived {
+    /// The text of a query parameter: `false`, `true` or `all`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "false" => Some(Archived::Active),
+            "true" => Some(Archived::Only),
+            "all" => Some(Archived::All),
+            _ => None,
+        }
+    }
+
+    pub fn lifecycle(self) -> trainlog_meta::search::Lifecycle {
+        use trainlog_meta::search::Lifecycle;
+        match self {
+            Archived::Active => Lifecycle::Active,
+            Archived::Only => Lifecycle::Deleted,
+            Archived::All => Lifecycle::All,
+        }
+    }
+}
+
+/// Reads `false`, `true` or `"all"` (and the strings `"false"` and `"true"`).
+impl<'de> Deserialize<'de> for Archived {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Archived;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("false, true or \"all\"")
+            }
+            fn visit_bool<E>(self, v: bool) -> std::result::Result<Archived, E> {
+                Ok(if v { Archived::Only } else { Archived::Active })
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Archived, E> {
+                Archived::parse(v).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(v), &self))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Which runs to answer, in the API document.
+pub struct ArchivedInput;
+impl PartialSchema for ArchivedInput {
+    fn schema() -> RefOr<Schema> {
+        json_schema(serde_json::json!({
+            "description": "false: only active runs (the default); true: only archived runs; \"all\": both.",
+            "anyOf": [{"type": "boolean"}, {"type": "string", "enum": ["false", "true", "all"]}],
+        }))
+    }
+}
+impl ToSchema for ArchivedInput {}
+
+/// A body that may be empty, `null` or `{}`, and holds nothing else.
+#[derive(Deserialize, Default, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoFields {}
 
 /// The status a run ends with.
 #[derive(Deserialize, ToSchema, Clone, Copy)]

@@ -40,6 +40,8 @@ use utoipa::{Modify, OpenApi, ToSchema};
         crate::routes::delete_artifact,
         crate::routes::set_tags,
         crate::routes::finish_run,
+        crate::routes::archive_run,
+        crate::routes::restore_run,
         crate::routes::log_metrics,
         crate::routes::get_metrics,
         crate::routes::get_metrics_many,
@@ -84,9 +86,9 @@ use utoipa::{Modify, OpenApi, ToSchema};
         crate::view_routes::get_view,
         crate::view_routes::put_view,
         crate::view_routes::delete_view,
+        crate::key_routes::project_keys,
     ),
     components(schemas(ErrorBody, Float)),
-        crate::key_routes::project_keys,
     modifiers(&SharedErrors, &NewRunNeedsProject, &KeysWhenAuthIsOn),
     tags(
         (name = "system", description = "Health, the API description and the server's counters."),
@@ -186,6 +188,12 @@ const CONFLICTS: [&str; 12] = [
     "delete_model",
 ];
 
+/// Changes to a run answer 409 while it is archived; archiving and restoring take any run.
+fn changes_a_run(path: &str, id: &str, changes: bool) -> bool {
+    let of_a_run = path == "/api/v1/runs/{id}" || path.starts_with("/api/v1/runs/{id}/");
+    changes && of_a_run && !matches!(id, "archive_run" | "restore_run")
+}
+
 impl Modify for SharedErrors {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         for (path, item) in doc.paths.paths.iter_mut() {
@@ -223,7 +231,7 @@ impl Modify for SharedErrors {
                 if has_path_params || NOT_FOUND_WITHOUT_PATH.contains(&id.as_str()) {
                     add("404", "not_found: something the request names does not exist.");
                 }
-                if CONFLICTS.contains(&id.as_str()) {
+                if CONFLICTS.contains(&id.as_str()) || changes_a_run(path, &id, changes) {
                     add("409", "conflict: the request contradicts what is stored.");
                 }
                 if any_body {

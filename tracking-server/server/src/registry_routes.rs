@@ -256,8 +256,8 @@ pub(crate) async fn register_version(
         meta(&state, move |m| Ok((m.run(&id)?, m.metadata(&id)?))).await?
     };
     let summaries = state.store.summaries(&run, run_row.project_id).await?;
-    let run_view =
-        serde_json::to_value(api::RunView::new(&run_row, &summaries)).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let run_view = serde_json::to_value(api::RunView::new(&run_row, &summaries, false))
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
     let lineage = json!({
         "run": {"id": run_view["id"], "project": run_view["project"], "name": run_view["name"], "status": run_view["status"],
                 "start_time": run_view["start_time"], "end_time": run_view["end_time"], "user": run_view["user"], "host": run_view["host"],

@@ -46,6 +46,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/runs/{id}/artifacts/{path:.*}", web::delete().to(delete_artifact))
             .route("/runs/{id}/tags", web::post().to(set_tags))
             .route("/runs/{id}/finish", web::post().to(finish_run))
+            .route("/runs/{id}/archive", web::post().to(archive_run))
+            .route("/runs/{id}/restore", web::post().to(restore_run))
             .route("/runs/{id}/metrics", web::post().to(log_metrics))
             .route("/runs/{id}/metrics", web::get().to(get_metrics))
             .route("/metrics", web::get().to(get_metrics_many))
@@ -102,9 +104,9 @@ fn now_ms() -> i64 {
     trainlog_meta::now_ms()
 }
 
-async fn run_view(state: &State, run: &Run) -> Result<api::RunView> {
+async fn run_view(state: &State, run: &Run, archived: bool) -> Result<api::RunView> {
     let summaries = state.store.summaries(&run.id, run.project_id).await?;
-    Ok(api::RunView::new(run, &summaries))
+    Ok(api::RunView::new(run, &summaries, archived))
 }
 
 pub(crate) fn query_pairs(req: &HttpRequest) -> Result<Vec<(String, String)>> {
@@ -256,18 +258,18 @@ pub(crate) async fn create_run(state: State, req: HttpRequest, payload: web::Pay
     }
     let (run, created) = meta(&state, move |m| m.create_run(&new)).await?;
     state.store.project_changed(run.project_id);
-    let body = run_view(&state, &run).await?;
+    let body = run_view(&state, &run, false).await?;
     Ok(if created { HttpResponse::Created().json(body) } else { HttpResponse::Ok().json(body) })
 }
 
-/// Get a run with its params, tags, metric summaries and metadata.
+/// Get a run with its params, tags, metric summaries and metadata; an archived run too.
 #[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs", params(("id" = inline(api::RunIdText), Path, description = "The run's id.")),
     responses((status = 200, description = "The run.", body = api::RunDetail)))]
 pub(crate) async fn get_run(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let id = run_id(&path)?;
     readable_run(&state, &req, &id).await?;
-    let (run, metadata) = meta(&state, move |m| Ok((m.run(&id)?, m.metadata(&id)?))).await?;
-    let run = run_view(&state, &run).await?;
+    let ((run, archived), metadata) = meta(&state, move |m| Ok((m.run_any(&id)?, m.metadata(&id)?))).await?;
+    let run = run_view(&state, &run, archived).await?;
     Ok(HttpResponse::Ok().json(api::RunDetail { run, metadata }))
 }
 
@@ -324,7 +326,7 @@ pub(crate) async fn update_run(
     ])?;
     let update = RunUpdate { name: body.name, notes: body.notes, group: body.group, set_tags, delete_tags };
     let run = change_run(&state, &req, id, move |m, id| m.update_run(id, &update)).await?;
-    Ok(HttpResponse::Ok().json(run_view(&state, &run).await?))
+    Ok(HttpResponse::Ok().json(run_view(&state, &run, false).await?))
 }
 
 /// Add params to a run. A different value for a key already stored is a conflict unless `overwrite`.
@@ -379,7 +381,61 @@ pub(crate) async fn finish_run(
     let status = body.status.unwrap_or(api::FinalStatus::Finished).run_status();
     let run = change_run(&state, &req, id.clone(), move |m, id| m.set_status(id, status, body.end_time)).await?;
     state.store.run_finished(&id).await?;
-    Ok(HttpResponse::Ok().json(run_view(&state, &run).await?))
+    Ok(HttpResponse::Ok().json(run_view(&state, &run, false).await?))
+}
+
+/// Archive a run: it leaves lists and searches (unless they ask for archived runs) and takes no
+/// changes until restored; its data stays and reads go on. Archiving an archived run changes nothing.
+#[utoipa::path(post, path = "/api/v1/runs/{id}/archive", tag = "runs", params(("id" = inline(api::RunIdText), Path, description = "The run's id.")),
+    request_body(content = Option<api::NoFields>, description = "Empty, or `{}`."),
+    responses((status = 200, description = "The run, archived.", body = api::RunView)))]
+pub(crate) async fn archive_run(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    set_archived(state, path, req, payload, true).await
+}
+
+/// Restore an archived run. Restoring an active run changes nothing.
+#[utoipa::path(post, path = "/api/v1/runs/{id}/restore", tag = "runs", params(("id" = inline(api::RunIdText), Path, description = "The run's id.")),
+    request_body(content = Option<api::NoFields>, description = "Empty, or `{}`."),
+    responses((status = 200, description = "The run, active.", body = api::RunView)))]
+pub(crate) async fn restore_run(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    set_archived(state, path, req, payload, false).await
+}
+
+async fn set_archived(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+    archived: bool,
+) -> Result<HttpResponse> {
+    let id = run_id(&path)?;
+    let (project_id, _) = run_project_any(&state, &id).await?;
+    require_run(&req, &id, project_id, Role::Write).await?;
+    let bytes = crate::body::json_bytes(&req, payload).await?;
+    if !matches!(bytes.trim_ascii(), b"" | b"null") {
+        crate::body::parse_json_object::<api::NoFields>(&bytes)?;
+    }
+    let (run, archived) = {
+        let id = id.clone();
+        meta(&state, move |m| {
+            m.set_run_deleted(&id, archived)?;
+            m.run_any(&id)
+        })
+        .await?
+    };
+    forget_run_project(&state, &id)?;
+    state.store.project_changed(project_id);
+    Ok(HttpResponse::Ok().json(run_view(&state, &run, archived).await?))
 }
 
 /// Entries in the run → project cache before it starts over.
@@ -400,18 +456,47 @@ pub(crate) async fn run_project(state: &State, id: &RunId) -> Result<i64> {
     Ok(head.project_id)
 }
 
-/// The project of a run the caller may read; a run they may not is not found.
-async fn readable_run(state: &State, req: &HttpRequest, id: &RunId) -> Result<i64> {
-    let project_id = run_project(state, id).await?;
-    require_run(req, id, project_id, Role::Read).await?;
+/// Drops a run from the run → project cache, whose runs are active ones.
+fn forget_run_project(state: &State, id: &RunId) -> Result<()> {
+    state.run_projects.lock().map_err(|_| ApiError::Internal("lock poisoned".into()))?.remove(id);
+    Ok(())
+}
+
+/// The project of a run, archived or not, and whether it is archived; a run of a deleted
+/// project is not found. Active runs come from the cache.
+pub(crate) async fn run_project_any(state: &State, id: &RunId) -> Result<(i64, bool)> {
+    match run_project(state, id).await {
+        Ok(project_id) => Ok((project_id, false)),
+        Err(ApiError::NotFound(_)) => {
+            let owned = id.clone();
+            meta(state, move |m| m.run_head_any(&owned)).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The project of a run the caller holds `need` on; a run they may not read is not found. An
+/// archived run is read like any other, and refuses changes until restored.
+async fn run_for(state: &State, req: &HttpRequest, id: &RunId, need: Role) -> Result<i64> {
+    let (project_id, archived) = run_project_any(state, id).await?;
+    require_run(req, id, project_id, need).await?;
+    if archived && need > Role::Read {
+        return Err(ApiError::Conflict {
+            field: "id".into(),
+            reason: format!("run {id} is archived; restore it (POST /api/v1/runs/{id}/restore) to change it"),
+        });
+    }
     Ok(project_id)
 }
 
-/// The project of a run the caller may change.
+/// The project of a run the caller may read; a run they may not is not found.
+async fn readable_run(state: &State, req: &HttpRequest, id: &RunId) -> Result<i64> {
+    run_for(state, req, id, Role::Read).await
+}
+
+/// The project of an active run the caller may change.
 async fn writable_run(state: &State, req: &HttpRequest, id: &RunId) -> Result<i64> {
-    let project_id = run_project(state, id).await?;
-    require_run(req, id, project_id, Role::Write).await?;
-    Ok(project_id)
+    run_for(state, req, id, Role::Write).await
 }
 
 /// Append metric points to a run. Answered once the points are in the write-ahead log.
@@ -558,6 +643,7 @@ struct SearchRequest {
     order_by: Vec<String>,
     limit: u32,
     offset: u64,
+    archived: api::Archived,
 }
 
 fn page(limit: Option<u32>, token: Option<&str>) -> Result<(u32, u64)> {
@@ -589,13 +675,13 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
     };
     state.store.sync_summaries().await?;
     let (limit, offset) = (req.limit, req.offset);
-    let (filter, order_by) = (req.filter, req.order_by);
-    let mut runs = meta(state, move |m| m.search(scope, &filter, &order_by, limit + 1, offset)).await?;
+    let (filter, order_by, lifecycle) = (req.filter, req.order_by, req.archived.lifecycle());
+    let mut runs = meta(state, move |m| m.search_in(scope, lifecycle, &filter, &order_by, limit + 1, offset)).await?;
     let next = (runs.len() > limit as usize).then(|| (offset + limit as u64).to_string());
     runs.truncate(limit as usize);
     let mut list = Vec::with_capacity(runs.len());
-    for run in &runs {
-        list.push(run_view(state, run).await?);
+    for (run, archived) in &runs {
+        list.push(run_view(state, run, *archived).await?);
     }
     Ok(HttpResponse::Ok().json(api::RunList { runs: list, next_page_token: next }))
 }
@@ -604,7 +690,8 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
 #[utoipa::path(get, path = "/api/v1/projects/{name}/runs", tag = "runs",
     params(("name" = inline(api::NameText), Path, description = "The project's name."), ("filter" = Option<String>, Query, max_length = 3000, description = "e.g. `params.lr > 0.001 and status = 'finished'`."),
         ("order_by" = Option<String>, Query, max_length = 1000, description = "Comma-separated, e.g. `metrics.val/acc desc`."),
-        ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000), ("page_token" = Option<String>, Query, pattern = "^[0-9]{0,18}$")),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000), ("page_token" = Option<String>, Query, pattern = "^[0-9]{0,18}$"),
+        ("archived" = Option<String>, Query, pattern = "^(false|true|all)$", description = "false: only active runs (the default); true: only archived runs; all: both.")),
     responses((status = 200, description = "One page of runs.", body = api::RunList)))]
 pub(crate) async fn project_runs(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let pairs = query_pairs(&req)?;
@@ -628,8 +715,19 @@ pub(crate) async fn project_runs(state: State, path: web::Path<String>, req: Htt
         .flat_map(|(_, v)| v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect::<Vec<_>>())
         .collect();
     let (limit, offset) = page(query_int(&pairs, "limit")?, query_one(&pairs, "page_token"))?;
-    let search_req =
-        SearchRequest { project: Some(path.into_inner()), filter: filter.to_owned(), order_by, limit, offset };
+    let archived = match query_one(&pairs, "archived") {
+        None => api::Archived::Active,
+        Some(text) => api::Archived::parse(text)
+            .ok_or_else(|| ApiError::invalid("archived", format!("expected false, true or all, got {text:?}")))?,
+    };
+    let search_req = SearchRequest {
+        project: Some(path.into_inner()),
+        filter: filter.to_owned(),
+        order_by,
+        limit,
+        offset,
+        archived,
+    };
     search(&state, &req, search_req).await
 }
 
@@ -639,8 +737,14 @@ pub(crate) async fn project_runs(state: State, path: web::Path<String>, req: Htt
 pub(crate) async fn search_runs(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let body: api::SearchRuns = json_body(&req, payload).await?;
     let (limit, offset) = page(body.limit, body.page_token.as_deref())?;
-    let search_req =
-        SearchRequest { project: body.project, filter: body.filter, order_by: body.order_by, limit, offset };
+    let search_req = SearchRequest {
+        project: body.project,
+        filter: body.filter,
+        order_by: body.order_by,
+        limit,
+        offset,
+        archived: body.archived.unwrap_or_default(),
+    };
     search(&state, &req, search_req).await
 }
 
@@ -655,8 +759,7 @@ async fn artifact_target(
     let (id, artifact) = (&path.0, &path.1);
     let run = run_id(id)?;
     let artifact = ArtifactPath::parse("path", artifact)?;
-    let project_id = run_project(state, &run).await?;
-    require_run(req, &run, project_id, need).await?;
+    let project_id = run_for(state, req, &run, need).await?;
     Ok((run, project_id, artifact))
 }
 
