@@ -20,6 +20,7 @@ fn health_and_openapi_describe_every_route() {
         include_str!("../../tracking-server/server/src/sweep_routes.rs"),
         include_str!("../../tracking-server/server/src/team_routes.rs"),
         include_str!("../../tracking-server/server/src/view_routes.rs"),
+        include_str!("../../tracking-server/server/src/key_routes.rs"),
     ];
     let mut routed = std::collections::BTreeSet::new();
     for line in routes
