@@ -6,7 +6,8 @@
 
 const API = '/api/v1';
 const ROW_H = 28;
-const PAGE_LIMIT = 1000;
+/** Runs per page of the runs table; pages load as their rows scroll into view. */
+const PAGE_LIMIT = 500;
 
 /* ---------- small helpers ---------- */
 
@@ -486,7 +487,7 @@ function tableState(params) {
     sortDir: params.get('dir') === 'desc' ? 'desc' : 'asc',
     groupBy: params.get('group') || '',
     selected: new Set(sel === 'all' ? [] : sel.split(',').filter(Boolean)),
-    selectAll: sel === 'all',
+    allSelected: sel === 'all',
     collapsed: new Set(),
   };
 }
@@ -507,7 +508,11 @@ function runsView(project, params) {
   filterInput.value = st.filter;
   // The project's keys, for autocomplete and for warning about a key no run has.
   let projectKeys = null;
-  api(`/projects/${enc(project)}/keys`).then((k) => { projectKeys = k; warnUnknownKeys(); }).catch(() => { /* an older server: no help */ });
+  api(`/projects/${enc(project)}/keys`).then((k) => {
+    projectKeys = k;
+    warnUnknownKeys();
+    if (columns.length) { discoverColumns(); renderHeader(); renderRows(); }
+  }).catch(() => { /* an older server: no help */ });
   const filterBox = filterCompleter(filterInput, () => projectKeys, () => applyFilter());
   const filterWarning = el('div', { class: 'filter-warning', 'data-testid': 'filter-warning' });
   function warnUnknownKeys() {
@@ -518,8 +523,8 @@ function runsView(project, params) {
   const filterError = el('div', { class: 'filter-error', 'data-testid': 'filter-error' });
   const rowCount = el('span', { class: 'row-count', 'data-testid': 'row-count' });
   const compareBtn = el('button', { class: 'primary', 'data-testid': 'compare-button', onclick: () => {
-    if (!st.selected.size) return;
-    if (st.selected.size > COMPARE_LINES_MAX && st.selected.size === runs.length) {
+    if (!selectedCount()) return;
+    if (st.allSelected && runs.length > COMPARE_LINES_MAX) {
       // Every run the filter finds: the comparison asks for them by the filter, not one by one.
       const q = new URLSearchParams();
       if (st.filter) q.set('filter', st.filter);
@@ -527,10 +532,14 @@ function runsView(project, params) {
       location.hash = '#/compare/' + enc(project) + (q.toString() ? '?' + q : '');
       return;
     }
-    location.hash = '#/compare/' + enc(project) + '/' + [...st.selected].map(enc).join(',');
+    selectedIds().then((ids) => { location.hash = '#/compare/' + enc(project) + '/' + ids.map(enc).join(','); });
   } });
   const groupSel = el('select', { 'data-testid': 'group-by', title: 'group rows by a param, tag or attribute' });
-  groupSel.addEventListener('change', () => { st.groupBy = groupSel.value; st.collapsed.clear(); syncUrl(); buildItems(); renderHeader(); renderRows(); });
+  groupSel.addEventListener('change', async () => {
+    st.groupBy = groupSel.value; st.collapsed.clear(); syncUrl();
+    if (st.groupBy) { try { await allRuns(); } catch (e) { message.replaceChildren(errorEl(e)); return; } }
+    buildItems(); renderHeader(); renderRows();
+  });
   const colMenu = el('div', { class: 'menu' });
   const colDetails = el('details', { class: 'columns' }, el('summary', {}, 'Columns ▾'), colMenu);
   const message = el('div', {});
@@ -611,21 +620,40 @@ function runsView(project, params) {
   /** Writes the table's state into the address. */
   function syncUrl() {
     let sel = '';
-    if (st.selected.size && st.selected.size === runs.length && runs.length > MAX_SELECTION_IN_URL) sel = 'all';
+    if (st.allSelected) sel = 'all';
     else if (st.selected.size <= MAX_SELECTION_IN_URL) sel = [...st.selected].join(',');
     setHashQuery({ filter: st.filter, sort: st.sortKey, dir: st.sortKey && st.sortDir === 'desc' ? 'desc' : '', group: st.groupBy, sel });
     tableAddress.set(project, location.hash);
   }
 
+  /** Every run matching the filter is selected (select all), loaded or not. */
+  function selectedCount() { return st.allSelected ? runs.length : st.selected.size; }
+
+  /** The ids of the selected runs, in table order (loading the pages they need). */
+  async function selectedIds() {
+    if (st.allSelected) return (await allRuns()).map((r) => r.id);
+    const order = new Map(runs.map((r, i) => [r && r.id, i]));
+    return [...st.selected].sort((a, b) => (order.get(a) ?? 1e12) - (order.get(b) ?? 1e12));
+  }
+
+  /** Leaves "select all" for the explicit set of every run (loading them all), so one can be unticked. */
+  async function materializeAll() {
+    if (!st.allSelected) return;
+    const all = await allRuns();
+    all.forEach((r) => st.selected.add(r.id));
+    st.allSelected = false;
+  }
+
   function updateCompareBtn() {
     syncUrl();
-    compareBtn.disabled = st.selected.size === 0;
-    compareBtn.textContent = st.selected.size ? `Compare (${st.selected.size})` : 'Compare';
+    const n = selectedCount();
+    compareBtn.disabled = n === 0;
+    compareBtn.textContent = n ? `Compare (${n})` : 'Compare';
   }
 
   function discoverColumns() {
-    const params = new Set(), metrics = new Set(), tags = new Set();
-    for (const r of runs) {
+    const params = new Set(projectKeys ? projectKeys.params : []), metrics = new Set(projectKeys ? projectKeys.metrics : []), tags = new Set(projectKeys ? projectKeys.tags : []);
+    for (const r of loadedRuns()) {
       for (const k in (r.params || {})) params.add(k);
       for (const k in (r.summary || {})) metrics.add(k);
       for (const k in (r.tags || {})) tags.add(k);
@@ -659,7 +687,7 @@ function runsView(project, params) {
     for (const c of columns) {
       const w = Number(prefs.widths[c.id]);
       if (Number.isFinite(w) && w >= 40 && w <= 1000) c.width = w;
-      if (c.num || c.group === 'param') c.fmt = columnFormatter(runs.map((r) => columnValue(c, r)));
+      if (c.num || c.group === 'param') c.fmt = columnFormatter(loadedRuns().map((r) => columnValue(c, r)));
     }
     let left = 0;
     for (const c of columns) { if (c.id === 'sel' || c.id === 'name') { c.pin = left; left += c.width; } }
@@ -688,7 +716,7 @@ function runsView(project, params) {
 
   /** Rows to show: the runs in order, or groups (in order of their values) each followed by its runs. */
   function buildItems() {
-    if (!st.groupBy) { items = runs.map((run) => ({ run })); return; }
+    if (!st.groupBy) { items = null; return; }
     const groups = new Map();
     for (const r of runs) {
       const v = groupValue(r, st.groupBy);
@@ -718,9 +746,10 @@ function runsView(project, params) {
     thead.replaceChildren(...columns.map((c) => {
       if (c.id === 'sel') {
         const all = el('input', { type: 'checkbox', title: 'select all / none' });
-        all.checked = runs.length > 0 && runs.every((r) => st.selected.has(r.id));
+        all.checked = runs.length > 0 && (st.allSelected || (loadedRuns().length === runs.length && runs.every((r) => st.selected.has(r.id))));
         all.addEventListener('change', () => {
-          if (all.checked) runs.forEach((r) => st.selected.add(r.id)); else st.selected.clear();
+          st.selected.clear();
+          st.allSelected = all.checked;
           updateCompareBtn(); renderRows();
         });
         return el('div', { class: 'cell sel pin', style: `left:${c.pin}px` }, all);
@@ -754,7 +783,7 @@ function runsView(project, params) {
       return cell;
     }));
     tbody.style.width = totalWidth() + 'px';
-    tbody.style.height = items.length * ROW_H + 'px';
+    tbody.style.height = rowTotal() * ROW_H + 'px';
   }
 
   /** Drags a column's right edge: its width follows the mouse and is kept for the project. */
@@ -788,7 +817,8 @@ function runsView(project, params) {
   }
 
   /** What the table shows, as CSV: the runs in their order, the visible columns, full precision. */
-  function exportCsv() {
+  async function exportCsv() {
+    await allRuns();
     const cols = columns.filter((c) => c.id !== 'sel');
     const value = (c, r) => {
       switch (c.id) {
@@ -810,10 +840,11 @@ function runsView(project, params) {
     switch (c.id) {
       case 'sel': {
         const cb = el('input', { type: 'checkbox' });
-        cb.checked = st.selected.has(r.id);
-        cb.addEventListener('change', () => {
+        cb.checked = st.allSelected || st.selected.has(r.id);
+        cb.addEventListener('change', async () => {
+          await materializeAll();
           if (cb.checked) st.selected.add(r.id); else st.selected.delete(r.id);
-          updateCompareBtn(); renderRows();
+          updateCompareBtn(); renderHeader(); renderRows();
         });
         return el('div', { class: 'cell sel pin', style: `left:${c.pin}px` }, cb);
       }
@@ -860,10 +891,11 @@ function runsView(project, params) {
     }, columns.map((c) => {
       if (c.id === 'sel') {
         const cb = el('input', { type: 'checkbox', title: 'select the runs of this group' });
-        cb.checked = g.runs.every((r) => st.selected.has(r.id));
-        cb.addEventListener('change', () => {
+        cb.checked = st.allSelected || g.runs.every((r) => st.selected.has(r.id));
+        cb.addEventListener('change', async () => {
+          await materializeAll();
           g.runs.forEach((r) => (cb.checked ? st.selected.add(r.id) : st.selected.delete(r.id)));
-          updateCompareBtn(); renderRows();
+          updateCompareBtn(); renderHeader(); renderRows();
         });
         return el('div', { class: 'cell sel pin', style: `left:${c.pin}px` }, cb);
       }
@@ -895,16 +927,21 @@ function runsView(project, params) {
     const top = scroller.scrollTop;
     const h = scroller.clientHeight || 600;
     const first = Math.max(0, Math.floor(top / ROW_H) - 8);
-    const last = Math.min(items.length, Math.ceil((top + h) / ROW_H) + 8);
+    const last = Math.min(rowTotal(), Math.ceil((top + h) / ROW_H) + 8);
     const tmpl = gridTemplate();
     const width = totalWidth() + 'px';
     const rows = [];
     for (let i = first; i < last; i++) {
-      const item = items[i];
+      const item = items ? items[i] : { run: runs[i] };
       if (item.group) { rows.push(groupRow(item.group, i, tmpl, width)); continue; }
       const r = item.run;
+      if (!r) {
+        ensurePage(Math.floor(i / PAGE_LIMIT));
+        rows.push(el('div', { class: 'trow placeholder', style: `top:${i * ROW_H}px;width:${width}` }, el('div', { class: 'cell muted' }, 'loading…')));
+        continue;
+      }
       rows.push(el('div', {
-        class: 'trow' + (st.selected.has(r.id) ? ' selected' : ''),
+        class: 'trow' + (st.allSelected || st.selected.has(r.id) ? ' selected' : ''),
         'data-testid': 'run-row', 'data-run-id': r.id,
         style: `top:${i * ROW_H}px;width:${width};grid-template-columns:${tmpl}`,
       }, columns.map((c) => cellFor(c, r))));
@@ -912,26 +949,63 @@ function runsView(project, params) {
     tbody.replaceChildren(...rows);
   }
 
+  /** The runs loaded so far, in table order. */
+  function loadedRuns() { return runs.filter(Boolean); }
+  /** Rows of the table: groups with their runs, or one per run matching the filter. */
+  function rowTotal() { return items ? items.length : runs.length; }
+
+  /** One page of the current search, from a run offset; answers {runs, total} (total on the first page). */
+  async function fetchPage(offset) {
+    const q = new URLSearchParams({ limit: String(PAGE_LIMIT) });
+    if (st.filter) q.set('filter', st.filter);
+    if (st.sortKey && st.sortKey !== 'gpu_util') q.set('order_by', `${st.sortKey} ${st.sortDir}`);
+    if (offset) q.set('page_token', String(offset));
+    return api(`/projects/${enc(project)}/runs?${q}`);
+  }
+
+  const inFlight = new Map();
+  /** Loads page p of the current search once, then redraws the rows. */
+  function ensurePage(p) {
+    if (inFlight.has(p)) return inFlight.get(p);
+    const gen = loadGen;
+    const done = fetchPage(p * PAGE_LIMIT).then((res) => {
+      if (gen !== loadGen) return;
+      (res.runs || []).forEach((r, k) => { if (p * PAGE_LIMIT + k < runs.length) runs[p * PAGE_LIMIT + k] = r; });
+      scheduleRows();
+    }).catch((e) => { inFlight.delete(p); if (gen === loadGen) message.replaceChildren(errorEl(e)); });
+    inFlight.set(p, done);
+    return done;
+  }
+
+  /** Every run of the current search (loading the pages not loaded yet, four at a time). */
+  async function allRuns() {
+    const pages = Math.ceil(runs.length / PAGE_LIMIT);
+    const missing = [];
+    for (let p = 0; p < pages; p++) if (runs.slice(p * PAGE_LIMIT, (p + 1) * PAGE_LIMIT).some((r) => !r)) missing.push(p);
+    if (missing.length) {
+      rowCount.textContent = `loading all ${runs.length} runs…`;
+      await settleLimited(missing, 4, (p) => ensurePage(p));
+      rowCount.textContent = countText();
+    }
+    if (runs.some((r) => !r)) throw new Error('Some runs could not be loaded; try again.');
+    return runs;
+  }
+
+  const countText = () => `${runs.length} run${runs.length === 1 ? '' : 's'}`;
+
+  /**
+   * Reads the first page and the number of runs the filter matches, and paints; further pages
+   * load as their rows come into view. Group-by and sorting by a computed column need every run.
+   */
   async function load() {
     const gen = ++loadGen;
+    inFlight.clear();
     filterError.textContent = '';
     message.replaceChildren();
     rowCount.textContent = 'loading…';
-    const acc = [];
-    let token = null;
-    const clientSort = st.sortKey === 'gpu_util';
+    let first;
     try {
-      do {
-        const q = new URLSearchParams({ limit: String(PAGE_LIMIT) });
-        if (st.filter) q.set('filter', st.filter);
-        if (st.sortKey && !clientSort) q.set('order_by', `${st.sortKey} ${st.sortDir}`);
-        if (token) q.set('page_token', token);
-        const res = await api(`/projects/${enc(project)}/runs?${q}`);
-        if (gen !== loadGen) return;
-        acc.push(...(res.runs || []));
-        token = res.next_page_token || null;
-        if (token) rowCount.textContent = `loading… ${acc.length} runs`;
-      } while (token);
+      first = await fetchPage(0);
     } catch (e) {
       if (gen !== loadGen) return;
       if (e.field === 'filter' || (e.status === 400 && /filter/i.test(e.message))) {
@@ -946,21 +1020,43 @@ function runsView(project, params) {
       rowCount.textContent = '';
       return;
     }
-    if (clientSort) {
+    if (gen !== loadGen) return;
+    const page = first.runs || [];
+    const total = typeof first.total === 'number' ? first.total : (first.next_page_token ? null : page.length);
+    runs = new Array(total === null ? page.length : total);
+    page.forEach((r, i) => { runs[i] = r; });
+    inFlight.set(0, Promise.resolve());
+    if (total === null) {
+      // A server that does not count: read every page, as before.
+      let token = first.next_page_token;
+      while (token) {
+        const q = new URLSearchParams({ limit: String(PAGE_LIMIT), page_token: token });
+        if (st.filter) q.set('filter', st.filter);
+        if (st.sortKey && st.sortKey !== 'gpu_util') q.set('order_by', `${st.sortKey} ${st.sortDir}`);
+        const res = await api(`/projects/${enc(project)}/runs?${q}`);
+        if (gen !== loadGen) return;
+        runs.push(...(res.runs || []));
+        token = res.next_page_token || null;
+      }
+    }
+    if (st.groupBy || st.sortKey === 'gpu_util') {
+      try { await allRuns(); } catch (e) { message.replaceChildren(errorEl(e)); return; }
+      if (gen !== loadGen) return;
+    }
+    if (st.sortKey === 'gpu_util') {
       // Computed columns sort here; runs without a value go last either way.
       const dir = st.sortDir === 'asc' ? 1 : -1;
-      const val = (r) => gpuUtil(r);
-      acc.sort((a, b) => {
-        const [x, y] = [val(a), val(b)];
+      runs.sort((a, b) => {
+        const [x, y] = [gpuUtil(a), gpuUtil(b)];
         if (x === null || y === null) return (x === null) - (y === null);
         return (x - y) * dir;
       });
     }
-    runs = acc;
-    if (st.selectAll) { runs.forEach((r) => st.selected.add(r.id)); st.selectAll = false; }
-    const ids = new Set(runs.map((r) => r.id));
-    for (const id of [...st.selected]) if (!ids.has(id)) st.selected.delete(id);
-    rowCount.textContent = `${runs.length} run${runs.length === 1 ? '' : 's'}`;
+    if (!runs.some((r) => !r)) {
+      const ids = new Set(runs.map((r) => r.id));
+      for (const id of [...st.selected]) if (!ids.has(id)) st.selected.delete(id);
+    }
+    rowCount.textContent = countText();
     if (!runs.length) message.replaceChildren(el('p', { class: 'muted' }, st.filter ? 'No runs match this filter.' : 'No runs in this project.'));
     discoverColumns();
     buildItems();
