@@ -45,6 +45,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
         crate::routes::log_metrics,
         crate::routes::get_metrics,
         crate::routes::get_metrics_many,
+        crate::routes::query_metrics,
         crate::routes::flush,
         crate::routes::stats,
         crate::registry_routes::create_model,
@@ -170,7 +171,8 @@ struct SharedErrors;
 
 /// Operations that answer 404 for a missing thing named in their body or query rather than
 /// their path.
-const NOT_FOUND_WITHOUT_PATH: [&str; 4] = ["create_run", "search_runs", "get_metrics_many", "create_sweep"];
+const NOT_FOUND_WITHOUT_PATH: [&str; 5] =
+    ["create_run", "search_runs", "get_metrics_many", "query_metrics", "create_sweep"];
 
 /// Operations that answer 409 when the request conflicts with what is stored.
 const CONFLICTS: [&str; 12] = [

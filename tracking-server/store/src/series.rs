@@ -1,5 +1,6 @@
-//! One metric series in columns: merging layers with last-write-wins, step ranges, and
-//! downsampling into buckets that keep each bucket's min, max and last value.
+//! One metric series in columns: merging layers with last-write-wins, step ranges,
+//! downsampling into buckets that keep each bucket's min, max and last value, and the
+//! reduction of many runs' series onto one step grid.
 
 /// Points of one series sorted by step, one point per step.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -162,6 +163,140 @@ impl Series {
     }
 }
 
+/// Equal-width buckets over the steps `first..=last`, cut as `Series::downsample` cuts one
+/// series: at most `n` buckets of `ceil((last - first + 1) / n)` steps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepGrid {
+    first: i64,
+    last: i64,
+    width: i128,
+}
+
+impl StepGrid {
+    pub fn new(first: i64, last: i64, n: usize) -> Self {
+        let (first, last) = (first.min(last), first.max(last));
+        let n = n.max(1) as i128;
+        let span = last as i128 - first as i128 + 1;
+        StepGrid { first, last, width: ((span + n - 1) / n).max(1) }
+    }
+
+    /// The grid over several runs' step extents (`(first, last)` each); None when there are none.
+    pub fn over(extents: impl IntoIterator<Item = (i64, i64)>, n: usize) -> Option<Self> {
+        let (first, last) = extents.into_iter().reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))?;
+        Some(StepGrid::new(first, last, n))
+    }
+
+    /// How many buckets the grid has.
+    pub fn len(&self) -> usize {
+        ((self.last as i128 - self.first as i128) / self.width + 1) as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    fn index(&self, step: i64) -> usize {
+        ((step as i128 - self.first as i128) / self.width) as usize
+    }
+
+    /// The steps bucket `i` covers, both ends included.
+    pub fn bounds(&self, i: usize) -> (i64, i64) {
+        let lo = self.first as i128 + i as i128 * self.width;
+        let hi = (lo + self.width - 1).min(self.last as i128);
+        (lo as i64, hi as i64)
+    }
+}
+
+/// One bucket of a group of runs on a common grid: the mean over the runs of each one's last
+/// value in the bucket (finite values only; None when there is none), the min and max of their
+/// points (NaN ignored unless every value is NaN), and how many runs have points in it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GroupBucket {
+    pub step_min: i64,
+    pub step_max: i64,
+    pub mean: Option<f64>,
+    pub min: f64,
+    pub max: f64,
+    pub runs: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    runs: u64,
+    sum: f64,
+    finite: u64,
+    min: f64,
+    max: f64,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot { runs: 0, sum: 0.0, finite: 0, min: f64::NAN, max: f64::NAN }
+    }
+}
+
+/// Runs' series reduced onto one grid as they are added, one series at a time: memory is the
+/// grid's, whatever the number of runs or points.
+#[derive(Debug, Clone)]
+pub struct GroupBuckets {
+    grid: StepGrid,
+    slots: Vec<Slot>,
+}
+
+impl GroupBuckets {
+    pub fn new(grid: StepGrid) -> Self {
+        GroupBuckets { grid, slots: vec![Slot::default(); grid.len()] }
+    }
+
+    /// Adds one run's series (sorted by step, one point a step); points off the grid are left out.
+    pub fn add(&mut self, series: &Series) {
+        let start = series.steps.partition_point(|&s| s < self.grid.first);
+        let end = series.steps.partition_point(|&s| s <= self.grid.last);
+        let mut current: Option<(usize, f64)> = None;
+        for i in start..end {
+            let (index, v) = (self.grid.index(series.steps[i]), series.values[i]);
+            if let Some((open, last)) = current {
+                if open != index {
+                    self.close(open, last);
+                }
+            }
+            let slot = &mut self.slots[index];
+            if !v.is_nan() {
+                slot.min = if slot.min.is_nan() { v } else { slot.min.min(v) };
+                slot.max = if slot.max.is_nan() { v } else { slot.max.max(v) };
+            }
+            current = Some((index, v));
+        }
+        if let Some((open, last)) = current {
+            self.close(open, last);
+        }
+    }
+
+    /// A run's last value in bucket `index`: it counts the run, and its value if finite.
+    fn close(&mut self, index: usize, last: f64) {
+        let slot = &mut self.slots[index];
+        slot.runs += 1;
+        if last.is_finite() {
+            slot.sum += last;
+            slot.finite += 1;
+        }
+    }
+
+    /// The buckets some run has points in, by step.
+    pub fn buckets(&self) -> Vec<GroupBucket> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.runs > 0)
+            .map(|(i, s)| {
+                let (step_min, step_max) = self.grid.bounds(i);
+                let mean = (s.finite > 0).then(|| s.sum / s.finite as f64);
+                GroupBucket { step_min, step_max, mean, min: s.min, max: s.max, runs: s.runs }
+            })
+            .collect()
+    }
+}
+
 fn merge_two(older: &Series, newer: &Series) -> Series {
     let mut out = Series::default();
     let cap = older.len() + newer.len();
@@ -253,6 +388,46 @@ mod tests {
         let b = series(&[(0, 1.0), (1, f64::NAN)]).downsample(1);
         assert_eq!((b[0].min, b[0].max, b[0].count), (1.0, 1.0, 2));
         assert!(b[0].last.is_nan());
+    }
+
+    #[test]
+    fn groups_average_each_runs_last_value_per_bucket_on_one_grid() {
+        let a = series(&[(0, 1.0), (4, 2.0), (5, 10.0), (9, 4.0)]);
+        let b = series(&[(2, 3.0), (7, f64::NAN), (8, f64::INFINITY)]);
+        let c = series(&[(1, f64::NAN)]);
+        let grid = StepGrid::over([(0, 9), (2, 8), (1, 1)], 2).unwrap();
+        assert_eq!((grid.len(), grid.bounds(0), grid.bounds(1)), (2, (0, 4), (5, 9)));
+        let mut group = GroupBuckets::new(grid);
+        for s in [&a, &b, &c] {
+            group.add(s);
+        }
+        let buckets = group.buckets();
+        assert_eq!(buckets.len(), 2);
+        // 0..=4: a's last is 2, b's 3, c's NaN (counted, left out of the mean).
+        assert_eq!((buckets[0].mean, buckets[0].min, buckets[0].max, buckets[0].runs), (Some(2.5), 1.0, 3.0, 3));
+        // 5..=9: a's last is 4, b's +inf (left out of the mean, kept as the max).
+        assert_eq!(
+            (buckets[1].mean, buckets[1].min, buckets[1].max, buckets[1].runs),
+            (Some(4.0), 4.0, f64::INFINITY, 2)
+        );
+        assert_eq!((buckets[1].step_min, buckets[1].step_max), (5, 9));
+        // One run's grid is the one `downsample` cuts.
+        let mut alone = GroupBuckets::new(StepGrid::over([(0, 9)], 3).unwrap());
+        alone.add(&a);
+        let cut: Vec<(f64, f64, f64)> = a.downsample(3).iter().map(|b| (b.last, b.min, b.max)).collect();
+        let grouped: Vec<(f64, f64, f64)> = alone.buckets().iter().map(|b| (b.mean.unwrap(), b.min, b.max)).collect();
+        assert_eq!(cut, grouped);
+    }
+
+    #[test]
+    fn group_buckets_of_only_nan_have_no_mean_and_extreme_steps_fit() {
+        let mut group = GroupBuckets::new(StepGrid::new(i64::MIN, i64::MAX, 3));
+        group.add(&series(&[(i64::MIN, f64::NAN), (i64::MAX, 1.0)]));
+        let b = group.buckets();
+        assert_eq!(b.len(), 2);
+        assert!(b[0].mean.is_none() && b[0].min.is_nan());
+        assert_eq!((b[0].step_min, b[1].step_max, b[1].mean), (i64::MIN, i64::MAX, Some(1.0)));
+        assert!(StepGrid::over([], 5).is_none());
     }
 
     #[test]
