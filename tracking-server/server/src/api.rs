@@ -932,16 +932,6 @@ pub struct MultiRunSeries<'a> {
     pub series: Vec<RunSeries<'a>>,
 }
 
-// ---- Artifacts and checkpoints ----
-
-#[derive(Serialize, ToSchema)]
-pub struct ArtifactView {
-    pub path: String,
-    pub size: u64,
-    /// Hex SHA-256 of the bytes.
-    pub sha256: String,
-    pub created_time: i64,
-}
 /// The body of `POST /metrics/query`: one metric of many runs, each on its own or in groups.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -1082,6 +1072,16 @@ pub enum MetricsQueryAnswer<'a> {
     Groups(GroupedSeries<'a>),
 }
 
+// ---- Artifacts and checkpoints ----
+
+#[derive(Serialize, ToSchema)]
+pub struct ArtifactView {
+    pub path: String,
+    pub size: u64,
+    /// Hex SHA-256 of the bytes.
+    pub sha256: String,
+    pub created_time: i64,
+}
 
 impl ArtifactView {
     pub fn new(a: &ArtifactRow) -> Self {
