@@ -150,6 +150,59 @@ pub async fn post_json(http: &reqwest::Client, url: &str, body: String) -> serde
     serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
 }
 
+/// Creates `n` runs in `project`, each with 10 params (`p0`…`p9`) and 5 metrics (`m0`…`m4`, one
+/// point each), over `tasks` concurrent tasks: the answer a runs table or `Api().runs()` reads.
+pub async fn create_wide_runs(api: String, project: &'static str, n: usize, tasks: usize) -> Duration {
+    let started = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|t| {
+            let api = api.clone();
+            tokio::spawn(async move {
+                let http = client();
+                for i in (t..n).step_by(tasks) {
+                    let params: Vec<String> = (0..10)
+                        .map(|k| {
+                            if k % 2 == 0 {
+                                format!(r#""p{k}":{}"#, i * 10 + k)
+                            } else {
+                                format!(r#""p{k}":"v{}""#, (i + k) % 7)
+                            }
+                        })
+                        .collect();
+                    let body =
+                        format!(r#"{{"project":"{project}","name":"wide-{i:05}","params":{{{}}}}}"#, params.join(","));
+                    let run = post_json(&http, &format!("{api}/runs"), body).await;
+                    let id = run["id"].as_str().expect("the created run has an id").to_owned();
+                    let points: Vec<String> = (0..5)
+                        .map(|k| format!(r#"{{"key":"m{k}","step":0,"value":{:?}}}"#, (i * 5 + k) as f64 / 7.0))
+                        .collect();
+                    post_json(
+                        &http,
+                        &format!("{api}/runs/{id}/metrics"),
+                        format!(r#"{{"points":[{}]}}"#, points.join(",")),
+                    )
+                    .await;
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.expect("a run-creating task panicked");
+    }
+    started.elapsed()
+}
+
+/// A timed GET with an `Accept` header, answering the time and the body's size.
+pub async fn timed_get_accept(http: &reqwest::Client, url: &str, accept: &str) -> (f64, usize) {
+    let t = Instant::now();
+    let resp = http.get(url).header("accept", accept).send().await.expect("the GET reaches the server");
+    let status = resp.status();
+    let body = resp.bytes().await.expect("the GET answers a body");
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    assert!(status.is_success(), "GET {url} answered {status}: {}", String::from_utf8_lossy(&body));
+    (ms, body.len())
+}
+
 /// Learning rates the search runs are spread over.
 pub const LRS: [f64; 4] = [0.1, 0.01, 0.001, 0.0001];
 

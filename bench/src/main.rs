@@ -613,6 +613,39 @@ fn main() {
         "",
     );
 
+    // 7d-7f. The answer a runs table or `Api().runs()` reads: 1,000 runs with 10 params and 5
+    // metric summaries each, in one page: all columns as JSON, two named columns, and Arrow.
+    println!("\n== Answer 1,000 runs with their params and summaries ==");
+    let took = rt.block_on(client::create_wide_runs(server.api(""), "bench-wide", 1_000, 8));
+    info(format!("created 1,000 runs with 10 params and 5 metrics each in {:.1} s", took.as_secs_f64()));
+    let wide = |extra: &str| server.api(&format!("/projects/bench-wide/runs?limit=1000{extra}"));
+    let answer = |label: &str, url: String, accept: &str| -> f64 {
+        let (_, bytes) = rt.block_on(client::timed_get_accept(&http, &url, accept));
+        let samples: Vec<f64> =
+            (0..scale.reps.max(10)).map(|_| rt.block_on(client::timed_get_accept(&http, &url, accept)).0).collect();
+        let (p50, _) = summarize(label, &samples);
+        info(format!("{label}: {:.0} KB", bytes as f64 / 1e3));
+        p50
+    };
+    let all_json = answer("1,000 runs, every column, JSON", wide(""), "application/json");
+    let named_json = answer(
+        "1,000 runs, columns params.p0 and metrics.m0, JSON",
+        wide("&columns=params.p0,metrics.m0"),
+        "application/json",
+    );
+    let all_arrow = answer("1,000 runs, every column, Arrow", wide(""), "application/vnd.apache.arrow.stream");
+    report.add(
+        "7d",
+        "Answer 1,000 runs with 10 params and 5 summaries, JSON, p50",
+        all_json,
+        2,
+        "ms",
+        Goal::AtMost(10.0),
+        "",
+    );
+    report.add("7e", "The same with 2 named columns, JSON, p50", named_json, 2, "ms", Goal::AtMost(10.0), "");
+    report.add("7f", "The same, every column, Arrow IPC, p50", all_arrow, 2, "ms", Goal::AtMost(10.0), "");
+
     // 8. Start-up: kill -9 and restart with data present, graceful restart, empty folder.
     println!("\n== Start-up ==");
     drop(http);

@@ -3,7 +3,7 @@
 
 use crate::{not_found, now_ms, search, Actor, Error, MetaStore, Result, Role, Scope};
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Transaction};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use trainlog_schema::{MetricKey, MetricSummary, ParamKey, ParamValue, ProjectName, RunId, RunStatus, TagKey};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -575,6 +575,69 @@ impl MetaStore {
     /// The stored summaries of a run's metric series.
     pub fn summaries(&self, id: &RunId) -> Result<BTreeMap<String, MetricSummary>> {
         self.read(|conn| load_summaries(conn, id.as_str()))
+    }
+
+    /// The stored summaries of many runs, by run id (runs without any are left out): one query
+    /// for each 500 runs. `keys`, when given, keeps only those metric keys.
+    pub fn summaries_of(
+        &self,
+        ids: &[&str],
+        keys: Option<&[String]>,
+    ) -> Result<HashMap<String, BTreeMap<String, MetricSummary>>> {
+        self.read(|conn| {
+            let mut out: HashMap<String, BTreeMap<String, MetricSummary>> = HashMap::with_capacity(ids.len());
+            if keys.is_some_and(|k| k.is_empty()) {
+                return Ok(out);
+            }
+            for chunk in ids.chunks(500) {
+                let marks = vec!["?"; chunk.len()].join(",");
+                let mut bound: Vec<&str> = chunk.to_vec();
+                let key_filter = match keys {
+                    Some(keys) => {
+                        bound.extend(keys.iter().map(String::as_str));
+                        format!(" AND key IN ({})", vec!["?"; keys.len()].join(","))
+                    }
+                    None => String::new(),
+                };
+                let mut stmt = conn.prepare(&format!(
+                    "SELECT run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count FROM metric_summaries
+                     WHERE run_id IN ({marks}){key_filter}"
+                ))?;
+                let rows = stmt.query_map(params_from_iter(bound), |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        MetricSummary {
+                            last: null_to_nan(r.get(2)?),
+                            last_step: r.get(3)?,
+                            last_ms: r.get(4)?,
+                            min: null_to_nan(r.get(5)?),
+                            max: null_to_nan(r.get(6)?),
+                            count: r.get::<_, i64>(7)? as u64,
+                            sum: null_to_nan(r.get(8)?),
+                            sum_count: r.get::<_, i64>(9)? as u64,
+                        },
+                    ))
+                })?;
+                for row in rows {
+                    let (run, key, summary) = row?;
+                    out.entry(run).or_default().insert(key, summary);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// How many runs a search matches (every page together).
+    pub fn search_count(&self, scope: search::RunScope, lifecycle: search::Lifecycle, filter: &str) -> Result<u64> {
+        let query = search::build_search_in(scope, lifecycle, filter, &[], u32::MAX, 0)
+            .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
+        self.read(|conn| {
+            let n: i64 = conn
+                .prepare_cached(&format!("SELECT COUNT(*) FROM ({})", query.sql))?
+                .query_row(params_from_iter(query.params.iter()), |r| r.get(0))?;
+            Ok(n as u64)
+        })
     }
 
     /// Replaces the stored summaries of the given series.

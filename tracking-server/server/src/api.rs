@@ -459,8 +459,12 @@ pub struct RunDetail {
 #[derive(Serialize, ToSchema)]
 pub struct RunList {
     pub runs: Vec<RunView>,
-    /// Pass as `page_token` for the next page; null on the last one.
+    /// Pass as `page_token` for the next page; null on the last one. It is the offset of the
+    /// next run, so a client may also read from any offset.
     pub next_page_token: Option<String>,
+    /// How many runs the search matches over every page; on the first page only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
 }
 
 /// A schema written as JSON: for the shapes the derive cannot say (unions, key patterns).
@@ -692,6 +696,12 @@ pub struct SearchRuns {
     pub limit: Option<u32>,
     #[schema(pattern = "^[0-9]{0,18}$")]
     pub page_token: Option<String>,
+    /// Only these params, tags and metrics in each run: `params`, `tags`, `metrics` (every key of
+    /// the kind) or `params.KEY`, `tags.KEY`, `metrics.KEY`; a kind not named is left out.
+    /// Everything when absent.
+    #[serde(default)]
+    #[schema(max_items = 1000)]
+    pub columns: Option<Vec<String>>,
     /// false (only active runs) when absent, true (only archived ones) or "all".
     #[serde(default)]
     #[schema(value_type = Option<ArchivedInput>)]

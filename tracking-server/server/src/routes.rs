@@ -852,6 +852,73 @@ struct SearchRequest {
     limit: u32,
     offset: u64,
     archived: api::Archived,
+    columns: Columns,
+}
+
+/// Which keys of one kind (params, tags or metrics) a search answers.
+#[derive(Clone, Debug, PartialEq)]
+enum Pick {
+    All,
+    Only(std::collections::BTreeSet<String>),
+}
+
+impl Pick {
+    fn keeps(&self, key: &str) -> bool {
+        match self {
+            Pick::All => true,
+            Pick::Only(keys) => keys.contains(key),
+        }
+    }
+}
+
+/// The params, tags and metrics a search answers for each run (`columns`); everything by default.
+#[derive(Clone, Debug, PartialEq)]
+struct Columns {
+    params: Pick,
+    tags: Pick,
+    metrics: Pick,
+}
+
+impl Default for Columns {
+    fn default() -> Self {
+        Columns { params: Pick::All, tags: Pick::All, metrics: Pick::All }
+    }
+}
+
+impl Columns {
+    /// `params`, `tags`, `metrics`, or one of them followed by `.KEY`; a kind not named is left out.
+    /// `field_of(i)` names the item in an error.
+    fn parse<'a>(items: impl IntoIterator<Item = &'a str>, field_of: impl Fn(usize) -> String) -> Result<Columns> {
+        let none = || Pick::Only(Default::default());
+        let mut columns = Columns { params: none(), tags: none(), metrics: none() };
+        for (i, item) in items.into_iter().enumerate() {
+            let (kind, key) = match item.split_once('.') {
+                Some((kind, key)) => (kind, Some(key)),
+                None => (item, None),
+            };
+            let pick = match kind {
+                "params" => &mut columns.params,
+                "tags" => &mut columns.tags,
+                "metrics" => &mut columns.metrics,
+                _ => {
+                    return Err(ApiError::invalid(
+                        &field_of(i),
+                        format!("expected params, tags or metrics, alone or followed by .KEY, got {item:?}"),
+                    ))
+                }
+            };
+            match key {
+                None => *pick = Pick::All,
+                Some("") => return Err(ApiError::invalid(&field_of(i), format!("a key must follow {kind:?}."))),
+                Some(key) => {
+                    if let Pick::Only(keys) = pick {
+                        keys.insert(key.to_owned());
+                    }
+                }
+            }
+        }
+        Ok(columns)
+    }
 }
 
 fn page(limit: Option<u32>, token: Option<&str>) -> Result<(u32, u64)> {
@@ -884,14 +951,91 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
     state.store.sync_summaries().await?;
     let (limit, offset) = (req.limit, req.offset);
     let (filter, order_by, lifecycle) = (req.filter, req.order_by, req.archived.lifecycle());
-    let mut runs = meta(state, move |m| m.search_in(scope, lifecycle, &filter, &order_by, limit + 1, offset)).await?;
-    let next = (runs.len() > limit as usize).then(|| (offset + limit as u64).to_string());
-    runs.truncate(limit as usize);
-    let mut list = Vec::with_capacity(runs.len());
-    for (run, archived) in &runs {
-        list.push(run_view(state, run, *archived).await?);
+    let columns = req.columns;
+    let metric_keys: Option<Vec<String>> = match &columns.metrics {
+        Pick::All => None,
+        Pick::Only(keys) => Some(keys.iter().cloned().collect()),
+    };
+    // One blocking call: the page of runs (params and tags loaded per table, not per run), the
+    // number of matches on a first page, and the page's summaries in one query per 500 runs.
+    // Summaries were just synced from the store, so the stored ones are current.
+    let (mut runs, more, total, mut summaries) = meta(state, move |m| {
+        let mut runs = m.search_in(scope.clone(), lifecycle, &filter, &order_by, limit + 1, offset)?;
+        let more = runs.len() > limit as usize;
+        runs.truncate(limit as usize);
+        let total = match (offset, more) {
+            (0, false) => Some(runs.len() as u64),
+            (0, true) => Some(m.search_count(scope, lifecycle, &filter)?),
+            _ => None,
+        };
+        // Named metrics are read from the database; all of them come from the store's cache below.
+        let summaries = match metric_keys {
+            Some(keys) => {
+                let ids: Vec<&str> = runs.iter().map(|(r, _)| r.id.as_str()).collect();
+                m.summaries_of(&ids, Some(&keys))?
+            }
+            None => Default::default(),
+        };
+        Ok((runs, more, total, summaries))
+    })
+    .await?;
+    if columns.metrics == Pick::All {
+        for (run, _) in &runs {
+            summaries.insert(run.id.as_str().to_owned(), state.store.summaries(&run.id, run.project_id).await?);
+        }
     }
-    Ok(HttpResponse::Ok().json(api::RunList { runs: list, next_page_token: next }))
+    let next = more.then(|| (offset + limit as u64).to_string());
+    for (run, _) in &mut runs {
+        run.params.retain(|k, _| columns.params.keeps(k));
+        run.tags.retain(|k, _| columns.tags.keeps(k));
+    }
+    if wants_arrow(http) {
+        return arrow_runs(runs, summaries, next, total).await;
+    }
+    let empty = BTreeMap::new();
+    let list = runs
+        .iter()
+        .map(|(run, archived)| api::RunView::new(run, summaries.get(run.id.as_str()).unwrap_or(&empty), *archived))
+        .collect();
+    summaries.clear();
+    Ok(HttpResponse::Ok().json(api::RunList { runs: list, next_page_token: next, total }))
+}
+
+/// A page of runs as an Arrow IPC stream in the runs table's layout (attributes, then `params`,
+/// `tags` and `metrics` struct columns); the next page token and the total travel in headers.
+async fn arrow_runs(
+    runs: Vec<(Run, bool)>,
+    mut summaries: std::collections::HashMap<String, BTreeMap<String, trainlog_schema::MetricSummary>>,
+    next: Option<String>,
+    total: Option<u64>,
+) -> Result<HttpResponse> {
+    let exports: Vec<trainlog_meta::RunExport> = runs
+        .into_iter()
+        .map(|(run, _)| {
+            let summaries = summaries.remove(run.id.as_str()).unwrap_or_default();
+            trainlog_meta::RunExport { run, summaries }
+        })
+        .collect();
+    let body = web::block(move || -> Result<Vec<u8>> {
+        let batch = trainlog_store::runs_record_batch(&exports)?;
+        let mut buf = Vec::new();
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut buf, &batch.schema())
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        w.write(&batch).map_err(|e| ApiError::Internal(e.to_string()))?;
+        w.finish().map_err(|e| ApiError::Internal(e.to_string()))?;
+        drop(w);
+        Ok(buf)
+    })
+    .await??;
+    let mut answer = HttpResponse::Ok();
+    answer.content_type(ARROW_STREAM_MEDIA_TYPE);
+    if let Some(next) = next {
+        answer.insert_header(("x-next-page-token", next));
+    }
+    if let Some(total) = total {
+        answer.insert_header(("x-total-count", total.to_string()));
+    }
+    Ok(answer.body(body))
 }
 
 /// A project's runs, filtered and sorted.
@@ -899,8 +1043,10 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
     params(("name" = inline(api::NameText), Path, description = "The project's name."), ("filter" = Option<String>, Query, max_length = 3000, description = "e.g. `params.lr > 0.001 and status = 'finished'`."),
         ("order_by" = Option<String>, Query, max_length = 1000, description = "Comma-separated, e.g. `metrics.val/acc desc`."),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000), ("page_token" = Option<String>, Query, pattern = "^[0-9]{0,18}$"),
-        ("archived" = Option<String>, Query, pattern = "^(false|true|all)$", description = "false: only active runs (the default); true: only archived runs; all: both.")),
-    responses((status = 200, description = "One page of runs.", body = api::RunList)))]
+        ("archived" = Option<String>, Query, pattern = "^(false|true|all)$", description = "false: only active runs (the default); true: only archived runs; all: both."),
+        ("columns" = Option<String>, Query, max_length = 3000, description = "Comma-separated: `params`, `tags`, `metrics` (every key of the kind) or `params.KEY`, `tags.KEY`, `metrics.KEY`; a kind not named is left out. Everything when absent.")),
+    responses((status = 200, description = "One page of runs. With `Accept: application/vnd.apache.arrow.stream`, an Arrow IPC stream in the runs table's layout, with the next page token and the total in the `x-next-page-token` and `x-total-count` headers.",
+        content((api::RunList = "application/json"), ("application/vnd.apache.arrow.stream")))))]
 pub(crate) async fn project_runs(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let pairs = query_pairs(&req)?;
     let filter = query_one(&pairs, "filter").unwrap_or("");
@@ -928,6 +1074,13 @@ pub(crate) async fn project_runs(state: State, path: web::Path<String>, req: Htt
         Some(text) => api::Archived::parse(text)
             .ok_or_else(|| ApiError::invalid("archived", format!("expected false, true or all, got {text:?}")))?,
     };
+    let columns = match query_one(&pairs, "columns") {
+        None => Columns::default(),
+        Some(text) => {
+            check_len("columns", "the columns in the URL", text, MAX_QUERY_FILTER_CHARS)?;
+            Columns::parse(text.split(',').map(str::trim).filter(|s| !s.is_empty()), |_| "columns".to_owned())?
+        }
+    };
     let search_req = SearchRequest {
         project: Some(path.into_inner()),
         filter: filter.to_owned(),
@@ -935,6 +1088,7 @@ pub(crate) async fn project_runs(state: State, path: web::Path<String>, req: Htt
         limit,
         offset,
         archived,
+        columns,
     };
     search(&state, &req, search_req).await
 }
@@ -952,6 +1106,10 @@ pub(crate) async fn search_runs(state: State, req: HttpRequest, payload: web::Pa
         limit,
         offset,
         archived: body.archived.unwrap_or_default(),
+        columns: match &body.columns {
+            None => Columns::default(),
+            Some(items) => Columns::parse(items.iter().map(String::as_str), |i| format!("columns[{i}]"))?,
+        },
     };
     search(&state, &req, search_req).await
 }

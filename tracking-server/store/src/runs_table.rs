@@ -136,6 +136,33 @@ fn section<'a>(
 
 /// Builds the runs table of one project as a Parquet file.
 pub fn encode(runs: &[RunExport]) -> Result<Bytes> {
+    let batch = record_batch(runs)?;
+    let schema = batch.schema();
+    // Each column's compressor holds its own state: wide tables are written uncompressed.
+    let leaf_columns = schema.flattened_fields().iter().filter(|f| !f.data_type().is_nested()).count();
+    let compression = if leaf_columns <= MAX_COMPRESSED_COLUMNS {
+        Compression::ZSTD(ZstdLevel::try_new(3).map_err(Error::Parquet)?)
+    } else {
+        Compression::UNCOMPRESSED
+    };
+    let props = WriterProperties::builder()
+        .set_dictionary_enabled(false)
+        .set_compression(compression)
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            SCHEMA_VERSION_KEY.to_owned(),
+            RUNS_SCHEMA_VERSION.to_string(),
+        )]))
+        .build();
+    let mut buf = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut buf, schema, Some(props))?;
+    writer.write(&batch)?;
+    writer.close()?;
+    Ok(Bytes::from(buf))
+}
+
+/// The runs table's rows for these runs, as one Arrow record batch (the layout of the Parquet
+/// file; the server also answers searches with it, as Arrow IPC, on request).
+pub fn record_batch(runs: &[RunExport]) -> Result<RecordBatch> {
     let ts = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
     let mut columns: Vec<(String, DataType, ArrayRef)> = vec![
         ("run_id".into(), DataType::Utf8, string_col(runs.iter().map(|r| Some(r.run.id.to_string())))),
@@ -199,27 +226,7 @@ pub fn encode(runs: &[RunExport]) -> Result<Bytes> {
         columns.iter().map(|(n, t, _)| Field::new(n, t.clone(), true)).collect::<Vec<_>>(),
         metadata,
     ));
-    let batch = RecordBatch::try_new(schema.clone(), columns.into_iter().map(|(_, _, a)| a).collect())?;
-    // Each column's compressor holds its own state: wide tables are written uncompressed.
-    let leaf_columns = schema.flattened_fields().iter().filter(|f| !f.data_type().is_nested()).count();
-    let compression = if leaf_columns <= MAX_COMPRESSED_COLUMNS {
-        Compression::ZSTD(ZstdLevel::try_new(3).map_err(Error::Parquet)?)
-    } else {
-        Compression::UNCOMPRESSED
-    };
-    let props = WriterProperties::builder()
-        .set_dictionary_enabled(false)
-        .set_compression(compression)
-        .set_key_value_metadata(Some(vec![KeyValue::new(
-            SCHEMA_VERSION_KEY.to_owned(),
-            RUNS_SCHEMA_VERSION.to_string(),
-        )]))
-        .build();
-    let mut buf = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut buf, schema, Some(props))?;
-    writer.write(&batch)?;
-    writer.close()?;
-    Ok(Bytes::from(buf))
+    Ok(RecordBatch::try_new(schema, columns.into_iter().map(|(_, _, a)| a).collect())?)
 }
 
 #[cfg(test)]
