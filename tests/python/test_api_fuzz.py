@@ -56,6 +56,7 @@ def make_fixtures(server: TrainlogServer) -> dict[str, str]:
     """Creates what the operations act on; answers the ids."""
     call(server, "POST", "/runs", {"project": "fuzz", "id": RUN_ID, "name": "fuzzed", "params": {"lr": 0.1}})
     call(server, "POST", f"/runs/{RUN_ID}/metrics", {"points": [{"key": "loss", "step": s, "value": 1 / (s + 1)} for s in range(10)]})
+    call(server, "PUT", "/projects/fuzz/views/fuzz%20view", {"state": {"query": "filter=params.lr%20%3E%200"}})
     weights = b"weights"
     call(server, "PUT", f"/runs/{RUN_ID}/artifacts/checkpoints/best/model.bin", raw=weights)
     call(server, "PUT", f"/runs/{RUN_ID}/artifacts/notes.txt", raw=b"notes")
@@ -84,9 +85,14 @@ def config(ids: dict[str, str]) -> str:
 include-path-regex = '^/api/v1/runs/\\{{id\\}}'
 parameters = {{ "path.id" = "{ids['run']}" }}
 
+# Deleting a view aims at another name, so the fixed view the other view routes read stays.
+[[operations]]
+include-name = "DELETE /api/v1/projects/{{name}}/views/{{view}}"
+parameters = {{ "path.name" = "fuzz", "path.view" = "fuzz doomed view" }}
+
 [[operations]]
 include-path-regex = '^/api/v1/projects/\\{{name\\}}'
-parameters = {{ "path.name" = "fuzz", "path.user" = "{USER}" }}
+parameters = {{ "path.name" = "fuzz", "path.user" = "{USER}", "path.view" = "fuzz view" }}
 
 [[operations]]
 include-path-regex = '^/api/v1/users/\\{{name\\}}'

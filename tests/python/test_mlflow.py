@@ -261,9 +261,8 @@ def test_experiments_and_runs_are_renamed_tagged_deleted_and_restored(trainlog_s
     assert [r.info.run_name for r in client.search_runs([experiment_id])] == ["keep"]
     assert [r.info.run_name for r in client.search_runs([experiment_id], run_view_type=ViewType.DELETED_ONLY)] == ["drop"]
     assert len(client.search_runs([experiment_id], run_view_type=ViewType.ALL)) == 2
-    with pytest.raises(urllib.error.HTTPError) as gone:
-        native(trainlog_server, "GET", f"/runs/{drop.info.run_id}")
-    assert gone.value.code == 404, "a deleted run is gone from the native API too"
+    assert native(trainlog_server, "GET", f"/runs/{drop.info.run_id}")["archived"] is True, "the native API sees it archived"
+    assert drop.info.run_id not in [r["id"] for r in native(trainlog_server, "GET", "/projects/renamed/runs")["runs"]]
     with pytest.raises(MlflowException) as inactive:
         client.log_metric(drop.info.run_id, "loss", 1.0)
     assert inactive.value.error_code == "INVALID_PARAMETER_VALUE"

@@ -90,7 +90,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
         crate::key_routes::project_keys,
     ),
     components(schemas(ErrorBody, Float)),
-    modifiers(&SharedErrors, &NewRunNeedsProject, &KeysWhenAuthIsOn),
+    modifiers(&SharedErrors, &NewRunNeedsProject, &MetricsQueryNeedsRuns, &KeysWhenAuthIsOn),
     tags(
         (name = "system", description = "Health, the API description and the server's counters."),
         (name = "projects", description = "Projects."),
@@ -297,6 +297,23 @@ impl Modify for NewRunNeedsProject {
         let rule = crate::api::json_schema(rule);
         let own = std::mem::replace(create_run, RefOr::T(Schema::default()));
         *create_run = RefOr::T(Schema::AllOf(AllOfBuilder::new().item(own).item(rule).build()));
+    }
+}
+
+/// `POST /metrics/query` takes run ids or groups of them: exactly one of the two.
+struct MetricsQueryNeedsRuns;
+
+impl Modify for MetricsQueryNeedsRuns {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let Some(components) = doc.components.as_mut() else { return };
+        let Some(query) = components.schemas.get_mut("MetricsQuery") else { return };
+        let rule = serde_json::json!({"oneOf": [
+            {"type": "object", "required": ["runs"], "properties": {"runs": {"type": "array"}}},
+            {"type": "object", "required": ["groups"], "properties": {"groups": {"type": "object"}}},
+        ]});
+        let rule = crate::api::json_schema(rule);
+        let own = std::mem::replace(query, RefOr::T(Schema::default()));
+        *query = RefOr::T(Schema::AllOf(AllOfBuilder::new().item(own).item(rule).build()));
     }
 }
 
