@@ -604,20 +604,7 @@ impl MetaStore {
                      WHERE run_id IN ({marks}){key_filter}"
                 ))?;
                 let rows = stmt.query_map(params_from_iter(bound), |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        MetricSummary {
-                            last: null_to_nan(r.get(2)?),
-                            last_step: r.get(3)?,
-                            last_ms: r.get(4)?,
-                            min: null_to_nan(r.get(5)?),
-                            max: null_to_nan(r.get(6)?),
-                            count: r.get::<_, i64>(7)? as u64,
-                            sum: null_to_nan(r.get(8)?),
-                            sum_count: r.get::<_, i64>(9)? as u64,
-                        },
-                    ))
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, summary_from_row(r, 2)?))
                 })?;
                 for row in rows {
                     let (run, key, summary) = row?;
@@ -709,20 +696,21 @@ fn load_summaries(conn: &Connection, run_id: &str) -> Result<BTreeMap<String, Me
         "SELECT key, last, last_step, last_ms, min, max, count, sum, sum_count FROM metric_summaries
          WHERE run_id = ?1 ORDER BY key",
     )?;
-    let rows = stmt.query_map([run_id], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            MetricSummary {
-                last: null_to_nan(r.get(1)?),
-                last_step: r.get(2)?,
-                last_ms: r.get(3)?,
-                min: null_to_nan(r.get(4)?),
-                max: null_to_nan(r.get(5)?),
-                count: r.get::<_, i64>(6)? as u64,
-                sum: null_to_nan(r.get(7)?),
-                sum_count: r.get::<_, i64>(8)? as u64,
-            },
-        ))
-    })?;
+    let rows = stmt.query_map([run_id], |r| Ok((r.get::<_, String>(0)?, summary_from_row(r, 1)?)))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// A summary from the columns `last, last_step, last_ms, min, max, count, sum, sum_count` of
+/// `metric_summaries`, starting at column `at`.
+fn summary_from_row(r: &Row, at: usize) -> rusqlite::Result<MetricSummary> {
+    Ok(MetricSummary {
+        last: null_to_nan(r.get(at)?),
+        last_step: r.get(at + 1)?,
+        last_ms: r.get(at + 2)?,
+        min: null_to_nan(r.get(at + 3)?),
+        max: null_to_nan(r.get(at + 4)?),
+        count: r.get::<_, i64>(at + 5)? as u64,
+        sum: null_to_nan(r.get(at + 6)?),
+        sum_count: r.get::<_, i64>(at + 7)? as u64,
+    })
 }

@@ -997,7 +997,6 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
         .iter()
         .map(|(run, archived)| api::RunView::new(run, summaries.get(run.id.as_str()).unwrap_or(&empty), *archived))
         .collect();
-    summaries.clear();
     Ok(HttpResponse::Ok().json(api::RunList { runs: list, next_page_token: next, total }))
 }
 
