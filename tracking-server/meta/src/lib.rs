@@ -79,6 +79,7 @@ pub struct MetaStore {
     path: PathBuf,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
+    run_cache: lifecycle::RunCache,
 }
 
 const MAX_IDLE_READERS: usize = 8;
@@ -108,7 +109,12 @@ impl MetaStore {
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;",
         )?;
         migrate::apply(&mut writer)?;
-        Ok(Self { path: path.to_owned(), writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
+        Ok(Self {
+            path: path.to_owned(),
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+            run_cache: lifecycle::RunCache::default(),
+        })
     }
 
     pub(crate) fn write<T>(&self, mut f: impl FnMut(&mut Connection) -> Result<T>) -> Result<T> {

@@ -21,20 +21,31 @@ pub(crate) fn run_any_in(conn: &Connection, id: &str) -> Result<(Run, bool)> {
     Ok((run, deleted))
 }
 
-/// Many runs, deleted or not, in the order of `ids` (unknown ids are left out): one query per
-/// table for each 500 runs, rather than three per run.
-pub(crate) fn runs_any_in(conn: &Connection, ids: &[String]) -> Result<Vec<(Run, bool)>> {
-    let mut found: HashMap<String, (Run, bool)> = HashMap::with_capacity(ids.len());
+/// A run loaded with its params and tags, the revision it was loaded at, and whether it is deleted.
+#[derive(Clone)]
+pub(crate) struct LoadedRun {
+    pub run: Run,
+    pub deleted: bool,
+    pub revision: i64,
+}
+
+/// Many runs, deleted or not, keyed by id (unknown ids are left out): one query per table for
+/// each 500 runs, rather than three per run. Each comes with the revision its row had; its params
+/// and tags are read after the row, so they are never older than that revision.
+pub(crate) fn runs_any_in(conn: &Connection, ids: &[&str]) -> Result<HashMap<String, LoadedRun>> {
+    let mut found: HashMap<String, LoadedRun> = HashMap::with_capacity(ids.len());
     for chunk in ids.chunks(500) {
         let marks = vec!["?"; chunk.len()].join(",");
         let sql = format!(
-            "SELECT {RUN_COLUMNS}, r.deleted FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id IN ({marks})"
+            "SELECT {RUN_COLUMNS}, r.deleted, r.revision FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id IN ({marks})"
         );
         let mut stmt = conn.prepare(&sql)?;
-        let rows = stmt.query_map(params_from_iter(chunk), |r| Ok((run_from_row(r)?, r.get::<_, i64>(12)? != 0)))?;
+        let rows = stmt.query_map(params_from_iter(chunk), |r| {
+            Ok(LoadedRun { run: run_from_row(r)?, deleted: r.get::<_, i64>(12)? != 0, revision: r.get(13)? })
+        })?;
         for row in rows {
-            let (run, deleted) = row?;
-            found.insert(run.id.as_str().to_owned(), (run, deleted));
+            let loaded = row?;
+            found.insert(loaded.run.id.as_str().to_owned(), loaded);
         }
         let mut stmt =
             conn.prepare(&format!("SELECT run_id, key, type, value FROM params WHERE run_id IN ({marks})"))?;
@@ -46,8 +57,8 @@ pub(crate) fn runs_any_in(conn: &Connection, ids: &[String]) -> Result<Vec<(Run,
             let value = ParamValue::from_stored(&ty, &text).ok_or_else(|| {
                 Error::Corrupt(format!("param {key} of run {run_id} has type {ty} and value {text:?}"))
             })?;
-            if let Some((run, _)) = found.get_mut(&run_id) {
-                run.params.insert(key, value);
+            if let Some(loaded) = found.get_mut(&run_id) {
+                loaded.run.params.insert(key, value);
             }
         }
         let mut stmt = conn.prepare(&format!("SELECT run_id, key, value FROM tags WHERE run_id IN ({marks})"))?;
@@ -56,12 +67,58 @@ pub(crate) fn runs_any_in(conn: &Connection, ids: &[String]) -> Result<Vec<(Run,
         })?;
         for row in rows {
             let (run_id, key, value) = row?;
-            if let Some((run, _)) = found.get_mut(&run_id) {
-                run.tags.insert(key, value);
+            if let Some(loaded) = found.get_mut(&run_id) {
+                loaded.run.tags.insert(key, value);
             }
         }
     }
-    Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
+    Ok(found)
+}
+
+/// Runs loaded for earlier answers, by id. An entry is used only while the run's stored revision
+/// equals the entry's, which every change to the run's row, params or tags (and a rename of its
+/// project) moves on, on any server sharing the database. Bounded: a full cache is emptied.
+#[derive(Default)]
+pub(crate) struct RunCache {
+    entries: std::sync::Mutex<HashMap<String, LoadedRun>>,
+}
+
+const RUN_CACHE_ENTRIES: usize = 50_000;
+
+impl RunCache {
+    /// The runs `heads` names (id and current revision), in that order: cached ones where the
+    /// revision still matches, the others read from `conn` and kept. Unknown ids are left out.
+    pub(crate) fn runs(&self, conn: &Connection, heads: &[(String, i64)]) -> Result<Vec<(Run, bool)>> {
+        let mut out: Vec<Option<(Run, bool)>> = Vec::with_capacity(heads.len());
+        let mut missing: Vec<&str> = Vec::new();
+        {
+            let entries = self.entries.lock().map_err(|_| Error::Poisoned)?;
+            for (id, revision) in heads {
+                match entries.get(id) {
+                    Some(hit) if hit.revision == *revision => out.push(Some((hit.run.clone(), hit.deleted))),
+                    _ => {
+                        out.push(None);
+                        missing.push(id);
+                    }
+                }
+            }
+        }
+        if missing.is_empty() {
+            return Ok(out.into_iter().flatten().collect());
+        }
+        let mut loaded = runs_any_in(conn, &missing)?;
+        let result = heads
+            .iter()
+            .zip(out)
+            .filter_map(|((id, _), hit)| hit.or_else(|| loaded.get(id).map(|l| (l.run.clone(), l.deleted))))
+            .collect();
+        let mut entries = self.entries.lock().map_err(|_| Error::Poisoned)?;
+        if entries.len() + loaded.len() > RUN_CACHE_ENTRIES {
+            entries.clear();
+        }
+        entries.extend(loaded.drain());
+        Ok(result)
+    }
 }
 
 impl MetaStore {
@@ -196,5 +253,63 @@ impl MetaStore {
             tx.commit()?;
             Ok(existed)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::search::{Lifecycle, RunScope};
+    use crate::{MetaStore, NewRun, RunUpdate};
+    use std::collections::BTreeMap;
+    use trainlog_schema::{ParamKey, ParamValue, ProjectName, RunStatus, TagKey};
+
+    fn page(m: &MetaStore) -> Vec<crate::Run> {
+        m.search_in(RunScope::All, Lifecycle::All, "", &[], 100, 0).unwrap().into_iter().map(|(r, _)| r).collect()
+    }
+
+    #[test]
+    fn a_search_answers_every_change_to_a_run_it_answered_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = MetaStore::open(&dir.path().join("db")).unwrap();
+        let name = ProjectName::parse("project", "p").unwrap();
+        let key = |k: &str| ParamKey::parse("params", k).unwrap();
+        let new = NewRun {
+            project: Some(name),
+            name: Some("first".into()),
+            params: BTreeMap::from([(key("lr"), ParamValue::Float(0.1))]),
+            ..NewRun::default()
+        };
+        let (run, _) = m.create_run(&new).unwrap();
+        let (other, _) = m.create_run(&NewRun { name: Some("second".into()), ..new.clone() }).unwrap();
+        assert_eq!(page(&m).len(), 2);
+
+        m.set_params(&run.id, &BTreeMap::from([(key("depth"), ParamValue::Int(4))]), false).unwrap();
+        let tag = TagKey::parse("tags", "team").unwrap();
+        let update = RunUpdate {
+            name: Some("renamed".into()),
+            notes: Some("a note".into()),
+            set_tags: BTreeMap::from([(tag.clone(), "vision".to_owned())]),
+            ..RunUpdate::default()
+        };
+        m.update_run(&run.id, &update).unwrap();
+        m.set_status(&other.id, RunStatus::Finished, Some(5)).unwrap();
+        m.rename_project(run.project_id, &ProjectName::parse("project", "q").unwrap()).unwrap();
+        let runs = page(&m);
+        let changed = runs.iter().find(|r| r.id == run.id).unwrap();
+        assert_eq!(
+            (changed.name.as_str(), changed.notes.as_str(), changed.project.as_str()),
+            ("renamed", "a note", "q")
+        );
+        assert_eq!(changed.params.get("depth"), Some(&ParamValue::Int(4)));
+        assert_eq!(changed.tags.get("team").map(String::as_str), Some("vision"));
+        let ended = runs.iter().find(|r| r.id == other.id).unwrap();
+        assert_eq!((ended.status, ended.end_ms, ended.project.as_str()), (RunStatus::Finished, Some(5), "q"));
+
+        m.update_run(&run.id, &RunUpdate { delete_tags: vec![tag], ..RunUpdate::default() }).unwrap();
+        m.set_run_deleted(&other.id, true).unwrap();
+        let runs = m.search_in(RunScope::All, Lifecycle::All, "", &[], 100, 0).unwrap();
+        let (changed, _) = runs.iter().find(|(r, _)| r.id == run.id).unwrap();
+        assert!(changed.tags.is_empty());
+        assert!(runs.iter().any(|(r, deleted)| r.id == other.id && *deleted));
     }
 }

@@ -16,6 +16,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (10, include_str!("migrations/0010_logged_models.sql")),
     (11, include_str!("migrations/0011_runless_logged_models.sql")),
     (12, include_str!("migrations/0012_saved_views.sql")),
+    (13, include_str!("migrations/0013_run_revision.sql")),
 ];
 
 pub(crate) fn apply(conn: &mut Connection) -> Result<()> {

@@ -564,11 +564,13 @@ impl MetaStore {
         let query = search::build_search_in(scope, lifecycle, filter, order_by, limit, offset)
             .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
         self.read(|conn| {
-            let ids: Vec<String> = conn
+            // One snapshot for the page and the runs loaded for it.
+            let snapshot = conn.unchecked_transaction()?;
+            let heads: Vec<(String, i64)> = snapshot
                 .prepare_cached(&query.sql)?
-                .query_map(params_from_iter(query.params.iter()), |r| r.get(0))?
+                .query_map(params_from_iter(query.params.iter()), |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<rusqlite::Result<_>>()?;
-            crate::lifecycle::runs_any_in(conn, &ids)
+            self.run_cache.runs(&snapshot, &heads)
         })
     }
 
@@ -578,32 +580,17 @@ impl MetaStore {
     }
 
     /// The stored summaries of many runs, by run id (runs without any are left out): one query
-    /// for each 500 runs. `keys`, when given, keeps only those metric keys.
-    pub fn summaries_of(
-        &self,
-        ids: &[&str],
-        keys: Option<&[String]>,
-    ) -> Result<HashMap<String, BTreeMap<String, MetricSummary>>> {
+    /// for each 500 runs.
+    pub fn summaries_of(&self, ids: &[&str]) -> Result<HashMap<String, BTreeMap<String, MetricSummary>>> {
         self.read(|conn| {
             let mut out: HashMap<String, BTreeMap<String, MetricSummary>> = HashMap::with_capacity(ids.len());
-            if keys.is_some_and(|k| k.is_empty()) {
-                return Ok(out);
-            }
             for chunk in ids.chunks(500) {
                 let marks = vec!["?"; chunk.len()].join(",");
-                let mut bound: Vec<&str> = chunk.to_vec();
-                let key_filter = match keys {
-                    Some(keys) => {
-                        bound.extend(keys.iter().map(String::as_str));
-                        format!(" AND key IN ({})", vec!["?"; keys.len()].join(","))
-                    }
-                    None => String::new(),
-                };
                 let mut stmt = conn.prepare(&format!(
                     "SELECT run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count FROM metric_summaries
-                     WHERE run_id IN ({marks}){key_filter}"
+                     WHERE run_id IN ({marks})"
                 ))?;
-                let rows = stmt.query_map(params_from_iter(bound), |r| {
+                let rows = stmt.query_map(params_from_iter(chunk), |r| {
                     Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, summary_from_row(r, 2)?))
                 })?;
                 for row in rows {

@@ -206,7 +206,7 @@ pub fn build_search_in(
     let limit_placeholder = bindings.bind(Value::Integer(i64::from(limit)));
     let offset_placeholder = bindings.bind(Value::Integer(i64::try_from(offset).unwrap_or(i64::MAX)));
     let sql = format!(
-        "SELECT runs.id FROM runs{joins} WHERE {} ORDER BY {} LIMIT {limit_placeholder} OFFSET {offset_placeholder}",
+        "SELECT runs.id, runs.revision FROM runs{joins} WHERE {} ORDER BY {} LIMIT {limit_placeholder} OFFSET {offset_placeholder}",
         if conditions.is_empty() { "1".to_owned() } else { conditions.join(" AND ") },
         order_terms.join(", "),
     );
@@ -1144,7 +1144,7 @@ mod tests {
         CREATE TABLE runs (id TEXT PRIMARY KEY, project_id INTEGER NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL,
           start_ms INTEGER NOT NULL, end_ms INTEGER, user TEXT NOT NULL DEFAULT '', host TEXT NOT NULL DEFAULT '',
           group_name TEXT NOT NULL DEFAULT '', parent_id TEXT, notes TEXT NOT NULL DEFAULT '',
-          deleted INTEGER NOT NULL DEFAULT 0, updated_ms INTEGER NOT NULL);
+          deleted INTEGER NOT NULL DEFAULT 0, updated_ms INTEGER NOT NULL, revision INTEGER NOT NULL DEFAULT 0);
         CREATE INDEX runs_by_project ON runs(project_id, start_ms);
         CREATE TABLE params (run_id TEXT NOT NULL, key TEXT NOT NULL, type TEXT NOT NULL, value TEXT NOT NULL, num REAL,
           PRIMARY KEY (run_id, key)) WITHOUT ROWID;

@@ -418,12 +418,17 @@ pub enum RunStatusName {
 
 impl RunView {
     pub fn new(run: &Run, summaries: &BTreeMap<String, MetricSummary>, archived: bool) -> Self {
+        Self::from_owned(run.clone(), summaries.clone(), archived)
+    }
+
+    /// `new` for a run and summaries the caller no longer needs: their strings move, not copy.
+    pub fn from_owned(run: Run, summaries: BTreeMap<String, MetricSummary>, archived: bool) -> Self {
         use trainlog_schema::RunStatus as S;
         RunView {
-            id: run.id.as_str().to_owned(),
-            project: run.project.clone(),
+            id: run.id.into_string(),
+            project: run.project,
             project_id: run.project_id,
-            name: run.name.clone(),
+            name: run.name,
             status: match run.status {
                 S::Running => RunStatusName::Running,
                 S::Finished => RunStatusName::Finished,
@@ -433,14 +438,14 @@ impl RunView {
             },
             start_time: run.start_ms,
             end_time: run.end_ms,
-            user: run.user.clone(),
-            host: run.host.clone(),
-            group: run.group.clone(),
-            parent_id: run.parent_id.clone(),
-            notes: run.notes.clone(),
-            params: ParamsView::new(run),
-            tags: run.tags.clone(),
-            summary: summaries.iter().map(|(k, s)| (k.clone(), SummaryView::new(s))).collect(),
+            user: run.user,
+            host: run.host,
+            group: run.group,
+            parent_id: run.parent_id,
+            notes: run.notes,
+            params: ParamsView(run.params.into_iter().map(|(k, v)| (k, v.to_json())).collect()),
+            tags: run.tags,
+            summary: summaries.into_iter().map(|(k, s)| (k, SummaryView::new(&s))).collect(),
             archived,
         }
     }

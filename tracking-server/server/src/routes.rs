@@ -952,14 +952,9 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
     let (limit, offset) = (req.limit, req.offset);
     let (filter, order_by, lifecycle) = (req.filter, req.order_by, req.archived.lifecycle());
     let columns = req.columns;
-    let metric_keys: Option<Vec<String>> = match &columns.metrics {
-        Pick::All => None,
-        Pick::Only(keys) => Some(keys.iter().cloned().collect()),
-    };
-    // One blocking call: the page of runs (params and tags loaded per table, not per run), the
-    // number of matches on a first page, and the page's summaries in one query per 500 runs.
-    // Summaries were just synced from the store, so the stored ones are current.
-    let (mut runs, more, total, mut summaries) = meta(state, move |m| {
+    // One blocking call: the page of runs (params and tags loaded per table, not per run, and
+    // kept between answers while a run is unchanged) and the number of matches on a first page.
+    let (mut runs, more, total) = meta(state, move |m| {
         let mut runs = m.search_in(scope.clone(), lifecycle, &filter, &order_by, limit + 1, offset)?;
         let more = runs.len() > limit as usize;
         runs.truncate(limit as usize);
@@ -968,34 +963,33 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
             (0, true) => Some(m.search_count(scope, lifecycle, &filter)?),
             _ => None,
         };
-        // Named metrics are read from the database; all of them come from the store's cache below.
-        let summaries = match metric_keys {
-            Some(keys) => {
-                let ids: Vec<&str> = runs.iter().map(|(r, _)| r.id.as_str()).collect();
-                m.summaries_of(&ids, Some(&keys))?
-            }
-            None => Default::default(),
-        };
-        Ok((runs, more, total, summaries))
+        Ok((runs, more, total))
     })
     .await?;
-    if columns.metrics == Pick::All {
-        for (run, _) in &runs {
-            summaries.insert(run.id.as_str().to_owned(), state.store.summaries(&run.id, run.project_id).await?);
+    // Summaries come from the store's memory, current to the last acknowledged point.
+    let mut summaries = match &columns.metrics {
+        Pick::Only(keys) if keys.is_empty() => Default::default(),
+        metrics => {
+            let heads: Vec<(RunId, i64)> = runs.iter().map(|(run, _)| (run.id.clone(), run.project_id)).collect();
+            state.store.summaries_of(&heads, |key| metrics.keeps(key)).await?
         }
-    }
+    };
     let next = more.then(|| (offset + limit as u64).to_string());
-    for (run, _) in &mut runs {
-        run.params.retain(|k, _| columns.params.keeps(k));
-        run.tags.retain(|k, _| columns.tags.keeps(k));
+    if columns.params != Pick::All || columns.tags != Pick::All {
+        for (run, _) in &mut runs {
+            run.params.retain(|k, _| columns.params.keeps(k));
+            run.tags.retain(|k, _| columns.tags.keeps(k));
+        }
     }
     if wants_arrow(http) {
         return arrow_runs(runs, summaries, next, total).await;
     }
-    let empty = BTreeMap::new();
     let list = runs
-        .iter()
-        .map(|(run, archived)| api::RunView::new(run, summaries.get(run.id.as_str()).unwrap_or(&empty), *archived))
+        .into_iter()
+        .map(|(run, archived)| {
+            let summaries = summaries.remove(run.id.as_str()).unwrap_or_default();
+            api::RunView::from_owned(run, summaries, archived)
+        })
         .collect();
     Ok(HttpResponse::Ok().json(api::RunList { runs: list, next_page_token: next, total }))
 }

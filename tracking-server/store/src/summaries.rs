@@ -189,8 +189,17 @@ impl Summaries {
     }
 
     pub fn current(&self, run: &RunId) -> Option<BTreeMap<String, MetricSummary>> {
-        let r = self.runs.get(run)?;
-        Some(r.keys.iter().filter(|(_, e)| e.summary.count > 0).map(|(k, e)| (k.to_string(), e.summary)).collect())
+        self.runs.get(run).map(|_| self.current_of(run, |_| true))
+    }
+
+    /// `current` with only the keys `keep` accepts; empty for a run not in memory.
+    pub fn current_of(&self, run: &RunId, keep: impl Fn(&str) -> bool) -> BTreeMap<String, MetricSummary> {
+        let Some(r) = self.runs.get(run) else { return BTreeMap::new() };
+        r.keys
+            .iter()
+            .filter(|(k, e)| e.summary.count > 0 && keep(k.as_str()))
+            .map(|(k, e)| (k.to_string(), e.summary))
+            .collect()
     }
 }
 

@@ -286,6 +286,34 @@ impl MetricsStore {
         Ok(lock(&self.inner.summaries).current(run).unwrap_or_default())
     }
 
+    /// `summaries` of many runs (each with its project), by run id, with only the keys `keep`
+    /// accepts: runs not yet in memory are read from the metadata store in one blocking call.
+    pub async fn summaries_of(
+        &self,
+        runs: &[(RunId, i64)],
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<HashMap<String, BTreeMap<String, MetricSummary>>> {
+        let missing: Vec<(RunId, i64)> = {
+            let summaries = lock(&self.inner.summaries);
+            runs.iter().filter(|(run, _)| !summaries.is_loaded(run)).cloned().collect()
+        };
+        if !missing.is_empty() {
+            let meta = self.inner.meta.clone();
+            let ids: Vec<String> = missing.iter().map(|(run, _)| run.as_str().to_owned()).collect();
+            let mut stored = blocking(move || {
+                let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+                Ok(meta.summaries_of(&ids)?)
+            })
+            .await?;
+            let mut summaries = lock(&self.inner.summaries);
+            for (run, project_id) in &missing {
+                summaries.load(run, *project_id, stored.remove(run.as_str()).unwrap_or_default());
+            }
+        }
+        let summaries = lock(&self.inner.summaries);
+        Ok(runs.iter().map(|(run, _)| (run.as_str().to_owned(), summaries.current_of(run, &keep))).collect())
+    }
+
     /// Writes every changed summary to the metadata store, so run search sees them.
     pub async fn sync_summaries(&self) -> Result<()> {
         self.inner.sync_summaries().await
