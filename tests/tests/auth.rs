@@ -240,6 +240,22 @@ fn permission_matrix(default: &str) {
         members["members"],
         json!([{"user": "owner", "role": "admin"}, {"user": "reader", "role": "read"}, {"user": "writer", "role": "write"}])
     );
+    // Each answer about a project or model says what its caller may do there, so a UI offers
+    // only that.
+    let get = |key: &str, path: &str| call(&s, "GET", path, Some(key), None).1;
+    let listed = |key: &str, path: &str, list: &str, name: &str| {
+        let answer = get(key, path);
+        answer[list].as_array().and_then(|items| items.iter().find(|i| i["name"] == name).cloned()).unwrap_or_default()
+    };
+    for (key, want) in [(&admin, "admin"), (&owner, "admin"), (&writer, "write"), (&reader, "read")] {
+        assert_eq!(get(key, "/api/v1/projects/vision")["your_role"], want);
+        assert_eq!(get(key, "/api/v1/models/detector")["your_role"], want);
+        assert_eq!(listed(key, "/api/v1/projects", "projects", "vision")["your_role"], want);
+        assert_eq!(listed(key, "/api/v1/models", "models", "detector")["your_role"], want);
+    }
+    let stranger_role = if default == "none" { Value::Null } else { json!(default) };
+    assert_eq!(get(&stranger, "/api/v1/projects/vision")["your_role"], stranger_role);
+    assert_eq!(listed(&stranger, "/api/v1/models", "models", "detector")["your_role"], stranger_role);
     // A writer may not hand out roles; a project admin may not touch other projects' members.
     let grant = json!({"role": "admin"});
     assert_eq!(call(&s, "PUT", "/api/v1/projects/vision/members/writer", Some(&writer), Some(&grant)).0, 403);

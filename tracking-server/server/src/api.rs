@@ -301,16 +301,19 @@ pub struct ProjectView {
     /// How many runs the project holds; given in lists and on creation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_count: Option<u64>,
+    /// The caller's role on the project (admin when the server checks no keys).
+    pub your_role: RoleName,
 }
 
 impl ProjectView {
-    pub fn new(p: &Project, run_count: Option<u64>) -> Self {
+    pub fn new(p: &Project, run_count: Option<u64>, your_role: trainlog_meta::Role) -> Self {
         ProjectView {
             id: p.id,
             name: p.name.clone(),
             description: p.description.clone(),
             created_time: p.created_ms,
             run_count,
+            your_role: RoleName::of(your_role),
         }
     }
 }
@@ -1308,11 +1311,14 @@ pub struct ModelView {
     pub version_count: i64,
     pub created_time: i64,
     pub updated_time: i64,
+    /// The caller's role on the model (admin when the server checks no keys).
+    pub your_role: RoleName,
 }
 
 impl ModelView {
-    pub fn new(m: &ModelRow) -> Self {
+    pub fn new(m: &ModelRow, your_role: trainlog_meta::Role) -> Self {
         ModelView {
+            your_role: RoleName::of(your_role),
             name: m.name.clone(),
             description: m.description.clone(),
             tags: m.tags.clone(),

@@ -196,6 +196,12 @@ pub async fn require(req: &HttpRequest, scope: Scope, id: i64, name: &str, need:
     Ok(trainlog_meta::roles::check(&actor, scope, name, has, need)?)
 }
 
+/// The caller's role on a project or model: admin when the server checks no keys.
+pub async fn role_on(req: &HttpRequest, scope: Scope, id: i64) -> Result<Role, ApiError> {
+    let (Some(auth), Some(caller)) = (auth_of(req), caller(req)) else { return Ok(Role::Admin) };
+    auth.role(&auth.actor(caller), scope, id).await
+}
+
 /// As `require`, for the project a run belongs to; a run the caller may not read is not found.
 pub async fn require_run(req: &HttpRequest, run: &RunId, project_id: i64, need: Role) -> Result<(), ApiError> {
     require_in_project(req, project_id, need, || format!("run {run}")).await

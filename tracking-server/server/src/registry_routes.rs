@@ -1,6 +1,7 @@
 //! Routes of the model registry: models, versions with lineage, aliases, tags, archive, delete.
 
 use crate::api;
+use crate::auth::role_on;
 use crate::body::json_body;
 use crate::error::{ApiError, Result};
 use crate::routes::{meta, query_one, query_pairs, State};
@@ -119,7 +120,8 @@ pub(crate) async fn create_model(state: State, req: HttpRequest, payload: web::P
     let (tags, _) = string_map("tags", &body.tags)?;
     let creator = crate::auth::actor(&req);
     let model = meta(&state, move |m| m.create_model(&name, &body.description, &tags, creator.as_ref())).await?;
-    Ok(HttpResponse::Created().json(api::ModelView::new(&model)))
+    let role = role_on(&req, Scope::Model, model.id).await?;
+    Ok(HttpResponse::Created().json(api::ModelView::new(&model, role)))
 }
 
 /// List models.
@@ -131,8 +133,11 @@ pub(crate) async fn list_models(state: State, req: HttpRequest) -> Result<HttpRe
     check_len("search", "a model search", &search, MAX_MODEL_SEARCH_CHARS)?;
     let visible = crate::auth::visibility(&req, Scope::Model).await?;
     let models = meta(&state, move |m| m.models(&search)).await?;
-    let models = models.iter().filter(|m| visible.allows(m.id)).map(api::ModelView::new).collect();
-    Ok(HttpResponse::Ok().json(api::ModelList { models }))
+    let mut views = Vec::with_capacity(models.len());
+    for model in models.iter().filter(|m| visible.allows(m.id)) {
+        views.push(api::ModelView::new(model, role_on(&req, Scope::Model, model.id).await?));
+    }
+    Ok(HttpResponse::Ok().json(api::ModelList { models: views }))
 }
 
 /// Get a model.
@@ -142,7 +147,8 @@ pub(crate) async fn get_model(state: State, path: web::Path<String>, req: HttpRe
     let name = path.into_inner();
     model_access(&state, &req, &name, Role::Read).await?;
     let model = meta(&state, move |m| m.model(&name)).await?;
-    Ok(HttpResponse::Ok().json(api::ModelView::new(&model)))
+    let role = role_on(&req, Scope::Model, model.id).await?;
+    Ok(HttpResponse::Ok().json(api::ModelView::new(&model, role)))
 }
 
 /// Change a model's description or tags.
@@ -162,7 +168,8 @@ pub(crate) async fn update_model(
     }
     let (set, delete) = string_map("tags", &body.tags)?;
     let model = meta(&state, move |m| m.update_model(&name, body.description.as_deref(), &set, &delete)).await?;
-    Ok(HttpResponse::Ok().json(api::ModelView::new(&model)))
+    let role = role_on(&req, Scope::Model, model.id).await?;
+    Ok(HttpResponse::Ok().json(api::ModelView::new(&model, role)))
 }
 
 /// Delete a model and its versions (their files stay with their runs).

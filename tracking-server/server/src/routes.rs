@@ -2,7 +2,7 @@
 //! stores (SQLite work on the blocking pool), and shape JSON; errors go through `ApiError`.
 
 use crate::api;
-use crate::auth::{require, require_run};
+use crate::auth::{require, require_run, role_on};
 use crate::body::{decode_metrics, json_body, metrics_encoding, read_body};
 use crate::error::{ApiError, Result};
 use crate::AppState;
@@ -144,12 +144,11 @@ pub(crate) async fn openapi() -> HttpResponse {
 pub(crate) async fn list_projects(state: State, req: HttpRequest) -> Result<HttpResponse> {
     let visible = crate::auth::visibility(&req, Scope::Project).await?;
     let projects = meta(&state, |m| m.list_projects()).await?;
-    let projects = projects
-        .iter()
-        .filter(|(p, _)| visible.allows(p.id))
-        .map(|(p, n)| api::ProjectView::new(p, Some(*n)))
-        .collect();
-    Ok(HttpResponse::Ok().json(api::ProjectList { projects }))
+    let mut views = Vec::with_capacity(projects.len());
+    for (p, n) in projects.iter().filter(|(p, _)| visible.allows(p.id)) {
+        views.push(api::ProjectView::new(p, Some(*n), role_on(&req, Scope::Project, p.id).await?));
+    }
+    Ok(HttpResponse::Ok().json(api::ProjectList { projects: views }))
 }
 
 /// Create a project.
@@ -161,7 +160,8 @@ pub(crate) async fn create_project(state: State, req: HttpRequest, payload: web:
     check_len("description", "a project's description", &body.description, MAX_TEXT_CHARS)?;
     let creator = crate::auth::actor(&req);
     let project = meta(&state, move |m| m.create_project(&name, &body.description, creator.as_ref())).await?;
-    Ok(HttpResponse::Created().json(api::ProjectView::new(&project, Some(0))))
+    let role = role_on(&req, Scope::Project, project.id).await?;
+    Ok(HttpResponse::Created().json(api::ProjectView::new(&project, Some(0), role)))
 }
 
 /// Get a project.
@@ -171,7 +171,8 @@ pub(crate) async fn get_project(state: State, path: web::Path<String>, req: Http
     let name = path.into_inner();
     let project = meta(&state, move |m| m.project_by_name(&name)).await?;
     require(&req, Scope::Project, project.id, &project.name, Role::Read).await?;
-    Ok(HttpResponse::Ok().json(api::ProjectView::new(&project, None)))
+    let role = role_on(&req, Scope::Project, project.id).await?;
+    Ok(HttpResponse::Ok().json(api::ProjectView::new(&project, None, role)))
 }
 
 /// Tags as an object of strings (null deletes where allowed), or a list of labels.

@@ -4,7 +4,7 @@
 //! summary stale, and a background task recomputes it exactly from the series. Reads never wait
 //! for that: they answer the bound at once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use trainlog_schema::{MetricKey, MetricSummary, PointBatch, RunId};
 
 /// Points appended to a stale series that a recomputation may not have seen, kept until it
@@ -41,6 +41,8 @@ pub struct RunSummaries {
 #[derive(Debug, Default)]
 pub struct Summaries {
     pub runs: HashMap<RunId, RunSummaries>,
+    /// Runs with a dirty entry, so taking them costs what changed, not every run in memory.
+    dirty_runs: HashSet<RunId>,
 }
 
 impl Summaries {
@@ -112,12 +114,16 @@ impl Summaries {
             }
             e.dirty = true;
         }
+        if !batch.points.is_empty() || !batch.keys.is_empty() {
+            self.dirty_runs.insert(run.clone());
+        }
     }
 
     /// Takes the entries changed since the last call, clearing their dirty flags.
     pub fn take_dirty(&mut self) -> Vec<(RunId, i64, MetricKey, MetricSummary)> {
         let mut out = Vec::new();
-        for (run, sums) in &mut self.runs {
+        for run in self.dirty_runs.drain() {
+            let Some(sums) = self.runs.get_mut(&run) else { continue };
             for (key, e) in &mut sums.keys {
                 if e.dirty && e.summary.count > 0 {
                     e.dirty = false;
@@ -132,6 +138,7 @@ impl Summaries {
         for (run, _, key, _) in rows {
             if let Some(e) = self.runs.get_mut(run).and_then(|r| r.keys.get_mut(key)) {
                 e.dirty = true;
+                self.dirty_runs.insert(run.clone());
             }
         }
     }
@@ -179,6 +186,7 @@ impl Summaries {
         e.summary = s;
         e.stale = false;
         e.dirty = true;
+        self.dirty_runs.insert(run.clone());
     }
 
     /// Forgets a run's summaries if they are all written and exact (they load again on use).
