@@ -960,6 +960,7 @@ function runsView(project, params) {
     if (st.filter) q.set('filter', st.filter);
     if (st.sortKey && st.sortKey !== 'gpu_util') q.set('order_by', `${st.sortKey} ${st.sortDir}`);
     if (offset) q.set('page_token', String(offset));
+    else q.set('total', 'true');
     return api(`/projects/${enc(project)}/runs?${q}`);
   }
 

@@ -223,6 +223,20 @@ fn search_filters_orders_and_paginates() {
     let names: Vec<&str> = page2["runs"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(names, vec!["r8", "r10"]);
     assert!(page2["next_page_token"].is_null());
+    // The count of every match comes only when asked for, on any page.
+    assert!(page1.get("total").is_none(), "{page1}");
+    let adam = |extra: Value| {
+        let mut body = json!({"project": "sweep", "filter": "params.opt = 'adam'", "limit": 4});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        s.post("/runs/search", &body).1
+    };
+    assert_eq!(adam(json!({"total": true}))["total"], 6);
+    assert_eq!(adam(json!({"total": true, "page_token": "4"}))["total"], 6);
+    assert_eq!(adam(json!({"total": true, "page_token": "40"}))["total"], 6);
+    let (_, listed) = s.get("/projects/sweep/runs?limit=5&total=true&filter=status%20%3D%20%27finished%27");
+    assert_eq!((listed["runs"].as_array().unwrap().len(), &listed["total"]), (5, &json!(8)), "{listed}");
+    let (status, body) = s.get("/projects/sweep/runs?total=yes");
+    assert_eq!((status, &body["error"]["field"]), (400, &json!("total")), "{body}");
 
     let (status, body) =
         s.get(&format!("/projects/sweep/runs?filter={}", trainlog_tests::urlencode("metrics.val_loss <")));

@@ -604,12 +604,11 @@ impl MetaStore {
 
     /// How many runs a search matches (every page together).
     pub fn search_count(&self, scope: search::RunScope, lifecycle: search::Lifecycle, filter: &str) -> Result<u64> {
-        let query = search::build_search_in(scope, lifecycle, filter, &[], u32::MAX, 0)
+        let query = search::build_count_in(scope, lifecycle, filter)
             .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
         self.read(|conn| {
-            let n: i64 = conn
-                .prepare_cached(&format!("SELECT COUNT(*) FROM ({})", query.sql))?
-                .query_row(params_from_iter(query.params.iter()), |r| r.get(0))?;
+            let n: i64 =
+                conn.prepare_cached(&query.sql)?.query_row(params_from_iter(query.params.iter()), |r| r.get(0))?;
             Ok(n as u64)
         })
     }
@@ -652,19 +651,35 @@ impl MetaStore {
     /// Every run of a project with its summaries, for the runs table in the object store.
     pub fn export_project(&self, project_id: i64) -> Result<Vec<RunExport>> {
         self.read(|conn| {
-            let sql = format!(
-                "SELECT {RUN_COLUMNS} FROM runs r JOIN projects p ON p.id = r.project_id
-                 WHERE r.project_id = ?1 AND r.deleted = 0 ORDER BY r.start_ms, r.id"
-            );
-            let runs: Vec<Run> =
-                conn.prepare_cached(&sql)?.query_map([project_id], run_from_row)?.collect::<rusqlite::Result<_>>()?;
-            runs.into_iter()
-                .map(|mut run| {
-                    load_params(conn, &mut run)?;
-                    let summaries = load_summaries(conn, run.id.as_str())?;
-                    Ok(RunExport { run, summaries })
+            // One snapshot; runs, params and tags read per table (or kept from earlier reads),
+            // summaries in one query.
+            let snapshot = conn.unchecked_transaction()?;
+            let heads: Vec<(String, i64)> = snapshot
+                .prepare_cached(
+                    "SELECT id, revision FROM runs WHERE project_id = ?1 AND deleted = 0 ORDER BY start_ms, id",
+                )?
+                .query_map([project_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let runs = self.run_cache.runs(&snapshot, &heads)?;
+            let mut summaries: HashMap<String, BTreeMap<String, MetricSummary>> = HashMap::with_capacity(runs.len());
+            let mut stmt = snapshot.prepare_cached(
+                "SELECT s.run_id, s.key, s.last, s.last_step, s.last_ms, s.min, s.max, s.count, s.sum, s.sum_count
+                 FROM metric_summaries s JOIN runs r ON r.id = s.run_id WHERE r.project_id = ?1 AND r.deleted = 0",
+            )?;
+            let rows = stmt.query_map([project_id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, summary_from_row(r, 2)?))
+            })?;
+            for row in rows {
+                let (run, key, summary) = row?;
+                summaries.entry(run).or_default().insert(key, summary);
+            }
+            Ok(runs
+                .into_iter()
+                .map(|(run, _)| {
+                    let summaries = summaries.remove(run.id.as_str()).unwrap_or_default();
+                    RunExport { run, summaries }
                 })
-                .collect()
+                .collect())
         })
     }
 

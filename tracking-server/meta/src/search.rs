@@ -133,6 +133,41 @@ pub fn build_search_in(
     limit: u32,
     offset: u64,
 ) -> Result<SearchQuery, SearchError> {
+    let mut parts = search_parts(scope.into(), lifecycle, filter, order_by)?;
+    let limit_placeholder = parts.bindings.bind(Value::Integer(i64::from(limit)));
+    let offset_placeholder = parts.bindings.bind(Value::Integer(i64::try_from(offset).unwrap_or(i64::MAX)));
+    let sql = format!(
+        "SELECT runs.id, runs.revision FROM runs{} WHERE {} ORDER BY {} LIMIT {limit_placeholder} OFFSET {offset_placeholder}",
+        parts.joins, parts.condition, parts.order,
+    );
+    Ok(SearchQuery { sql, params: parts.bindings.values })
+}
+
+/// A query answering how many runs `build_search_in` matches over every page (no order, no page).
+pub fn build_count_in(
+    scope: impl Into<RunScope>,
+    lifecycle: Lifecycle,
+    filter: &str,
+) -> Result<SearchQuery, SearchError> {
+    let parts = search_parts(scope.into(), lifecycle, filter, &[])?;
+    let sql = format!("SELECT COUNT(*) FROM runs{} WHERE {}", parts.joins, parts.condition);
+    Ok(SearchQuery { sql, params: parts.bindings.values })
+}
+
+/// A search compiled: the joins its order needs, its condition, its order, and their bound values.
+struct SearchParts {
+    joins: String,
+    condition: String,
+    order: String,
+    bindings: Bindings,
+}
+
+fn search_parts(
+    scope: RunScope,
+    lifecycle: Lifecycle,
+    filter: &str,
+    order_by: &[String],
+) -> Result<SearchParts, SearchError> {
     let mut bindings = Bindings::default();
 
     if filter.len() > MAX_FILTER_BYTES {
@@ -179,7 +214,7 @@ pub fn build_search_in(
     let in_list = |ids: &[i64], bindings: &mut Bindings| {
         ids.iter().map(|id| bindings.bind(Value::Integer(*id))).collect::<Vec<_>>().join(", ")
     };
-    match scope.into() {
+    match scope {
         RunScope::All => {}
         RunScope::Project(id) => conditions.push(format!("runs.project_id = {}", bindings.bind(Value::Integer(id)))),
         RunScope::Projects(ids) if ids.is_empty() => conditions.push("0".to_owned()),
@@ -203,14 +238,12 @@ pub fn build_search_in(
     }
     order_terms.push("runs.id ASC".to_owned());
 
-    let limit_placeholder = bindings.bind(Value::Integer(i64::from(limit)));
-    let offset_placeholder = bindings.bind(Value::Integer(i64::try_from(offset).unwrap_or(i64::MAX)));
-    let sql = format!(
-        "SELECT runs.id, runs.revision FROM runs{joins} WHERE {} ORDER BY {} LIMIT {limit_placeholder} OFFSET {offset_placeholder}",
-        if conditions.is_empty() { "1".to_owned() } else { conditions.join(" AND ") },
-        order_terms.join(", "),
-    );
-    Ok(SearchQuery { sql, params: bindings.values })
+    Ok(SearchParts {
+        joins,
+        condition: if conditions.is_empty() { "1".to_owned() } else { conditions.join(" AND ") },
+        order: order_terms.join(", "),
+        bindings,
+    })
 }
 
 /// Values bound to numbered placeholders, so fragments can be built in any order.

@@ -470,7 +470,7 @@ pub struct RunList {
     /// Pass as `page_token` for the next page; null on the last one. It is the offset of the
     /// next run, so a client may also read from any offset.
     pub next_page_token: Option<String>,
-    /// How many runs the search matches over every page; on the first page only.
+    /// How many runs the search matches over every page; only when asked for (`total`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
 }
@@ -714,6 +714,9 @@ pub struct SearchRuns {
     #[serde(default)]
     #[schema(value_type = Option<ArchivedInput>)]
     pub archived: Option<Archived>,
+    /// Answer `total`, the number of runs matched over every page (it costs a count).
+    #[serde(default)]
+    pub total: bool,
 }
 
 /// Which runs a list or search answers: active ones, archived ones, or all.

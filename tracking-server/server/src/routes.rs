@@ -854,6 +854,7 @@ struct SearchRequest {
     offset: u64,
     archived: api::Archived,
     columns: Columns,
+    total: bool,
 }
 
 /// Which keys of one kind (params, tags or metrics) a search answers.
@@ -951,7 +952,7 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
     };
     state.store.sync_summaries().await?;
     let (limit, offset) = (req.limit, req.offset);
-    let (filter, order_by, lifecycle) = (req.filter, req.order_by, req.archived.lifecycle());
+    let (filter, order_by, lifecycle, want_total) = (req.filter, req.order_by, req.archived.lifecycle(), req.total);
     let columns = req.columns;
     // One blocking call: the page of runs (params and tags loaded per table, not per run, and
     // kept between answers while a run is unchanged) and the number of matches on a first page.
@@ -959,10 +960,10 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
         let mut runs = m.search_in(scope.clone(), lifecycle, &filter, &order_by, limit + 1, offset)?;
         let more = runs.len() > limit as usize;
         runs.truncate(limit as usize);
-        let total = match (offset, more) {
-            (0, false) => Some(runs.len() as u64),
-            (0, true) => Some(m.search_count(scope, lifecycle, &filter)?),
-            _ => None,
+        let total = match (want_total, more) {
+            (false, _) => None,
+            (true, false) if !runs.is_empty() || offset == 0 => Some(offset + runs.len() as u64),
+            (true, _) => Some(m.search_count(scope, lifecycle, &filter)?),
         };
         Ok((runs, more, total))
     })
@@ -992,7 +993,11 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
             api::RunView::from_owned(run, summaries, archived)
         })
         .collect();
-    Ok(HttpResponse::Ok().json(api::RunList { runs: list, next_page_token: next, total }))
+    let list = api::RunList { runs: list, next_page_token: next, total };
+    // Sized up front: a page of wide runs is a megabyte, and growing the buffer copies it over.
+    let mut body = Vec::with_capacity(list.runs.len() * 1024 + 256);
+    serde_json::to_writer(&mut body, &list).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(HttpResponse::Ok().content_type("application/json").body(body))
 }
 
 /// A page of runs as an Arrow IPC stream in the runs table's layout (attributes, then `params`,
@@ -1038,7 +1043,8 @@ async fn arrow_runs(
         ("order_by" = Option<String>, Query, max_length = 1000, description = "Comma-separated, e.g. `metrics.val/acc desc`."),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000), ("page_token" = Option<String>, Query, pattern = "^[0-9]{0,18}$"),
         ("archived" = Option<String>, Query, pattern = "^(false|true|all)$", description = "false: only active runs (the default); true: only archived runs; all: both."),
-        ("columns" = Option<String>, Query, max_length = 3000, description = "Comma-separated: `params`, `tags`, `metrics` (every key of the kind) or `params.KEY`, `tags.KEY`, `metrics.KEY`; a kind not named is left out. Everything when absent.")),
+        ("columns" = Option<String>, Query, max_length = 3000, description = "Comma-separated: `params`, `tags`, `metrics` (every key of the kind) or `params.KEY`, `tags.KEY`, `metrics.KEY`; a kind not named is left out. Everything when absent."),
+        ("total" = Option<bool>, Query, description = "true: answer `total`, the number of runs matched over every page (it costs a count).")),
     responses((status = 200, description = "One page of runs. With `Accept: application/vnd.apache.arrow.stream`, an Arrow IPC stream in the runs table's layout, with the next page token and the total in the `x-next-page-token` and `x-total-count` headers.",
         content((api::RunList = "application/json"), ("application/vnd.apache.arrow.stream")))))]
 pub(crate) async fn project_runs(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
@@ -1075,6 +1081,11 @@ pub(crate) async fn project_runs(state: State, path: web::Path<String>, req: Htt
             Columns::parse(text.split(',').map(str::trim).filter(|s| !s.is_empty()), |_| "columns".to_owned())?
         }
     };
+    let total = match query_one(&pairs, "total") {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(text) => return Err(ApiError::invalid("total", format!("expected true or false, got {text:?}"))),
+    };
     let search_req = SearchRequest {
         project: Some(path.into_inner()),
         filter: filter.to_owned(),
@@ -1083,6 +1094,7 @@ pub(crate) async fn project_runs(state: State, path: web::Path<String>, req: Htt
         offset,
         archived,
         columns,
+        total,
     };
     search(&state, &req, search_req).await
 }
@@ -1104,6 +1116,7 @@ pub(crate) async fn search_runs(state: State, req: HttpRequest, payload: web::Pa
             None => Columns::default(),
             Some(items) => Columns::parse(items.iter().map(String::as_str), |i| format!("columns[{i}]"))?,
         },
+        total: body.total,
     };
     search(&state, &req, search_req).await
 }
