@@ -771,6 +771,9 @@ test('with --auth the UI asks for a key once, shows who is signed in, hides unre
     const [download] = await Promise.all([signed.waitForEvent('download'), link.click()]);
     const saved = await download.path();
     assert.equal(readFileSync(saved, 'utf8'), 'hello');
+    // ada made the project, so she may change the run (the server's default role is none).
+    await signed.getByTestId('archive-run').waitFor();
+    assert.equal(await signed.getByTestId('read-only').count(), 0);
 
     await signed.getByTestId('sign-out').click();
     await signed.getByTestId('sign-in').waitFor();
@@ -778,6 +781,17 @@ test('with --auth the UI asks for a key once, shows who is signed in, hides unre
     await signed.reload();
     await signed.getByTestId('sign-in').waitFor();
     assert.equal(await signed.getByTestId('signed-in-as').count(), 0);
+
+    // A reader of the project sees the run and no way to change it.
+    const bob = execFileSync(binary, ['users', 'add', 'bob', '--data', data], { encoding: 'utf8' }).trim().split('\n').pop();
+    await call(ada, 'PUT', '/projects/ada-lab/members/bob', { role: 'read' });
+    await signed.getByTestId('api-key').fill(bob);
+    await signed.getByTestId('sign-in-button').click();
+    await signed.getByTestId('signed-in-as').waitFor();
+    await signed.goto(`${url}/#/run/${run.id}`);
+    await signed.getByTestId('read-only').waitFor();
+    assert.equal(await signed.getByTestId('archive-run').count(), 0);
+    assert.equal(await signed.getByRole('button', { name: 'Edit' }).count(), 0);
   } finally {
     await context.close();
     proc.kill('SIGTERM');
