@@ -203,6 +203,26 @@ pub async fn timed_get_accept(http: &reqwest::Client, url: &str, accept: &str) -
     (ms, body.len())
 }
 
+/// `timed_get_accept`, with the server's own time from its `Server-Timing: app;dur=MS` header:
+/// (client ms, server ms, body bytes).
+pub async fn timed_get_server(http: &reqwest::Client, url: &str, accept: &str) -> (f64, f64, usize) {
+    let t = Instant::now();
+    let resp = http.get(url).header("accept", accept).send().await.expect("the GET reaches the server");
+    let status = resp.status();
+    let server_ms = resp
+        .headers()
+        .get("server-timing")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split("dur=").nth(1))
+        .and_then(|v| v.split([',', ';']).next())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .expect("the answer says the server's time in Server-Timing");
+    let body = resp.bytes().await.expect("the GET answers a body");
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    assert!(status.is_success(), "GET {url} answered {status}: {}", String::from_utf8_lossy(&body));
+    (ms, server_ms, body.len())
+}
+
 /// Learning rates the search runs are spread over.
 pub const LRS: [f64; 4] = [0.1, 0.01, 0.001, 0.0001];
 

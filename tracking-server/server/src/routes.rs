@@ -936,6 +936,7 @@ fn page(limit: Option<u32>, token: Option<&str>) -> Result<(u32, u64)> {
 }
 
 async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result<HttpResponse> {
+    let started = std::time::Instant::now();
     use trainlog_meta::search::RunScope;
     use trainlog_meta::Visibility;
     let scope = match req.project {
@@ -984,7 +985,9 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
         }
     }
     if wants_arrow(http) {
-        return arrow_runs(runs, summaries, next, total).await;
+        let mut answer = arrow_runs(runs, summaries, next, total).await?;
+        answer.headers_mut().insert(SERVER_TIMING, server_timing(started));
+        return Ok(answer);
     }
     let list = runs
         .into_iter()
@@ -997,7 +1000,21 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
     // Sized up front: a page of wide runs is a megabyte, and growing the buffer copies it over.
     let mut body = Vec::with_capacity(list.runs.len() * 1024 + 256);
     serde_json::to_writer(&mut body, &list).map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(HttpResponse::Ok().content_type("application/json").body(body))
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .insert_header((SERVER_TIMING, server_timing(started)))
+        .body(body))
+}
+
+const SERVER_TIMING: actix_web::http::header::HeaderName =
+    actix_web::http::header::HeaderName::from_static("server-timing");
+
+/// A `Server-Timing` value (W3C) saying how long the server spent on an answer, body included,
+/// so a client can tell the server's time from the network's.
+fn server_timing(started: std::time::Instant) -> actix_web::http::header::HeaderValue {
+    let text = format!("app;dur={:.3}", started.elapsed().as_secs_f64() * 1e3);
+    actix_web::http::header::HeaderValue::from_str(&text)
+        .unwrap_or_else(|_| actix_web::http::header::HeaderValue::from_static("app"))
 }
 
 /// A page of runs as an Arrow IPC stream in the runs table's layout (attributes, then `params`,
