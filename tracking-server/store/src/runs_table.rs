@@ -125,7 +125,16 @@ fn section<'a>(
     struct_field: impl Fn(&str) -> Result<(DataType, ArrayRef)>,
     map_values: impl FnOnce() -> Result<ArrayRef>,
 ) -> Result<Option<(DataType, ArrayRef)>> {
-    let keys: BTreeSet<&String> = runs.iter().flat_map(&keys_of).collect();
+    // Runs of a project mostly share their keys: a run with the previous run's keys adds none.
+    let mut keys: BTreeSet<&String> = BTreeSet::new();
+    let mut previous: Vec<&String> = Vec::new();
+    for run in runs {
+        let these = keys_of(run);
+        if these != previous {
+            keys.extend(these.iter().copied());
+            previous = these;
+        }
+    }
     if keys.len() <= MAX_STRUCT_KEYS {
         let fields =
             keys.into_iter().map(|k| struct_field(k).map(|(t, a)| (k.clone(), t, a))).collect::<Result<Vec<_>>>()?;
