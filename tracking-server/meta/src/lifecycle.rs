@@ -112,11 +112,13 @@ impl RunCache {
             .zip(out)
             .filter_map(|((id, _), hit)| hit.or_else(|| loaded.get(id).map(|l| (l.run.clone(), l.deleted))))
             .collect();
-        let mut entries = self.entries.lock().map_err(|_| Error::Poisoned)?;
-        if entries.len() + loaded.len() > RUN_CACHE_ENTRIES {
-            entries.clear();
+        if loaded.len() <= RUN_CACHE_ENTRIES {
+            let mut entries = self.entries.lock().map_err(|_| Error::Poisoned)?;
+            if entries.len() + loaded.len() > RUN_CACHE_ENTRIES {
+                entries.clear();
+            }
+            entries.extend(loaded.drain());
         }
-        entries.extend(loaded.drain());
         Ok(result)
     }
 }

@@ -936,9 +936,9 @@ fn page(limit: Option<u32>, token: Option<&str>) -> Result<(u32, u64)> {
 }
 
 async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result<HttpResponse> {
-    let started = std::time::Instant::now();
     use trainlog_meta::search::RunScope;
     use trainlog_meta::Visibility;
+    let started = std::time::Instant::now();
     let scope = match req.project {
         Some(name) => {
             let project = meta(state, move |m| m.project_by_name(&name)).await?;
@@ -951,12 +951,13 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
             Visibility::AllBut(ids) => RunScope::AllBut(ids),
         },
     };
+    // Filters and orders on metrics read the stored summaries: write the changed ones first.
     state.store.sync_summaries().await?;
     let (limit, offset) = (req.limit, req.offset);
     let (filter, order_by, lifecycle, want_total) = (req.filter, req.order_by, req.archived.lifecycle(), req.total);
     let columns = req.columns;
     // One blocking call: the page of runs (params and tags loaded per table, not per run, and
-    // kept between answers while a run is unchanged) and the number of matches on a first page.
+    // kept between answers while a run is unchanged) and, when asked, the number of matches.
     let (mut runs, more, total) = meta(state, move |m| {
         let mut runs = m.search_in(scope.clone(), lifecycle, &filter, &order_by, limit + 1, offset)?;
         let more = runs.len() > limit as usize;
