@@ -22,7 +22,6 @@ pub(crate) fn run_any_in(conn: &Connection, id: &str) -> Result<(Run, bool)> {
 }
 
 /// A run loaded with its params and tags, the revision it was loaded at, and whether it is deleted.
-#[derive(Clone)]
 pub(crate) struct LoadedRun {
     pub run: Run,
     pub deleted: bool,
@@ -77,7 +76,8 @@ pub(crate) fn runs_any_in(conn: &Connection, ids: &[&str]) -> Result<HashMap<Str
 
 /// Runs loaded for earlier answers, by id. An entry is used only while the run's stored revision
 /// equals the entry's, which every change to the run's row, params or tags (and a rename of its
-/// project) moves on, on any server sharing the database. Bounded: a full cache is emptied.
+/// project) moves on, on any server sharing the database. Bounded: a full cache is emptied, and
+/// a load larger than the whole cache is answered without being kept.
 #[derive(Default)]
 pub(crate) struct RunCache {
     entries: std::sync::Mutex<HashMap<String, LoadedRun>>,

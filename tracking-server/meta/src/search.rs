@@ -103,7 +103,7 @@ impl From<Option<i64>> for RunScope {
 }
 
 /// Parses `filter` (may be empty/whitespace = no filter) and `order_by` items, and returns a query
-/// selecting `runs.id` of non-deleted runs of `project_id` (or of all projects when None), in the requested order,
+/// selecting `runs.id` and `runs.revision` of non-deleted runs of `project_id` (or of all projects when None), in the requested order,
 /// always ending with a deterministic tiebreak (`runs.start_ms DESC, runs.id ASC` when no order is given; `runs.id` appended otherwise),
 /// with `LIMIT ? OFFSET ?` bound to `limit` and `offset`.
 pub fn build_search(
