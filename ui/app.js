@@ -211,6 +211,12 @@ function mayWrite(role) {
   return r === 'write' || r === 'admin';
 }
 
+/** Whether the signed-in user administers something with this role (deleting for good needs it). */
+function mayAdmin(role) {
+  if (!ME.auth || ME.admin) return true;
+  return (role || ME.default_role) === 'admin';
+}
+
 /** Shows who is signed in (with a sign-out button) in the top bar; nothing without --auth. */
 function renderWho(me) {
   const who = document.getElementById('who');
@@ -1549,7 +1555,8 @@ function parseTagsText(text) {
 
 /**
  * A run's actions: edit its name, group, notes and tags (PATCH /runs/ID), archive it or restore
- * it. Offered only when the user may write to the run's project. `done` re-reads the run.
+ * it, and delete an archived run for good (DELETE /runs/ID, admins only, after a confirmation).
+ * Offered only when the user may write to the run's project. `done` re-reads the run.
  */
 function runActions(run, role, done) {
   if (!mayWrite(role)) return el('span', { class: 'muted', 'data-testid': 'read-only' }, 'read only');
@@ -1585,12 +1592,22 @@ function runActions(run, role, done) {
   const lifecycle = async (what) => {
     try { await api(`/runs/${enc(run.id)}/${what}`, { body: {} }); done(); } catch (err) { error.textContent = err.message; form.classList.remove('hidden'); }
   };
+  const purge = async () => {
+    if (!confirm(`Delete run ${run.name || run.id} for good? Its metrics, artifacts and files are deleted and cannot be restored.`)) return;
+    try {
+      await api('/runs/' + enc(run.id), { method: 'DELETE' });
+      location.hash = tableHref(run.project);
+    } catch (err) { error.textContent = err.message; form.classList.remove('hidden'); }
+  };
   return el('div', { class: 'run-actions' },
     el('div', { class: 'toolbar' },
       el('button', { type: 'button', 'data-testid': 'edit-run', onclick: () => form.classList.toggle('hidden') }, 'Edit'),
       run.archived
         ? el('button', { type: 'button', 'data-testid': 'restore-run', onclick: () => lifecycle('restore') }, 'Restore')
-        : el('button', { type: 'button', 'data-testid': 'archive-run', title: 'hide the run from the table; it can be restored', onclick: () => lifecycle('archive') }, 'Archive')),
+        : el('button', { type: 'button', 'data-testid': 'archive-run', title: 'hide the run from the table; it can be restored', onclick: () => lifecycle('archive') }, 'Archive'),
+      run.archived && mayAdmin(role)
+        ? el('button', { type: 'button', class: 'danger', 'data-testid': 'delete-run', title: 'delete the run and its data for good', onclick: purge }, 'Delete for good')
+        : null),
     form);
 }
 

@@ -57,8 +57,8 @@ fn a_method_a_route_does_not_take_gets_405_naming_the_ones_it_does() {
     let s = TestServer::spawn_local();
     for (method, path, allow) in [
         ("TRACE", "/api/v1/health", "GET"),
-        ("DELETE", "/api/v1/runs/search", "POST"),
-        ("PUT", "/api/v1/runs/abc", "GET, PATCH"),
+        ("DELETE", "/api/v1/runs/abc/finish", "POST"),
+        ("PUT", "/api/v1/runs/abc", "DELETE, GET, PATCH"),
     ] {
         let response = s
             .client

@@ -1,6 +1,7 @@
-//! Archiving and restoring runs through the native API against the real binary: archived runs
-//! leave lists and searches unless asked for, stay readable with `archived: true`, refuse
-//! changes until restored, and need write on their project.
+//! Archiving, restoring and deleting runs through the native API against the real binary:
+//! archived runs leave lists and searches unless asked for, stay readable with `archived: true`,
+//! refuse changes until restored, and need write on their project; an archived run deleted for
+//! good leaves no row, point or object behind, even after a crash, and needs admin.
 
 use std::process::Command;
 use trainlog_tests::{binary, json, TestServer, Value};
@@ -170,4 +171,93 @@ fn archiving_needs_write_and_archived_runs_stay_hidden_from_strangers() {
     assert_eq!(restore(&reader).0, 403);
     assert_eq!(restore(&stranger).0, 404);
     assert_eq!(restore(&writer).1["archived"], false);
+
+    // Deleting for good needs admin on the project: its creator has it.
+    assert_eq!(archive(&writer).0, 200);
+    let delete = |k: &str| send(&s, "DELETE", &format!("/runs/{run}"), Some(k), None);
+    let (status, body) = delete(&writer);
+    assert_eq!((status, field(&body)), (403, "project"), "{body}");
+    assert_eq!(delete(&reader).0, 403);
+    assert_eq!(delete(&stranger).0, 404);
+    assert_eq!(read(&reader).0, 200, "a refused delete changes nothing");
+    let (status, body) = delete(&owner);
+    assert_eq!((status, &body["id"]), (200, &json!(run)), "{body}");
+    assert_eq!(read(&owner).0, 404);
+}
+
+/// Every file under the local store's project folders whose path names `run`.
+fn objects_of(s: &TestServer, run: &str) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, run: &str, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, run, out);
+            } else if path.components().any(|c| c.as_os_str() == run) {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&s.data.join("store/projects"), run, &mut out);
+    out
+}
+
+#[test]
+fn a_run_deleted_for_good_leaves_nothing_behind_and_stays_gone_after_a_crash() {
+    let mut s = TestServer::spawn_local();
+    let [gone, kept] = ["gone", "kept"].map(|name| {
+        let (status, run) = s.post("/runs", &json!({"project": "p", "name": name, "id": name, "params": {"lr": 0.1}}));
+        assert_eq!(status, 201, "{run}");
+        let points: Vec<Value> =
+            (1..=3).map(|step| json!({"key": "loss", "step": step, "value": 1.0 / step as f64})).collect();
+        assert_eq!(s.log(name, json!(points)).0, 200);
+        let put = s.client.put(s.api(&format!("/runs/{name}/artifacts/notes.txt"))).body("hi").send().unwrap();
+        assert_eq!(put.status().as_u16(), 201);
+        name.to_owned()
+    });
+    s.flush();
+    // One more point each, acknowledged into the write-ahead log and the buffer only.
+    for run in [&gone, &kept] {
+        assert_eq!(s.log(run, json!([{"key": "loss", "step": 4, "value": 0.2}])).0, 200);
+    }
+    assert_eq!(objects_of(&s, &gone).len(), 2, "a metric file and an artifact: {:?}", objects_of(&s, &gone));
+
+    let (status, body) = send(&s, "DELETE", &format!("/runs/{gone}"), None, None);
+    assert_eq!((status, field(&body)), (409, "id"), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("archive it first"), "{body}");
+    assert_eq!(s.get(&format!("/runs/{gone}")).0, 200, "a refused delete changes nothing");
+    assert_eq!(s.post(&format!("/runs/{gone}/archive"), &json!({})).0, 200);
+    let (status, body) = send(&s, "DELETE", &format!("/runs/{gone}"), None, None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, json!({"id": gone, "objects_deleted": 2, "objects_pending": false}));
+    assert_eq!(objects_of(&s, &gone), Vec::<std::path::PathBuf>::new());
+
+    let check_gone = |s: &TestServer| {
+        for path in
+            [format!("/runs/{gone}"), format!("/runs/{gone}/metrics?key=loss"), format!("/runs/{gone}/artifacts")]
+        {
+            let (status, body) = s.get(&path);
+            assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not_found")), "{path}: {body}");
+        }
+        assert_eq!(ids(&s.post("/runs/search", &json!({"archived": "all"})).1), [kept.clone()]);
+        let (status, body) = s.post("/runs", &json!({"project": "p", "id": gone}));
+        assert_eq!((status, field(&body)), (409, "id"), "the id is not given again: {body}");
+        assert_eq!(s.log(&gone, json!([{"key": "loss", "step": 5, "value": 0.1}])).0, 404);
+        assert_eq!(send(s, "DELETE", &format!("/runs/{gone}"), None, None).0, 404);
+        let losses: Vec<i64> = s.series(&kept, "loss").into_iter().map(|(step, _)| step).collect();
+        assert_eq!(losses, [1, 2, 3, 4], "the other run keeps every point");
+        assert_eq!(
+            s.client.get(s.api(&format!("/runs/{kept}/artifacts/notes.txt"))).send().unwrap().text().unwrap(),
+            "hi"
+        );
+    };
+    check_gone(&s);
+    // A crash: the log still holds the deleted run's last point, and replaying it must not
+    // bring the run's points back into a file.
+    s.kill9();
+    s.restart();
+    s.flush();
+    check_gone(&s);
+    assert_eq!(objects_of(&s, &gone), Vec::<std::path::PathBuf>::new());
+    assert_eq!(objects_of(&s, &kept).len(), 3, "two metric files and the artifact: {:?}", objects_of(&s, &kept));
 }

@@ -629,6 +629,32 @@ test('a rename, new notes and tags, and an alias move persist; a version shows i
   await page.screenshot({ path: path.join(shots, 'models-edit.png'), fullPage: true });
 });
 
+test('a run archived from its page can be restored, or deleted for good after a confirmation', async () => {
+  const run = await post('/runs', { project: 'cleanup', name: 'scratch' });
+  const other = await post('/runs', { project: 'cleanup', name: 'keeper' });
+  await post(`/runs/${run.id}/finish`, { status: 'finished' });
+  await page.goto(`${base}/#/run/${run.id}`);
+  await page.getByTestId('archive-run').click();
+  await page.getByTestId('archived').waitFor();
+  assert.equal((await (await fetch(`${base}/api/v1/runs/${run.id}`)).json()).archived, true);
+  // Dismissing the confirmation deletes nothing.
+  page.once('dialog', (d) => d.dismiss());
+  await page.getByTestId('delete-run').click();
+  await page.getByTestId('restore-run').waitFor();
+  assert.equal((await fetch(`${base}/api/v1/runs/${run.id}`)).status, 200);
+  page.once('dialog', (d) => d.accept());
+  await page.getByTestId('delete-run').click();
+  await page.waitForURL((u) => u.hash.startsWith('#/p/cleanup'));
+  await page.locator('[data-testid=run-row]').filter({ hasText: 'keeper' }).waitFor();
+  assert.equal(await page.locator('[data-testid=run-row]').count(), 1);
+  assert.equal((await fetch(`${base}/api/v1/runs/${run.id}`)).status, 404);
+  assert.equal((await fetch(`${base}/api/v1/runs/${other.id}`)).status, 200);
+  // An active run offers no delete.
+  await page.goto(`${base}/#/run/${other.id}`);
+  await page.getByTestId('archive-run').waitFor();
+  assert.equal(await page.getByTestId('delete-run').count(), 0);
+});
+
 const v2Link = (p) => p.locator('[data-testid=model][data-model=demo-model] [data-testid=version-row][data-version="2"] .files a');
 
 test('a sweep shows its trials, parallel coordinates, best-so-far curve and spending', async () => {

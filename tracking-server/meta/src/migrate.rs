@@ -17,6 +17,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (11, include_str!("migrations/0011_runless_logged_models.sql")),
     (12, include_str!("migrations/0012_saved_views.sql")),
     (13, include_str!("migrations/0013_run_revision.sql")),
+    (14, include_str!("migrations/0014_run_purges.sql")),
 ];
 
 pub(crate) fn apply(conn: &mut Connection) -> Result<()> {

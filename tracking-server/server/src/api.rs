@@ -781,6 +781,17 @@ impl PartialSchema for ArchivedInput {
 }
 impl ToSchema for ArchivedInput {}
 
+/// A run deleted for good.
+#[derive(Serialize, ToSchema)]
+pub struct DeletedRun {
+    pub id: String,
+    /// Metric files and artifacts deleted from the object store.
+    pub objects_deleted: u64,
+    /// Some objects could not be deleted yet; the server keeps trying (`purge_failures` in
+    /// `/api/v1/admin/stats` counts the failures).
+    pub objects_pending: bool,
+}
+
 /// A body that may be empty, `null` or `{}`, and holds nothing else.
 #[derive(Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -41,6 +41,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
         crate::routes::set_tags,
         crate::routes::finish_run,
         crate::routes::archive_run,
+        crate::routes::delete_run,
         crate::routes::restore_run,
         crate::routes::log_metrics,
         crate::routes::get_metrics,
@@ -412,7 +413,7 @@ mod tests {
 
     #[test]
     fn a_wrong_method_on_a_known_path_is_told_what_the_path_takes() {
-        assert_eq!(allowed_methods("/api/v1/runs/abc").as_deref(), Some("GET, PATCH"));
+        assert_eq!(allowed_methods("/api/v1/runs/abc").as_deref(), Some("DELETE, GET, PATCH"));
         assert_eq!(allowed_methods("/api/v1/runs/search").as_deref(), Some("POST"));
         assert_eq!(allowed_methods("/api/v1/runs/abc/artifacts/a/b/c.txt").as_deref(), Some("DELETE, GET, PUT"));
         assert_eq!(allowed_methods("/api/v1/nothing-here"), None);

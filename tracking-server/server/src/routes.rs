@@ -35,6 +35,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/runs/search", web::post().to(search_runs))
             .route("/runs/{id}", web::get().to(get_run))
             .route("/runs/{id}", web::patch().to(update_run))
+            .route("/runs/{id}", web::delete().to(delete_run))
             .route("/runs/{id}/params", web::post().to(log_params))
             .route("/runs/{id}/metadata/{section}", web::put().to(put_metadata))
             .route("/runs/{id}/checkpoints", web::post().to(put_checkpoint))
@@ -411,6 +412,25 @@ pub(crate) async fn restore_run(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     set_archived(state, path, req, payload, false).await
+}
+
+/// Delete an archived run for good: its params, tags, summaries, metric points (buffered or in
+/// files), artifacts, checkpoints and metadata. Needs admin on the run's project. Refused for a
+/// run that is not archived, that a model version was made from, or that is a trial of a running
+/// sweep. The run's id is never used again.
+#[utoipa::path(delete, path = "/api/v1/runs/{id}", tag = "runs", params(("id" = inline(api::RunIdText), Path, description = "The run's id.")),
+    responses((status = 200, description = "Deleted for good.", body = api::DeletedRun)))]
+pub(crate) async fn delete_run(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    let id = run_id(&path)?;
+    let (project_id, _) = run_project_any(&state, &id).await?;
+    require_run(&req, &id, project_id, Role::Admin).await?;
+    let outcome = state.store.purge_run(&id).await?;
+    forget_run_project(&state, &id)?;
+    Ok(HttpResponse::Ok().json(api::DeletedRun {
+        id: id.to_string(),
+        objects_deleted: outcome.objects_deleted as u64,
+        objects_pending: outcome.objects_pending,
+    }))
 }
 
 async fn set_archived(

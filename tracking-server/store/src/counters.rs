@@ -23,6 +23,8 @@ pub struct Counters {
     pub summary_recomputes: AtomicU64,
     pub runs_table_failures: AtomicU64,
     pub orphan_sweep_failures: AtomicU64,
+    pub purged_runs: AtomicU64,
+    pub purge_failures: AtomicU64,
     pub object_store_requests: AtomicU64,
     pub object_store_failures: AtomicU64,
     pub missing_files: AtomicU64,
@@ -48,6 +50,8 @@ pub struct CounterValues {
     pub summary_recomputes: u64,
     pub runs_table_failures: u64,
     pub orphan_sweep_failures: u64,
+    pub purged_runs: u64,
+    pub purge_failures: u64,
     pub object_store_requests: u64,
     pub object_store_failures: u64,
     pub missing_files: u64,
@@ -61,7 +65,7 @@ pub(crate) fn bump(counter: &AtomicU64) {
 impl CounterValues {
     /// Every count with its name and meaning (the object-store time aside), for the operator's
     /// views: `/api/v1/admin/stats` and `/metrics`.
-    pub fn named(&self) -> [(&'static str, &'static str, u64); 19] {
+    pub fn named(&self) -> [(&'static str, &'static str, u64); 21] {
         [
             ("ingest_batches", "Metric batches acknowledged", self.ingest_batches),
             ("ingest_points", "Metric points acknowledged", self.ingest_points),
@@ -91,6 +95,12 @@ impl CounterValues {
                 self.summary_recomputes,
             ),
             ("orphan_sweep_failures", "Start-up sweeps of unrecorded files that failed", self.orphan_sweep_failures),
+            ("purged_runs", "Runs whose objects were deleted for good", self.purged_runs),
+            (
+                "purge_failures",
+                "Deletions of a purged run's objects that failed and will be retried",
+                self.purge_failures,
+            ),
             ("object_store_requests", "Object-store reads and writes of metric files", self.object_store_requests),
             ("object_store_failures", "Object-store requests that failed", self.object_store_failures),
             ("missing_files", "Catalogued metric files found missing from the object store", self.missing_files),
@@ -127,6 +137,8 @@ impl Counters {
             summary_recomputes: v(&self.summary_recomputes),
             runs_table_failures: v(&self.runs_table_failures),
             orphan_sweep_failures: v(&self.orphan_sweep_failures),
+            purged_runs: v(&self.purged_runs),
+            purge_failures: v(&self.purge_failures),
             object_store_requests: v(&self.object_store_requests),
             object_store_failures: v(&self.object_store_failures),
             missing_files: v(&self.missing_files),

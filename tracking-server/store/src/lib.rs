@@ -20,7 +20,7 @@ pub use objects::{metric_file_path, runs_table_path};
 pub use parquet_io::{KeyIndex, KeyRange};
 pub use runs_table::record_batch as runs_record_batch;
 pub use series::{Bucket, GroupBucket, GroupBuckets, Series, StepGrid, StepRange};
-pub use store::{MetricsStore, StoreConfig, StoreStats, DEFAULT_MAX_BUFFER_BYTES};
+pub use store::{MetricsStore, PurgeOutcome, StoreConfig, StoreStats, DEFAULT_MAX_BUFFER_BYTES};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

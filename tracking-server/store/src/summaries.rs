@@ -189,6 +189,12 @@ impl Summaries {
         self.dirty_runs.insert(run.clone());
     }
 
+    /// Forgets a run's summaries, written or not: the run is gone.
+    pub fn forget(&mut self, run: &RunId) {
+        self.runs.remove(run);
+        self.dirty_runs.remove(run);
+    }
+
     /// Forgets a run's summaries if they are all written and exact (they load again on use).
     pub fn evict_clean(&mut self, run: &RunId) {
         if self.runs.get(run).is_some_and(|r| r.keys.values().all(|e| !e.dirty && !e.stale)) {

@@ -12,7 +12,8 @@ pub(super) enum WalCmd {
 pub(super) type Recovered = (State, Summaries, Segment, (usize, u64));
 
 /// Start-up: load the file catalog, drop log segments already persisted, replay the others.
-pub(super) fn recover(meta: &MetaStore, wal_dir: &std::path::Path) -> Result<Recovered> {
+/// Records of runs deleted for good (`purged`) are dropped.
+pub(super) fn recover(meta: &MetaStore, wal_dir: &std::path::Path, purged: &HashSet<RunId>) -> Result<Recovered> {
     let persisted_through = meta.counter(WAL_PERSISTED_THROUGH)?.unwrap_or(0) as u64;
     let mut files: HashMap<RunId, RunFiles> = HashMap::new();
     for row in meta.metric_files()? {
@@ -47,7 +48,7 @@ pub(super) fn recover(meta: &MetaStore, wal_dir: &std::path::Path) -> Result<Rec
         }
         cut += r.cut_bytes;
         records += r.records.len();
-        for rec in r.records {
+        for rec in r.records.into_iter().filter(|rec| !purged.contains(&rec.run)) {
             if !summaries.is_loaded(&rec.run) {
                 let stored = meta.summaries(&rec.run)?;
                 summaries.load(&rec.run, rec.project_id, stored);
@@ -94,7 +95,7 @@ pub(super) fn wal_loop(
         let mut take = |cmd: WalCmd, encoded: &mut Vec<u8>| match cmd {
             WalCmd::Append { run, project_id, batch, done } => {
                 wal::encode(encoded, &run, project_id, &batch);
-                group.push((run, project_id, batch, done));
+                group.push((run, project_id, batch, Some(done)));
             }
             WalCmd::Rotate { done } => rotate_waiters.push(done),
             WalCmd::Stop => stop = true,
@@ -124,12 +125,25 @@ pub(super) fn wal_loop(
                 Ok(()) => {
                     bump(&inner.counters.wal_syncs);
                     inner.counters.wal_records.fetch_add(group.len() as u64, Ordering::Relaxed);
+                    // A run deleted for good while its batch waited here takes nothing: the
+                    // batch is refused, and a replay of this segment drops it too.
+                    let purged = read(&inner.purged);
+                    group.retain_mut(|(run, _, _, done)| {
+                        let gone = purged.contains(run);
+                        if gone {
+                            if let Some(done) = done.take() {
+                                let _ = done.send(Err(super::purged_error(run)));
+                            }
+                        }
+                        !gone
+                    });
                     {
                         let mut state = write(&inner.state);
                         for (run, project_id, batch, _) in &group {
                             state.active.apply(run, *project_id, batch);
                         }
                     }
+                    drop(purged);
                     let applied: usize = group.iter().map(|(_, _, batch, _)| batch.points.len()).sum();
                     inner.buffered_points.fetch_add(applied, Ordering::Relaxed);
                     {
@@ -139,7 +153,9 @@ pub(super) fn wal_loop(
                         }
                     }
                     for (_, _, _, done) in group {
-                        let _ = done.send(Ok(()));
+                        if let Some(done) = done {
+                            let _ = done.send(Ok(()));
+                        }
                     }
                 }
                 Err(e) => {
@@ -152,6 +168,7 @@ pub(super) fn wal_loop(
                     );
                     for (run, _, _, done) in group {
                         tracing::warn!(run = %run, "batch refused: {message}");
+                        let Some(done) = done else { continue };
                         let _ =
                             done.send(Err(Backpressure::LogUnavailable { message: message.clone(), disk_full }.into()));
                     }

@@ -4,6 +4,7 @@
 mod compactor;
 mod log_writer;
 mod persister;
+mod purge;
 mod reads;
 
 use crate::buffer::{FileMeta, Generation, RunFiles, State};
@@ -28,6 +29,8 @@ use trainlog_schema::{MetricKey, MetricSummary, PointBatch, RunId};
 use log_writer::{recover, wal_loop, WalCmd};
 use persister::{catalog_row, project_of_path};
 use reads::SeriesCache;
+
+pub use purge::PurgeOutcome;
 
 /// Default bound of buffered point bytes: about 2.8 million points, a few persist rounds.
 pub const DEFAULT_MAX_BUFFER_BYTES: usize = 64 << 20;
@@ -113,6 +116,8 @@ pub(crate) struct Inner {
     persist_lock: tokio::sync::Mutex<()>,
     /// Serializes writing summaries, so an older snapshot never lands after a newer one.
     summary_sync_lock: tokio::sync::Mutex<()>,
+    /// Runs deleted for good: their points are dropped wherever they are met.
+    purged: RwLock<HashSet<RunId>>,
 }
 
 /// The metrics store; cheap to clone.
@@ -130,7 +135,12 @@ impl MetricsStore {
         std::fs::create_dir_all(&wal_dir).map_err(io_err("creating the write-ahead log folder"))?;
         let meta2 = meta.clone();
         let wal_dir2 = wal_dir.clone();
-        let (state, summaries, segment, replay) = blocking(move || recover(&meta2, &wal_dir2)).await?;
+        let (purged, state, summaries, segment, replay) = blocking(move || {
+            let purged: HashSet<RunId> = meta2.purged_runs()?.into_iter().collect();
+            let (state, summaries, segment, replay) = recover(&meta2, &wal_dir2, &purged)?;
+            Ok((purged, state, summaries, segment, replay))
+        })
+        .await?;
         let replayed_points = state.frozen.iter().map(|g| g.points).sum();
         let (tx, rx) = mpsc::sync_channel(1024);
         let inner = Arc::new(Inner {
@@ -156,6 +166,7 @@ impl MetricsStore {
             missing_files: Mutex::new(HashMap::new()),
             persist_lock: tokio::sync::Mutex::new(()),
             summary_sync_lock: tokio::sync::Mutex::new(()),
+            purged: RwLock::new(purged),
         });
         let runtime = tokio::runtime::Handle::current();
         let thread_inner = inner.clone();
@@ -179,6 +190,9 @@ impl MetricsStore {
         let sweeper = {
             let inner = self.inner.clone();
             tokio::spawn(async move {
+                if let Err(e) = inner.finish_purges().await {
+                    tracing::error!("could not delete the objects of runs deleted for good, will retry: {e}");
+                }
                 match inner.sweep_orphans().await {
                     Ok(0) => {}
                     Ok(n) => tracing::warn!(files = n, "removed metric files left unrecorded by a crash"),
@@ -227,6 +241,11 @@ impl MetricsStore {
                         bump(&inner.counters.summary_sync_failures);
                         tracing::error!("writing metric summaries failed, will retry: {e}");
                     }
+                    if tick.is_multiple_of(60) {
+                        if let Err(e) = inner.finish_purges().await {
+                            tracing::error!("deleting the objects of runs deleted for good failed, will retry: {e}");
+                        }
+                    }
                     let with_summaries = tick.is_multiple_of(10);
                     if let Err(e) = inner.refresh_runs_tables(with_summaries).await {
                         bump(&inner.counters.runs_table_failures);
@@ -248,6 +267,9 @@ impl MetricsStore {
         if buffered > 0 && (buffered + batch.points.len()) * Series::BYTES_PER_POINT > limit {
             bump(&self.inner.counters.ingest_refused_buffer_full);
             return Err(Backpressure::BufferFull { buffered_bytes: buffered * Series::BYTES_PER_POINT, limit }.into());
+        }
+        if self.inner.is_purged(run) {
+            return Err(purged_error(run));
         }
         self.inner.ensure_summaries(run, project_id).await?;
         let (done, wait) = oneshot::channel();
@@ -404,6 +426,11 @@ impl MetricsStore {
     }
 }
 
+/// What ingest answers for a run deleted for good.
+fn purged_error(run: &RunId) -> Error {
+    trainlog_meta::Error::NotFound { what: format!("run {run}") }.into()
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -451,7 +478,11 @@ impl Inner {
 
     async fn sync_summaries(&self) -> Result<()> {
         let _guard = self.summary_sync_lock.lock().await;
-        let rows = lock(&self.summaries).take_dirty();
+        let mut rows = lock(&self.summaries).take_dirty();
+        {
+            let purged = read(&self.purged);
+            rows.retain(|(run, ..)| !purged.contains(run));
+        }
         if rows.is_empty() {
             return Ok(());
         }

@@ -117,7 +117,10 @@ impl Inner {
     ) -> Result<()> {
         let mut rows = Vec::new();
         let mut metas = Vec::new();
-        let mut runs: Vec<&RunId> = generation.runs.keys().collect();
+        let mut runs: Vec<&RunId> = {
+            let purged = read(&self.purged);
+            generation.runs.keys().filter(|run| !purged.contains(*run)).collect()
+        };
         runs.sort();
         for (i, run) in runs.into_iter().enumerate() {
             let number = first + i as i64;

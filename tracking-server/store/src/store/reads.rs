@@ -35,6 +35,21 @@ pub(super) async fn get_object(
     Ok(outcome?)
 }
 
+impl SeriesCache {
+    /// Drops every cached series of a run.
+    pub(super) fn forget_run(&mut self, run: &RunId) {
+        let mut freed = 0;
+        self.entries.retain(|(r, _), e| {
+            let keep = r != run;
+            if !keep {
+                freed += e.series.heap_bytes();
+            }
+            keep
+        });
+        self.bytes -= freed;
+    }
+}
+
 impl Inner {
     /// Reads a metric file of `run`. A file the object store lost while the catalog still
     /// names it is reported (counted, logged, listed by `missing_files`) and read as empty, so

@@ -1,0 +1,214 @@
+//! Deleting an archived run for good: its rows go in one transaction that leaves a row in
+//! `purged_runs`, which keeps the id from coming back and lists the runs whose objects are still
+//! to be deleted from the object store.
+
+use crate::{not_found, now_ms, Error, MetaStore, Result};
+use rusqlite::{params, Connection, OptionalExtension};
+use trainlog_schema::RunId;
+
+/// A run deleted for good whose metric files and artifacts may still be in the object store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgedRun {
+    pub id: RunId,
+    pub project_id: i64,
+}
+
+/// Tables holding rows of one run by `run_id`, deleted before the run's own row.
+const RUN_TABLES: &[&str] = &[
+    "params",
+    "tags",
+    "metric_summaries",
+    "metric_files",
+    "artifacts",
+    "checkpoints",
+    "run_metadata",
+    "logged_models",
+];
+
+/// Whether `id` names a run deleted for good.
+pub(crate) fn is_purged_in(conn: &Connection, id: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM purged_runs WHERE run_id = ?1")?
+        .query_row([id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+impl MetaStore {
+    /// Deletes an archived run's rows for good (params, tags, summaries, the catalog of its metric
+    /// files, artifacts, checkpoints, metadata, logged models) and records it in `purged_runs`.
+    /// Refuses a run that is not archived, that a model version was made from, or that is a trial
+    /// of a running sweep. Answers the run's project; its objects are the caller's to delete.
+    pub fn purge_run(&self, id: &RunId) -> Result<PurgedRun> {
+        self.write(|conn| {
+            let tx = conn.transaction()?;
+            let (project_id, archived): (i64, bool) = tx
+                .query_row("SELECT project_id, deleted FROM runs WHERE id = ?1", [id.as_str()], |r| {
+                    Ok((r.get(0)?, r.get::<_, i64>(1)? != 0))
+                })
+                .optional()?
+                .ok_or_else(|| not_found(format!("run {id}")))?;
+            if !archived {
+                return Err(Error::Conflict {
+                    field: "id".into(),
+                    reason: format!(
+                        "run {id} is not archived; archive it first (POST /api/v1/runs/{id}/archive), then delete it"
+                    ),
+                });
+            }
+            let versions: Vec<String> = tx
+                .prepare(
+                    "SELECT m.name || ' version ' || v.version FROM model_versions v
+                     JOIN registered_models m ON m.id = v.model_id WHERE v.run_id = ?1 ORDER BY m.name, v.version",
+                )?
+                .query_map([id.as_str()], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            if !versions.is_empty() {
+                return Err(Error::Conflict {
+                    field: "id".into(),
+                    reason: format!(
+                        "run {id} holds the files of model {}; delete those versions first",
+                        versions.join(", ")
+                    ),
+                });
+            }
+            let running_sweep: Option<String> = tx
+                .query_row(
+                    "SELECT s.name FROM sweep_trials t JOIN sweeps s ON s.id = t.sweep_id
+                     WHERE t.run_id = ?1 AND s.state = 'running'",
+                    [id.as_str()],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(sweep) = running_sweep {
+                return Err(Error::Conflict {
+                    field: "id".into(),
+                    reason: format!("run {id} is a trial of sweep {sweep:?}, still running; stop the sweep first"),
+                });
+            }
+            for table in RUN_TABLES {
+                tx.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), [id.as_str()])?;
+            }
+            tx.execute("DELETE FROM runs WHERE id = ?1", [id.as_str()])?;
+            tx.execute(
+                "INSERT INTO purged_runs (run_id, project_id, purged_ms) VALUES (?1, ?2, ?3)",
+                params![id.as_str(), project_id, now_ms()],
+            )?;
+            tx.commit()?;
+            Ok(PurgedRun { id: id.clone(), project_id })
+        })
+    }
+
+    /// Every run deleted for good, whose points a replayed log must drop.
+    pub fn purged_runs(&self) -> Result<Vec<RunId>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare("SELECT run_id FROM purged_runs")?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.map(|r| Ok(RunId::from_trusted(r?))).collect()
+        })
+    }
+
+    /// Runs deleted for good whose objects are not yet known to be deleted.
+    pub fn purges_pending(&self) -> Result<Vec<PurgedRun>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare("SELECT run_id, project_id FROM purged_runs WHERE objects_left = 1")?;
+            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+            rows.map(|r| {
+                let (id, project_id) = r?;
+                Ok(PurgedRun { id: RunId::from_trusted(id), project_id })
+            })
+            .collect()
+        })
+    }
+
+    /// Records that a purged run's objects are deleted.
+    pub fn purge_finished(&self, id: &RunId) -> Result<()> {
+        self.write(|conn| {
+            conn.execute("UPDATE purged_runs SET objects_left = 0 WHERE run_id = ?1", [id.as_str()])?;
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{NewRun, NewVersion};
+    use serde_json::json;
+    use trainlog_schema::ProjectName;
+
+    fn count(meta: &MetaStore, sql: &str, id: &str) -> i64 {
+        meta.read(|c| Ok(c.query_row(sql, [id], |r| r.get(0))?)).unwrap()
+    }
+
+    #[test]
+    fn a_purge_takes_every_row_of_an_archived_run_and_keeps_its_id_from_coming_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = MetaStore::open(&dir.path().join("meta.sqlite")).unwrap();
+        let new = |id: &str| NewRun {
+            project: Some(ProjectName::parse("project", "p").unwrap()),
+            id: Some(RunId::parse("id", id).unwrap()),
+            ..NewRun::default()
+        };
+        let (gone, _) = meta.create_run(&new("gone")).unwrap();
+        let (kept, _) = meta.create_run(&new("kept")).unwrap();
+        for run in [&gone.id, &kept.id] {
+            meta.write(|c| {
+                c.execute_batch(&format!(
+                    "INSERT INTO params VALUES ('{run}', 'lr', 'float', '0.1', 0.1);
+                     INSERT INTO tags VALUES ('{run}', 'k', 'v');
+                     INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count)
+                         VALUES ('{run}', 'loss', 1, 1, 1, 1, 1, 1);
+                     INSERT INTO metric_files VALUES ('projects/1/metrics/{run}/1.parquet', '{run}', 1, 1, 1, '{{}}', 1);
+                     INSERT INTO artifacts VALUES ('{run}', 'a.txt', 1, 'x', 1);
+                     INSERT INTO run_metadata VALUES ('{run}', 'env', '{{}}', 1);"
+                ))?;
+                Ok(())
+            })
+            .unwrap();
+        }
+
+        let refused = meta.purge_run(&gone.id).unwrap_err();
+        assert!(
+            matches!(&refused, Error::Conflict { field, reason } if field == "id" && reason.contains("archive it first")),
+            "{refused}"
+        );
+        meta.set_run_deleted(&gone.id, true).unwrap();
+        let version = NewVersion {
+            run_id: gone.id.to_string(),
+            source: json!({}),
+            files: json!([]),
+            description: String::new(),
+            lineage: json!({}),
+            tags: Default::default(),
+            alias: None,
+        };
+        meta.create_version("m", &version).unwrap();
+        let refused = meta.purge_run(&gone.id).unwrap_err();
+        assert!(matches!(&refused, Error::Conflict { reason, .. } if reason.contains("m version 1")), "{refused}");
+        meta.delete_model("m").unwrap();
+
+        let purged = meta.purge_run(&gone.id).unwrap();
+        assert_eq!(purged, PurgedRun { id: gone.id.clone(), project_id: gone.project_id });
+        for table in RUN_TABLES.iter().chain(&["runs"]) {
+            let column = if *table == "runs" { "id" } else { "run_id" };
+            let sql = format!("SELECT COUNT(*) FROM {table} WHERE {column} = ?1");
+            assert_eq!(count(&meta, &sql, gone.id.as_str()), 0, "{table} keeps nothing of the purged run");
+            let expected = i64::from(!matches!(*table, "checkpoints" | "logged_models"));
+            assert_eq!(count(&meta, &sql, kept.id.as_str()), expected, "{table} keeps the other run's rows");
+        }
+        assert!(matches!(meta.purge_run(&gone.id), Err(Error::NotFound { .. })));
+        assert_eq!(meta.purged_runs().unwrap(), vec![gone.id.clone()]);
+        assert_eq!(meta.purges_pending().unwrap(), vec![purged]);
+        meta.purge_finished(&gone.id).unwrap();
+        assert_eq!(meta.purges_pending().unwrap(), vec![]);
+        assert_eq!(meta.purged_runs().unwrap(), vec![gone.id.clone()], "the id stays taken");
+
+        let again = meta.create_run(&new("gone")).unwrap_err();
+        assert!(
+            matches!(&again, Error::Conflict { field, reason } if field == "id" && reason.contains("deleted for good")),
+            "{again}"
+        );
+        assert!(meta.create_run(&NewRun { resume: true, ..new("gone") }).is_err());
+    }
+}
