@@ -363,13 +363,61 @@ impl SummaryView {
     }
 }
 
-/// Params as stored: flat dotted keys and typed values.
-#[derive(Serialize, Default)]
-pub struct ParamsView(pub BTreeMap<String, Value>);
+/// Params as stored: flat dotted keys and typed values, written as `ParamValue::to_json` spells
+/// them without building JSON values first.
+#[derive(Default)]
+pub struct ParamsView(pub BTreeMap<String, trainlog_schema::ParamValue>);
 
 impl ParamsView {
     pub fn new(run: &Run) -> Self {
-        ParamsView(run.params.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+        ParamsView(run.params.clone())
+    }
+}
+
+impl Serialize for ParamsView {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        use trainlog_schema::ParamValue as P;
+        for (key, value) in &self.0 {
+            match value {
+                P::Str(v) => map.serialize_entry(key, v)?,
+                P::Int(v) => map.serialize_entry(key, v)?,
+                P::Float(v) => map.serialize_entry(key, &Float(*v))?,
+                P::Bool(v) => map.serialize_entry(key, v)?,
+            }
+        }
+        map.end()
+    }
+}
+
+/// A run's metric summaries by key, each written as a `SummaryView`.
+#[derive(Default)]
+pub struct SummariesView(pub BTreeMap<String, MetricSummary>);
+
+impl Serialize for SummariesView {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (key, summary) in &self.0 {
+            map.serialize_entry(key, &SummaryView::new(summary))?;
+        }
+        map.end()
+    }
+}
+
+impl PartialSchema for SummariesView {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .additional_properties(Some(utoipa::openapi::Ref::from_schema_name("SummaryView")))
+            .description(Some("Each metric's summary, by key."))
+            .into()
+    }
+}
+impl ToSchema for SummariesView {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push(("SummaryView".into(), SummaryView::schema()));
+        <SummaryView as ToSchema>::schemas(schemas);
     }
 }
 
@@ -401,8 +449,7 @@ pub struct RunView {
     pub notes: String,
     pub params: ParamsView,
     pub tags: BTreeMap<String, String>,
-    /// Each metric's summary, by key.
-    pub summary: BTreeMap<String, SummaryView>,
+    pub summary: SummariesView,
     /// Archived runs are left out of lists and searches unless asked for, and take no changes
     /// until restored; their data stays readable.
     pub archived: bool,
@@ -446,9 +493,9 @@ impl RunView {
             group: run.group,
             parent_id: run.parent_id,
             notes: run.notes,
-            params: ParamsView(run.params.into_iter().map(|(k, v)| (k, v.to_json())).collect()),
+            params: ParamsView(run.params),
             tags: run.tags,
-            summary: summaries.into_iter().map(|(k, s)| (k, SummaryView::new(&s))).collect(),
+            summary: SummariesView(summaries),
             archived,
         }
     }
@@ -1877,4 +1924,43 @@ pub struct ProjectKeys {
     pub params: Vec<String>,
     pub metrics: Vec<String>,
     pub tags: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trainlog_schema::ParamValue as P;
+
+    /// The views written without building JSON values spell everything as the values would.
+    #[test]
+    fn params_and_summaries_are_written_as_their_json_values_spell_them() {
+        let params: BTreeMap<String, P> = [
+            ("a", P::Str("x \"quoted\" é".into())),
+            ("b", P::Int(-3)),
+            ("c", P::Float(0.1)),
+            ("d", P::Float(f64::NAN)),
+            ("e", P::Float(f64::NEG_INFINITY)),
+            ("f", P::Float(1e300)),
+            ("g", P::Bool(true)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let as_values: BTreeMap<String, Value> = params.iter().map(|(k, v)| (k.clone(), v.to_json())).collect();
+        assert_eq!(serde_json::to_string(&ParamsView(params)).unwrap(), serde_json::to_string(&as_values).unwrap());
+
+        let steps = [1, 2, 3];
+        let summaries: BTreeMap<String, MetricSummary> = [
+            ("loss", MetricSummary::of_sorted(&steps, &[10, 20, 30], &[0.5, f64::NAN, 0.25]).unwrap()),
+            ("nan", MetricSummary::of_sorted(&steps, &[10, 20, 30], &[f64::NAN; 3]).unwrap()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let views: BTreeMap<String, SummaryView> =
+            summaries.iter().map(|(k, s)| (k.clone(), SummaryView::new(s))).collect();
+        let written = serde_json::to_string(&SummariesView(summaries)).unwrap();
+        assert_eq!(written, serde_json::to_string(&views).unwrap());
+        assert!(written.contains("\"min\":\"NaN\""), "{written}");
+    }
 }
