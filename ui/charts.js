@@ -3,6 +3,7 @@
  * run's line through the last value of every bucket the server returns, plus the bucket's
  * min–max band (so a spike is never hidden); a tooltip lists every run's value at the cursor, the
  * crosshair is shared by the charts of a page, zoom (x, y or both) re-fetches finer buckets.
+ * Charts load lazily: each is a placeholder of its final size until it nears the viewport.
  * Uses the helpers of app.js (el, api, toNum, fmtNum, fmtBytes, enc), loaded after this file. */
 'use strict';
 
@@ -216,6 +217,9 @@ function cssVar(name, fallback) {
  * series: [{run_id, name, color, start_time}]. Fetches GET /metrics?key=K&runs=...&buckets=W.
  * Drag to zoom (sideways: steps, re-fetching finer buckets; up or down: values; diagonally:
  * both), double-click to reset.
+ * Until start() is called, the chart is a placeholder of its final size (its head, an empty plot
+ * area and its message line): it listens to nothing and fetches nothing. start() fetches its data
+ * and draws it; `data-loaded` on the box turns to 1 once the first answer is drawn.
  */
 function createChart(key, series, settings) {
   settings = settings || chartSettings();
@@ -224,7 +228,7 @@ function createChart(key, series, settings) {
   const msg = el('div', { class: 'chart-msg muted' });
   const tip = el('div', { class: 'chart-tip hidden', 'data-testid': 'chart-tooltip' });
   const logCb = el('input', { type: 'checkbox' });
-  const box = el('div', { class: 'chart-box', 'data-chart-key': key },
+  const box = el('div', { class: 'chart-box', 'data-chart-key': key, 'data-testid': 'chart-slot', 'data-loaded': '0' },
     el('div', { class: 'chart-head' },
       el('span', { class: 'title', title: key }, key),
       unit.label ? el('span', { class: 'unit muted' }, unit.label) : null,
@@ -239,6 +243,7 @@ function createChart(key, series, settings) {
   let u = null, shape = '';
   let hovering = false;
   let loading = true;
+  let started = false;
   const runs = settings.runs;
 
   const isLog = () => logCb.checked;
@@ -281,6 +286,7 @@ function createChart(key, series, settings) {
     }
     loading = false;
     draw();
+    box.setAttribute('data-loaded', '1');
   }
 
   /** Each run's points in x order, smoothed if asked, with non-finite (and, on a log axis, non-positive) values as gaps. */
@@ -559,33 +565,40 @@ function createChart(key, series, settings) {
     if (!u) return;
     if (what === 'hidden') { applyFocus(); draw(); } else if (!hovering) applyFocus();
   };
-  runs.listeners.add(onRuns);
   const onSettings = (patch) => {
     if (Object.keys(patch).every((k) => k === 'search')) return;
     if ('xMode' in patch && zoom && zoom.mode !== settings.xMode) { zoom = null; fetchData(); return; }
     if ('smoothing' in patch && u) { shape = ''; }
     draw();
   };
-  settings.listeners.add(onSettings);
-  logCb.addEventListener('change', () => { if (zoom) zoom.y = null; draw(); });
+  // Before the chart starts there is nothing to redraw: its first draw reads the box.
+  logCb.addEventListener('change', () => { if (!started) return; if (zoom) zoom.y = null; draw(); });
 
   let resizeTimer = null;
   const onResize = () => {
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(() => { if (u) { u.setSize({ width: plotWidth(), height: 240 }); draw(); } }, 100);
   };
-  window.addEventListener('resize', onResize);
 
   return {
     node: box,
-    start: fetchData,
-    /** Re-fetches what is shown (the zoomed range stays), for live updates. */
-    refresh: () => fetchData(),
+    /** Turns the placeholder into a chart: follows the page's settings and runs, fetches, draws. */
+    start: () => {
+      if (started) return;
+      started = true;
+      runs.listeners.add(onRuns);
+      settings.listeners.add(onSettings);
+      window.addEventListener('resize', onResize);
+      fetchData();
+    },
+    /** Re-fetches what is shown (the zoomed range stays), for live updates; a placeholder fetches when it starts. */
+    refresh: () => { if (started) fetchData(); },
     destroy: () => {
       seq++;
       settings.listeners.delete(onSettings);
       runs.listeners.delete(onRuns);
       window.removeEventListener('resize', onResize);
+      clearTimeout(resizeTimer);
       if (u) { u.destroy(); u = null; }
     },
   };
@@ -621,9 +634,16 @@ function keySection(key) {
   return i > 0 ? key.slice(0, i) : '';
 }
 
+/** How near the viewport (above or below) a chart's placeholder comes before the chart loads: one screen. */
+const CHART_LOAD_MARGIN = '100% 0px';
+
 /**
  * Charts for keys, in sections by key prefix (`train/`, `val/`, …) with a search box, in a
- * container already in the DOM; returns {refresh, destroy}.
+ * container already in the DOM; returns {refresh, destroy}. Every chart is laid out at once as a
+ * placeholder of its final size; a chart starts (fetches its data and draws) when its placeholder
+ * comes within a screen of the viewport, so a page of hundreds of keys asks for a screenful or
+ * two. A placeholder hidden by the search box, or in a closed section, is out of view: it starts
+ * when it is shown near the viewport. A chart once started stays.
  */
 function mountCharts(container, keys, series, settings, initialSearch) {
   const charts = keys.map((k) => createChart(k, series, settings));
@@ -660,8 +680,28 @@ function mountCharts(container, keys, series, settings, initialSearch) {
   search.addEventListener('input', applySearch);
   if (search.value) applySearch();
   container.replaceChildren(keys.length > 4 ? search : '', nothing, ...sectionEls);
-  charts.forEach((c) => c.start());
-  return { refresh: () => charts.forEach((c) => c.refresh()), destroy: () => charts.forEach((c) => c.destroy()) };
+  let observer = null;
+  if (typeof IntersectionObserver === 'function') {
+    const waiting = new Map(charts.map((c) => [c.node, c]));
+    observer = new IntersectionObserver((entries) => {
+      for (const e of entries) {
+        const c = e.isIntersecting && waiting.get(e.target);
+        if (!c) continue;
+        waiting.delete(e.target);
+        observer.unobserve(e.target);
+        c.start();
+      }
+      if (!waiting.size) observer.disconnect();
+    }, { rootMargin: CHART_LOAD_MARGIN });
+    charts.forEach((c) => observer.observe(c.node));
+  } else {
+    charts.forEach((c) => c.start());
+  }
+  return {
+    /** Re-fetches the charts started so far; the others fetch current data when they start. */
+    refresh: () => charts.forEach((c) => c.refresh()),
+    destroy: () => { if (observer) observer.disconnect(); charts.forEach((c) => c.destroy()); },
+  };
 }
 
 /* ---------- parallel coordinates (SVG) ---------- */

@@ -182,6 +182,8 @@ test('a tooltip lists every run at the cursor, highest first, and the crosshair 
 
   // The system charts of one page share their crosshair.
   await page.goto(`${base}/#/compare/demo/${ids.slice(0, SYS_RUNS).join(',')}`);
+  // Charts load as they near the viewport: bring the system panel into view first.
+  await page.getByTestId('system-charts').scrollIntoViewIfNeeded();
   await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=system-charts] [data-testid=chart]')].every((c) => c.getAttribute('data-series-count') === '3' && c.getAttribute('data-plot')));
   const [util, mem] = [page.locator('[data-testid=chart][data-key="sys/gpu.0.util"]'), page.locator('[data-testid=chart][data-key="sys/gpu.0.mem_used_bytes"]')];
   await util.scrollIntoViewIfNeeded();
@@ -532,6 +534,7 @@ test('compare shows parallel coordinates, time axes, smoothing, GPU and cost pan
   assert.equal(await page.locator('[data-testid=chart][data-key=loss]').getAttribute('data-series-count'), '3');
   // The system panel: utilization, memory and power of GPU 0 for each run, over relative time.
   const sys = page.locator('[data-testid=system-charts] [data-testid=chart]');
+  await page.getByTestId('system-charts').scrollIntoViewIfNeeded();
   await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=system-charts] [data-testid=chart]')].every((c) => c.getAttribute('data-series-count') === '3'));
   assert.deepEqual((await sys.evaluateAll((cs) => cs.map((c) => c.dataset.key))).slice(0, 3), ['sys/gpu.0.util', 'sys/gpu.0.mem_used_bytes', 'sys/gpu.0.power_w']);
   assert.equal(await sys.first().getAttribute('data-x-mode'), 'relative');
@@ -555,6 +558,70 @@ test('compare shows parallel coordinates, time axes, smoothing, GPU and cost pan
   await page.screenshot({ path: path.join(shots, 'compare-panels.png'), fullPage: true });
 });
 
+test('a comparison of 300 keys lays out every chart but loads only those near the viewport', async (t) => {
+  // Two runs logging 300 keys in three sections (as per-layer statistics would), 3 points each.
+  const KEYS = 300;
+  const keys = Array.from({ length: KEYS }, (_, i) => `${['attn', 'mlp', 'norm'][Math.floor(i / 100)]}/layer.${String(i % 100).padStart(2, '0')}`);
+  const wide = [];
+  for (let r = 0; r < 2; r++) {
+    const run = await post('/runs', { project: 'wide', name: `wide-${r}` });
+    await post(`/runs/${run.id}/metrics`, { points: keys.flatMap((key, k) => [0, 1, 2].map((step) => ({ key, step, value: r + k / 1000 + step }))) });
+    await post(`/runs/${run.id}/finish`, { status: 'finished' });
+    wide.push(run.id);
+  }
+  const fetched = [], failed = [];
+  const onRequest = (r) => { if (new URL(r.url()).pathname === '/api/v1/metrics') fetched.push(new URL(r.url()).searchParams.get('key')); };
+  const onFailed = (r) => failed.push(`failed ${r.url()} ${r.failure()?.errorText}`);
+  const onResponse = (r) => { if (r.status() >= 400) failed.push(`${r.status()} ${r.url()}`); };
+  page.on('request', onRequest);
+  page.on('requestfailed', onFailed);
+  page.on('response', onResponse);
+  try {
+    await page.goto(`${base}/#/compare/wide/${wide.join(',')}`);
+    const slots = page.locator('[data-testid=metric-charts] [data-testid=chart-slot]');
+    await page.locator('[data-testid=chart-slot][data-chart-key="attn/layer.00"][data-loaded="1"]').waitFor();
+    // Every chart has its place, at its final size, from the start.
+    assert.equal(await slots.count(), KEYS);
+    const heights = await slots.evaluateAll((ss) => [...new Set(ss.map((s) => s.getBoundingClientRect().height))]);
+    assert.equal(heights.length, 1, `one height for loaded charts and placeholders: ${heights.join(', ')}`);
+    // Before any scrolling, only the charts within a screen of the viewport ask for data.
+    await page.waitForTimeout(1000);
+    const loaded = await page.locator('[data-testid=metric-charts] [data-testid=chart-slot][data-loaded="1"]').count();
+    assert.ok(loaded > 0 && fetched.length < 40, `${fetched.length} metric requests for ${loaded} charts before scrolling`);
+    assert.equal(new Set(fetched).size, fetched.length, 'one request per chart');
+    t.diagnostic(`${fetched.length} metric requests for ${loaded} charts before scrolling`);
+    assert.equal(await page.evaluate(() => window.scrollY), 0, 'nothing scrolled');
+    assert.equal(await slots.last().getAttribute('data-loaded'), '0');
+    assert.equal(await slots.last().locator('canvas').count(), 0, 'the last chart is a placeholder');
+
+    // Scrolled into view, the last chart loads, and the charts in between do not.
+    const last = page.locator('[data-testid=chart-slot][data-chart-key="norm/layer.99"]');
+    assert.equal(await slots.last().getAttribute('data-chart-key'), 'norm/layer.99');
+    await last.scrollIntoViewIfNeeded();
+    await page.locator('[data-testid=chart-slot][data-chart-key="norm/layer.99"][data-loaded="1"]').waitFor();
+    await last.locator('canvas').first().waitFor();
+    assert.equal(await last.getByTestId('chart').getAttribute('data-series-count'), '2');
+    assert.equal(await last.getByTestId('chart').getAttribute('data-buckets'), '6');
+    assert.ok(fetched.length < 80, `${fetched.length} metric requests after jumping to the last chart`);
+    t.diagnostic(`${fetched.length} metric requests after jumping to the last chart`);
+    assert.ok(!fetched.includes('mlp/layer.50'), 'a chart scrolled past is not loaded');
+
+    // A chart the search box brings into view loads.
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.getByTestId('chart-search').fill('mlp/layer.5');
+    await page.locator('[data-testid=chart-slot][data-chart-key="mlp/layer.55"][data-loaded="1"]').waitFor();
+    assert.equal(await page.locator('[data-testid=chart][data-key="mlp/layer.55"]').getAttribute('data-series-count'), '2');
+    assert.equal(await slots.filter({ visible: true }).count(), 10);
+    await page.waitForFunction(() => /q=mlp/.test(location.hash));
+    await page.screenshot({ path: path.join(shots, 'compare-300-keys.png') });
+  } finally {
+    page.off('request', onRequest);
+    page.off('requestfailed', onFailed);
+    page.off('response', onResponse);
+  }
+  assert.deepEqual(failed, []);
+});
+
 test('a running run\'s page updates its charts live', async () => {
   const run = await post('/runs', { project: 'demo', name: 'live-run' });
   const batch = (from, to) => ({ points: Array.from({ length: to - from }, (_, k) => ({ key: 'acc', step: from + k, value: (from + k) / 100 })) });
@@ -570,6 +637,36 @@ test('a running run\'s page updates its charts live', async () => {
   await post(`/runs/${run.id}/finish`, { status: 'finished' });
   await page.waitForFunction(() => document.querySelector('[data-live]')?.getAttribute('data-live') === 'off', null, { timeout: 10000 });
   await page.screenshot({ path: path.join(shots, 'run-live.png') });
+});
+
+test('a running run\'s page refreshes the charts it has loaded, and a chart loaded later shows the current points', async () => {
+  const run = await post('/runs', { project: 'demo', name: 'live-wide' });
+  const keys = Array.from({ length: 40 }, (_, i) => `layer/${String(i).padStart(2, '0')}`);
+  const batch = (from, to) => ({ points: keys.flatMap((key) => Array.from({ length: to - from }, (_, k) => ({ key, step: from + k, value: from + k }))) });
+  await post(`/runs/${run.id}/metrics`, batch(0, 10));
+  const fetched = [];
+  const onRequest = (r) => { if (new URL(r.url()).pathname === '/api/v1/metrics') fetched.push(new URL(r.url()).searchParams.get('key')); };
+  page.on('request', onRequest);
+  try {
+    await page.goto(`${base}/#/run/${run.id}`);
+    const first = page.locator('[data-testid=chart][data-key="layer/00"]');
+    await first.scrollIntoViewIfNeeded();
+    await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key="layer/00"]')?.getAttribute('data-buckets') === '10');
+    const last = page.locator('[data-testid=chart-slot][data-chart-key="layer/39"]');
+    assert.equal(await last.getAttribute('data-loaded'), '0');
+    await post(`/runs/${run.id}/metrics`, batch(10, 20));
+    await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key="layer/00"]')?.getAttribute('data-buckets') === '20', null, { timeout: 10000 });
+    assert.equal(await last.getAttribute('data-loaded'), '0', 'a live update leaves placeholders be');
+    assert.ok(!fetched.includes('layer/39'));
+    await last.scrollIntoViewIfNeeded();
+    await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key="layer/39"]')?.getAttribute('data-buckets') === '20', null, { timeout: 10000 });
+    assert.ok(fetched.filter((k) => k === 'layer/00').length >= 2, 'the loaded chart was refreshed');
+    assert.ok(fetched.length < keys.length + 20, `${fetched.length} metric requests`);
+  } finally {
+    page.off('request', onRequest);
+  }
+  await post(`/runs/${run.id}/finish`, { status: 'finished' });
+  await page.waitForFunction(() => document.querySelector('[data-live]')?.getAttribute('data-live') === 'off', null, { timeout: 10000 });
 });
 
 test('the models page shows a version\'s lineage back to its run', async () => {
