@@ -365,7 +365,12 @@ function csvField(v) {
 
 /** Saves text as a file the browser downloads. */
 function downloadText(name, text, type) {
-  const url = URL.createObjectURL(new Blob([text], { type }));
+  downloadBlob(name, new Blob([text], { type }));
+}
+
+/** Saves a Blob as a file the browser downloads. */
+function downloadBlob(name, blob) {
+  const url = URL.createObjectURL(blob);
   const a = el('a', { href: url, download: name });
   document.body.append(a);
   a.click();

@@ -272,6 +272,106 @@ test('a vertical drag zooms the values, a double-click resets', async () => {
   await page.waitForFunction((b) => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-y-range') === b, before);
 });
 
+/** The rows of CSV text (quoted fields understood), without the line ending of the last. */
+function parseCsv(text) {
+  const rows = [];
+  let row = [], field = '', quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') { field += '"'; i++; } else if (c === '"') quoted = false; else field += c;
+    } else if (c === '"') quoted = true;
+    else if (c === ',') { row.push(field); field = ''; }
+    else if (c === '\n' || c === '\r') {
+      if (c === '\r' && text[i + 1] === '\n') i++;
+      row.push(field); rows.push(row); row = []; field = '';
+    } else field += c;
+  }
+  if (field || row.length) { row.push(field); rows.push(row); }
+  return rows;
+}
+
+test('a metric chart downloads as CSV of its buckets, PNG as drawn and SVG with a line per run', async () => {
+  const chosen = [ids[0], ids[4], ids[9]];
+  await page.goto(`${base}/#/compare/demo/${chosen.join(',')}`);
+  const slot = page.locator('[data-testid=metric-charts] [data-testid=chart-slot]').first();
+  const chart = slot.getByTestId('chart');
+  await page.waitForFunction((c) => c.getAttribute('data-series-count') === '3' && c.getAttribute('data-plot'), await chart.elementHandle());
+  assert.equal(await slot.getAttribute('data-loaded'), '1');
+  assert.ok(await slot.getByTestId('chart-export').isVisible(), 'a loaded chart offers its downloads');
+  const key = await slot.getAttribute('data-chart-key');
+  const base_ = key.replace(/\//g, '_');
+  const download = async (what) => {
+    await slot.getByTestId('chart-export').locator('summary').click();
+    const [dl] = await Promise.all([page.waitForEvent('download'), slot.getByTestId(`export-${what}`).click()]);
+    return { name: dl.suggestedFilename(), bytes: readFileSync(await dl.path()) };
+  };
+
+  // CSV: one row per run and bucket the chart reports.
+  const csv = await download('csv');
+  assert.equal(csv.name, `${base_}.csv`);
+  const rows = parseCsv(csv.bytes.toString('utf8'));
+  assert.deepEqual(rows[0], ['run_id', 'run_name', 'step_min', 'step_max', 'time_first', 'time_last', 'min', 'max', 'last', 'count']);
+  const body = rows.slice(1);
+  assert.equal(body.length, Number(await chart.getAttribute('data-buckets')), 'one row per (run, bucket)');
+  assert.ok(body.every((r) => r.length === 10), 'ten fields in every row');
+  assert.deepEqual(new Set(body.map((r) => r[0])), new Set(chosen));
+  assert.deepEqual(new Set(body.map((r) => r[1])), new Set(['run-00', 'run-04', 'run-09']));
+  assert.equal(body.reduce((n, r) => n + Number(r[9]), 0), 3 * 2000, 'the buckets hold every point of the three runs');
+  assert.ok(body.every((r) => Number(r[2]) <= Number(r[3]) && Number(r[6]) <= Number(r[8]) && Number(r[8]) <= Number(r[7])), 'min ≤ last ≤ max');
+
+  // PNG: the chart's canvas framed by a title and legend, at the device pixel ratio.
+  const png = await download('png');
+  assert.equal(png.name, `${base_}.png`);
+  assert.deepEqual([...png.bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 'PNG magic bytes');
+  const { w } = await plotArea(chart);
+  assert.ok(png.bytes.readUInt32BE(16) > w, `the PNG is ${png.bytes.readUInt32BE(16)} px wide, the plot area ${w} px`);
+
+  // SVG: it parses and renders, with one stroked line per run in the run's colour.
+  const svgFile = await download('svg');
+  assert.equal(svgFile.name, `${base_}.svg`);
+  const legend = Object.fromEntries(await page.locator('[data-testid=legend-item]').evaluateAll((items) => items.map((i) => [i.dataset.runId, getComputedStyle(i.querySelector('.swatch')).backgroundColor])));
+  const parsed = await page.evaluate(async (text) => {
+    const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
+    if (doc.querySelector('parsererror')) return { error: doc.querySelector('parsererror').textContent };
+    const probe = document.createElement('span');
+    document.body.append(probe);
+    const rgb = (c) => { probe.style.color = ''; probe.style.color = c; return getComputedStyle(probe).color; };
+    const lines = [...doc.querySelectorAll('path, polyline')].filter((p) => (p.getAttribute('stroke') || 'none') !== 'none')
+      .map((p) => ({ run: p.getAttribute('data-run-id'), color: rgb(p.getAttribute('stroke')), points: (p.getAttribute('d') || p.getAttribute('points') || '').split(/[ML ,]/).filter(Boolean).length }));
+    probe.remove();
+    const img = new Image();
+    img.src = URL.createObjectURL(new Blob([text], { type: 'image/svg+xml' }));
+    await img.decode();
+    return { root: doc.documentElement.localName, ns: doc.documentElement.namespaceURI, lines, width: img.naturalWidth, text: doc.documentElement.textContent };
+  }, svgFile.bytes.toString('utf8'));
+  assert.equal(parsed.error, undefined);
+  assert.equal(parsed.root, 'svg');
+  assert.equal(parsed.ns, 'http://www.w3.org/2000/svg');
+  assert.ok(parsed.width > w, 'the browser renders it as an image');
+  assert.equal(parsed.lines.length, chosen.length, 'one line per run');
+  assert.deepEqual(parsed.lines.map((l) => l.color).sort(), chosen.map((id) => legend[id]).sort(), 'stroked in the runs\' colours');
+  for (const l of parsed.lines) assert.equal(l.color, legend[l.run], `${l.run}'s line in its colour`);
+  assert.ok(parsed.lines.every((l) => l.points > 100), 'each line goes through the buckets');
+  assert.ok(parsed.text.includes(key) && parsed.text.includes('run-04'), 'a title and a legend');
+  await slot.getByTestId('chart-export').locator('summary').click();
+  await page.screenshot({ path: path.join(shots, 'chart-export-menu.png') });
+  await page.keyboard.press('Escape');
+
+  // Names are quoted, and values that are not finite are spelled out.
+  const odd = await post('/runs', { project: 'exports', name: 'comma, "quoted"' });
+  await post(`/runs/${odd.id}/metrics`, { points: [1, 'NaN', 'Infinity', '-Infinity', 2].map((value, step) => ({ key: 'loss', step, value })) });
+  await post(`/runs/${odd.id}/finish`, { status: 'finished' });
+  await page.goto(`${base}/#/compare/exports/${odd.id}`);
+  const oddSlot = page.locator('[data-testid=chart-slot][data-chart-key=loss]');
+  await oddSlot.locator('[data-testid=chart][data-series-count="1"]').waitFor();
+  await oddSlot.getByTestId('chart-export').locator('summary').click();
+  const [dl] = await Promise.all([page.waitForEvent('download'), oddSlot.getByTestId('export-csv').click()]);
+  const text = readFileSync(await dl.path(), 'utf8');
+  assert.ok(text.includes(`${odd.id},"comma, ""quoted"""`), text);
+  assert.deepEqual(parseCsv(text).slice(1).map((r) => [r[1], r[8]]), [['comma, "quoted"', '1'], ['comma, "quoted"', 'NaN'], ['comma, "quoted"', 'Infinity'], ['comma, "quoted"', '-Infinity'], ['comma, "quoted"', '2']]);
+});
+
 test('a reload keeps the table\'s filter, sort, group and selection, and the comparison\'s chart settings', async () => {
   const below = Array.from({ length: RUNS }, (_, i) => i).filter((i) => lastLoss(i) < 0.3);
   await page.goto(`${base}/#/p/demo`);
@@ -593,6 +693,7 @@ test('a comparison of 300 keys lays out every chart but loads only those near th
     assert.equal(await page.evaluate(() => window.scrollY), 0, 'nothing scrolled');
     assert.equal(await slots.last().getAttribute('data-loaded'), '0');
     assert.equal(await slots.last().locator('canvas').count(), 0, 'the last chart is a placeholder');
+    assert.ok(!(await slots.last().getByTestId('chart-export').isVisible()), 'a placeholder offers no download');
 
     // Scrolled into view, the last chart loads, and the charts in between do not.
     const last = page.locator('[data-testid=chart-slot][data-chart-key="norm/layer.99"]');
