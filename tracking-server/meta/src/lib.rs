@@ -5,6 +5,7 @@ mod artifacts;
 pub mod auth;
 mod catalog;
 mod checkpoints;
+mod db;
 mod keys;
 mod lifecycle;
 mod logged_models;

@@ -2,8 +2,8 @@
 //! `purged_runs`, which keeps the id from coming back and lists the runs whose objects are still
 //! to be deleted from the object store.
 
+use crate::db::{vals, Db};
 use crate::{not_found, now_ms, Error, MetaStore, Result};
-use rusqlite::{params, Connection, OptionalExtension};
 use trainlog_schema::RunId;
 
 /// A run deleted for good whose metric files and artifacts may still be in the object store.
@@ -26,12 +26,8 @@ const RUN_TABLES: &[&str] = &[
 ];
 
 /// Whether `id` names a run deleted for good.
-pub(crate) fn is_purged_in(conn: &Connection, id: &str) -> Result<bool> {
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM purged_runs WHERE run_id = ?1")?
-        .query_row([id], |_| Ok(()))
-        .optional()?
-        .is_some())
+pub(crate) fn is_purged_in(db: &dyn Db, id: &str) -> Result<bool> {
+    db.exists("SELECT 1 FROM purged_runs WHERE run_id = ?1", vals![id])
 }
 
 impl MetaStore {
@@ -42,12 +38,10 @@ impl MetaStore {
     pub fn purge_run(&self, id: &RunId) -> Result<PurgedRun> {
         self.write(|conn| {
             let tx = conn.transaction()?;
-            let (project_id, archived): (i64, bool) = tx
-                .query_row("SELECT project_id, deleted FROM runs WHERE id = ?1", [id.as_str()], |r| {
-                    Ok((r.get(0)?, r.get::<_, i64>(1)? != 0))
-                })
-                .optional()?
+            let head = tx
+                .row("SELECT project_id, deleted FROM runs WHERE id = ?1", vals![id.as_str()])?
                 .ok_or_else(|| not_found(format!("run {id}")))?;
+            let (project_id, archived): (i64, bool) = (head.get(0)?, head.get(1)?);
             if !archived {
                 return Err(Error::Conflict {
                     field: "id".into(),
@@ -56,14 +50,13 @@ impl MetaStore {
                     ),
                 });
             }
-            let versions: Vec<String> = tx
-                .prepare(
-                    "SELECT m.name || ' version ' || v.version FROM model_versions v
-                     JOIN registered_models m ON m.id = v.model_id WHERE v.run_id = ?1 ORDER BY m.name, v.version",
-                )?
-                .query_map([id.as_str()], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
+            let versions = tx.rows(
+                "SELECT m.name || ' version ' || v.version FROM model_versions v
+                 JOIN registered_models m ON m.id = v.model_id WHERE v.run_id = ?1 ORDER BY m.name, v.version",
+                vals![id.as_str()],
+            )?;
             if !versions.is_empty() {
+                let versions: Vec<String> = versions.iter().map(|r| r.get(0)).collect::<Result<_>>()?;
                 return Err(Error::Conflict {
                     field: "id".into(),
                     reason: format!(
@@ -72,27 +65,25 @@ impl MetaStore {
                     ),
                 });
             }
-            let running_sweep: Option<String> = tx
-                .query_row(
-                    "SELECT s.name FROM sweep_trials t JOIN sweeps s ON s.id = t.sweep_id
-                     WHERE t.run_id = ?1 AND s.state = 'running'",
-                    [id.as_str()],
-                    |r| r.get(0),
-                )
-                .optional()?;
+            let running_sweep = tx.row(
+                "SELECT s.name FROM sweep_trials t JOIN sweeps s ON s.id = t.sweep_id
+                 WHERE t.run_id = ?1 AND s.state = 'running'",
+                vals![id.as_str()],
+            )?;
             if let Some(sweep) = running_sweep {
+                let sweep: String = sweep.get(0)?;
                 return Err(Error::Conflict {
                     field: "id".into(),
                     reason: format!("run {id} is a trial of sweep {sweep:?}, still running; stop the sweep first"),
                 });
             }
             for table in RUN_TABLES {
-                tx.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), [id.as_str()])?;
+                tx.exec(&format!("DELETE FROM {table} WHERE run_id = ?1"), vals![id.as_str()])?;
             }
-            tx.execute("DELETE FROM runs WHERE id = ?1", [id.as_str()])?;
-            tx.execute(
+            tx.exec("DELETE FROM runs WHERE id = ?1", vals![id.as_str()])?;
+            tx.exec(
                 "INSERT INTO purged_runs (run_id, project_id, purged_ms) VALUES (?1, ?2, ?3)",
-                params![id.as_str(), project_id, now_ms()],
+                vals![id.as_str(), project_id, now_ms()],
             )?;
             tx.commit()?;
             Ok(PurgedRun { id: id.clone(), project_id })
@@ -101,30 +92,26 @@ impl MetaStore {
 
     /// Every run deleted for good, whose points a replayed log must drop.
     pub fn purged_runs(&self) -> Result<Vec<RunId>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare("SELECT run_id FROM purged_runs")?;
-            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-            rows.map(|r| Ok(RunId::from_trusted(r?))).collect()
+        self.read(|db| {
+            let rows = db.rows("SELECT run_id FROM purged_runs", vals![])?;
+            rows.iter().map(|r| Ok(RunId::from_trusted(r.get::<String>(0)?))).collect()
         })
     }
 
     /// Runs deleted for good whose objects are not yet known to be deleted.
     pub fn purges_pending(&self) -> Result<Vec<PurgedRun>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare("SELECT run_id, project_id FROM purged_runs WHERE objects_left = 1")?;
-            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-            rows.map(|r| {
-                let (id, project_id) = r?;
-                Ok(PurgedRun { id: RunId::from_trusted(id), project_id })
-            })
-            .collect()
+        self.read(|db| {
+            let rows = db.rows("SELECT run_id, project_id FROM purged_runs WHERE objects_left = 1", vals![])?;
+            rows.iter()
+                .map(|r| Ok(PurgedRun { id: RunId::from_trusted(r.get::<String>(0)?), project_id: r.get(1)? }))
+                .collect()
         })
     }
 
     /// Records that a purged run's objects are deleted.
     pub fn purge_finished(&self, id: &RunId) -> Result<()> {
-        self.write(|conn| {
-            conn.execute("UPDATE purged_runs SET objects_left = 0 WHERE run_id = ?1", [id.as_str()])?;
+        self.write(|db| {
+            db.exec("UPDATE purged_runs SET objects_left = 0 WHERE run_id = ?1", vals![id.as_str()])?;
             Ok(())
         })
     }
@@ -138,7 +125,7 @@ mod tests {
     use trainlog_schema::ProjectName;
 
     fn count(meta: &MetaStore, sql: &str, id: &str) -> i64 {
-        meta.read(|c| Ok(c.query_row(sql, [id], |r| r.get(0))?)).unwrap()
+        meta.read(|db| db.row(sql, vals![id])?.expect("a count").get(0)).unwrap()
     }
 
     #[test]

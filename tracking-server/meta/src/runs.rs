@@ -243,7 +243,7 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
         None => None,
     };
     if let Some(id) = new.id.as_ref().filter(|_| existing.is_none()) {
-        if crate::purge::is_purged_in(tx, id.as_str())? {
+        if crate::purge::is_purged_in(&**tx, id.as_str())? {
             return Err(Error::Conflict {
                 field: "id".into(),
                 reason: format!("run {id} was deleted for good; its id cannot be used again"),

@@ -1,7 +1,7 @@
 //! Saved views of a project: named UI states kept as JSON text that the store never reads.
 
+use crate::db::{vals, Db};
 use crate::{not_found, now_ms, Error, MetaStore, Result};
-use rusqlite::{params, OptionalExtension};
 use trainlog_schema::ViewName;
 
 /// A saved view without its state, as lists show it.
@@ -24,25 +24,26 @@ fn missing(project_id: i64, name: &ViewName) -> Error {
 impl MetaStore {
     /// A project's saved views, by name.
     pub fn views(&self, project_id: i64) -> Result<Vec<ViewRow>> {
-        self.read(|conn| {
-            let mut stmt = conn
-                .prepare_cached("SELECT name, user, updated_ms FROM saved_views WHERE project_id = ?1 ORDER BY name")?;
-            let rows = stmt
-                .query_map([project_id], |r| Ok(ViewRow { name: r.get(0)?, user: r.get(1)?, updated_ms: r.get(2)? }))?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.read(|db| {
+            let rows = db.rows(
+                r#"SELECT name, "user", updated_ms FROM saved_views WHERE project_id = ?1 ORDER BY name"#,
+                vals![project_id],
+            )?;
+            rows.iter().map(|r| Ok(ViewRow { name: r.get(0)?, user: r.get(1)?, updated_ms: r.get(2)? })).collect()
         })
     }
 
     /// One saved view with its state.
     pub fn view(&self, project_id: i64, name: &ViewName) -> Result<(ViewRow, serde_json::Value)> {
-        self.read(|conn| {
-            let found: Option<(Option<String>, i64, String)> = conn
-                .prepare_cached("SELECT user, updated_ms, state FROM saved_views WHERE project_id = ?1 AND name = ?2")?
-                .query_row(params![project_id, name.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .optional()?;
-            let (user, updated_ms, text) = found.ok_or_else(|| missing(project_id, name))?;
-            let state = parse_state(project_id, name.as_str(), &text)?;
-            Ok((ViewRow { name: name.to_string(), user, updated_ms }, state))
+        self.read(|db| {
+            let row = db
+                .row(
+                    r#"SELECT "user", updated_ms, state FROM saved_views WHERE project_id = ?1 AND name = ?2"#,
+                    vals![project_id, name.as_str()],
+                )?
+                .ok_or_else(|| missing(project_id, name))?;
+            let state = parse_state(project_id, name.as_str(), &row.get::<String>(2)?)?;
+            Ok((ViewRow { name: name.to_string(), user: row.get(0)?, updated_ms: row.get(1)? }, state))
         })
     }
 
@@ -57,38 +58,32 @@ impl MetaStore {
         let text = state.to_string();
         self.write(|conn| {
             let tx = conn.transaction()?;
-            let active: Option<i64> = tx
-                .query_row("SELECT 1 FROM projects WHERE id = ?1 AND deleted = 0", [project_id], |r| r.get(0))
-                .optional()?;
-            if active.is_none() {
+            if !tx.exists("SELECT 1 FROM projects WHERE id = ?1 AND deleted = 0", vals![project_id])? {
                 return Err(not_found(format!("project {project_id}")));
             }
-            let existed: Option<i64> = tx
-                .query_row(
-                    "SELECT 1 FROM saved_views WHERE project_id = ?1 AND name = ?2",
-                    params![project_id, name.as_str()],
-                    |r| r.get(0),
-                )
-                .optional()?;
+            let existed = tx.exists(
+                "SELECT 1 FROM saved_views WHERE project_id = ?1 AND name = ?2",
+                vals![project_id, name.as_str()],
+            )?;
             let updated_ms = now_ms();
-            tx.execute(
-                "INSERT INTO saved_views (project_id, name, state, user, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (project_id, name) DO UPDATE SET state = excluded.state, user = excluded.user,
-                   updated_ms = excluded.updated_ms",
-                params![project_id, name.as_str(), text, user, updated_ms],
+            tx.exec(
+                r#"INSERT INTO saved_views (project_id, name, state, "user", updated_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (project_id, name) DO UPDATE SET state = excluded.state, "user" = excluded."user",
+                   updated_ms = excluded.updated_ms"#,
+                vals![project_id, name.as_str(), text.as_str(), user, updated_ms],
             )?;
             tx.commit()?;
             let row = ViewRow { name: name.to_string(), user: user.map(str::to_owned), updated_ms };
-            Ok((row, existed.is_none()))
+            Ok((row, !existed))
         })
     }
 
     /// Deletes a saved view; not found when there is none of that name.
     pub fn delete_view(&self, project_id: i64, name: &ViewName) -> Result<()> {
-        self.write(|conn| {
-            let n = conn.execute(
+        self.write(|db| {
+            let n = db.exec(
                 "DELETE FROM saved_views WHERE project_id = ?1 AND name = ?2",
-                params![project_id, name.as_str()],
+                vals![project_id, name.as_str()],
             )?;
             if n == 0 {
                 return Err(missing(project_id, name));
