@@ -338,3 +338,120 @@ fn the_ui_is_served_from_the_binary() {
         assert!(r.text().unwrap().len() > 100, "{path} has content");
     }
 }
+
+/// The keys of a JSON object, sorted.
+fn keys_of(v: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = v.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn a_search_answers_only_the_columns_named_and_arrow_on_request() {
+    let s = TestServer::spawn_local();
+    for i in 0..3 {
+        let (status, run) = s.post(
+            "/runs",
+            &json!({"project": "cols", "name": format!("r{i}"), "params": {"lr": 0.1 * f64::from(i + 1), "depth": i},
+                    "tags": {"team": "a", "k": "v"}}),
+        );
+        assert_eq!(status, 201, "{run}");
+        let id = run["id"].as_str().unwrap();
+        let points =
+            json!([{"key": "loss", "step": 0, "value": 1.0 + f64::from(i)}, {"key": "acc", "step": 0, "value": 0.5}]);
+        assert_eq!(s.log(id, points).0, 200);
+    }
+    let runs = |body: &Value| body["runs"].as_array().expect("runs").clone();
+
+    let (status, all) = s.get("/projects/cols/runs");
+    assert_eq!(status, 200, "{all}");
+    for run in runs(&all) {
+        assert_eq!(
+            (keys_of(&run["params"]), keys_of(&run["tags"])),
+            (vec!["depth".into(), "lr".into()], vec!["k".into(), "team".into()])
+        );
+        assert_eq!(keys_of(&run["summary"]), ["acc", "loss"]);
+    }
+    let (status, some) = s.get("/projects/cols/runs?columns=params.lr,metrics.loss");
+    assert_eq!(status, 200, "{some}");
+    assert_eq!(runs(&some).len(), 3);
+    for run in runs(&some) {
+        assert_eq!(
+            (keys_of(&run["params"]), keys_of(&run["tags"]), keys_of(&run["summary"])),
+            (vec!["lr".into()], vec![], vec!["loss".into()]),
+            "{run}"
+        );
+        assert!(run["name"].as_str().unwrap().starts_with('r'), "attributes always come: {run}");
+    }
+    let (status, some) = s.post("/runs/search", &json!({"project": "cols", "columns": ["tags", "metrics.acc"]}));
+    assert_eq!(status, 200, "{some}");
+    for run in runs(&some) {
+        assert_eq!(
+            (keys_of(&run["params"]), keys_of(&run["tags"]), keys_of(&run["summary"])),
+            (vec![], vec!["k".into(), "team".into()], vec!["acc".into()]),
+            "{run}"
+        );
+    }
+    for (status, body, field) in [
+        {
+            let (status, body) = s.get("/projects/cols/runs?columns=params.lr,colour");
+            (status, body, "columns")
+        },
+        {
+            let (status, body) = s.post("/runs/search", &json!({"project": "cols", "columns": ["params", "metrics."]}));
+            (status, body, "columns[1]")
+        },
+    ] {
+        assert_eq!((status, body["error"]["field"].as_str()), (400, Some(field)), "{body}");
+    }
+
+    // Arrow IPC in the runs table's layout; the next page and the total travel in headers.
+    let response = s
+        .client
+        .get(s.api("/projects/cols/runs?limit=2&total=true&order_by=name"))
+        .header("accept", "application/vnd.apache.arrow.stream")
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.headers()["content-type"], "application/vnd.apache.arrow.stream");
+    assert_eq!(response.headers()["x-next-page-token"], "2");
+    assert_eq!(response.headers()["x-total-count"], "3");
+    let bytes = response.bytes().unwrap();
+    let batches: Vec<arrow_array::RecordBatch> =
+        arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 2);
+    let batch = &batches[0];
+    let names = batch.column_by_name("name").unwrap().as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+    assert_eq!((names.value(0), names.value(1)), ("r0", "r1"));
+    let params = batch.column_by_name("params").unwrap().as_any().downcast_ref::<arrow_array::StructArray>().unwrap();
+    let lr = params.column_by_name("lr").unwrap().as_any().downcast_ref::<arrow_array::Float64Array>().unwrap();
+    assert_eq!((lr.value(0), lr.value(1)), (0.1, 0.2));
+    let metrics = batch.column_by_name("metrics").unwrap().as_any().downcast_ref::<arrow_array::StructArray>().unwrap();
+    let loss = metrics.column_by_name("loss").unwrap().as_any().downcast_ref::<arrow_array::StructArray>().unwrap();
+    let last = loss.column_by_name("last").unwrap().as_any().downcast_ref::<arrow_array::Float64Array>().unwrap();
+    assert_eq!((last.value(0), last.value(1)), (1.0, 2.0));
+    // The last page has no next token; the columns pick applies to Arrow too.
+    let response = s
+        .client
+        .get(s.api("/projects/cols/runs?limit=2&page_token=2&columns=params.depth"))
+        .header("accept", "application/vnd.apache.arrow.stream")
+        .send()
+        .unwrap();
+    assert!(response.headers().get("x-next-page-token").is_none());
+    let batches: Vec<arrow_array::RecordBatch> =
+        arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(response.bytes().unwrap()), None)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+    let schema = batches[0].schema();
+    let params = schema.field_with_name("params").unwrap();
+    assert!(
+        matches!(params.data_type(), arrow_schema::DataType::Struct(f) if f.len() == 1 && f[0].name() == "depth"),
+        "{params:?}"
+    );
+    assert!(schema.field_with_name("tags").is_err() && schema.field_with_name("metrics").is_err(), "{schema:?}");
+}

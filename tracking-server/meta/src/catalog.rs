@@ -1,7 +1,7 @@
 //! The catalog of metric points files in the object store, and the metrics store's counters.
 
-use crate::{now_ms, MetaStore, Result};
-use rusqlite::{params, OptionalExtension};
+use crate::db::{vals, Db};
+use crate::{now_ms, Error, MetaStore, Result};
 
 /// One metric points file. `key_index` is the JSON index stored in the file's metadata too.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,21 +19,23 @@ pub const NEXT_FILE_NUMBER: &str = "next_file_number";
 
 impl MetaStore {
     pub fn metric_files(&self) -> Result<Vec<MetricFileRow>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
+        self.read(|db| {
+            let rows = db.rows(
                 "SELECT path, run_id, ord, rows, bytes, key_index FROM metric_files ORDER BY run_id, ord",
+                vals![],
             )?;
-            let rows = stmt.query_map([], |r| {
-                Ok(MetricFileRow {
-                    path: r.get(0)?,
-                    run_id: r.get(1)?,
-                    ord: r.get(2)?,
-                    rows: r.get(3)?,
-                    bytes: r.get(4)?,
-                    key_index: r.get(5)?,
+            rows.iter()
+                .map(|r| {
+                    Ok(MetricFileRow {
+                        path: r.get(0)?,
+                        run_id: r.get(1)?,
+                        ord: r.get(2)?,
+                        rows: r.get(3)?,
+                        bytes: r.get(4)?,
+                        key_index: r.get(5)?,
+                    })
                 })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+                .collect()
         })
     }
 
@@ -47,21 +49,21 @@ impl MetaStore {
     ) -> Result<()> {
         self.write(|conn| {
             let tx = conn.transaction()?;
-            {
-                let mut insert = tx.prepare_cached(
+            let now = now_ms();
+            for f in added {
+                tx.exec(
                     "INSERT INTO metric_files (path, run_id, ord, rows, bytes, key_index, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    vals![&f.path, &f.run_id, f.ord, f.rows, f.bytes, &f.key_index, now],
                 )?;
-                let now = now_ms();
-                for f in added {
-                    insert.execute(params![f.path, f.run_id, f.ord, f.rows, f.bytes, f.key_index, now])?;
-                }
-                let mut delete = tx.prepare_cached("DELETE FROM metric_files WHERE path = ?1")?;
-                for path in removed {
-                    delete.execute([path])?;
-                }
+            }
+            for path in removed {
+                tx.exec("DELETE FROM metric_files WHERE path = ?1", vals![path])?;
             }
             if let Some(segment) = wal_persisted_through {
-                set_counter(&tx, WAL_PERSISTED_THROUGH, segment as i64)?;
+                tx.exec(
+                    "INSERT INTO store_state (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    vals![WAL_PERSISTED_THROUGH, segment as i64],
+                )?;
             }
             tx.commit()?;
             Ok(())
@@ -69,30 +71,42 @@ impl MetaStore {
     }
 
     pub fn counter(&self, name: &str) -> Result<Option<i64>> {
-        self.read(|conn| {
-            Ok(conn.query_row("SELECT value FROM store_state WHERE name = ?1", [name], |r| r.get(0)).optional()?)
+        self.read(|db| {
+            db.row("SELECT value FROM store_state WHERE name = ?1", vals![name])?.map(|r| r.get(0)).transpose()
         })
     }
 
-    /// Reserves `count` consecutive numbers from the named counter and answers the first.
+    /// Reserves `count` consecutive numbers from the named counter (which starts at 1) and
+    /// answers the first. One statement, so writers sharing the database never get the same
+    /// numbers.
     pub fn reserve(&self, name: &str, count: i64) -> Result<i64> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let first: i64 = tx
-                .query_row("SELECT value FROM store_state WHERE name = ?1", [name], |r| r.get(0))
-                .optional()?
-                .unwrap_or(1);
-            set_counter(&tx, name, first + count)?;
-            tx.commit()?;
-            Ok(first)
+        self.write(|db| {
+            let next: i64 = db
+                .row(
+                    "INSERT INTO store_state (name, value) VALUES (?1, 1 + ?2)
+                     ON CONFLICT (name) DO UPDATE SET value = store_state.value + ?2 RETURNING value",
+                    vals![name, count],
+                )?
+                .ok_or_else(|| Error::Corrupt(format!("counter {name} answered nothing")))?
+                .get(0)?;
+            Ok(next - count)
         })
     }
 }
 
-fn set_counter(tx: &rusqlite::Transaction<'_>, name: &str, value: i64) -> Result<()> {
-    tx.execute(
-        "INSERT INTO store_state (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-        params![name, value],
-    )?;
-    Ok(())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_numbers_follow_each_other_from_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = MetaStore::open(&dir.path().join("meta.sqlite")).unwrap();
+        assert_eq!(meta.counter("n").unwrap(), None);
+        assert_eq!(meta.reserve("n", 3).unwrap(), 1);
+        assert_eq!(meta.reserve("n", 1).unwrap(), 4);
+        assert_eq!(meta.reserve("n", 2).unwrap(), 5);
+        assert_eq!(meta.counter("n").unwrap(), Some(7));
+        assert_eq!(meta.reserve("other", 1).unwrap(), 1);
+    }
 }
