@@ -1,8 +1,8 @@
 //! Checkpoints: named sets of a run's artifacts saved at a step, and the retention rules that
 //! decide which ones to keep.
 
+use crate::db::{vals, Db, Row};
 use crate::{not_found, now_ms, Error, MetaStore, Result};
-use rusqlite::{params, OptionalExtension, Row};
 use serde_json::Value;
 use trainlog_schema::RunId;
 
@@ -28,7 +28,7 @@ pub struct Retention {
     pub minimize: bool,
 }
 
-fn row(r: &Row<'_>) -> rusqlite::Result<CheckpointRow> {
+fn row(r: &Row) -> Result<CheckpointRow> {
     let files: String = r.get(2)?;
     let metadata: String = r.get(3)?;
     Ok(CheckpointRow {
@@ -91,12 +91,12 @@ impl MetaStore {
                 let rel = file["path"].as_str().unwrap_or_default();
                 let path = format!("checkpoints/{}/{rel}", checkpoint.name);
                 let stored: Option<String> = tx
-                    .query_row(
+                    .row(
                         "SELECT sha256 FROM artifacts WHERE run_id = ?1 AND path = ?2",
-                        params![run.as_str(), path],
-                        |r| r.get(0),
-                    )
-                    .optional()?;
+                        vals![run.as_str(), path.as_str()],
+                    )?
+                    .map(|r| r.get(0))
+                    .transpose()?;
                 match stored {
                     None => {
                         return Err(Error::Invalid {
@@ -113,32 +113,39 @@ impl MetaStore {
                     Some(_) => {}
                 }
             }
-            tx.execute(
+            tx.exec(
                 &format!(
-                    "INSERT OR REPLACE INTO checkpoints ({COLUMNS}, run_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                    "INSERT INTO checkpoints ({COLUMNS}, run_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                     ON CONFLICT (run_id, name) DO UPDATE SET step = excluded.step, files = excluded.files,
+                       metadata = excluded.metadata, metric_key = excluded.metric_key,
+                       metric_value = excluded.metric_value, created_ms = excluded.created_ms"
                 ),
-                params![
-                    checkpoint.name,
+                vals![
+                    checkpoint.name.as_str(),
                     checkpoint.step,
-                    files_text,
-                    metadata_text,
-                    checkpoint.metric_key,
+                    files_text.as_str(),
+                    metadata_text.as_str(),
+                    checkpoint.metric_key.as_deref(),
                     checkpoint.metric_value,
                     now_ms(),
                     run.as_str()
                 ],
             )?;
             let all: Vec<CheckpointRow> = tx
-                .prepare_cached(&format!("SELECT {COLUMNS} FROM checkpoints WHERE run_id = ?1"))?
-                .query_map([run.as_str()], row)?
-                .collect::<rusqlite::Result<_>>()?;
+                .rows(&format!("SELECT {COLUMNS} FROM checkpoints WHERE run_id = ?1"), vals![run.as_str()])?
+                .iter()
+                .map(row)
+                .collect::<Result<_>>()?;
             let dropped_names = to_drop(&all, retention);
             let dropped: Vec<CheckpointRow> = all.into_iter().filter(|c| dropped_names.contains(&c.name)).collect();
             for c in &dropped {
-                tx.execute("DELETE FROM checkpoints WHERE run_id = ?1 AND name = ?2", params![run.as_str(), c.name])?;
-                tx.execute(
-                    "DELETE FROM artifacts WHERE run_id = ?1 AND substr(path, 1, length(?2)) = ?2",
-                    params![run.as_str(), format!("checkpoints/{}/", c.name)],
+                tx.exec(
+                    "DELETE FROM checkpoints WHERE run_id = ?1 AND name = ?2",
+                    vals![run.as_str(), c.name.as_str()],
+                )?;
+                tx.exec(
+                    "DELETE FROM artifacts WHERE run_id = ?1 AND substr(path, 1, length(CAST(?2 AS TEXT))) = ?2",
+                    vals![run.as_str(), format!("checkpoints/{}/", c.name)],
                 )?;
             }
             Ok(dropped)
@@ -147,19 +154,17 @@ impl MetaStore {
 
     /// A run's checkpoints, newest step first.
     pub fn checkpoints(&self, run: &RunId) -> Result<Vec<CheckpointRow>> {
-        self.read(|conn| {
-            let exists: Option<i64> = conn
-                .query_row("SELECT 1 FROM runs WHERE id = ?1 AND deleted = 0", [run.as_str()], |r| r.get(0))
-                .optional()?;
-            if exists.is_none() {
+        self.read(|db| {
+            if !db.exists("SELECT 1 FROM runs WHERE id = ?1 AND deleted = 0", vals![run.as_str()])? {
                 return Err(not_found(format!("run {run}")));
             }
-            Ok(conn
-                .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM checkpoints WHERE run_id = ?1 ORDER BY step DESC, created_ms DESC"
-                ))?
-                .query_map([run.as_str()], row)?
-                .collect::<rusqlite::Result<_>>()?)
+            db.rows(
+                &format!("SELECT {COLUMNS} FROM checkpoints WHERE run_id = ?1 ORDER BY step DESC, created_ms DESC"),
+                vals![run.as_str()],
+            )?
+            .iter()
+            .map(row)
+            .collect()
         })
     }
 }

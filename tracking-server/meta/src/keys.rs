@@ -1,6 +1,7 @@
 //! The keys a project's runs use (params, metrics, tags), for autocomplete and for telling a user
 //! that a filter names a key no run has.
 
+use crate::db::{vals, Db};
 use crate::{MetaStore, Result};
 
 /// Distinct keys of a project's active runs, each list sorted.
@@ -14,14 +15,13 @@ pub struct ProjectKeys {
 impl MetaStore {
     /// The keys of a project's runs that are not deleted.
     pub fn project_keys(&self, project_id: i64) -> Result<ProjectKeys> {
-        self.read(|conn| {
+        self.read(|db| {
             let distinct = |table: &str| -> Result<Vec<String>> {
-                let mut stmt = conn.prepare_cached(&format!(
+                let sql = format!(
                     "SELECT DISTINCT t.key FROM runs r JOIN {table} t ON t.run_id = r.id \
                      WHERE r.project_id = ?1 AND r.deleted = 0 ORDER BY t.key"
-                ))?;
-                let keys = stmt.query_map([project_id], |r| r.get(0))?;
-                Ok(keys.collect::<rusqlite::Result<_>>()?)
+                );
+                db.rows(&sql, vals![project_id])?.iter().map(|r| r.get(0)).collect()
             };
             Ok(ProjectKeys {
                 params: distinct("params")?,
