@@ -29,20 +29,22 @@ function runColor(id) {
   return RUN_PALETTE[(h >>> 0) % RUN_PALETTE.length];
 }
 
-/** Which runs a page hides and which one it highlights; shared by all its charts and its legend. */
+let chartSyncCount = 0;
+
+/** Which runs a page hides and which one it highlights, and the key that makes one crosshair of
+ * its charts; shared by all its charts (of every panel) and its legend. */
 function seriesState() {
-  const s = { hidden: new Set(), focus: null, listeners: new Set() };
+  const s = { hidden: new Set(), focus: null, listeners: new Set(), sync: 'trainlog-charts-' + (++chartSyncCount) };
   s.toggle = (id) => { if (s.hidden.has(id)) s.hidden.delete(id); else s.hidden.add(id); s.listeners.forEach((f) => f('hidden')); };
   s.setFocus = (id) => { if (s.focus !== id) { s.focus = id; s.listeners.forEach((f) => f('focus')); } };
   return s;
 }
 
-let chartSyncCount = 0;
-
-/** Settings shared by the charts of one panel; charts redraw when they change. */
+/** Settings shared by the charts of one panel; charts redraw when they change. Their cursor is
+ * synced with every chart of the same seriesState (the page), whatever its panel. */
 function chartSettings(initial, runs) {
-  const s = { xMode: 'step', smoothing: 0, robust: false, ...initial,
-    runs: runs || seriesState(), sync: 'trainlog-charts-' + (++chartSyncCount), listeners: new Set() };
+  runs = runs || seriesState();
+  const s = { xMode: 'step', smoothing: 0, robust: false, ...initial, runs, sync: runs.sync, listeners: new Set() };
   s.set = (patch) => { Object.assign(s, patch); s.listeners.forEach((f) => f(patch)); };
   return s;
 }
@@ -263,8 +265,8 @@ function createChart(key, series, settings) {
   const isLog = () => logCb.checked;
 
   // Where a bucket lies on the x-axis in the current mode: [start, end] of its band and the x of its last point.
-  function xOf(s, b) {
-    switch (settings.xMode) {
+  function xOf(s, b, mode = settings.xMode) {
+    switch (mode) {
       case 'wall': return [b.time_first, b.time_last, b.time_last];
       case 'relative': return [(b.time_first - s.origin) / 1000, (b.time_last - s.origin) / 1000, (b.time_last - s.origin) / 1000];
       default: return [b.step_min, b.step_max + 1, b.step_max];
@@ -409,6 +411,41 @@ function createChart(key, series, settings) {
     return 'step ' + b.step_max;
   }
 
+  /** The x, in `mode`, of what is under the cursor at `left` px: for a chart of the page drawn on
+   * another x-axis. The nearest point of the highlighted run (else of any shown run) says where
+   * the step or time under the cursor lies on that axis; null when no run is drawn. */
+  function xAtIn(mode, left) {
+    const x = u.posToVal(left, 'x');
+    if (mode === settings.xMode) return x;
+    let best = null, dist = Infinity;
+    for (const s of data) {
+      if (runs.hidden.has(s.run_id)) continue;
+      const i = nearest(s, x, Infinity);
+      if (i < 0) continue;
+      const d = s.run_id === runs.focus ? -1 : Math.abs(s.xs[i] - x);
+      if (d < dist) { dist = d; best = xOf(s, s.buckets[i], mode)[2]; }
+    }
+    return best;
+  }
+
+  /** The crosshair of another chart of the page moved. On the same x-axis uPlot places ours by
+   * value; on another one, ours goes to the same step or time (drags and zooms stay apart). */
+  function onSyncFrom(type, src, left, top, w, h) {
+    const from = src && src.trainlogX;
+    if (!from || from.mode === settings.xMode) return true;
+    if (type !== 'mousemove' || !u) return false;
+    let x = -10, y = -10;
+    if (left >= 0) {
+      const v = from.at(settings.xMode, left);
+      if (v != null && Number.isFinite(v)) {
+        x = u.valToPos(v, 'x');
+        y = top >= 0 && h > 0 ? (top / h) * u.over.clientHeight : -10;
+      }
+    }
+    u.setCursor({ left: x, top: y }, true, false);
+    return false;
+  }
+
   /** The tooltip: every shown run's value at the cursor, highest first. */
   function showTip(self) {
     const { left, top } = self.cursor;
@@ -518,6 +555,7 @@ function createChart(key, series, settings) {
       plot.replaceChildren();
       shape = want;
       u = new uPlot(makeOptions(log), joined, plot);
+      u.trainlogX = { mode: settings.xMode, at: xAtIn };
       u.over.addEventListener('mouseenter', () => { hovering = true; });
       u.over.addEventListener('mouseleave', () => { hovering = false; tip.classList.add('hidden'); runs.setFocus(null); });
       u.over.addEventListener('dblclick', () => { const had = zoom && zoom.steps; zoom = null; if (had) fetchData(); else draw(); });
@@ -542,7 +580,7 @@ function createChart(key, series, settings) {
       legend: { show: false },
       focus: { alpha: 0.25 },
       cursor: {
-        sync: { key: settings.sync, setSeries: false },
+        sync: { key: settings.sync, setSeries: false, filters: { sub: onSyncFrom } },
         drag: { x: true, y: true, uni: 40, setScale: false },
         focus: { prox: 12 },
         points: { size: 6 },
@@ -660,12 +698,23 @@ function createChart(key, series, settings) {
     if (settings.xMode === 'wall') {
       const t = durationTicks(lo / 1000, hi / 1000, n).map((v) => v * 1000);
       const step = t.length > 1 ? (t[1] - t[0]) / 1000 : 86400;
-      const fmt = (v) => {
+      // As uPlot labels the wall-time axis on screen: the tick's time (or date, for steps of a day
+      // or more) and, under it, the date on the first tick and wherever the day (or year) changes.
+      const hm = '{h}:{mm}{aa}';
+      const [each, onYear, onDay, onMinute] = step >= 86400 ? ['{M}/{D}', '\n{YYYY}', '', '']
+        : step >= 3600 ? ['{h}{aa}', '\n{M}/{D}/{YY}', '\n{M}/{D}', '']
+          : step >= 60 ? [hm, '\n{M}/{D}/{YY}', '\n{M}/{D}', '']
+            : [':{ss}', `\n{M}/{D}/{YY} ${hm}`, `\n{M}/{D} ${hm}`, '\n' + hm];
+      let prev = null;
+      return t.map((v) => {
         const d = new Date(v);
-        if (step >= 86400) return d.toLocaleDateString();
-        return d.toLocaleTimeString([], step >= 60 ? { hour: '2-digit', minute: '2-digit' } : { hour: '2-digit', minute: '2-digit', second: '2-digit' });
-      };
-      return t.map((v) => [v, fmt(v)]);
+        const extra = !prev || prev.getFullYear() !== d.getFullYear() ? onYear
+          : prev.toDateString() !== d.toDateString() ? onDay
+            : prev.getHours() !== d.getHours() || prev.getMinutes() !== d.getMinutes() ? onMinute : '';
+        prev = d;
+        const lines = uPlot.fmtDate(each + extra)(d).split('\n');
+        return [v, lines.length > 1 ? lines : lines[0]];
+      });
     }
     const t = niceTicks(lo, hi, n);
     const labels = fmtTicks(t, t.length > 1 ? t[1] - t[0] : 0, { label: '' }, false);
@@ -694,11 +743,14 @@ function createChart(key, series, settings) {
     const [x0, x1] = [u.scales.x.min, u.scales.x.max], [y0, y1] = [u.scales.y.min, u.scales.y.max];
     const pw = Math.round(u.bbox.width / px), ph = Math.round(u.bbox.height / px);
     const yt = yTicks(y0, y1, log, Math.max(2, Math.floor(ph / 25)));
+    const xt = xTicks(x0, x1, Math.max(2, Math.floor(pw / 70)));
+    // The x labels: one line, or two where a wall-time tick also gives the date.
+    const xAxisH = 26 + (xt.some(([, t]) => Array.isArray(t)) ? 14 : 0);
     const pad = 12, L = pad + Math.ceil(Math.max(24, ...yt.map(([, t]) => labelWidth(t)))) + 8, T = pad + 44;
     const W = L + pw + 24;
     const shown = shownData();
     const { items, rows } = legendLayout(shown, W - 2 * pad);
-    const H = T + ph + 26 + (rows ? 8 + rows * 18 : 0) + pad;
+    const H = T + ph + xAxisH + (rows ? 8 + rows * 18 : 0) + pad;
     const fx = (x) => L + ((x - x0) / (x1 - x0)) * pw;
     const fy = log ? (v) => T + (1 - (Math.log10(v) - Math.log10(y0)) / (Math.log10(y1) - Math.log10(y0))) * ph
       : (v) => T + (1 - (v - y0) / (y1 - y0)) * ph;
@@ -720,11 +772,12 @@ function createChart(key, series, settings) {
       grid.append(svg('line', { x1: L, x2: L + pw, y1: y, y2: y }));
       labels.append(svg('text', { x: L - 6, y: y + 4, 'text-anchor': 'end' }, t));
     }
-    for (const [v, t] of xTicks(x0, x1, Math.max(2, Math.floor(pw / 70)))) {
+    for (const [v, t] of xt) {
       const x = r2(fx(v));
       if (!(x >= L - 0.5 && x <= L + pw + 0.5)) continue;
       grid.append(svg('line', { x1: x, x2: x, y1: T, y2: T + ph }));
-      labels.append(svg('text', { x, y: T + ph + 16, 'text-anchor': 'middle' }, t));
+      labels.append(svg('text', { x, y: T + ph + 16, 'text-anchor': 'middle' },
+        Array.isArray(t) ? t.map((line, i) => svg('tspan', { x, dy: i ? 14 : 0 }, line)) : t));
     }
     root.append(grid, svg('rect', { x: L, y: T, width: pw, height: ph, fill: 'none', stroke: colors.grid, 'stroke-width': 1 }), labels);
     const plotG = svg('g', { 'clip-path': 'url(#plot-area)' });
@@ -749,7 +802,7 @@ function createChart(key, series, settings) {
         'stroke-linejoin': 'round', 'stroke-linecap': 'round', 'data-run-id': s.run_id }, svg('title', {}, s.name)));
     }
     root.append(plotG);
-    const top = T + ph + 26 + 8;
+    const top = T + ph + xAxisH + 8;
     for (const { s, x, row, text } of items) {
       const y = top + row * 18;
       root.append(svg('rect', { x: r2(pad + x), y: y + 4, width: 10, height: 10, rx: 2, fill: s.color }),

@@ -139,6 +139,90 @@ test('a filter narrows the table and a bad filter is explained in place', async 
   await page.screenshot({ path: path.join(shots, 'bad-filter.png') });
 });
 
+test('the runs table exports as CSV, keeps the name pinned, resizes and moves columns, and writes a param column alike', async () => {
+  // Runs 0..11 (lr 0.001 … 0.012).
+  try {
+    await page.goto(`${base}/#/p/demo?filter=${encodeURIComponent('params.lr < 0.0125')}`);
+    await page.getByTestId('row-count').filter({ hasText: '12 runs' }).waitFor();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid=run-row]').length === 12);
+    const headerIds = () => page.locator('.thead .cell[data-column]').evaluateAll((cs) => cs.map((c) => c.dataset.column));
+    const shownNames = () => page.locator('[data-testid=run-row]').evaluateAll((rs) => rs
+      .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top)).map((r) => r.querySelector('.cell.pin a').textContent));
+
+    // (a) CSV: a header of the columns shown, and one line per row shown, in order.
+    const [dl] = await Promise.all([page.waitForEvent('download'), page.locator('.toolbar [data-testid=export-csv]').click()]);
+    assert.equal(dl.suggestedFilename(), 'demo-runs.csv');
+    const rows = parseCsv(readFileSync(await dl.path(), 'utf8'));
+    const cols = await headerIds();
+    assert.deepEqual(rows[0].slice(0, 3), ['id', 'name', 'status']);
+    assert.equal(rows[0].length, cols.length + 1, 'the id and one column per column shown');
+    assert.ok(rows[0].includes('params.lr') && rows[0].includes('metrics.loss'), rows[0].join(','));
+    const names = await shownNames();
+    assert.equal(names.length, 12);
+    assert.equal(rows.length - 1, names.length, 'one line per row shown');
+    assert.deepEqual(rows.slice(1).map((r) => r[1]), names, 'the names shown, in order');
+    const lrAt = rows[0].indexOf('params.lr');
+    for (const r of rows.slice(1)) assert.equal(Number(r[lrAt]), 0.001 * (Number(r[1].slice(4)) + 1), `${r[1]}'s lr at full precision`);
+
+    // (e) A numeric param column writes every value alike: here with the 3 decimals 0.012 needs,
+    // so run-09's 0.01 is 0.010.
+    const lrIdx = (await page.locator('.thead > .cell').evaluateAll((cs) => cs.map((c) => c.dataset.column || ''))).indexOf('params.lr');
+    const lrCells = await page.locator('[data-testid=run-row]').evaluateAll((rs, i) => rs.map((r) => [r.querySelector('.cell.pin a').textContent, r.children[i].textContent]), lrIdx);
+    assert.equal(lrCells.length, 12);
+    for (const [name, text] of lrCells) {
+      assert.match(text, /^0\.\d{3}$/, `${name}: ${text}`);
+      assert.equal(Number(text), Number((0.001 * (Number(name.slice(4)) + 1)).toFixed(3)), `${name}: ${text}`);
+    }
+    assert.equal(Object.fromEntries(lrCells)['run-09'], '0.010');
+
+    // (d) Dragging a header onto another moves the column there.
+    const status = page.locator('.thead .cell[data-column=status]');
+    const before = await headerIds();
+    assert.ok(before.indexOf('params.lr') > before.indexOf('status'));
+    await page.locator('.thead .cell[data-column="params.lr"]').dragTo(status);
+    await page.waitForFunction(() => {
+      const ids = [...document.querySelectorAll('.thead .cell[data-column]')].map((c) => c.dataset.column);
+      return ids.indexOf('params.lr') < ids.indexOf('status');
+    });
+    const after = await headerIds();
+    assert.deepEqual(after.slice(0, 2), ['name', 'params.lr'], after.join(','));
+    assert.deepEqual([...after].sort(), [...before].sort(), 'the same columns');
+
+    // (c) Dragging a column's edge resizes it.
+    const w0 = (await status.boundingBox()).width;
+    const grip = await status.getByTestId('col-resize').boundingBox();
+    await page.mouse.move(grip.x + grip.width / 2, grip.y + grip.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(grip.x + grip.width / 2 + 150, grip.y + grip.height / 2, { steps: 5 });
+    await page.mouse.up();
+    const w1 = (await status.boundingBox()).width;
+    assert.ok(Math.abs(w1 - (w0 + 150)) <= 2, `status is ${w1} px wide, was ${w0}`);
+    const rowStatus = await page.locator('[data-testid=run-row]').first().evaluate((r, i) => r.children[i].getBoundingClientRect().width, (await headerIds()).indexOf('status') + 1);
+    assert.ok(Math.abs(rowStatus - w1) <= 2, 'the rows follow the header');
+
+    // (b) Scrolling right, in a window narrower than the table, leaves the name column where it was.
+    await page.setViewportSize({ width: 900, height: 900 });
+    const table = page.getByTestId('runs-table');
+    assert.ok(await table.evaluate((t) => t.scrollWidth > t.clientWidth + 300), 'the table is wider than its box');
+    const firstRow = page.locator('[data-testid=run-row]').first();
+    const nameX0 = (await firstRow.locator('.cell.pin a').boundingBox()).x;
+    const statusX0 = (await firstRow.locator('.cell').nth(after.indexOf('status') + 1).boundingBox()).x;
+    await table.evaluate((t) => { t.scrollLeft = 300; });
+    await page.waitForFunction(() => document.querySelector('[data-testid=runs-table]').scrollLeft === 300);
+    const nameBox = await firstRow.locator('.cell.pin a').boundingBox();
+    assert.ok(Math.abs(nameBox.x - nameX0) < 1, `the name stays at ${nameX0}, is at ${nameBox.x}`);
+    const statusX1 = (await firstRow.locator('.cell').nth(after.indexOf('status') + 1).boundingBox()).x;
+    assert.ok(Math.abs(statusX0 - 300 - statusX1) < 1, `the other columns scroll: ${statusX0} → ${statusX1}`);
+    const hit = await page.evaluate(([x, y]) => document.elementFromPoint(x, y)?.closest('.cell')?.classList.contains('pin'), [nameBox.x + 2, nameBox.y + nameBox.height / 2]);
+    assert.ok(hit, 'the name is on top of the scrolled cells');
+    await page.screenshot({ path: path.join(shots, 'runs-table-scrolled.png') });
+  } finally {
+    await page.evaluate(() => localStorage.removeItem('trainlog.columns.demo'));
+    await page.setViewportSize({ width: 1400, height: 900 });
+    await page.goto(`${base}/#/p/demo?filter=`);
+  }
+});
+
 test('compare overlays runs, keeps a spike after zooming, and highlights differing params', async () => {
   const chosen = [ids[SPIKE_RUN], ids[3], ids[11]];
   await page.goto(`${base}/#/compare/demo/${chosen.join(',')}`);
@@ -147,6 +231,13 @@ test('compare overlays runs, keeps a spike after zooming, and highlights differi
   assert.ok(Number(await chart.getAttribute('data-y-max')) >= 50, 'the spike is drawn at full view');
   const plot = await plotArea(chart);
   const xAt = (step) => plot.x + (step / 1999) * plot.w;
+  // The loss chart's reads of its series, from here on.
+  const lossReads = [];
+  const onRequest = (r) => {
+    const u = new URL(r.url());
+    if (u.pathname === '/api/v1/metrics' && u.searchParams.get('key') === 'loss') lossReads.push(u.searchParams);
+  };
+  page.on('request', onRequest);
   await page.mouse.move(xAt(1100), plot.y + plot.h / 2);
   await page.mouse.down();
   await page.mouse.move(xAt(1400), plot.y + plot.h / 2 + 3, { steps: 5 });
@@ -155,6 +246,21 @@ test('compare overlays runs, keeps a spike after zooming, and highlights differi
   const [lo, hi] = (await chart.getAttribute('data-range')).split('-').map(Number);
   assert.ok(lo > 1000 && lo < SPIKE_STEP && hi > SPIKE_STEP && hi < 1500, `zoomed to ${lo}-${hi}`);
   await page.waitForFunction(() => Number(document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-y-max')) >= 50);
+  page.off('request', onRequest);
+  // The zoom read the zoomed steps anew, and the chart now holds only those, in finer buckets.
+  assert.equal(lossReads.length, 1, 'one new read of the loss series');
+  assert.deepEqual([lossReads[0].get('step_min'), lossReads[0].get('step_max')], [String(lo), String(hi)]);
+  assert.deepEqual(new Set(lossReads[0].get('runs').split(',')), new Set(chosen));
+  const slot = page.locator('[data-testid=chart-slot][data-chart-key=loss]');
+  await slot.getByTestId('chart-export').locator('summary').click();
+  const [dl] = await Promise.all([page.waitForEvent('download'), slot.getByTestId('export-csv').click()]);
+  const buckets = parseCsv(readFileSync(await dl.path(), 'utf8')).slice(1);
+  assert.equal(new Set(buckets.map((r) => r[0])).size, 3, 'every run');
+  assert.ok(buckets.every((r) => Number(r[2]) >= lo && Number(r[3]) <= hi), `every bucket within steps ${lo}-${hi}`);
+  assert.equal(Math.min(...buckets.map((r) => Number(r[2]))), lo);
+  assert.equal(Math.max(...buckets.map((r) => Number(r[3]))), hi);
+  assert.equal(buckets.reduce((n, r) => n + Number(r[9]), 0), 3 * (hi - lo + 1), 'every point of the zoomed steps, none besides');
+  await page.keyboard.press('Escape');
   assert.equal(await page.locator('[data-testid=diff-cell]').count(), 3, 'lr differs (3 cells); batch does not');
   await page.screenshot({ path: path.join(shots, 'compare-zoomed.png') });
 });
@@ -195,6 +301,32 @@ test('a tooltip lists every run at the cursor, highest first, and the crosshair 
       const m = c && !c.classList.contains('u-off') && /translateX\(([-\d.]+)px\)|translate\(([-\d.]+)px/.exec(c.style.transform);
       return m && Math.abs(Number(m[1] ?? m[2]) - want) < 4;
     }, f * b.w, { timeout: 5000 });
+  }
+
+  // One crosshair for the whole page: hovering a metric chart (by step) moves the system charts'
+  // (by relative time) to the same moment. Here a step is logged every second of a run's clock.
+  const loss = page.locator('[data-testid=chart][data-key=loss]');
+  await loss.scrollIntoViewIfNeeded();
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-series-count') === '3');
+  const l = await plotArea(loss);
+  const sysX = (key) => page.evaluate((k) => {
+    const c = document.querySelector(`[data-testid=chart][data-key="${k}"] .u-cursor-x`);
+    const m = c && !c.classList.contains('u-off') && /translateX\(([-\d.]+)px\)|translate\(([-\d.]+)px/.exec(c.style.transform);
+    return m ? Number(m[1] ?? m[2]) : null;
+  }, key);
+  await page.mouse.move(l.x + 5, l.y + 5);
+  await page.mouse.move(l.x - 20, l.y - 20);
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key="sys/gpu.0.util"] .u-cursor-x')?.classList.contains('u-off'), null, { timeout: 5000 });
+  for (const f of [0.25, 0.6]) {
+    await page.mouse.move(l.x + f * l.w, l.y + l.h / 2);
+    const step = f * 1999;
+    await page.waitForFunction(([want, tol]) => {
+      const c = document.querySelector('[data-testid=chart][data-key="sys/gpu.0.util"] .u-cursor-x');
+      const m = c && !c.classList.contains('u-off') && /translateX\(([-\d.]+)px\)|translate\(([-\d.]+)px/.exec(c.style.transform);
+      return m && Math.abs(Number(m[1] ?? m[2]) - want) < tol;
+    }, [(step / 2000) * a.w, 0.02 * a.w], { timeout: 5000 });
+    const [x1, x2] = [await sysX('sys/gpu.0.util'), await sysX('sys/gpu.0.mem_used_bytes')];
+    assert.ok(x1 !== null && x2 !== null && Math.abs(x1 / a.w - x2 / b.w) < 0.02, `both system charts follow the metric chart: ${x1}, ${x2}`);
   }
 });
 
@@ -370,6 +502,35 @@ test('a metric chart downloads as CSV of its buckets, PNG as drawn and SVG with 
   const text = readFileSync(await dl.path(), 'utf8');
   assert.ok(text.includes(`${odd.id},"comma, ""quoted"""`), text);
   assert.deepEqual(parseCsv(text).slice(1).map((r) => [r[1], r[8]]), [['comma, "quoted"', '1'], ['comma, "quoted"', 'NaN'], ['comma, "quoted"', 'Infinity'], ['comma, "quoted"', '-Infinity'], ['comma, "quoted"', '2']]);
+});
+
+test('an SVG export on wall time over several days dates its ticks, as the axis on screen does', async () => {
+  // 300 points over three days, from a fixed local noon.
+  const run = await post('/runs', { project: 'walltime', name: 'three-days' });
+  const t0 = new Date(2024, 5, 10, 12).getTime(), span = 3 * 86400e3;
+  const points = [];
+  for (let s = 0; s < 300; s++) points.push({ key: 'loss', step: s, value: Math.sin(s / 10), timestamp: Math.round(t0 + (s * span) / 299) });
+  await post(`/runs/${run.id}/metrics`, { points });
+  await page.goto(`${base}/#/compare/walltime/${run.id}?x=wall`);
+  const slot = page.locator('[data-testid=chart-slot][data-chart-key=loss]');
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-series-count') === '1');
+  await plotArea(slot.getByTestId('chart'));
+  await slot.getByTestId('chart-export').locator('summary').click();
+  const [dl] = await Promise.all([page.waitForEvent('download'), slot.getByTestId('export-svg').click()]);
+  await page.keyboard.press('Escape');
+  // Each x label: its lines (one, or a time over a date), in page order.
+  const labels = await page.evaluate((text) => {
+    const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
+    return [...doc.querySelectorAll('text[text-anchor=middle]')]
+      .map((t) => (t.querySelector('tspan') ? [...t.querySelectorAll('tspan')].map((s) => s.textContent) : [t.textContent]));
+  }, readFileSync(await dl.path(), 'utf8'));
+  assert.ok(labels.length >= 4, JSON.stringify(labels));
+  // The steps are under a day: each tick gives its time, and the first tick and every tick on a new
+  // day also the date, as uPlot writes them (M/D, with the year on the first).
+  assert.ok(labels.every((l) => /^\d{1,2}(:\d\d)?(am|pm)$/.test(l[0])), JSON.stringify(labels));
+  assert.deepEqual(labels[0].slice(1), ['6/10/24'], JSON.stringify(labels));
+  const dated = labels.filter((l) => l.length > 1).map((l) => l[1]);
+  assert.deepEqual(dated, ['6/10/24', '6/11', '6/12', '6/13'], JSON.stringify(labels));
 });
 
 test('a reload keeps the table\'s filter, sort, group and selection, and the comparison\'s chart settings', async () => {
@@ -1016,6 +1177,28 @@ test('with --auth the UI asks for a key once, shows who is signed in, hides unre
     await signed.getByTestId('read-only').waitFor();
     assert.equal(await signed.getByTestId('archive-run').count(), 0);
     assert.equal(await signed.getByRole('button', { name: 'Edit' }).count(), 0);
+
+    // Deleting an archived run for good is offered to the project's admins only: a writer may
+    // restore it, its creator (admin of the project) may also delete it.
+    const carol = execFileSync(binary, ['users', 'add', 'carol', '--data', data], { encoding: 'utf8' }).trim().split('\n').pop();
+    await call(ada, 'PUT', '/projects/ada-lab/members/carol', { role: 'write' });
+    await call(ada, 'POST', `/runs/${run.id}/archive`, {});
+    const signInAs = async (key, name) => {
+      await signed.getByTestId('sign-out').click();
+      await signed.getByTestId('sign-in').waitFor();
+      await signed.getByTestId('api-key').fill(key);
+      await signed.getByTestId('sign-in-button').click();
+      await signed.getByTestId('signed-in-as').filter({ hasText: name }).waitFor();
+      await signed.goto(`${url}/#/run/${run.id}`);
+      await signed.getByTestId('archived').waitFor();
+    };
+    await signInAs(carol, 'carol');
+    await signed.getByTestId('restore-run').waitFor();
+    assert.equal(await signed.getByTestId('read-only').count(), 0, 'carol may change the run');
+    assert.equal(await signed.getByTestId('delete-run').count(), 0, 'but not delete it');
+    await signInAs(ada, 'ada');
+    await signed.getByTestId('restore-run').waitFor();
+    assert.equal(await signed.getByTestId('delete-run').count(), 1, 'ada administers her project');
   } finally {
     await context.close();
     proc.kill('SIGTERM');
