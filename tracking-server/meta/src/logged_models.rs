@@ -1,8 +1,8 @@
 //! MLflow 3's logged models, kept beside the run that logged them: their files are that run's
 //! artifacts under `models/{id}/`.
 
+use crate::db::{vals, Db, Row};
 use crate::{not_found, now_ms, Error, MetaStore, Result};
-use rusqlite::{params, OptionalExtension, Row};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -29,33 +29,28 @@ pub fn new_logged_model_id() -> String {
 
 const COLUMNS: &str = "id, project_id, run_id, name, model_type, status, params, tags, created_ms, updated_ms, own_run";
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<(LoggedModelRow, String, String)> {
-    Ok((
-        LoggedModelRow {
-            id: r.get(0)?,
-            project_id: r.get(1)?,
-            run_id: r.get(2)?,
-            name: r.get(3)?,
-            model_type: r.get(4)?,
-            status: r.get(5)?,
-            params: BTreeMap::new(),
-            tags: BTreeMap::new(),
-            created_ms: r.get(8)?,
-            updated_ms: r.get(9)?,
-            own_run: r.get(10)?,
-        },
-        r.get(6)?,
-        r.get(7)?,
-    ))
-}
-
-fn decode((mut row, params, tags): (LoggedModelRow, String, String)) -> Result<LoggedModelRow> {
-    let map = |text: &str| {
-        serde_json::from_str::<BTreeMap<String, String>>(text)
+/// A row of `COLUMNS`, its params and tags decoded from their JSON text.
+fn from_row(r: &Row) -> Result<LoggedModelRow> {
+    let mut row = LoggedModelRow {
+        id: r.get(0)?,
+        project_id: r.get(1)?,
+        run_id: r.get(2)?,
+        name: r.get(3)?,
+        model_type: r.get(4)?,
+        status: r.get(5)?,
+        params: BTreeMap::new(),
+        tags: BTreeMap::new(),
+        created_ms: r.get(8)?,
+        updated_ms: r.get(9)?,
+        own_run: r.get(10)?,
+    };
+    let map = |text: String| {
+        serde_json::from_str::<BTreeMap<String, String>>(&text)
             .map_err(|e| Error::Corrupt(format!("logged model {}: {e}", row.id)))
     };
-    row.params = map(&params)?;
-    row.tags = map(&tags)?;
+    let (params, tags) = (map(r.get(6)?)?, map(r.get(7)?)?);
+    row.params = params;
+    row.tags = tags;
     Ok(row)
 }
 
@@ -66,17 +61,17 @@ fn encode(map: &BTreeMap<String, String>) -> String {
 impl MetaStore {
     /// Records a logged model of a run (status `pending` until its files are uploaded).
     pub fn create_logged_model(&self, row: &LoggedModelRow) -> Result<()> {
-        self.write(|conn| {
-            let inserted = conn.execute(
+        self.write(|db| {
+            let inserted = db.exec(
                 "INSERT INTO logged_models (id, project_id, run_id, name, model_type, status, params, tags, created_ms, updated_ms, own_run)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10) ON CONFLICT (id) DO NOTHING",
-                params![
-                    row.id,
+                vals![
+                    row.id.as_str(),
                     row.project_id,
-                    row.run_id,
-                    row.name,
-                    row.model_type,
-                    row.status,
+                    row.run_id.as_str(),
+                    row.name.as_str(),
+                    row.model_type.as_str(),
+                    row.status.as_str(),
                     encode(&row.params),
                     encode(&row.tags),
                     row.created_ms,
@@ -94,25 +89,18 @@ impl MetaStore {
     }
 
     pub fn logged_model(&self, id: &str) -> Result<LoggedModelRow> {
-        let found = self.read(|conn| {
-            Ok(conn
-                .prepare_cached(&format!("SELECT {COLUMNS} FROM logged_models WHERE id = ?1"))?
-                .query_row([id], from_row)
-                .optional()?)
-        })?;
-        decode(found.ok_or_else(|| not_found(format!("Logged model with ID '{id}'")))?)
+        let found = self.read(|db| db.row(&format!("SELECT {COLUMNS} FROM logged_models WHERE id = ?1"), vals![id]))?;
+        from_row(&found.ok_or_else(|| not_found(format!("Logged model with ID '{id}'")))?)
     }
 
     /// The logged models of some projects, newest first.
     pub fn logged_models(&self, project_ids: &[i64]) -> Result<Vec<LoggedModelRow>> {
-        self.read(|conn| {
+        self.read(|db| {
+            let sql = format!("SELECT {COLUMNS} FROM logged_models WHERE project_id = ?1 ORDER BY created_ms DESC, id");
             let mut out = Vec::new();
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM logged_models WHERE project_id = ?1 ORDER BY created_ms DESC, id"
-            ))?;
-            for id in project_ids {
-                for row in stmt.query_map([id], from_row)? {
-                    out.push(decode(row?)?);
+            for &id in project_ids {
+                for row in db.rows(&sql, vals![id])? {
+                    out.push(from_row(&row)?);
                 }
             }
             Ok(out)
@@ -140,10 +128,10 @@ impl MetaStore {
             row.status = s.to_owned();
         }
         row.updated_ms = now_ms();
-        self.write(|conn| {
-            conn.execute(
+        self.write(|db| {
+            db.exec(
                 "UPDATE logged_models SET status = ?2, params = ?3, tags = ?4, updated_ms = ?5 WHERE id = ?1",
-                params![id, row.status, encode(&row.params), encode(&row.tags), row.updated_ms],
+                vals![id, row.status.as_str(), encode(&row.params), encode(&row.tags), row.updated_ms],
             )?;
             Ok(())
         })?;
