@@ -1,8 +1,8 @@
 //! The model registry: registered models, numbered versions pointing at a run's files with a
 //! lineage snapshot, movable aliases, tags, archiving and search.
 
+use crate::db::{vals, Db, Value as SqlValue};
 use crate::{not_found, now_ms, Error, MetaStore, Result};
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -72,101 +72,120 @@ pub struct VersionUpdate {
     pub delete_tags: Vec<String>,
 }
 
-fn model_id(conn: &Connection, name: &str) -> Result<i64> {
-    conn.query_row("SELECT id FROM registered_models WHERE name = ?1", [name], |r| r.get(0))
-        .optional()?
-        .ok_or_else(|| not_found(format!("model {name:?}")))
+fn model_id(db: &dyn Db, name: &str) -> Result<i64> {
+    db.row("SELECT id FROM registered_models WHERE name = ?1", vals![name])?
+        .ok_or_else(|| not_found(format!("model {name:?}")))?
+        .get(0)
 }
 
-fn tags_of(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<BTreeMap<String, String>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let rows = stmt.query_map(p, |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+/// `key, value` rows as a map.
+fn tags_of(db: &dyn Db, sql: &str, params: &[SqlValue]) -> Result<BTreeMap<String, String>> {
+    db.rows(sql, params)?.iter().map(|r| Ok((r.get(0)?, r.get(1)?))).collect()
 }
 
-fn load_model(conn: &Connection, id: i64) -> Result<ModelRow> {
-    let (name, description, created_ms, updated_ms): (String, String, i64, i64) = conn.query_row(
-        "SELECT name, description, created_ms, updated_ms FROM registered_models WHERE id = ?1",
-        [id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-    )?;
-    let tags = tags_of(conn, "SELECT key, value FROM model_tags WHERE model_id = ?1", [id])?;
-    let mut stmt =
-        conn.prepare_cached("SELECT alias, version FROM model_aliases WHERE model_id = ?1 ORDER BY alias")?;
-    let aliases = stmt
-        .query_map([id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    let (latest_version, version_count): (Option<i64>, i64) =
-        conn.query_row("SELECT max(version), count(*) FROM model_versions WHERE model_id = ?1", [id], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })?;
-    Ok(ModelRow { id, name, description, tags, aliases, latest_version, version_count, created_ms, updated_ms })
+fn load_model(db: &dyn Db, id: i64) -> Result<ModelRow> {
+    let head = db
+        .row("SELECT name, description, created_ms, updated_ms FROM registered_models WHERE id = ?1", vals![id])?
+        .ok_or_else(|| not_found(format!("model {id}")))?;
+    let tags = tags_of(db, "SELECT key, value FROM model_tags WHERE model_id = ?1", vals![id])?;
+    let aliases = db
+        .rows("SELECT alias, version FROM model_aliases WHERE model_id = ?1 ORDER BY alias", vals![id])?
+        .iter()
+        .map(|r| Ok((r.get(0)?, r.get(1)?)))
+        .collect::<Result<_>>()?;
+    let counts = db
+        .row("SELECT max(version), count(*) FROM model_versions WHERE model_id = ?1", vals![id])?
+        .ok_or_else(|| Error::Corrupt("an aggregate answered no row".into()))?;
+    Ok(ModelRow {
+        id,
+        name: head.get(0)?,
+        description: head.get(1)?,
+        tags,
+        aliases,
+        latest_version: counts.get(0)?,
+        version_count: counts.get(1)?,
+        created_ms: head.get(2)?,
+        updated_ms: head.get(3)?,
+    })
 }
 
-fn resolve(conn: &Connection, id: i64, name: &str, vref: &VersionRef) -> Result<i64> {
-    match vref {
-        VersionRef::Number(n) => conn
-            .query_row("SELECT version FROM model_versions WHERE model_id = ?1 AND version = ?2", params![id, n], |r| {
-                r.get(0)
-            })
-            .optional()?
-            .ok_or_else(|| not_found(format!("version {n} of model {name:?}"))),
-        VersionRef::Alias(a) => conn
-            .query_row("SELECT version FROM model_aliases WHERE model_id = ?1 AND alias = ?2", params![id, a], |r| {
-                r.get(0)
-            })
-            .optional()?
-            .ok_or_else(|| not_found(format!("alias {a:?} of model {name:?}"))),
+fn resolve(db: &dyn Db, id: i64, name: &str, vref: &VersionRef) -> Result<i64> {
+    let found = match vref {
+        VersionRef::Number(n) => {
+            db.row("SELECT version FROM model_versions WHERE model_id = ?1 AND version = ?2", vals![id, *n])?
+        }
+        VersionRef::Alias(a) => {
+            db.row("SELECT version FROM model_aliases WHERE model_id = ?1 AND alias = ?2", vals![id, a.as_str()])?
+        }
+    };
+    match (found, vref) {
+        (Some(row), _) => row.get(0),
+        (None, VersionRef::Number(n)) => Err(not_found(format!("version {n} of model {name:?}"))),
+        (None, VersionRef::Alias(a)) => Err(not_found(format!("alias {a:?} of model {name:?}"))),
     }
 }
 
-fn load_version(conn: &Connection, id: i64, model: &str, version: i64) -> Result<VersionRow> {
+fn load_version(db: &dyn Db, id: i64, model: &str, version: i64) -> Result<VersionRow> {
     let parse = |text: String| serde_json::from_str(&text).unwrap_or(Value::Null);
-    let row = conn.query_row(
-        "SELECT run_id, source, files, description, status, lineage, created_ms, updated_ms FROM model_versions
-         WHERE model_id = ?1 AND version = ?2",
-        params![id, version],
-        |r| {
-            Ok(VersionRow {
-                model: model.to_owned(),
-                version,
-                run_id: r.get(0)?,
-                source: parse(r.get(1)?),
-                files: parse(r.get(2)?),
-                description: r.get(3)?,
-                status: r.get(4)?,
-                lineage: parse(r.get(5)?),
-                tags: BTreeMap::new(),
-                aliases: Vec::new(),
-                created_ms: r.get(6)?,
-                updated_ms: r.get(7)?,
-            })
-        },
-    )?;
+    let r = db
+        .row(
+            "SELECT run_id, source, files, description, status, lineage, created_ms, updated_ms FROM model_versions
+             WHERE model_id = ?1 AND version = ?2",
+            vals![id, version],
+        )?
+        .ok_or_else(|| not_found(format!("version {version} of model {model:?}")))?;
     let tags = tags_of(
-        conn,
+        db,
         "SELECT key, value FROM model_version_tags WHERE model_id = ?1 AND version = ?2",
-        params![id, version],
+        vals![id, version],
     )?;
-    let mut stmt =
-        conn.prepare_cached("SELECT alias FROM model_aliases WHERE model_id = ?1 AND version = ?2 ORDER BY alias")?;
-    let aliases = stmt.query_map(params![id, version], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
-    Ok(VersionRow { tags, aliases, ..row })
+    let aliases = db
+        .rows(
+            "SELECT alias FROM model_aliases WHERE model_id = ?1 AND version = ?2 ORDER BY alias",
+            vals![id, version],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect::<Result<_>>()?;
+    Ok(VersionRow {
+        model: model.to_owned(),
+        version,
+        run_id: r.get(0)?,
+        source: parse(r.get(1)?),
+        files: parse(r.get(2)?),
+        description: r.get(3)?,
+        status: r.get(4)?,
+        lineage: parse(r.get(5)?),
+        tags,
+        aliases,
+        created_ms: r.get(6)?,
+        updated_ms: r.get(7)?,
+    })
 }
 
-fn set_alias_tx(tx: &Transaction<'_>, id: i64, alias: &str, version: i64) -> Result<()> {
-    tx.execute(
+fn set_alias_in(db: &dyn Db, id: i64, alias: &str, version: i64) -> Result<()> {
+    db.exec(
         "INSERT INTO model_aliases (model_id, alias, version) VALUES (?1, ?2, ?3)
          ON CONFLICT (model_id, alias) DO UPDATE SET version = excluded.version",
-        params![id, alias, version],
+        vals![id, alias, version],
     )?;
     Ok(())
+}
+
+/// Adds a model without description or tags; answers its id.
+fn insert_model(db: &dyn Db, name: &str, description: &str, now: i64) -> Result<i64> {
+    db.row(
+        "INSERT INTO registered_models (name, description, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3) RETURNING id",
+        vals![name, description, now],
+    )?
+    .ok_or_else(|| Error::Corrupt("an insert returned no id".into()))?
+    .get(0)
 }
 
 /// Sets and deletes tags in `table`, whose rows are keyed by `key_columns` (comma-separated,
 /// one per value in `ids`) plus `key`.
 fn write_tags(
-    tx: &Transaction<'_>,
+    db: &dyn Db,
     table: &str,
     key_columns: &str,
     ids: &[i64],
@@ -177,20 +196,21 @@ fn write_tags(
     let marks: Vec<String> = (1..=n).map(|i| format!("?{i}")).collect();
     let matches: Vec<String> = key_columns.split(", ").zip(&marks).map(|(c, m)| format!("{c} = {m}")).collect();
     let insert = format!(
-        "INSERT INTO {table} ({key_columns}, key, value) VALUES ({}, ?{}, ?{}) ON CONFLICT DO UPDATE SET value = excluded.value",
+        "INSERT INTO {table} ({key_columns}, key, value) VALUES ({}, ?{}, ?{})
+         ON CONFLICT ({key_columns}, key) DO UPDATE SET value = excluded.value",
         marks.join(", "),
         n + 1,
         n + 2
     );
     let remove = format!("DELETE FROM {table} WHERE {} AND key = ?{}", matches.join(" AND "), n + 1);
-    let with = |extra: &[&String]| -> Vec<rusqlite::types::Value> {
-        ids.iter().map(|i| (*i).into()).chain(extra.iter().map(|s| (*s).clone().into())).collect()
+    let with = |extra: &[&String]| -> Vec<SqlValue> {
+        ids.iter().map(|i| SqlValue::from(*i)).chain(extra.iter().map(|s| SqlValue::from(*s))).collect()
     };
     for (k, v) in set {
-        tx.execute(&insert, rusqlite::params_from_iter(with(&[k, v])))?;
+        db.exec(&insert, &with(&[k, v]))?;
     }
     for k in delete {
-        tx.execute(&remove, rusqlite::params_from_iter(with(&[k])))?;
+        db.exec(&remove, &with(&[k]))?;
     }
     Ok(())
 }
@@ -206,40 +226,33 @@ impl MetaStore {
     ) -> Result<ModelRow> {
         self.write(|conn| {
             let tx = conn.transaction()?;
-            let exists: Option<i64> =
-                tx.query_row("SELECT id FROM registered_models WHERE name = ?1", [name], |r| r.get(0)).optional()?;
-            if exists.is_some() {
+            if tx.exists("SELECT id FROM registered_models WHERE name = ?1", vals![name])? {
                 return Err(Error::Conflict { field: "name".into(), reason: format!("model {name:?} already exists") });
             }
-            let now = now_ms();
-            tx.execute(
-                "INSERT INTO registered_models (name, description, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3)",
-                params![name, description, now],
-            )?;
-            let id = tx.last_insert_rowid();
-            write_tags(&tx, "model_tags", "model_id", &[id], tags, &[])?;
+            let id = insert_model(&*tx, name, description, now_ms())?;
+            write_tags(&*tx, "model_tags", "model_id", &[id], tags, &[])?;
             crate::roles::make_admin_in(&tx, creator, crate::Scope::Model, id)?;
-            let model = load_model(&tx, id)?;
+            let model = load_model(&*tx, id)?;
             tx.commit()?;
             Ok(model)
         })
     }
 
     pub fn model(&self, name: &str) -> Result<ModelRow> {
-        self.read(|conn| load_model(conn, model_id(conn, name)?))
+        self.read(|db| load_model(db, model_id(db, name)?))
     }
 
     /// Models whose name contains `search` (all when empty), or that carry a tag whose key or value contains it.
     pub fn models(&self, search: &str) -> Result<Vec<ModelRow>> {
-        self.read(|conn| {
+        self.read(|db| {
             let pattern = format!("%{}%", search.replace('!', "!!").replace('%', "!%").replace('_', "!_"));
-            let mut stmt = conn.prepare_cached(
+            let ids = db.rows(
                 "SELECT id FROM registered_models m WHERE m.name LIKE ?1 ESCAPE '!'
                    OR EXISTS (SELECT 1 FROM model_tags t WHERE t.model_id = m.id AND (t.key LIKE ?1 ESCAPE '!' OR t.value LIKE ?1 ESCAPE '!'))
                  ORDER BY m.name",
+                vals![pattern],
             )?;
-            let ids: Vec<i64> = stmt.query_map([pattern], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
-            ids.into_iter().map(|id| load_model(conn, id)).collect()
+            ids.iter().map(|r| load_model(db, r.get(0)?)).collect()
         })
     }
 
@@ -247,21 +260,22 @@ impl MetaStore {
     pub fn rename_model(&self, name: &str, new_name: &str) -> Result<ModelRow> {
         self.write(|conn| {
             let tx = conn.transaction()?;
-            let id = model_id(&tx, name)?;
+            let id = model_id(&*tx, name)?;
             let taken: Option<i64> = tx
-                .query_row("SELECT id FROM registered_models WHERE name = ?1", [new_name], |r| r.get(0))
-                .optional()?;
+                .row("SELECT id FROM registered_models WHERE name = ?1", vals![new_name])?
+                .map(|r| r.get(0))
+                .transpose()?;
             if taken.is_some_and(|other| other != id) {
                 return Err(Error::Conflict {
                     field: "new_name".into(),
                     reason: format!("model {new_name:?} already exists"),
                 });
             }
-            tx.execute(
+            tx.exec(
                 "UPDATE registered_models SET name = ?2, updated_ms = ?3 WHERE id = ?1",
-                params![id, new_name, now_ms()],
+                vals![id, new_name, now_ms()],
             )?;
-            let model = load_model(&tx, id)?;
+            let model = load_model(&*tx, id)?;
             tx.commit()?;
             Ok(model)
         })
@@ -276,13 +290,13 @@ impl MetaStore {
     ) -> Result<ModelRow> {
         self.write(|conn| {
             let tx = conn.transaction()?;
-            let id = model_id(&tx, name)?;
+            let id = model_id(&*tx, name)?;
             if let Some(d) = description {
-                tx.execute("UPDATE registered_models SET description = ?2 WHERE id = ?1", params![id, d])?;
+                tx.exec("UPDATE registered_models SET description = ?2 WHERE id = ?1", vals![id, d])?;
             }
-            write_tags(&tx, "model_tags", "model_id", &[id], set, delete)?;
-            tx.execute("UPDATE registered_models SET updated_ms = ?2 WHERE id = ?1", params![id, now_ms()])?;
-            let model = load_model(&tx, id)?;
+            write_tags(&*tx, "model_tags", "model_id", &[id], set, delete)?;
+            tx.exec("UPDATE registered_models SET updated_ms = ?2 WHERE id = ?1", vals![id, now_ms()])?;
+            let model = load_model(&*tx, id)?;
             tx.commit()?;
             Ok(model)
         })
@@ -292,11 +306,11 @@ impl MetaStore {
     pub fn delete_model(&self, name: &str) -> Result<()> {
         self.write(|conn| {
             let tx = conn.transaction()?;
-            let id = model_id(&tx, name)?;
+            let id = model_id(&*tx, name)?;
             for table in ["model_aliases", "model_version_tags", "model_versions", "model_tags"] {
-                tx.execute(&format!("DELETE FROM {table} WHERE model_id = ?1"), [id])?;
+                tx.exec(&format!("DELETE FROM {table} WHERE model_id = ?1"), vals![id])?;
             }
-            tx.execute("DELETE FROM registered_models WHERE id = ?1", [id])?;
+            tx.exec("DELETE FROM registered_models WHERE id = ?1", vals![id])?;
             tx.commit()?;
             Ok(())
         })
@@ -307,85 +321,91 @@ impl MetaStore {
         self.write(|conn| {
             let tx = conn.transaction()?;
             let now = now_ms();
-            let id = match model_id(&tx, name) {
+            let id = match model_id(&*tx, name) {
                 Ok(id) => id,
-                Err(Error::NotFound { .. }) => {
-                    tx.execute(
-                        "INSERT INTO registered_models (name, description, created_ms, updated_ms) VALUES (?1, '', ?2, ?2)",
-                        params![name, now],
-                    )?;
-                    tx.last_insert_rowid()
-                }
+                Err(Error::NotFound { .. }) => insert_model(&*tx, name, "", now)?,
                 Err(e) => return Err(e),
             };
-            let version: i64 =
-                tx.query_row("SELECT coalesce(max(version), 0) + 1 FROM model_versions WHERE model_id = ?1", [id], |r| r.get(0))?;
-            tx.execute(
+            let version: i64 = tx
+                .row("SELECT coalesce(max(version), 0) + 1 FROM model_versions WHERE model_id = ?1", vals![id])?
+                .ok_or_else(|| Error::Corrupt("an aggregate answered no row".into()))?
+                .get(0)?;
+            tx.exec(
                 "INSERT INTO model_versions (model_id, version, run_id, source, files, description, status, lineage, created_ms, updated_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'ready', ?7, ?8, ?8)",
-                params![id, version, new.run_id, new.source.to_string(), new.files.to_string(), new.description, new.lineage.to_string(), now],
+                vals![
+                    id,
+                    version,
+                    new.run_id.as_str(),
+                    new.source.to_string(),
+                    new.files.to_string(),
+                    new.description.as_str(),
+                    new.lineage.to_string(),
+                    now
+                ],
             )?;
-            write_tags(&tx, "model_version_tags", "model_id, version", &[id, version], &new.tags, &[])?;
+            write_tags(&*tx, "model_version_tags", "model_id, version", &[id, version], &new.tags, &[])?;
             if let Some(alias) = &new.alias {
-                set_alias_tx(&tx, id, alias, version)?;
+                set_alias_in(&*tx, id, alias, version)?;
             }
-            tx.execute("UPDATE registered_models SET updated_ms = ?2 WHERE id = ?1", params![id, now])?;
-            let row = load_version(&tx, id, name, version)?;
+            tx.exec("UPDATE registered_models SET updated_ms = ?2 WHERE id = ?1", vals![id, now])?;
+            let row = load_version(&*tx, id, name, version)?;
             tx.commit()?;
             Ok(row)
         })
     }
 
     pub fn version(&self, name: &str, vref: &VersionRef) -> Result<VersionRow> {
-        self.read(|conn| {
-            let id = model_id(conn, name)?;
-            let version = resolve(conn, id, name, vref)?;
-            load_version(conn, id, name, version)
+        self.read(|db| {
+            let id = model_id(db, name)?;
+            let version = resolve(db, id, name, vref)?;
+            load_version(db, id, name, version)
         })
     }
 
     /// Versions of a model, newest first; `status` filters (`ready`, `archived`) when given.
     pub fn versions(&self, name: &str, status: Option<&str>) -> Result<Vec<VersionRow>> {
-        self.read(|conn| {
-            let id = model_id(conn, name)?;
-            let mut stmt = conn.prepare_cached(
-                "SELECT version FROM model_versions WHERE model_id = ?1 AND (?2 IS NULL OR status = ?2) ORDER BY version DESC",
+        self.read(|db| {
+            let id = model_id(db, name)?;
+            let versions = db.rows(
+                "SELECT version FROM model_versions WHERE model_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR status = ?2)
+                 ORDER BY version DESC",
+                vals![id, status],
             )?;
-            let versions: Vec<i64> = stmt.query_map(params![id, status], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
-            versions.into_iter().map(|v| load_version(conn, id, name, v)).collect()
+            versions.iter().map(|r| load_version(db, id, name, r.get(0)?)).collect()
         })
     }
 
     pub fn update_version(&self, name: &str, vref: &VersionRef, update: &VersionUpdate) -> Result<VersionRow> {
         self.write(|conn| {
             let tx = conn.transaction()?;
-            let id = model_id(&tx, name)?;
-            let version = resolve(&tx, id, name, vref)?;
+            let id = model_id(&*tx, name)?;
+            let version = resolve(&*tx, id, name, vref)?;
             if let Some(d) = &update.description {
-                tx.execute(
+                tx.exec(
                     "UPDATE model_versions SET description = ?3 WHERE model_id = ?1 AND version = ?2",
-                    params![id, version, d],
+                    vals![id, version, d.as_str()],
                 )?;
             }
             if let Some(s) = &update.status {
-                tx.execute(
+                tx.exec(
                     "UPDATE model_versions SET status = ?3 WHERE model_id = ?1 AND version = ?2",
-                    params![id, version, s],
+                    vals![id, version, s.as_str()],
                 )?;
             }
             write_tags(
-                &tx,
+                &*tx,
                 "model_version_tags",
                 "model_id, version",
                 &[id, version],
                 &update.set_tags,
                 &update.delete_tags,
             )?;
-            tx.execute(
+            tx.exec(
                 "UPDATE model_versions SET updated_ms = ?3 WHERE model_id = ?1 AND version = ?2",
-                params![id, version, now_ms()],
+                vals![id, version, now_ms()],
             )?;
-            let row = load_version(&tx, id, name, version)?;
+            let row = load_version(&*tx, id, name, version)?;
             tx.commit()?;
             Ok(row)
         })
@@ -394,10 +414,10 @@ impl MetaStore {
     pub fn delete_version(&self, name: &str, vref: &VersionRef) -> Result<()> {
         self.write(|conn| {
             let tx = conn.transaction()?;
-            let id = model_id(&tx, name)?;
-            let version = resolve(&tx, id, name, vref)?;
+            let id = model_id(&*tx, name)?;
+            let version = resolve(&*tx, id, name, vref)?;
             for table in ["model_aliases", "model_version_tags", "model_versions"] {
-                tx.execute(&format!("DELETE FROM {table} WHERE model_id = ?1 AND version = ?2"), params![id, version])?;
+                tx.exec(&format!("DELETE FROM {table} WHERE model_id = ?1 AND version = ?2"), vals![id, version])?;
             }
             tx.commit()?;
             Ok(())
@@ -408,19 +428,19 @@ impl MetaStore {
     pub fn set_alias(&self, name: &str, alias: &str, vref: &VersionRef) -> Result<VersionRow> {
         self.write(|conn| {
             let tx = conn.transaction()?;
-            let id = model_id(&tx, name)?;
-            let version = resolve(&tx, id, name, vref)?;
-            set_alias_tx(&tx, id, alias, version)?;
-            let row = load_version(&tx, id, name, version)?;
+            let id = model_id(&*tx, name)?;
+            let version = resolve(&*tx, id, name, vref)?;
+            set_alias_in(&*tx, id, alias, version)?;
+            let row = load_version(&*tx, id, name, version)?;
             tx.commit()?;
             Ok(row)
         })
     }
 
     pub fn delete_alias(&self, name: &str, alias: &str) -> Result<()> {
-        self.write(|conn| {
-            let id = model_id(conn, name)?;
-            let n = conn.execute("DELETE FROM model_aliases WHERE model_id = ?1 AND alias = ?2", params![id, alias])?;
+        self.write(|db| {
+            let id = model_id(db, name)?;
+            let n = db.exec("DELETE FROM model_aliases WHERE model_id = ?1 AND alias = ?2", vals![id, alias])?;
             if n == 0 {
                 return Err(not_found(format!("alias {alias:?} of model {name:?}")));
             }
@@ -430,12 +450,14 @@ impl MetaStore {
 
     /// Which of a run's files (`[{"path", "sha256"}]`) are no longer stored as recorded.
     pub fn missing_files(&self, run_id: &str, files: &Value) -> Result<Vec<String>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached("SELECT sha256 FROM artifacts WHERE run_id = ?1 AND path = ?2")?;
+        self.read(|db| {
             let mut missing = Vec::new();
             for f in files.as_array().into_iter().flatten() {
                 let path = f["path"].as_str().unwrap_or_default();
-                let sha: Option<String> = stmt.query_row(params![run_id, path], |r| r.get(0)).optional()?;
+                let sha: Option<String> = db
+                    .row("SELECT sha256 FROM artifacts WHERE run_id = ?1 AND path = ?2", vals![run_id, path])?
+                    .map(|r| r.get(0))
+                    .transpose()?;
                 if sha.as_deref() != f["sha256"].as_str() {
                     missing.push(path.to_owned());
                 }
