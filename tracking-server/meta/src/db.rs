@@ -12,6 +12,14 @@ pub(crate) enum Value {
     Int(i64),
     Real(f64),
     Text(String),
+    Blob(Vec<u8>),
+}
+
+/// The SQL dialect a statement is written for, where the two databases differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
 }
 
 impl From<i64> for Value {
@@ -47,6 +55,12 @@ impl From<String> for Value {
 impl From<&String> for Value {
     fn from(v: &String) -> Self {
         Value::Text(v.clone())
+    }
+}
+
+impl From<&[u8]> for Value {
+    fn from(v: &[u8]) -> Self {
+        Value::Blob(v.to_vec())
     }
 }
 
@@ -101,6 +115,15 @@ impl FromValue for String {
     }
 }
 
+impl FromValue for Vec<u8> {
+    fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::Blob(b) => Some(b.clone()),
+            _ => None,
+        }
+    }
+}
+
 impl<T: FromValue> FromValue for Option<T> {
     fn from_value(v: &Value) -> Option<Self> {
         match v {
@@ -125,6 +148,8 @@ impl Row {
 
 /// A connection or an open transaction.
 pub(crate) trait Db {
+    /// The dialect statements for this database are written in.
+    fn dialect(&self) -> Dialect;
     /// Runs a statement; answers how many rows it changed.
     fn exec(&self, sql: &str, params: &[Value]) -> Result<usize>;
     /// Every row a query answers.
@@ -147,6 +172,7 @@ impl rusqlite::ToSql for Value {
             Value::Int(i) => ToSqlOutput::Borrowed(ValueRef::Integer(*i)),
             Value::Real(f) => ToSqlOutput::Borrowed(ValueRef::Real(*f)),
             Value::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+            Value::Blob(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
         })
     }
 }
@@ -159,11 +185,15 @@ fn sqlite_value(v: ValueRef<'_>) -> Result<Value> {
         ValueRef::Text(t) => Value::Text(
             std::str::from_utf8(t).map_err(|e| Error::Corrupt(format!("text that is not UTF-8: {e}")))?.to_owned(),
         ),
-        ValueRef::Blob(_) => return Err(Error::Corrupt("a blob where the store keeps none".into())),
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
     })
 }
 
 impl Db for rusqlite::Connection {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
     fn exec(&self, sql: &str, params: &[Value]) -> Result<usize> {
         Ok(self.prepare_cached(sql)?.execute(rusqlite::params_from_iter(params))?)
     }
