@@ -1,6 +1,6 @@
 //! The record of each run's artifacts: path, size and sha256 of files in the object store.
 
-use crate::db::{vals, Db, Row};
+use crate::db::{vals, Row};
 use crate::{not_found, now_ms, MetaStore, Result};
 use trainlog_schema::{ArtifactPath, RunId};
 

@@ -5,7 +5,7 @@
 use crate::{not_found, now_ms, Error, MetaStore, Result};
 use ring::digest::{digest, SHA256};
 use ring::rand::{SecureRandom, SystemRandom};
-use rusqlite::{params, OptionalExtension};
+use crate::db::{vals, Db, Row};
 use subtle::ConstantTimeEq;
 
 /// Who a verified key belongs to.
@@ -94,17 +94,25 @@ fn new_key() -> Result<(NewKey, Vec<u8>)> {
     Ok((NewKey { id, key }, hash))
 }
 
-fn insert_key(conn: &rusqlite::Connection, key_id: &str, user_id: i64, hash: &[u8]) -> Result<()> {
-    conn.execute(
+fn insert_key(db: &dyn Db, key_id: &str, user_id: i64, hash: &[u8]) -> Result<()> {
+    db.exec(
         "INSERT INTO api_keys (id, user_id, sha256, created_ms) VALUES (?1, ?2, ?3, ?4)",
-        params![key_id, user_id, hash, now_ms()],
+        vals![key_id, user_id, hash, now_ms()],
     )?;
     Ok(())
 }
 
-pub(crate) fn bump_generation(tx: &rusqlite::Transaction<'_>) -> Result<()> {
-    tx.execute("UPDATE auth_state SET generation = generation + 1 WHERE id = 1", [])?;
+pub(crate) fn bump_generation(db: &dyn Db) -> Result<()> {
+    db.exec("UPDATE auth_state SET generation = generation + 1 WHERE id = 1", vals![])?;
     Ok(())
+}
+
+fn user_row(r: &Row) -> Result<UserRow> {
+    Ok(UserRow { id: r.get(0)?, name: r.get(1)?, is_admin: r.get(2)?, created_ms: r.get(3)?, active_keys: r.get(4)? })
+}
+
+fn key_row(r: &Row) -> Result<KeyRow> {
+    Ok(KeyRow { id: r.get(0)?, user: r.get(1)?, created_ms: r.get(2)?, last_used_ms: r.get(3)?, revoked_ms: r.get(4)? })
 }
 
 impl MetaStore {
@@ -112,20 +120,18 @@ impl MetaStore {
     pub fn add_user(&self, name: &str, is_admin: bool) -> Result<NewKey> {
         check_user_name(name)?;
         let (key, hash) = new_key()?;
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let exists: Option<i64> =
-                tx.query_row("SELECT id FROM users WHERE name = ?1", [name], |r| r.get(0)).optional()?;
-            if exists.is_some() {
+        self.write(|tx| {
+            if tx.exists("SELECT id FROM users WHERE name = ?1", vals![name])? {
                 return Err(Error::Conflict { field: "name".into(), reason: format!("user {name:?} exists") });
             }
-            tx.execute(
-                "INSERT INTO users (name, is_admin, created_ms) VALUES (?1, ?2, ?3)",
-                params![name, is_admin, now_ms()],
-            )?;
-            insert_key(&tx, &key.id, tx.last_insert_rowid(), &hash)?;
-            tx.commit()?;
-            Ok(())
+            let user_id: i64 = tx
+                .row(
+                    "INSERT INTO users (name, is_admin, created_ms) VALUES (?1, ?2, ?3) RETURNING id",
+                    vals![name, is_admin, now_ms()],
+                )?
+                .ok_or_else(|| Error::Corrupt("an insert returned no id".into()))?
+                .get(0)?;
+            insert_key(tx, &key.id, user_id, &hash)
         })?;
         Ok(key)
     }
@@ -133,122 +139,102 @@ impl MetaStore {
     /// Makes another key for a user.
     pub fn create_key(&self, user: &str) -> Result<NewKey> {
         let (key, hash) = new_key()?;
-        self.write(|conn| {
-            let user_id: i64 = conn
-                .query_row("SELECT id FROM users WHERE name = ?1", [user], |r| r.get(0))
-                .optional()?
-                .ok_or_else(|| not_found(format!("user {user:?}")))?;
-            insert_key(conn, &key.id, user_id, &hash)
+        self.write(|tx| {
+            let user_id: i64 = tx
+                .row("SELECT id FROM users WHERE name = ?1", vals![user])?
+                .ok_or_else(|| not_found(format!("user {user:?}")))?
+                .get(0)?;
+            insert_key(tx, &key.id, user_id, &hash)
         })?;
         Ok(key)
     }
 
     /// Revokes a key by its id; it stops working at once.
     pub fn revoke_key(&self, key_id: &str) -> Result<()> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let changed = tx.execute(
+        self.write(|tx| {
+            let changed = tx.exec(
                 "UPDATE api_keys SET revoked_ms = ?2 WHERE id = ?1 AND revoked_ms IS NULL",
-                params![key_id, now_ms()],
+                vals![key_id, now_ms()],
             )?;
-            if changed == 0 {
-                let known: Option<i64> =
-                    tx.query_row("SELECT 1 FROM api_keys WHERE id = ?1", [key_id], |r| r.get(0)).optional()?;
-                if known.is_none() {
-                    return Err(not_found(format!("key {key_id:?}")));
-                }
+            if changed == 0 && !tx.exists("SELECT 1 FROM api_keys WHERE id = ?1", vals![key_id])? {
+                return Err(not_found(format!("key {key_id:?}")));
             }
-            bump_generation(&tx)?;
-            tx.commit()?;
-            Ok(())
+            bump_generation(tx)
         })
     }
 
     /// Removes a user and their keys; what they logged stays.
     pub fn remove_user(&self, name: &str) -> Result<()> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let (is_admin, admins): (Option<bool>, i64) = tx.query_row(
-                "SELECT (SELECT is_admin FROM users WHERE name = ?1), (SELECT count(*) FROM users WHERE is_admin)",
-                [name],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )?;
+        self.write(|tx| {
+            let counts = tx
+                .row(
+                    "SELECT (SELECT is_admin FROM users WHERE name = ?1), (SELECT count(*) FROM users WHERE is_admin = 1)",
+                    vals![name],
+                )?
+                .ok_or_else(|| Error::Corrupt("a count answered no row".into()))?;
+            let (is_admin, admins): (Option<bool>, i64) = (counts.get(0)?, counts.get(1)?);
             if is_admin == Some(true) && admins == 1 {
                 return Err(Error::Conflict {
                     field: "name".into(),
                     reason: format!("{name:?} is the last admin; make another admin first"),
                 });
             }
-            let removed = tx.execute("DELETE FROM users WHERE name = ?1", [name])?;
-            if removed == 0 {
+            if tx.exec("DELETE FROM users WHERE name = ?1", vals![name])? == 0 {
                 return Err(not_found(format!("user {name:?}")));
             }
-            bump_generation(&tx)?;
-            tx.commit()?;
-            Ok(())
+            bump_generation(tx)
         })
     }
 
     pub fn users(&self) -> Result<Vec<UserRow>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
+        self.read(|db| {
+            db.rows(
                 "SELECT u.id, u.name, u.is_admin, u.created_ms,
                         (SELECT count(*) FROM api_keys k WHERE k.user_id = u.id AND k.revoked_ms IS NULL)
                  FROM users u ORDER BY u.name",
-            )?;
-            let rows = stmt.query_map([], |r| {
-                Ok(UserRow {
-                    id: r.get(0)?,
-                    name: r.get(1)?,
-                    is_admin: r.get(2)?,
-                    created_ms: r.get(3)?,
-                    active_keys: r.get(4)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+                vals![],
+            )?
+            .iter()
+            .map(user_row)
+            .collect()
         })
     }
 
     pub fn keys(&self, user: Option<&str>) -> Result<Vec<KeyRow>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
+        self.read(|db| {
+            db.rows(
                 "SELECT k.id, u.name, k.created_ms, k.last_used_ms, k.revoked_ms FROM api_keys k
-                 JOIN users u ON u.id = k.user_id WHERE ?1 IS NULL OR u.name = ?1 ORDER BY u.name, k.created_ms",
-            )?;
-            let rows = stmt.query_map([user], |r| {
-                Ok(KeyRow {
-                    id: r.get(0)?,
-                    user: r.get(1)?,
-                    created_ms: r.get(2)?,
-                    last_used_ms: r.get(3)?,
-                    revoked_ms: r.get(4)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+                 JOIN users u ON u.id = k.user_id WHERE CAST(?1 AS TEXT) IS NULL OR u.name = ?1 ORDER BY u.name, k.created_ms",
+                vals![user],
+            )?
+            .iter()
+            .map(key_row)
+            .collect()
         })
     }
 
     /// Whether any user exists.
     pub fn has_users(&self) -> Result<bool> {
-        self.read(|conn| Ok(conn.query_row("SELECT EXISTS (SELECT 1 FROM users)", [], |r| r.get(0))?))
+        self.read(|db| db.exists("SELECT 1 FROM users LIMIT 1", vals![]))
     }
 
     /// The owner of a key that is well formed, known and not revoked.
     pub fn verify_key(&self, key: &str) -> Result<Option<Caller>> {
         let Some(key_id) = key_id_of(key) else { return Ok(None) };
         let hash = key_hash(key);
-        let found: Option<(Vec<u8>, i64, String, bool)> = self.read(|conn| {
-            Ok(conn
-                .prepare_cached(
-                    "SELECT k.sha256, u.id, u.name, u.is_admin FROM api_keys k JOIN users u ON u.id = k.user_id
-                     WHERE k.id = ?1 AND k.revoked_ms IS NULL",
-                )?
-                .query_row([key_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-                .optional()?)
+        let found = self.read(|db| {
+            db.row(
+                "SELECT k.sha256, u.id, u.name, u.is_admin FROM api_keys k JOIN users u ON u.id = k.user_id
+                 WHERE k.id = ?1 AND k.revoked_ms IS NULL",
+                vals![key_id],
+            )
         })?;
-        Ok(found.and_then(|(stored, user_id, name, is_admin)| {
-            bool::from(stored.ct_eq(&hash)).then(|| Caller { user_id, name, is_admin, key_id: key_id.to_owned() })
-        }))
+        let Some(r) = found else { return Ok(None) };
+        let stored: Vec<u8> = r.get(0)?;
+        if !bool::from(stored.ct_eq(&hash)) {
+            return Ok(None);
+        }
+        Ok(Some(Caller { user_id: r.get(1)?, name: r.get(2)?, is_admin: r.get(3)?, key_id: key_id.to_owned() }))
     }
 
     /// Records when keys were last used.
@@ -256,24 +242,24 @@ impl MetaStore {
         if used.is_empty() {
             return Ok(());
         }
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            {
-                let mut stmt = tx.prepare_cached(
-                    "UPDATE api_keys SET last_used_ms = max(coalesce(last_used_ms, 0), ?2) WHERE id = ?1",
+        self.write(|tx| {
+            for (id, at) in used {
+                tx.exec(
+                    "UPDATE api_keys SET last_used_ms = ?2 WHERE id = ?1 AND (last_used_ms IS NULL OR last_used_ms < ?2)",
+                    vals![id, *at],
                 )?;
-                for (id, at) in used {
-                    stmt.execute(params![id, at])?;
-                }
             }
-            tx.commit()?;
             Ok(())
         })
     }
 
     /// Counts changes that took access away; a server that sees it move forgets cached keys.
     pub fn auth_generation(&self) -> Result<i64> {
-        self.read(|conn| Ok(conn.query_row("SELECT generation FROM auth_state WHERE id = 1", [], |r| r.get(0))?))
+        self.read(|db| {
+            db.row("SELECT generation FROM auth_state WHERE id = 1", vals![])?
+                .ok_or_else(|| Error::Corrupt("auth_state has no row".into()))?
+                .get(0)
+        })
     }
 }
 

@@ -1,6 +1,6 @@
 //! The catalog of metric points files in the object store, and the metrics store's counters.
 
-use crate::db::{vals, Db};
+use crate::db::vals;
 use crate::{now_ms, Error, MetaStore, Result};
 
 /// One metric points file. `key_index` is the JSON index stored in the file's metadata too.
@@ -47,8 +47,7 @@ impl MetaStore {
         removed: &[String],
         wal_persisted_through: Option<u64>,
     ) -> Result<()> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
+        self.write(|tx| {
             let now = now_ms();
             for f in added {
                 tx.exec(
@@ -65,7 +64,6 @@ impl MetaStore {
                     vals![WAL_PERSISTED_THROUGH, segment as i64],
                 )?;
             }
-            tx.commit()?;
             Ok(())
         })
     }

@@ -1,7 +1,7 @@
 //! Checkpoints: named sets of a run's artifacts saved at a step, and the retention rules that
 //! decide which ones to keep.
 
-use crate::db::{vals, Db, Row};
+use crate::db::{vals, Row};
 use crate::{not_found, now_ms, Error, MetaStore, Result};
 use serde_json::Value;
 use trainlog_schema::RunId;

@@ -154,6 +154,8 @@ pub(crate) trait Db {
     fn exec(&self, sql: &str, params: &[Value]) -> Result<usize>;
     /// Every row a query answers.
     fn rows(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>>;
+    /// Runs several statements with no parameters, separated by `;`.
+    fn batch(&self, sql: &str) -> Result<()>;
     /// The first row a query answers, if any.
     fn row(&self, sql: &str, params: &[Value]) -> Result<Option<Row>> {
         Ok(self.rows(sql, params)?.into_iter().next())
@@ -196,6 +198,10 @@ impl Db for rusqlite::Connection {
 
     fn exec(&self, sql: &str, params: &[Value]) -> Result<usize> {
         Ok(self.prepare_cached(sql)?.execute(rusqlite::params_from_iter(params))?)
+    }
+
+    fn batch(&self, sql: &str) -> Result<()> {
+        Ok(self.execute_batch(sql)?)
     }
 
     fn rows(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>> {

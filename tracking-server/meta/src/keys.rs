@@ -1,7 +1,7 @@
 //! The keys a project's runs use (params, metrics, tags), for autocomplete and for telling a user
 //! that a filter names a key no run has.
 
-use crate::db::{vals, Db};
+use crate::db::vals;
 use crate::{MetaStore, Result};
 
 /// Distinct keys of a project's active runs, each list sorted.

@@ -30,6 +30,7 @@ pub use runs::{NewRun, Project, Run, RunExport, RunHead, RunUpdate};
 pub use sweeps::{Placement, SweepRow, TrialEnd, TrialRow};
 pub use views::ViewRow;
 
+use db::Db;
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -77,12 +78,15 @@ pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-/// The SQLite database: one writer connection and a small pool of readers (WAL journal mode).
+/// The metadata database behind [`db::Db`]: SQLite (one writer connection and a small pool of
+/// readers, WAL journal mode).
 pub struct MetaStore {
-    path: PathBuf,
-    writer: Mutex<Connection>,
-    readers: Mutex<Vec<Connection>>,
+    backend: Backend,
     run_cache: lifecycle::RunCache,
+}
+
+enum Backend {
+    Sqlite { path: PathBuf, writer: Mutex<Connection>, readers: Mutex<Vec<Connection>> },
 }
 
 const MAX_IDLE_READERS: usize = 8;
@@ -105,7 +109,7 @@ fn retry_busy<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
 }
 
 impl MetaStore {
-    /// Opens (creating if needed) the database at `path` and applies pending migrations.
+    /// Opens (creating if needed) the SQLite database at `path` and applies pending migrations.
     pub fn open(path: &Path) -> Result<Self> {
         let mut writer = Connection::open(path)?;
         writer.execute_batch(
@@ -113,40 +117,72 @@ impl MetaStore {
         )?;
         migrate::apply(&mut writer)?;
         Ok(Self {
-            path: path.to_owned(),
-            writer: Mutex::new(writer),
-            readers: Mutex::new(Vec::new()),
+            backend: Backend::Sqlite {
+                path: path.to_owned(),
+                writer: Mutex::new(writer),
+                readers: Mutex::new(Vec::new()),
+            },
             run_cache: lifecycle::RunCache::default(),
         })
     }
 
-    pub(crate) fn write<T>(&self, mut f: impl FnMut(&mut Connection) -> Result<T>) -> Result<T> {
-        let mut conn = self.writer.lock().map_err(|_| Error::Poisoned)?;
-        retry_busy(|| f(&mut conn))
-    }
-
-    pub(crate) fn read<T>(&self, mut f: impl FnMut(&Connection) -> Result<T>) -> Result<T> {
-        retry_busy(|| self.read_once(&mut f))
-    }
-
-    fn read_once<T>(&self, f: &mut impl FnMut(&Connection) -> Result<T>) -> Result<T> {
-        let pooled = self.readers.lock().map_err(|_| Error::Poisoned)?.pop();
-        let conn = match pooled {
-            Some(c) => c,
-            None => {
-                let c = Connection::open_with_flags(
-                    &self.path,
-                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
-                )?;
-                c.busy_timeout(std::time::Duration::from_secs(10))?;
-                c
+    /// Runs `f` in one write transaction, committed when `f` succeeds and rolled back when it
+    /// fails; `f` may run again when the database asks for a retry.
+    pub(crate) fn write<T>(&self, mut f: impl FnMut(&dyn Db) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite { writer, .. } => {
+                let mut conn = writer.lock().map_err(|_| Error::Poisoned)?;
+                retry_busy(|| {
+                    let tx = conn.transaction()?;
+                    let out = f(&*tx)?;
+                    tx.commit()?;
+                    Ok(out)
+                })
             }
-        };
-        let out = f(&conn);
-        let mut pool = self.readers.lock().map_err(|_| Error::Poisoned)?;
-        if pool.len() < MAX_IDLE_READERS {
-            pool.push(conn);
         }
-        out
     }
+
+    /// Runs `f` on a reading connection; each statement sees the latest committed state.
+    pub(crate) fn read<T>(&self, mut f: impl FnMut(&dyn Db) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite { path, readers, .. } => retry_busy(|| sqlite_read(path, readers, &mut |c| f(c))),
+        }
+    }
+
+    /// Runs `f` on a reading connection where every statement sees one snapshot.
+    pub(crate) fn snapshot<T>(&self, mut f: impl FnMut(&dyn Db) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite { path, readers, .. } => retry_busy(|| {
+                sqlite_read(path, readers, &mut |c| {
+                    let tx = c.unchecked_transaction()?;
+                    f(&*tx)
+                })
+            }),
+        }
+    }
+}
+
+fn sqlite_read<T>(
+    path: &Path,
+    readers: &Mutex<Vec<Connection>>,
+    f: &mut dyn FnMut(&Connection) -> Result<T>,
+) -> Result<T> {
+    let pooled = readers.lock().map_err(|_| Error::Poisoned)?.pop();
+    let conn = match pooled {
+        Some(c) => c,
+        None => {
+            let c = Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+            )?;
+            c.busy_timeout(std::time::Duration::from_secs(10))?;
+            c
+        }
+    };
+    let out = f(&conn);
+    let mut pool = readers.lock().map_err(|_| Error::Poisoned)?;
+    if pool.len() < MAX_IDLE_READERS {
+        pool.push(conn);
+    }
+    out
 }

@@ -1,7 +1,7 @@
 //! MLflow 3's logged models, kept beside the run that logged them: their files are that run's
 //! artifacts under `models/{id}/`.
 
-use crate::db::{vals, Db, Row};
+use crate::db::{vals, Row};
 use crate::{not_found, now_ms, Error, MetaStore, Result};
 use std::collections::BTreeMap;
 

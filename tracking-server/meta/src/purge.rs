@@ -36,8 +36,7 @@ impl MetaStore {
     /// Refuses a run that is not archived, that a model version was made from, or that is a trial
     /// of a running sweep. Answers the run's project; its objects are the caller's to delete.
     pub fn purge_run(&self, id: &RunId) -> Result<PurgedRun> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
+        self.write(|tx| {
             let head = tx
                 .row("SELECT project_id, deleted FROM runs WHERE id = ?1", vals![id.as_str()])?
                 .ok_or_else(|| not_found(format!("run {id}")))?;
@@ -85,7 +84,6 @@ impl MetaStore {
                 "INSERT INTO purged_runs (run_id, project_id, purged_ms) VALUES (?1, ?2, ?3)",
                 vals![id.as_str(), project_id, now_ms()],
             )?;
-            tx.commit()?;
             Ok(PurgedRun { id: id.clone(), project_id })
         })
     }
@@ -141,7 +139,7 @@ mod tests {
         let (kept, _) = meta.create_run(&new("kept")).unwrap();
         for run in [&gone.id, &kept.id] {
             meta.write(|c| {
-                c.execute_batch(&format!(
+                c.batch(&format!(
                     "INSERT INTO params VALUES ('{run}', 'lr', 'float', '0.1', 0.1);
                      INSERT INTO tags VALUES ('{run}', 'k', 'v');
                      INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count)

@@ -224,16 +224,14 @@ impl MetaStore {
         tags: &BTreeMap<String, String>,
         creator: Option<&crate::Actor>,
     ) -> Result<ModelRow> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
+        self.write(|tx| {
             if tx.exists("SELECT id FROM registered_models WHERE name = ?1", vals![name])? {
                 return Err(Error::Conflict { field: "name".into(), reason: format!("model {name:?} already exists") });
             }
-            let id = insert_model(&*tx, name, description, now_ms())?;
-            write_tags(&*tx, "model_tags", "model_id", &[id], tags, &[])?;
-            crate::roles::make_admin_in(&tx, creator, crate::Scope::Model, id)?;
-            let model = load_model(&*tx, id)?;
-            tx.commit()?;
+            let id = insert_model(tx, name, description, now_ms())?;
+            write_tags(tx, "model_tags", "model_id", &[id], tags, &[])?;
+            crate::roles::make_admin_in(tx, creator, crate::Scope::Model, id)?;
+            let model = load_model(tx, id)?;
             Ok(model)
         })
     }
@@ -258,9 +256,8 @@ impl MetaStore {
 
     /// Gives a model another name; its versions, aliases, tags and roles follow it.
     pub fn rename_model(&self, name: &str, new_name: &str) -> Result<ModelRow> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let id = model_id(&*tx, name)?;
+        self.write(|tx| {
+            let id = model_id(tx, name)?;
             let taken: Option<i64> = tx
                 .row("SELECT id FROM registered_models WHERE name = ?1", vals![new_name])?
                 .map(|r| r.get(0))
@@ -275,8 +272,7 @@ impl MetaStore {
                 "UPDATE registered_models SET name = ?2, updated_ms = ?3 WHERE id = ?1",
                 vals![id, new_name, now_ms()],
             )?;
-            let model = load_model(&*tx, id)?;
-            tx.commit()?;
+            let model = load_model(tx, id)?;
             Ok(model)
         })
     }
@@ -288,42 +284,37 @@ impl MetaStore {
         set: &BTreeMap<String, String>,
         delete: &[String],
     ) -> Result<ModelRow> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let id = model_id(&*tx, name)?;
+        self.write(|tx| {
+            let id = model_id(tx, name)?;
             if let Some(d) = description {
                 tx.exec("UPDATE registered_models SET description = ?2 WHERE id = ?1", vals![id, d])?;
             }
-            write_tags(&*tx, "model_tags", "model_id", &[id], set, delete)?;
+            write_tags(tx, "model_tags", "model_id", &[id], set, delete)?;
             tx.exec("UPDATE registered_models SET updated_ms = ?2 WHERE id = ?1", vals![id, now_ms()])?;
-            let model = load_model(&*tx, id)?;
-            tx.commit()?;
+            let model = load_model(tx, id)?;
             Ok(model)
         })
     }
 
     /// Deletes a model with its versions, aliases and tags (the run's files stay).
     pub fn delete_model(&self, name: &str) -> Result<()> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let id = model_id(&*tx, name)?;
+        self.write(|tx| {
+            let id = model_id(tx, name)?;
             for table in ["model_aliases", "model_version_tags", "model_versions", "model_tags"] {
                 tx.exec(&format!("DELETE FROM {table} WHERE model_id = ?1"), vals![id])?;
             }
             tx.exec("DELETE FROM registered_models WHERE id = ?1", vals![id])?;
-            tx.commit()?;
             Ok(())
         })
     }
 
     /// Adds the next version of a model (creating the model if needed).
     pub fn create_version(&self, name: &str, new: &NewVersion) -> Result<VersionRow> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
+        self.write(|tx| {
             let now = now_ms();
-            let id = match model_id(&*tx, name) {
+            let id = match model_id(tx, name) {
                 Ok(id) => id,
-                Err(Error::NotFound { .. }) => insert_model(&*tx, name, "", now)?,
+                Err(Error::NotFound { .. }) => insert_model(tx, name, "", now)?,
                 Err(e) => return Err(e),
             };
             let version: i64 = tx
@@ -344,13 +335,12 @@ impl MetaStore {
                     now
                 ],
             )?;
-            write_tags(&*tx, "model_version_tags", "model_id, version", &[id, version], &new.tags, &[])?;
+            write_tags(tx, "model_version_tags", "model_id, version", &[id, version], &new.tags, &[])?;
             if let Some(alias) = &new.alias {
-                set_alias_in(&*tx, id, alias, version)?;
+                set_alias_in(tx, id, alias, version)?;
             }
             tx.exec("UPDATE registered_models SET updated_ms = ?2 WHERE id = ?1", vals![id, now])?;
-            let row = load_version(&*tx, id, name, version)?;
-            tx.commit()?;
+            let row = load_version(tx, id, name, version)?;
             Ok(row)
         })
     }
@@ -377,10 +367,9 @@ impl MetaStore {
     }
 
     pub fn update_version(&self, name: &str, vref: &VersionRef, update: &VersionUpdate) -> Result<VersionRow> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let id = model_id(&*tx, name)?;
-            let version = resolve(&*tx, id, name, vref)?;
+        self.write(|tx| {
+            let id = model_id(tx, name)?;
+            let version = resolve(tx, id, name, vref)?;
             if let Some(d) = &update.description {
                 tx.exec(
                     "UPDATE model_versions SET description = ?3 WHERE model_id = ?1 AND version = ?2",
@@ -394,7 +383,7 @@ impl MetaStore {
                 )?;
             }
             write_tags(
-                &*tx,
+                tx,
                 "model_version_tags",
                 "model_id, version",
                 &[id, version],
@@ -405,34 +394,29 @@ impl MetaStore {
                 "UPDATE model_versions SET updated_ms = ?3 WHERE model_id = ?1 AND version = ?2",
                 vals![id, version, now_ms()],
             )?;
-            let row = load_version(&*tx, id, name, version)?;
-            tx.commit()?;
+            let row = load_version(tx, id, name, version)?;
             Ok(row)
         })
     }
 
     pub fn delete_version(&self, name: &str, vref: &VersionRef) -> Result<()> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let id = model_id(&*tx, name)?;
-            let version = resolve(&*tx, id, name, vref)?;
+        self.write(|tx| {
+            let id = model_id(tx, name)?;
+            let version = resolve(tx, id, name, vref)?;
             for table in ["model_aliases", "model_version_tags", "model_versions"] {
                 tx.exec(&format!("DELETE FROM {table} WHERE model_id = ?1 AND version = ?2"), vals![id, version])?;
             }
-            tx.commit()?;
             Ok(())
         })
     }
 
     /// Points `alias` at a version (moving it if it pointed elsewhere).
     pub fn set_alias(&self, name: &str, alias: &str, vref: &VersionRef) -> Result<VersionRow> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let id = model_id(&*tx, name)?;
-            let version = resolve(&*tx, id, name, vref)?;
-            set_alias_in(&*tx, id, alias, version)?;
-            let row = load_version(&*tx, id, name, version)?;
-            tx.commit()?;
+        self.write(|tx| {
+            let id = model_id(tx, name)?;
+            let version = resolve(tx, id, name, vref)?;
+            set_alias_in(tx, id, alias, version)?;
+            let row = load_version(tx, id, name, version)?;
             Ok(row)
         })
     }

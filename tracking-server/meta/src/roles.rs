@@ -3,7 +3,7 @@
 //! creates a project or a model is its admin.
 
 use crate::{not_found, Error, MetaStore, Result};
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::db::{vals, Db};
 
 /// What a user may do with a project (its runs, metrics, artifacts, checkpoints and sweeps) or a
 /// registered model. Each role includes the ones before it.
@@ -76,12 +76,12 @@ impl Scope {
         }
     }
 
-    fn id_by_name(self, conn: &Connection, name: &str) -> Result<Option<i64>> {
+    fn id_by_name(self, db: &dyn Db, name: &str) -> Result<Option<i64>> {
         let sql = match self {
             Scope::Project => "SELECT id FROM projects WHERE name = ?1 AND deleted = 0",
             Scope::Model => "SELECT id FROM registered_models WHERE name = ?1",
         };
-        Ok(conn.prepare_cached(sql)?.query_row([name], |r| r.get(0)).optional()?)
+        db.row(sql, vals![name])?.map(|r| r.get(0)).transpose()
     }
 }
 
@@ -113,23 +113,23 @@ impl Visibility {
     }
 }
 
-fn member_role(conn: &Connection, scope: Scope, id: i64, user_id: i64) -> Result<Option<Role>> {
+fn member_role(db: &dyn Db, scope: Scope, id: i64, user_id: i64) -> Result<Option<Role>> {
     let sql = format!("SELECT role FROM {} WHERE {} = ?1 AND user_id = ?2", scope.members_table(), scope.id_column());
-    let role: Option<String> = conn.prepare_cached(&sql)?.query_row(params![id, user_id], |r| r.get(0)).optional()?;
+    let role: Option<String> = db.row(&sql, vals![id, user_id])?.map(|r| r.get(0)).transpose()?;
     role.map(|r| Role::parse("role", &r).map_err(|_| Error::Corrupt(format!("unknown role {r:?}")))).transpose()
 }
 
-pub(crate) fn role_in(conn: &Connection, actor: &Actor, scope: Scope, id: i64) -> Result<Role> {
+pub(crate) fn role_in(db: &dyn Db, actor: &Actor, scope: Scope, id: i64) -> Result<Role> {
     if actor.is_admin {
         return Ok(Role::Admin);
     }
-    Ok(member_role(conn, scope, id, actor.user_id)?.unwrap_or(actor.default_role))
+    Ok(member_role(db, scope, id, actor.user_id)?.unwrap_or(actor.default_role))
 }
 
 /// Refuses an actor whose role on a thing is below `need`: as not found when they may not even
 /// read it, so its existence does not show; as forbidden otherwise. No actor: keys are off.
 pub(crate) fn require_in(
-    conn: &Connection,
+    db: &dyn Db,
     actor: Option<&Actor>,
     scope: Scope,
     id: i64,
@@ -137,7 +137,7 @@ pub(crate) fn require_in(
     need: Role,
 ) -> Result<()> {
     let Some(actor) = actor else { return Ok(()) };
-    let has = role_in(conn, actor, scope, id)?;
+    let has = role_in(db, actor, scope, id)?;
     check(actor, scope, name, has, need)
 }
 
@@ -160,86 +160,79 @@ pub fn check(actor: &Actor, scope: Scope, name: &str, has: Role, need: Role) -> 
 }
 
 /// Makes the actor the admin of what they just created.
-pub(crate) fn make_admin_in(conn: &Connection, actor: Option<&Actor>, scope: Scope, id: i64) -> Result<()> {
+pub(crate) fn make_admin_in(db: &dyn Db, actor: Option<&Actor>, scope: Scope, id: i64) -> Result<()> {
     if let Some(actor) = actor {
+        let (table, column) = (scope.members_table(), scope.id_column());
         let sql = format!(
-            "INSERT INTO {} ({}, user_id, role) VALUES (?1, ?2, 'admin') ON CONFLICT DO UPDATE SET role = 'admin'",
-            scope.members_table(),
-            scope.id_column()
+            "INSERT INTO {table} ({column}, user_id, role) VALUES (?1, ?2, 'admin')
+             ON CONFLICT ({column}, user_id) DO UPDATE SET role = 'admin'"
         );
-        conn.execute(&sql, params![id, actor.user_id])?;
+        db.exec(&sql, vals![id, actor.user_id])?;
     }
     Ok(())
 }
 
-fn user_id(conn: &Connection, name: &str) -> Result<i64> {
-    conn.query_row("SELECT id FROM users WHERE name = ?1", [name], |r| r.get(0))
-        .optional()?
-        .ok_or_else(|| not_found(format!("user {name:?}")))
+fn user_id(db: &dyn Db, name: &str) -> Result<i64> {
+    db.row("SELECT id FROM users WHERE name = ?1", vals![name])?.ok_or_else(|| not_found(format!("user {name:?}")))?.get(0)
 }
 
 impl MetaStore {
     /// The id of a project or model by name.
     pub fn scope_id(&self, scope: Scope, name: &str) -> Result<i64> {
-        self.read(|conn| scope.id_by_name(conn, name)?.ok_or_else(|| not_found(format!("{} {name:?}", scope.noun()))))
+        self.read(|db| scope.id_by_name(db, name)?.ok_or_else(|| not_found(format!("{} {name:?}", scope.noun()))))
     }
 
     /// The role an actor holds on a project or model.
     pub fn role(&self, actor: &Actor, scope: Scope, id: i64) -> Result<Role> {
-        self.read(|conn| role_in(conn, actor, scope, id))
+        self.read(|db| role_in(db, actor, scope, id))
     }
 
     /// Gives a user a role on a project or model, replacing the one they had.
     pub fn grant(&self, scope: Scope, name: &str, user: &str, role: Role) -> Result<()> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let id = scope.id_by_name(&tx, name)?.ok_or_else(|| not_found(format!("{} {name:?}", scope.noun())))?;
-            let user_id = user_id(&tx, user)?;
+        self.write(|tx| {
+            let id = scope.id_by_name(tx, name)?.ok_or_else(|| not_found(format!("{} {name:?}", scope.noun())))?;
+            let user_id = user_id(tx, user)?;
+            let (table, column) = (scope.members_table(), scope.id_column());
             let sql = format!(
-                "INSERT INTO {} ({}, user_id, role) VALUES (?1, ?2, ?3) ON CONFLICT DO UPDATE SET role = excluded.role",
-                scope.members_table(),
-                scope.id_column()
+                "INSERT INTO {table} ({column}, user_id, role) VALUES (?1, ?2, ?3)
+                 ON CONFLICT ({column}, user_id) DO UPDATE SET role = excluded.role"
             );
-            tx.execute(&sql, params![id, user_id, role.as_str()])?;
-            crate::auth::bump_generation(&tx)?;
-            tx.commit()?;
-            Ok(())
+            tx.exec(&sql, vals![id, user_id, role.as_str()])?;
+            crate::auth::bump_generation(tx)
         })
     }
 
     /// Takes a user's own role away; they get the default role again.
     pub fn revoke_role(&self, scope: Scope, name: &str, user: &str) -> Result<()> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let id = scope.id_by_name(&tx, name)?.ok_or_else(|| not_found(format!("{} {name:?}", scope.noun())))?;
-            let user_id = user_id(&tx, user)?;
+        self.write(|tx| {
+            let id = scope.id_by_name(tx, name)?.ok_or_else(|| not_found(format!("{} {name:?}", scope.noun())))?;
+            let user_id = user_id(tx, user)?;
             let sql =
                 format!("DELETE FROM {} WHERE {} = ?1 AND user_id = ?2", scope.members_table(), scope.id_column());
-            if tx.execute(&sql, params![id, user_id])? == 0 {
+            if tx.exec(&sql, vals![id, user_id])? == 0 {
                 return Err(not_found(format!("a role of {user:?} on {} {name:?}", scope.noun())));
             }
-            crate::auth::bump_generation(&tx)?;
-            tx.commit()?;
-            Ok(())
+            crate::auth::bump_generation(tx)
         })
     }
 
     /// The users holding a role of their own on a project or model, by name.
     pub fn members(&self, scope: Scope, name: &str) -> Result<Vec<(String, Role)>> {
-        self.read(|conn| {
-            let id = scope.id_by_name(conn, name)?.ok_or_else(|| not_found(format!("{} {name:?}", scope.noun())))?;
+        self.read(|db| {
+            let id = scope.id_by_name(db, name)?.ok_or_else(|| not_found(format!("{} {name:?}", scope.noun())))?;
             let sql = format!(
                 "SELECT u.name, m.role FROM {} m JOIN users u ON u.id = m.user_id WHERE m.{} = ?1 ORDER BY u.name",
                 scope.members_table(),
                 scope.id_column()
             );
-            let mut stmt = conn.prepare_cached(&sql)?;
-            let rows = stmt.query_map([id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-            rows.map(|row| {
-                let (user, role) = row?;
-                Ok((user, Role::parse("role", &role).map_err(|_| Error::Corrupt(format!("unknown role {role:?}")))?))
-            })
-            .collect()
+            db.rows(&sql, vals![id])?
+                .iter()
+                .map(|r| {
+                    let role: String = r.get(1)?;
+                    let role = Role::parse("role", &role).map_err(|_| Error::Corrupt(format!("unknown role {role:?}")))?;
+                    Ok((r.get(0)?, role))
+                })
+                .collect()
         })
     }
 
@@ -248,17 +241,15 @@ impl MetaStore {
         if actor.is_admin {
             return Ok(Visibility::All);
         }
-        self.read(|conn| {
+        self.read(|db| {
             let readable = actor.default_role >= Role::Read;
             let sql = format!(
-                "SELECT {} FROM {} WHERE user_id = ?1 AND (role = 'none') = ?2",
+                "SELECT {} FROM {} WHERE user_id = ?1 AND (CASE WHEN role = 'none' THEN 1 ELSE 0 END) = ?2",
                 scope.id_column(),
                 scope.members_table()
             );
-            let ids: Vec<i64> = conn
-                .prepare_cached(&sql)?
-                .query_map(params![actor.user_id, readable], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
+            let ids =
+                db.rows(&sql, vals![actor.user_id, readable])?.iter().map(|r| r.get(0)).collect::<Result<Vec<i64>>>()?;
             Ok(if readable { Visibility::AllBut(ids) } else { Visibility::Only(ids) })
         })
     }

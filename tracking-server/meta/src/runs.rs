@@ -2,7 +2,7 @@
 //! summaries, search and the rows exported to the per-project runs table.
 
 use crate::{not_found, now_ms, search, Actor, Error, MetaStore, Result, Role, Scope};
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Transaction};
+use crate::db::{vals, Db, Row, Value};
 use std::collections::{BTreeMap, HashMap};
 use trainlog_schema::{MetricKey, MetricSummary, ParamKey, ParamValue, ProjectName, RunId, RunStatus, TagKey};
 
@@ -77,9 +77,9 @@ pub struct RunUpdate {
     pub delete_tags: Vec<TagKey>,
 }
 
-pub(crate) const RUN_COLUMNS: &str = "r.id, r.project_id, p.name, r.name, r.status, r.start_ms, r.end_ms, r.user, r.host, r.group_name, r.parent_id, r.notes";
+pub(crate) const RUN_COLUMNS: &str = "r.id, r.project_id, p.name, r.name, r.status, r.start_ms, r.end_ms, r.\"user\", r.host, r.group_name, r.parent_id, r.notes";
 
-pub(crate) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
+pub(crate) fn run_from_row(row: &Row) -> Result<Run> {
     let status: String = row.get(4)?;
     Ok(Run {
         id: RunId::from_trusted(row.get(0)?),
@@ -99,7 +99,7 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     })
 }
 
-pub(crate) fn project_from_row(row: &Row<'_>) -> rusqlite::Result<Project> {
+pub(crate) fn project_from_row(row: &Row) -> Result<Project> {
     Ok(Project { id: row.get(0)?, name: row.get(1)?, description: row.get(2)?, created_ms: row.get(3)? })
 }
 
@@ -115,36 +115,30 @@ fn new_run_id() -> RunId {
     RunId::from_trusted(uuid::Uuid::new_v4().simple().to_string())
 }
 
-pub(crate) fn load_params(conn: &Connection, run: &mut Run) -> Result<()> {
-    let mut stmt = conn.prepare_cached("SELECT key, type, value FROM params WHERE run_id = ?1")?;
-    let rows = stmt.query_map([run.id.as_str()], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
-    })?;
-    for row in rows {
-        let (key, ty, text) = row?;
+/// `?N, ?N+1, …` for `count` placeholders starting at `first`.
+pub(crate) fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ")
+}
+
+pub(crate) fn load_params(db: &dyn Db, run: &mut Run) -> Result<()> {
+    for r in db.rows("SELECT key, type, value FROM params WHERE run_id = ?1", vals![run.id.as_str()])? {
+        let (key, ty, text): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
         let value = ParamValue::from_stored(&ty, &text)
             .ok_or_else(|| Error::Corrupt(format!("param {key} of run {} has type {ty} and value {text:?}", run.id)))?;
         run.params.insert(key, value);
     }
-    let mut stmt = conn.prepare_cached("SELECT key, value FROM tags WHERE run_id = ?1")?;
-    let rows = stmt.query_map([run.id.as_str()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-    for row in rows {
-        let (k, v) = row?;
-        run.tags.insert(k, v);
+    for r in db.rows("SELECT key, value FROM tags WHERE run_id = ?1", vals![run.id.as_str()])? {
+        run.tags.insert(r.get(0)?, r.get(1)?);
     }
     Ok(())
 }
 
-fn get_run(conn: &Connection, id: &str) -> Result<Run> {
+fn get_run(db: &dyn Db, id: &str) -> Result<Run> {
     let sql = format!(
         "SELECT {RUN_COLUMNS} FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = ?1 AND r.deleted = 0"
     );
-    let mut run = conn
-        .prepare_cached(&sql)?
-        .query_row([id], run_from_row)
-        .optional()?
-        .ok_or_else(|| not_found(format!("run {id}")))?;
-    load_params(conn, &mut run)?;
+    let mut run = run_from_row(&db.row(&sql, vals![id])?.ok_or_else(|| not_found(format!("run {id}")))?)?;
+    load_params(db, &mut run)?;
     Ok(run)
 }
 
@@ -157,93 +151,113 @@ fn same_param(old: &ParamValue, new: &ParamValue) -> bool {
     }
 }
 
+/// Rows per multi-row statement: few round trips, well inside both databases' parameter limits.
+const ROWS_PER_STATEMENT: usize = 200;
+
+/// Inserts `rows` (each `width` values) with multi-row statements `{head} VALUES (…), (…) {tail}`.
+pub(crate) fn insert_rows(db: &dyn Db, head: &str, tail: &str, width: usize, rows: &[Vec<Value>]) -> Result<()> {
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let tuples: Vec<String> = (0..chunk.len()).map(|i| format!("({})", placeholders(i * width + 1, width))).collect();
+        let sql = format!("{head} VALUES {} {tail}", tuples.join(", "));
+        let values: Vec<Value> = chunk.iter().flatten().cloned().collect();
+        db.exec(&sql, &values)?;
+    }
+    Ok(())
+}
+
 /// Writes params, refusing a changed value for an existing key unless `overwrite`.
 /// Checks every key before writing any, so a refused request writes nothing.
-fn write_params(
-    tx: &Transaction<'_>,
-    run_id: &str,
-    params: &BTreeMap<ParamKey, ParamValue>,
-    overwrite: bool,
-) -> Result<()> {
+fn write_params(tx: &dyn Db, run_id: &str, params: &BTreeMap<ParamKey, ParamValue>, overwrite: bool) -> Result<()> {
+    if params.is_empty() {
+        return Ok(());
+    }
     if !overwrite {
-        let mut stmt = tx.prepare_cached("SELECT type, value FROM params WHERE run_id = ?1 AND key = ?2")?;
+        let mut stored: HashMap<String, (String, String)> = HashMap::new();
+        for r in tx.rows("SELECT key, type, value FROM params WHERE run_id = ?1", vals![run_id])? {
+            stored.insert(r.get(0)?, (r.get(1)?, r.get(2)?));
+        }
         for (key, value) in params {
-            let existing: Option<(String, String)> =
-                stmt.query_row(params![run_id, key.as_str()], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
-            if let Some((ty, text)) = existing {
-                let old = ParamValue::from_stored(&ty, &text)
-                    .ok_or_else(|| Error::Corrupt(format!("param {key} of run {run_id}")))?;
-                if !same_param(&old, value) {
-                    return Err(Error::Conflict {
-                        field: format!("params.{key}"),
-                        reason: format!(
-                            "run {run_id} already has {key} = {}; send \"overwrite\": true to replace it with {}",
-                            old.to_json(),
-                            value.to_json()
-                        ),
-                    });
-                }
+            let Some((ty, text)) = stored.get(key.as_str()) else { continue };
+            let old = ParamValue::from_stored(ty, text)
+                .ok_or_else(|| Error::Corrupt(format!("param {key} of run {run_id}")))?;
+            if !same_param(&old, value) {
+                return Err(Error::Conflict {
+                    field: format!("params.{key}"),
+                    reason: format!(
+                        "run {run_id} already has {key} = {}; send \"overwrite\": true to replace it with {}",
+                        old.to_json(),
+                        value.to_json()
+                    ),
+                });
             }
         }
     }
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO params (run_id, key, type, value, num) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (run_id, key) DO UPDATE SET type = excluded.type, value = excluded.value, num = excluded.num",
-    )?;
-    for (key, value) in params {
-        stmt.execute(params![
-            run_id,
-            key.as_str(),
-            value.type_name(),
-            value.to_text(),
-            value.as_number().and_then(nan_to_null)
-        ])?;
-    }
-    Ok(())
+    let rows: Vec<Vec<Value>> = params
+        .iter()
+        .map(|(key, value)| {
+            vec![
+                run_id.into(),
+                key.as_str().into(),
+                value.type_name().into(),
+                value.to_text().into(),
+                value.as_number().and_then(nan_to_null).into(),
+            ]
+        })
+        .collect();
+    insert_rows(
+        tx,
+        "INSERT INTO params (run_id, key, type, value, num)",
+        "ON CONFLICT (run_id, key) DO UPDATE SET type = excluded.type, value = excluded.value, num = excluded.num",
+        5,
+        &rows,
+    )
 }
 
-fn write_tags(tx: &Transaction<'_>, run_id: &str, tags: &BTreeMap<TagKey, String>) -> Result<()> {
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO tags (run_id, key, value) VALUES (?1, ?2, ?3) ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value",
-    )?;
-    for (key, value) in tags {
-        stmt.execute(params![run_id, key.as_str(), value])?;
-    }
-    Ok(())
+fn write_tags(tx: &dyn Db, run_id: &str, tags: &BTreeMap<TagKey, String>) -> Result<()> {
+    let rows: Vec<Vec<Value>> =
+        tags.iter().map(|(key, value)| vec![run_id.into(), key.as_str().into(), value.into()]).collect();
+    insert_rows(
+        tx,
+        "INSERT INTO tags (run_id, key, value)",
+        "ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value",
+        3,
+        &rows,
+    )
 }
 
-fn delete_tags(tx: &Transaction<'_>, run_id: &str, keys: &[TagKey]) -> Result<()> {
-    let mut stmt = tx.prepare_cached("DELETE FROM tags WHERE run_id = ?1 AND key = ?2")?;
+fn delete_tags(tx: &dyn Db, run_id: &str, keys: &[TagKey]) -> Result<()> {
     for key in keys {
-        stmt.execute(params![run_id, key.as_str()])?;
+        tx.exec("DELETE FROM tags WHERE run_id = ?1 AND key = ?2", vals![run_id, key.as_str()])?;
     }
     Ok(())
 }
 
-fn touch(tx: &Transaction<'_>, run_id: &str) -> Result<()> {
-    tx.execute("UPDATE runs SET updated_ms = ?2 WHERE id = ?1", params![run_id, now_ms()])?;
+fn touch(tx: &dyn Db, run_id: &str) -> Result<()> {
+    tx.exec("UPDATE runs SET updated_ms = ?2 WHERE id = ?1", vals![run_id, now_ms()])?;
     Ok(())
 }
 
-fn project_by_name_tx(conn: &Connection, name: &str) -> Result<Option<Project>> {
-    Ok(conn
-        .prepare_cached("SELECT id, name, description, created_ms FROM projects WHERE name = ?1 AND deleted = 0")?
-        .query_row([name], project_from_row)
-        .optional()?)
+fn project_by_name_in(db: &dyn Db, name: &str) -> Result<Option<Project>> {
+    db.row("SELECT id, name, description, created_ms FROM projects WHERE name = ?1 AND deleted = 0", vals![name])?
+        .map(|r| project_from_row(&r))
+        .transpose()
+}
+
+fn one(row: Option<Row>, what: &str) -> Result<Row> {
+    row.ok_or_else(|| Error::Corrupt(format!("{what} answered no row")))
 }
 
 /// `create_run` inside a transaction the caller commits.
-pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId, bool)> {
-    let existing = match &new.id {
+pub(crate) fn create_run_in(tx: &dyn Db, new: &NewRun) -> Result<(RunId, bool)> {
+    let existing: Option<(i64, i64)> = match &new.id {
         Some(id) => tx
-            .query_row("SELECT project_id, deleted FROM runs WHERE id = ?1", [id.as_str()], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
-            })
-            .optional()?,
+            .row("SELECT project_id, deleted FROM runs WHERE id = ?1", vals![id.as_str()])?
+            .map(|r| Ok::<_, Error>((r.get(0)?, r.get(1)?)))
+            .transpose()?,
         None => None,
     };
     if let Some(id) = new.id.as_ref().filter(|_| existing.is_none()) {
-        if crate::purge::is_purged_in(&**tx, id.as_str())? {
+        if crate::purge::is_purged_in(tx, id.as_str())? {
             return Err(Error::Conflict {
                 field: "id".into(),
                 reason: format!("run {id} was deleted for good; its id cannot be used again"),
@@ -255,7 +269,7 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
             return Err(Error::Conflict { field: "id".into(), reason: format!("run {id} was deleted") });
         }
         let project_name: String =
-            tx.query_row("SELECT name FROM projects WHERE id = ?1", [project_id], |r| r.get(0))?;
+            one(tx.row("SELECT name FROM projects WHERE id = ?1", vals![project_id])?, "a run's project")?.get(0)?;
         if let Some(actor) = &new.actor {
             let has = crate::roles::role_in(tx, actor, Scope::Project, project_id)?;
             if has < Role::Read {
@@ -279,9 +293,9 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
         }
         write_params(tx, id.as_str(), &new.params, new.overwrite_params)?;
         write_tags(tx, id.as_str(), &new.tags)?;
-        tx.execute(
+        tx.exec(
             "UPDATE runs SET status = 'running', end_ms = NULL, updated_ms = ?2 WHERE id = ?1",
-            params![id.as_str(), now_ms()],
+            vals![id.as_str(), now_ms()],
         )?;
         return Ok((id.clone(), false));
     }
@@ -297,9 +311,7 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
     };
     let project = ensure_project_in(tx, project.as_str(), new.actor.as_ref(), Role::Write)?;
     if let Some(parent) = &new.parent_id {
-        let exists: Option<i64> =
-            tx.query_row("SELECT 1 FROM runs WHERE id = ?1", [parent.as_str()], |r| r.get(0)).optional()?;
-        if exists.is_none() {
+        if !tx.exists("SELECT 1 FROM runs WHERE id = ?1", vals![parent.as_str()])? {
             return Err(not_found(format!("parent run {parent}")));
         }
     }
@@ -309,19 +321,19 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
         _ => id.as_str().chars().take(8).collect(),
     };
     let now = now_ms();
-    tx.execute(
-        "INSERT INTO runs (id, project_id, name, status, start_ms, user, host, group_name, parent_id, notes, updated_ms)
+    tx.exec(
+        "INSERT INTO runs (id, project_id, name, status, start_ms, \"user\", host, group_name, parent_id, notes, updated_ms)
          VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        params![
+        vals![
             id.as_str(),
             project.id,
             name,
             new.start_ms.unwrap_or(now),
-            new.user,
-            new.host,
-            new.group,
+            &new.user,
+            &new.host,
+            &new.group,
             new.parent_id.as_ref().map(|p| p.as_str()),
-            new.notes,
+            &new.notes,
             now
         ],
     )?;
@@ -331,129 +343,117 @@ pub(crate) fn create_run_in(tx: &Transaction<'_>, new: &NewRun) -> Result<(RunId
 }
 
 /// A deleted project keeps its name until it is restored or renamed.
-pub(crate) fn refuse_deleted_name(conn: &Connection, name: &str) -> Result<()> {
-    let deleted: Option<i64> =
-        conn.query_row("SELECT id FROM projects WHERE name = ?1 AND deleted = 1", [name], |r| r.get(0)).optional()?;
-    match deleted {
-        Some(_) => Err(Error::Conflict {
+pub(crate) fn refuse_deleted_name(db: &dyn Db, name: &str) -> Result<()> {
+    if db.exists("SELECT id FROM projects WHERE name = ?1 AND deleted = 1", vals![name])? {
+        return Err(Error::Conflict {
             field: "name".into(),
             reason: format!("project {name:?} already exists, deleted; restore it or give it another name first"),
-        }),
-        None => Ok(()),
+        });
     }
+    Ok(())
+}
+
+/// Inserts a project row; answers its id.
+fn insert_project(tx: &dyn Db, name: &str, description: &str, created_ms: i64) -> Result<i64> {
+    one(
+        tx.row(
+            "INSERT INTO projects (name, description, created_ms) VALUES (?1, ?2, ?3) RETURNING id",
+            vals![name, description, created_ms],
+        )?,
+        "an insert",
+    )?
+    .get(0)
 }
 
 /// The project of that name, made (with the actor as its admin) when there is none; an existing
 /// one must grant the actor `need`.
-pub(crate) fn ensure_project_in(
-    tx: &Transaction<'_>,
-    name: &str,
-    actor: Option<&Actor>,
-    need: Role,
-) -> Result<Project> {
-    if let Some(p) = project_by_name_tx(tx, name)? {
+pub(crate) fn ensure_project_in(tx: &dyn Db, name: &str, actor: Option<&Actor>, need: Role) -> Result<Project> {
+    if let Some(p) = project_by_name_in(tx, name)? {
         crate::roles::require_in(tx, actor, Scope::Project, p.id, name, need)?;
         return Ok(p);
     }
     let created_ms = now_ms();
-    tx.execute("INSERT INTO projects (name, created_ms) VALUES (?1, ?2)", params![name, created_ms])?;
-    let id = tx.last_insert_rowid();
+    let id = insert_project(tx, name, "", created_ms)?;
     crate::roles::make_admin_in(tx, actor, Scope::Project, id)?;
     Ok(Project { id, name: name.to_owned(), description: String::new(), created_ms })
+}
+
+/// `(run_id, key, summary)` from rows of `run_id, key` and the summary columns.
+fn summary_rows(rows: &[Row]) -> impl Iterator<Item = Result<(String, String, MetricSummary)>> + '_ {
+    rows.iter().map(|r| Ok((r.get(0)?, r.get(1)?, summary_from_row(r, 2)?)))
 }
 
 impl MetaStore {
     /// Creates a project; its creator becomes its admin.
     pub fn create_project(&self, name: &ProjectName, description: &str, creator: Option<&Actor>) -> Result<Project> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            if project_by_name_tx(&tx, name.as_str())?.is_some() {
+        self.write(|tx| {
+            if project_by_name_in(tx, name.as_str())?.is_some() {
                 return Err(Error::Conflict {
                     field: "name".into(),
                     reason: format!("project {name:?} already exists"),
                 });
             }
-            refuse_deleted_name(&tx, name.as_str())?;
+            refuse_deleted_name(tx, name.as_str())?;
             let created_ms = now_ms();
-            tx.execute(
-                "INSERT INTO projects (name, description, created_ms) VALUES (?1, ?2, ?3)",
-                params![name.as_str(), description, created_ms],
-            )?;
-            let id = tx.last_insert_rowid();
-            crate::roles::make_admin_in(&tx, creator, Scope::Project, id)?;
-            tx.commit()?;
+            let id = insert_project(tx, name.as_str(), description, created_ms)?;
+            crate::roles::make_admin_in(tx, creator, Scope::Project, id)?;
             Ok(Project { id, name: name.to_string(), description: description.to_owned(), created_ms })
         })
     }
 
     pub fn project_by_name(&self, name: &str) -> Result<Project> {
-        self.read(|conn| project_by_name_tx(conn, name)?.ok_or_else(|| not_found(format!("project {name:?}"))))
+        self.read(|db| project_by_name_in(db, name)?.ok_or_else(|| not_found(format!("project {name:?}"))))
     }
 
     pub fn project_by_id(&self, id: i64) -> Result<Project> {
-        self.read(|conn| {
-            conn.prepare_cached("SELECT id, name, description, created_ms FROM projects WHERE id = ?1 AND deleted = 0")?
-                .query_row([id], project_from_row)
-                .optional()?
-                .ok_or_else(|| not_found(format!("project {id}")))
+        self.read(|db| {
+            let row = db.row("SELECT id, name, description, created_ms FROM projects WHERE id = ?1 AND deleted = 0", vals![id])?;
+            project_from_row(&row.ok_or_else(|| not_found(format!("project {id}")))?)
         })
     }
 
     pub fn list_projects(&self) -> Result<Vec<(Project, u64)>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
+        self.read(|db| {
+            db.rows(
                 "SELECT p.id, p.name, p.description, p.created_ms,
                         (SELECT count(*) FROM runs r WHERE r.project_id = p.id AND r.deleted = 0)
                  FROM projects p WHERE p.deleted = 0 ORDER BY p.name",
-            )?;
-            let rows = stmt.query_map([], |r| Ok((project_from_row(r)?, r.get::<_, i64>(4)? as u64)))?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+                vals![],
+            )?
+            .iter()
+            .map(|r| Ok((project_from_row(r)?, r.get::<i64>(4)? as u64)))
+            .collect()
         })
     }
 
     /// Creates a run, or with `resume` continues an existing one. Answers the run and whether it is new.
     pub fn create_run(&self, new: &NewRun) -> Result<(Run, bool)> {
-        let id = self.write(|conn| {
-            let tx = conn.transaction()?;
-            let created = create_run_in(&tx, new)?;
-            tx.commit()?;
-            Ok(created)
-        })?;
-        let (id, created) = id;
+        let (id, created) = self.write(|tx| create_run_in(tx, new))?;
         Ok((self.run(&id)?, created))
     }
 
     pub fn run(&self, id: &RunId) -> Result<Run> {
-        self.read(|conn| get_run(conn, id.as_str()))
+        self.read(|db| get_run(db, id.as_str()))
     }
 
     pub fn run_head(&self, id: &RunId) -> Result<RunHead> {
-        self.read(|conn| {
-            conn.prepare_cached("SELECT project_id, status FROM runs WHERE id = ?1 AND deleted = 0")?
-                .query_row([id.as_str()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-                .optional()?
-                .map(|(project_id, status)| RunHead {
-                    id: id.clone(),
-                    project_id,
-                    status: status.parse().unwrap_or(RunStatus::Failed),
-                })
-                .ok_or_else(|| not_found(format!("run {id}")))
+        self.read(|db| {
+            let r = db
+                .row("SELECT project_id, status FROM runs WHERE id = ?1 AND deleted = 0", vals![id.as_str()])?
+                .ok_or_else(|| not_found(format!("run {id}")))?;
+            let status: String = r.get(1)?;
+            Ok(RunHead { id: id.clone(), project_id: r.get(0)?, status: status.parse().unwrap_or(RunStatus::Failed) })
         })
     }
 
     /// Runs `f` in a write transaction on an existing run; 404 when it does not exist.
-    pub(crate) fn in_run_tx<T>(&self, id: &RunId, f: impl Fn(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let exists: Option<i64> = tx
-                .query_row("SELECT 1 FROM runs WHERE id = ?1 AND deleted = 0", [id.as_str()], |r| r.get(0))
-                .optional()?;
-            if exists.is_none() {
+    pub(crate) fn in_run_tx<T>(&self, id: &RunId, f: impl Fn(&dyn Db) -> Result<T>) -> Result<T> {
+        self.write(|tx| {
+            if !tx.exists("SELECT 1 FROM runs WHERE id = ?1 AND deleted = 0", vals![id.as_str()])? {
                 return Err(not_found(format!("run {id}")));
             }
-            let out = f(&tx)?;
-            touch(&tx, id.as_str())?;
-            tx.commit()?;
+            let out = f(tx)?;
+            touch(tx, id.as_str())?;
             Ok(out)
         })
     }
@@ -465,13 +465,13 @@ impl MetaStore {
     pub fn update_run(&self, id: &RunId, update: &RunUpdate) -> Result<()> {
         self.in_run_tx(id, |tx| {
             if let Some(name) = &update.name {
-                tx.execute("UPDATE runs SET name = ?2 WHERE id = ?1", params![id.as_str(), name])?;
+                tx.exec("UPDATE runs SET name = ?2 WHERE id = ?1", vals![id.as_str(), name])?;
             }
             if let Some(notes) = &update.notes {
-                tx.execute("UPDATE runs SET notes = ?2 WHERE id = ?1", params![id.as_str(), notes])?;
+                tx.exec("UPDATE runs SET notes = ?2 WHERE id = ?1", vals![id.as_str(), notes])?;
             }
             if let Some(group) = &update.group {
-                tx.execute("UPDATE runs SET group_name = ?2 WHERE id = ?1", params![id.as_str(), group])?;
+                tx.exec("UPDATE runs SET group_name = ?2 WHERE id = ?1", vals![id.as_str(), group])?;
             }
             write_tags(tx, id.as_str(), &update.set_tags)?;
             delete_tags(tx, id.as_str(), &update.delete_tags)
@@ -482,10 +482,7 @@ impl MetaStore {
     pub fn set_status(&self, id: &RunId, status: RunStatus, end_ms: Option<i64>) -> Result<()> {
         self.in_run_tx(id, |tx| {
             let end = status.is_terminal().then(|| end_ms.unwrap_or_else(now_ms));
-            tx.execute(
-                "UPDATE runs SET status = ?2, end_ms = ?3 WHERE id = ?1",
-                params![id.as_str(), status.as_str(), end],
-            )?;
+            tx.exec("UPDATE runs SET status = ?2, end_ms = ?3 WHERE id = ?1", vals![id.as_str(), status.as_str(), end])?;
             Ok(())
         })
     }
@@ -494,30 +491,28 @@ impl MetaStore {
     pub fn set_metadata(&self, id: &RunId, section: &str, value: &serde_json::Value) -> Result<()> {
         let text = value.to_string();
         self.in_run_tx(id, |tx| {
-            tx.execute(
+            tx.exec(
                 "INSERT INTO run_metadata (run_id, section, value, updated_ms) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (run_id, section) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms",
-                params![id.as_str(), section, text, now_ms()],
+                vals![id.as_str(), section, &text, now_ms()],
             )?;
             Ok(())
         })
     }
 
-    /// Every metadata section of a run.
     /// One metadata section of many runs (those that have it), in one query per 500 runs.
     pub fn metadata_section_of(&self, ids: &[RunId], section: &str) -> Result<BTreeMap<String, serde_json::Value>> {
-        self.read(|conn| {
+        self.read(|db| {
             let mut out = BTreeMap::new();
             for chunk in ids.chunks(500) {
-                let marks = vec!["?"; chunk.len()].join(",");
-                let mut stmt = conn.prepare(&format!(
-                    "SELECT run_id, value FROM run_metadata WHERE section = ? AND run_id IN ({marks})"
-                ))?;
-                let values = std::iter::once(section).chain(chunk.iter().map(|id| id.as_str()));
-                let rows =
-                    stmt.query_map(params_from_iter(values), |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-                for row in rows {
-                    let (run, text) = row?;
+                let sql = format!(
+                    "SELECT run_id, value FROM run_metadata WHERE section = ?1 AND run_id IN ({})",
+                    placeholders(2, chunk.len())
+                );
+                let values: Vec<Value> =
+                    std::iter::once(section.into()).chain(chunk.iter().map(|id| id.as_str().into())).collect();
+                for r in db.rows(&sql, &values)? {
+                    let (run, text): (String, String) = (r.get(0)?, r.get(1)?);
                     let value = serde_json::from_str(&text)
                         .map_err(|e| Error::Corrupt(format!("metadata {section} of run {run}: {e}")))?;
                     out.insert(run, value);
@@ -527,14 +522,12 @@ impl MetaStore {
         })
     }
 
+    /// Every metadata section of a run.
     pub fn metadata(&self, id: &RunId) -> Result<BTreeMap<String, serde_json::Value>> {
-        self.read(|conn| {
-            let mut stmt =
-                conn.prepare_cached("SELECT section, value FROM run_metadata WHERE run_id = ?1 ORDER BY section")?;
-            let rows = stmt.query_map([id.as_str()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        self.read(|db| {
             let mut out = BTreeMap::new();
-            for row in rows {
-                let (section, text) = row?;
+            for r in db.rows("SELECT section, value FROM run_metadata WHERE run_id = ?1 ORDER BY section", vals![id.as_str()])? {
+                let (section, text): (String, String) = (r.get(0)?, r.get(1)?);
                 let value = serde_json::from_str(&text)
                     .map_err(|e| Error::Corrupt(format!("metadata {section} of run {id}: {e}")))?;
                 out.insert(section, value);
@@ -571,37 +564,42 @@ impl MetaStore {
     ) -> Result<Vec<(Run, bool)>> {
         let query = search::build_search_in(scope, lifecycle, filter, order_by, limit, offset)
             .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
-        self.read(|conn| {
-            // One snapshot for the page and the runs loaded for it.
-            let snapshot = conn.unchecked_transaction()?;
-            let heads: Vec<(String, i64)> = snapshot
-                .prepare_cached(&query.sql)?
-                .query_map(params_from_iter(query.params.iter()), |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<rusqlite::Result<_>>()?;
-            self.run_cache.runs(&snapshot, &heads)
+        // One snapshot for the page and the runs loaded for it.
+        self.snapshot(|db| {
+            let heads = db
+                .rows(&query.sql, &query.params)?
+                .iter()
+                .map(|r| Ok((r.get(0)?, r.get(1)?)))
+                .collect::<Result<Vec<(String, i64)>>>()?;
+            self.run_cache.runs(db, &heads)
         })
     }
 
     /// The stored summaries of a run's metric series.
     pub fn summaries(&self, id: &RunId) -> Result<BTreeMap<String, MetricSummary>> {
-        self.read(|conn| load_summaries(conn, id.as_str()))
+        self.read(|db| {
+            let rows = db.rows(
+                "SELECT run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count FROM metric_summaries
+                 WHERE run_id = ?1 ORDER BY key",
+                vals![id.as_str()],
+            )?;
+            summary_rows(&rows).map(|r| r.map(|(_, key, s)| (key, s))).collect()
+        })
     }
 
     /// The stored summaries of many runs, by run id (runs without any are left out): one query
     /// for each 500 runs.
     pub fn summaries_of(&self, ids: &[&str]) -> Result<HashMap<String, BTreeMap<String, MetricSummary>>> {
-        self.read(|conn| {
+        self.read(|db| {
             let mut out: HashMap<String, BTreeMap<String, MetricSummary>> = HashMap::with_capacity(ids.len());
             for chunk in ids.chunks(500) {
-                let marks = vec!["?"; chunk.len()].join(",");
-                let mut stmt = conn.prepare(&format!(
+                let sql = format!(
                     "SELECT run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count FROM metric_summaries
-                     WHERE run_id IN ({marks})"
-                ))?;
-                let rows = stmt.query_map(params_from_iter(chunk), |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, summary_from_row(r, 2)?))
-                })?;
-                for row in rows {
+                     WHERE run_id IN ({})",
+                    placeholders(1, chunk.len())
+                );
+                let values: Vec<Value> = chunk.iter().map(|id| (*id).into()).collect();
+                for row in summary_rows(&db.rows(&sql, &values)?) {
                     let (run, key, summary) = row?;
                     out.entry(run).or_default().insert(key, summary);
                 }
@@ -614,11 +612,7 @@ impl MetaStore {
     pub fn search_count(&self, scope: search::RunScope, lifecycle: search::Lifecycle, filter: &str) -> Result<u64> {
         let query = search::build_count_in(scope, lifecycle, filter)
             .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
-        self.read(|conn| {
-            let n: i64 =
-                conn.prepare_cached(&query.sql)?.query_row(params_from_iter(query.params.iter()), |r| r.get(0))?;
-            Ok(n as u64)
-        })
+        self.read(|db| Ok(one(db.row(&query.sql, &query.params)?, "a count")?.get::<i64>(0)? as u64))
     }
 
     /// Replaces the stored summaries of the given series.
@@ -626,58 +620,64 @@ impl MetaStore {
         if rows.is_empty() {
             return Ok(());
         }
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            {
-                let mut stmt = tx.prepare_cached(
-                    "INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                     ON CONFLICT (run_id, key) DO UPDATE SET last = excluded.last, last_step = excluded.last_step,
-                       last_ms = excluded.last_ms, min = excluded.min, max = excluded.max, count = excluded.count,
-                       sum = excluded.sum, sum_count = excluded.sum_count",
-                )?;
-                for (run, key, s) in rows {
-                    stmt.execute(params![
-                        run.as_str(),
-                        key.as_str(),
-                        nan_to_null(s.last),
-                        s.last_step,
-                        s.last_ms,
-                        nan_to_null(s.min),
-                        nan_to_null(s.max),
-                        s.count as i64,
-                        nan_to_null(s.sum),
-                        s.sum_count as i64
-                    ])?;
-                }
-            }
-            tx.commit()?;
-            Ok(())
+        // One row per series, the last given: a statement may not change one row twice.
+        let mut last_of: HashMap<(&str, &str), usize> = HashMap::with_capacity(rows.len());
+        for (i, (run, key, _)) in rows.iter().enumerate() {
+            last_of.insert((run.as_str(), key.as_str()), i);
+        }
+        let values: Vec<Vec<Value>> = rows
+            .iter()
+            .enumerate()
+            .filter(|(i, (run, key, _))| last_of.get(&(run.as_str(), key.as_str())) == Some(i))
+            .map(|(_, (run, key, s))| {
+                vec![
+                    run.as_str().into(),
+                    key.as_str().into(),
+                    nan_to_null(s.last).into(),
+                    s.last_step.into(),
+                    s.last_ms.into(),
+                    nan_to_null(s.min).into(),
+                    nan_to_null(s.max).into(),
+                    (s.count as i64).into(),
+                    nan_to_null(s.sum).into(),
+                    (s.sum_count as i64).into(),
+                ]
+            })
+            .collect();
+        self.write(|tx| {
+            insert_rows(
+                tx,
+                "INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count)",
+                "ON CONFLICT (run_id, key) DO UPDATE SET last = excluded.last, last_step = excluded.last_step,
+                   last_ms = excluded.last_ms, min = excluded.min, max = excluded.max, count = excluded.count,
+                   sum = excluded.sum, sum_count = excluded.sum_count",
+                10,
+                &values,
+            )
         })
     }
 
     /// Every run of a project with its summaries, for the runs table in the object store.
     pub fn export_project(&self, project_id: i64) -> Result<Vec<RunExport>> {
-        self.read(|conn| {
-            // One snapshot; runs, params and tags read per table (or kept from earlier reads),
-            // summaries in one query.
-            let snapshot = conn.unchecked_transaction()?;
-            let heads: Vec<(String, i64)> = snapshot
-                .prepare_cached(
+        // One snapshot; runs, params and tags read per table (or kept from earlier reads),
+        // summaries in one query.
+        self.snapshot(|db| {
+            let heads = db
+                .rows(
                     "SELECT id, revision FROM runs WHERE project_id = ?1 AND deleted = 0 ORDER BY start_ms, id",
+                    vals![project_id],
                 )?
-                .query_map([project_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<rusqlite::Result<_>>()?;
-            let runs = self.run_cache.runs(&snapshot, &heads)?;
+                .iter()
+                .map(|r| Ok((r.get(0)?, r.get(1)?)))
+                .collect::<Result<Vec<(String, i64)>>>()?;
+            let runs = self.run_cache.runs(db, &heads)?;
             let mut summaries: HashMap<String, BTreeMap<String, MetricSummary>> = HashMap::with_capacity(runs.len());
-            let mut stmt = snapshot.prepare_cached(
+            let rows = db.rows(
                 "SELECT s.run_id, s.key, s.last, s.last_step, s.last_ms, s.min, s.max, s.count, s.sum, s.sum_count
                  FROM metric_summaries s JOIN runs r ON r.id = s.run_id WHERE r.project_id = ?1 AND r.deleted = 0",
+                vals![project_id],
             )?;
-            let rows = stmt.query_map([project_id], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, summary_from_row(r, 2)?))
-            })?;
-            for row in rows {
+            for row in summary_rows(&rows) {
                 let (run, key, summary) = row?;
                 summaries.entry(run).or_default().insert(key, summary);
             }
@@ -693,34 +693,26 @@ impl MetaStore {
 
     /// Projects with a run changed at or after `since_ms`.
     pub fn projects_changed_since(&self, since_ms: i64) -> Result<Vec<i64>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached("SELECT DISTINCT project_id FROM runs WHERE updated_ms >= ?1")?;
-            let ids = stmt.query_map([since_ms], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
-            Ok(ids)
+        self.read(|db| {
+            db.rows("SELECT DISTINCT project_id FROM runs WHERE updated_ms >= ?1", vals![since_ms])?
+                .iter()
+                .map(|r| r.get(0))
+                .collect()
         })
     }
 }
 
-fn load_summaries(conn: &Connection, run_id: &str) -> Result<BTreeMap<String, MetricSummary>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT key, last, last_step, last_ms, min, max, count, sum, sum_count FROM metric_summaries
-         WHERE run_id = ?1 ORDER BY key",
-    )?;
-    let rows = stmt.query_map([run_id], |r| Ok((r.get::<_, String>(0)?, summary_from_row(r, 1)?)))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
 /// A summary from the columns `last, last_step, last_ms, min, max, count, sum, sum_count` of
 /// `metric_summaries`, starting at column `at`.
-fn summary_from_row(r: &Row, at: usize) -> rusqlite::Result<MetricSummary> {
+fn summary_from_row(r: &Row, at: usize) -> Result<MetricSummary> {
     Ok(MetricSummary {
         last: null_to_nan(r.get(at)?),
         last_step: r.get(at + 1)?,
         last_ms: r.get(at + 2)?,
         min: null_to_nan(r.get(at + 3)?),
         max: null_to_nan(r.get(at + 4)?),
-        count: r.get::<_, i64>(at + 5)? as u64,
+        count: r.get::<i64>(at + 5)? as u64,
         sum: null_to_nan(r.get(at + 6)?),
-        sum_count: r.get::<_, i64>(at + 7)? as u64,
+        sum_count: r.get::<i64>(at + 7)? as u64,
     })
 }

@@ -44,7 +44,7 @@
 //! (`MAX_ORDER_BY_ITEM_BYTES`). Within them the compiled query stays inside SQLite's own limits (expression
 //! depth, bound values, `LIKE`/`GLOB` pattern length), so no filter reaches SQLite only to fail there.
 
-use rusqlite::types::Value;
+use crate::db::Value;
 use std::fmt;
 use trainlog_schema::limits::{
     MAX_FILTER_BYTES, MAX_FILTER_COMPARISONS, MAX_FILTER_NESTING, MAX_ORDER_BY_ITEMS, MAX_ORDER_BY_ITEM_BYTES,
@@ -134,8 +134,8 @@ pub fn build_search_in(
     offset: u64,
 ) -> Result<SearchQuery, SearchError> {
     let mut parts = search_parts(scope.into(), lifecycle, filter, order_by)?;
-    let limit_placeholder = parts.bindings.bind(Value::Integer(i64::from(limit)));
-    let offset_placeholder = parts.bindings.bind(Value::Integer(i64::try_from(offset).unwrap_or(i64::MAX)));
+    let limit_placeholder = parts.bindings.bind(Value::Int(i64::from(limit)));
+    let offset_placeholder = parts.bindings.bind(Value::Int(i64::try_from(offset).unwrap_or(i64::MAX)));
     let sql = format!(
         "SELECT runs.id, runs.revision FROM runs{} WHERE {} ORDER BY {} LIMIT {limit_placeholder} OFFSET {offset_placeholder}",
         parts.joins, parts.condition, parts.order,
@@ -212,11 +212,11 @@ fn search_parts(
         Lifecycle::All => Vec::new(),
     };
     let in_list = |ids: &[i64], bindings: &mut Bindings| {
-        ids.iter().map(|id| bindings.bind(Value::Integer(*id))).collect::<Vec<_>>().join(", ")
+        ids.iter().map(|id| bindings.bind(Value::Int(*id))).collect::<Vec<_>>().join(", ")
     };
     match scope {
         RunScope::All => {}
-        RunScope::Project(id) => conditions.push(format!("runs.project_id = {}", bindings.bind(Value::Integer(id)))),
+        RunScope::Project(id) => conditions.push(format!("runs.project_id = {}", bindings.bind(Value::Int(id)))),
         RunScope::Projects(ids) if ids.is_empty() => conditions.push("0".to_owned()),
         RunScope::Projects(ids) => conditions.push(format!("runs.project_id IN ({})", in_list(&ids, &mut bindings))),
         RunScope::AllBut(ids) if ids.is_empty() => {}
@@ -935,7 +935,7 @@ impl<'a> Parser<'a> {
         self.position = end;
         let integer = if written_as_integer { source.parse::<i64>().ok() } else { None };
         let value = match integer {
-            Some(integer) => Value::Integer(integer),
+            Some(integer) => Value::Int(integer),
             None => match source.parse::<f64>() {
                 Ok(real) if real.is_finite() => Value::Real(real),
                 _ => return Err(self.error(start, format!("number '{source}' is out of range"))),
@@ -972,7 +972,7 @@ impl<'a> Parser<'a> {
         match &value.literal {
             Literal::Text(text) => ("p.value", self.bindings.bind(Value::Text(text.clone()))),
             Literal::Number { value: number, .. } => ("p.num", self.bindings.bind(number.clone())),
-            Literal::Bool(flag) => ("p.num", self.bindings.bind(Value::Integer(i64::from(*flag)))),
+            Literal::Bool(flag) => ("p.num", self.bindings.bind(Value::Int(i64::from(*flag)))),
         }
     }
 

@@ -2,7 +2,7 @@
 
 use crate::runs::{create_run_in, ensure_project_in, NewRun};
 use crate::{not_found, now_ms, Actor, Error, MetaStore, Result, Role};
-use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use crate::db::{vals, Db, Row};
 use serde_json::Value;
 use trainlog_schema::{ProjectName, RunId};
 
@@ -84,7 +84,7 @@ const TRIAL_COLUMNS: &str =
     "sweep_id, trial_index, run_id, params, state, attempts, agent, slot, gpus, bracket, exit_code, \
      output_tail, loss, stop_reason, created_ms, started_ms, ended_ms, heartbeat_ms, run_ms";
 
-fn sweep_from_row(r: &Row) -> rusqlite::Result<SweepRow> {
+fn sweep_from_row(r: &Row) -> Result<SweepRow> {
     Ok(SweepRow {
         id: r.get(0)?,
         project_id: r.get(1)?,
@@ -98,7 +98,7 @@ fn sweep_from_row(r: &Row) -> rusqlite::Result<SweepRow> {
     })
 }
 
-fn trial_from_row(r: &Row) -> rusqlite::Result<TrialRow> {
+fn trial_from_row(r: &Row) -> Result<TrialRow> {
     let params: String = r.get(3)?;
     Ok(TrialRow {
         sweep_id: r.get(0)?,
@@ -123,28 +123,18 @@ fn trial_from_row(r: &Row) -> rusqlite::Result<TrialRow> {
     })
 }
 
-fn get_sweep(conn: &Connection, id: &str) -> Result<SweepRow> {
-    conn.query_row(
-        &format!("SELECT {SWEEP_COLUMNS} FROM sweeps s JOIN projects p ON p.id = s.project_id WHERE s.id = ?1"),
-        [id],
-        sweep_from_row,
-    )
-    .optional()?
-    .ok_or_else(|| not_found(format!("sweep {id}")))
+fn get_sweep(db: &dyn Db, id: &str) -> Result<SweepRow> {
+    let sql = format!("SELECT {SWEEP_COLUMNS} FROM sweeps s JOIN projects p ON p.id = s.project_id WHERE s.id = ?1");
+    sweep_from_row(&db.row(&sql, vals![id])?.ok_or_else(|| not_found(format!("sweep {id}")))?)
 }
 
-fn get_trial(conn: &Connection, sweep: &str, index: i64) -> Result<TrialRow> {
-    conn.query_row(
-        &format!("SELECT {TRIAL_COLUMNS} FROM sweep_trials WHERE sweep_id = ?1 AND trial_index = ?2"),
-        params![sweep, index],
-        trial_from_row,
-    )
-    .optional()?
-    .ok_or_else(|| not_found(format!("trial {index} of sweep {sweep}")))
+fn get_trial(db: &dyn Db, sweep: &str, index: i64) -> Result<TrialRow> {
+    let sql = format!("SELECT {TRIAL_COLUMNS} FROM sweep_trials WHERE sweep_id = ?1 AND trial_index = ?2");
+    trial_from_row(&db.row(&sql, vals![sweep, index])?.ok_or_else(|| not_found(format!("trial {index} of sweep {sweep}")))?)
 }
 
-fn touch(tx: &Transaction<'_>, sweep: &str) -> Result<()> {
-    tx.execute("UPDATE sweeps SET updated_ms = ?2 WHERE id = ?1", params![sweep, now_ms()])?;
+fn touch(tx: &dyn Db, sweep: &str) -> Result<()> {
+    tx.exec("UPDATE sweeps SET updated_ms = ?2 WHERE id = ?1", vals![sweep, now_ms()])?;
     Ok(())
 }
 
@@ -159,51 +149,43 @@ impl MetaStore {
         actor: Option<&Actor>,
     ) -> Result<SweepRow> {
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let project = ensure_project_in(&tx, project.as_str(), actor, Role::Write)?;
+        self.write(|tx| {
+            let project = ensure_project_in(tx, project.as_str(), actor, Role::Write)?;
             let now = now_ms();
             let name = if name.is_empty() { format!("sweep-{id}") } else { name.to_owned() };
-            tx.execute(
+            tx.exec(
                 "INSERT INTO sweeps (id, project_id, name, config, state, created_ms, updated_ms)
                  VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?5)",
-                params![id, project.id, name, config, now],
+                vals![&id, project.id, &name, config, now],
             )?;
-            tx.commit()?;
             Ok(())
         })?;
         self.sweep(&id)
     }
 
     pub fn sweep(&self, id: &str) -> Result<SweepRow> {
-        self.read(|conn| get_sweep(conn, id))
+        self.read(|db| get_sweep(db, id))
     }
 
     /// Sweeps, newest first, of one project or of all.
     pub fn sweeps(&self, project: Option<&ProjectName>) -> Result<Vec<SweepRow>> {
-        self.read(|conn| {
+        self.read(|db| {
             let sql = format!(
                 "SELECT {SWEEP_COLUMNS} FROM sweeps s JOIN projects p ON p.id = s.project_id
-                 WHERE ?1 IS NULL OR p.name = ?1 ORDER BY s.created_ms DESC, s.id"
+                 WHERE CAST(?1 AS TEXT) IS NULL OR p.name = ?1 ORDER BY s.created_ms DESC, s.id"
             );
-            let rows = conn
-                .prepare_cached(&sql)?
-                .query_map([project.map(|p| p.as_str())], sweep_from_row)?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(rows)
+            db.rows(&sql, vals![project.map(|p| p.as_str())])?.iter().map(sweep_from_row).collect()
         })
     }
 
     /// Moves a sweep to `state` (running, stopped, finished) with the reason.
     pub fn set_sweep_state(&self, id: &str, state: &str, reason: &str) -> Result<SweepRow> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            get_sweep(&tx, id)?;
-            tx.execute(
+        self.write(|tx| {
+            get_sweep(tx, id)?;
+            tx.exec(
                 "UPDATE sweeps SET state = ?2, ended_reason = ?3, updated_ms = ?4 WHERE id = ?1",
-                params![id, state, reason, now_ms()],
+                vals![id, state, reason, now_ms()],
             )?;
-            tx.commit()?;
             Ok(())
         })?;
         self.sweep(id)
@@ -211,24 +193,22 @@ impl MetaStore {
 
     /// The trials of a sweep in the order they were proposed.
     pub fn trials(&self, sweep: &str) -> Result<Vec<TrialRow>> {
-        self.read(|conn| {
-            get_sweep(conn, sweep)?;
+        self.read(|db| {
+            get_sweep(db, sweep)?;
             let sql = format!("SELECT {TRIAL_COLUMNS} FROM sweep_trials WHERE sweep_id = ?1 ORDER BY trial_index");
-            let rows =
-                conn.prepare_cached(&sql)?.query_map([sweep], trial_from_row)?.collect::<rusqlite::Result<_>>()?;
-            Ok(rows)
+            db.rows(&sql, vals![sweep])?.iter().map(trial_from_row).collect()
         })
     }
 
     pub fn trial(&self, sweep: &str, index: i64) -> Result<TrialRow> {
-        self.read(|conn| get_trial(conn, sweep, index))
+        self.read(|db| get_trial(db, sweep, index))
     }
 
     /// The trial a run belongs to, if any.
     pub fn trial_of_run(&self, run: &RunId) -> Result<Option<TrialRow>> {
-        self.read(|conn| {
+        self.read(|db| {
             let sql = format!("SELECT {TRIAL_COLUMNS} FROM sweep_trials WHERE run_id = ?1");
-            Ok(conn.query_row(&sql, [run.as_str()], trial_from_row).optional()?)
+            db.row(&sql, vals![run.as_str()])?.as_ref().map(trial_from_row).transpose()
         })
     }
 
@@ -243,42 +223,33 @@ impl MetaStore {
         bracket: Option<i64>,
         placement: &Placement,
     ) -> Result<TrialRow> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let s = get_sweep(&tx, sweep)?;
+        self.write(|tx| {
+            let s = get_sweep(tx, sweep)?;
             if s.state != "running" {
                 return Err(Error::Conflict { field: "sweep".into(), reason: format!("sweep {sweep} is {}", s.state) });
             }
-            let taken: Option<i64> = tx
-                .query_row(
-                    "SELECT 1 FROM sweep_trials WHERE sweep_id = ?1 AND trial_index = ?2",
-                    params![sweep, index],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if taken.is_some() {
+            if tx.exists("SELECT 1 FROM sweep_trials WHERE sweep_id = ?1 AND trial_index = ?2", vals![sweep, index])? {
                 return Err(Error::Conflict { field: "trial".into(), reason: format!("trial {index} exists") });
             }
-            let (run_id, _) = create_run_in(&tx, run)?;
+            let (run_id, _) = create_run_in(tx, run)?;
             let now = now_ms();
-            tx.execute(
+            tx.exec(
                 "INSERT INTO sweep_trials (sweep_id, trial_index, run_id, params, state, agent, slot, gpus, bracket,
                    created_ms, started_ms, heartbeat_ms)
                  VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?9, ?9)",
-                params![
+                vals![
                     sweep,
                     index,
                     run_id.as_str(),
                     params_json.to_string(),
-                    placement.agent,
-                    placement.slot,
+                    &placement.agent,
+                    &placement.slot,
                     placement.gpus,
                     bracket,
                     now
                 ],
             )?;
-            touch(&tx, sweep)?;
-            tx.commit()?;
+            touch(tx, sweep)?;
             Ok(())
         })?;
         self.trial(sweep, index)
@@ -286,25 +257,23 @@ impl MetaStore {
 
     /// Starts a preempted trial again at `placement`: same run, one more attempt.
     pub fn restart_trial(&self, sweep: &str, index: i64, placement: &Placement) -> Result<TrialRow> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let t = get_trial(&tx, sweep, index)?;
+        self.write(|tx| {
+            let t = get_trial(tx, sweep, index)?;
             if t.state != "preempted" {
                 return Err(Error::Conflict { field: "trial".into(), reason: format!("trial {index} is {}", t.state) });
             }
             let now = now_ms();
-            tx.execute(
+            tx.exec(
                 "UPDATE sweep_trials SET state = 'running', attempts = attempts + 1, agent = ?3, slot = ?4, gpus = ?5,
                    started_ms = ?6, heartbeat_ms = ?6, ended_ms = NULL, exit_code = NULL, stop_reason = ''
                  WHERE sweep_id = ?1 AND trial_index = ?2",
-                params![sweep, index, placement.agent, placement.slot, placement.gpus, now],
+                vals![sweep, index, &placement.agent, &placement.slot, placement.gpus, now],
             )?;
-            tx.execute(
+            tx.exec(
                 "UPDATE runs SET status = 'running', end_ms = NULL, updated_ms = ?2 WHERE id = ?1",
-                params![t.run_id, now],
+                vals![t.run_id, now],
             )?;
-            touch(&tx, sweep)?;
-            tx.commit()?;
+            touch(tx, sweep)?;
             Ok(())
         })?;
         self.trial(sweep, index)
@@ -313,12 +282,12 @@ impl MetaStore {
     /// Records that the trial's agent still watches its attempt; answers false (and records
     /// nothing) when that attempt is no longer the trial's running one.
     pub fn trial_heartbeat(&self, sweep: &str, index: i64, attempt: i64) -> Result<bool> {
-        self.write(|conn| {
-            get_trial(conn, sweep, index)?;
-            let n = conn.execute(
+        self.write(|tx| {
+            get_trial(tx, sweep, index)?;
+            let n = tx.exec(
                 "UPDATE sweep_trials SET heartbeat_ms = ?4
                  WHERE sweep_id = ?1 AND trial_index = ?2 AND attempts = ?3 AND state = 'running'",
-                params![sweep, index, attempt, now_ms()],
+                vals![sweep, index, attempt, now_ms()],
             )?;
             Ok(n == 1)
         })
@@ -326,11 +295,11 @@ impl MetaStore {
 
     /// Marks a running trial to be pruned; the first reason stays.
     pub fn request_trial_stop(&self, sweep: &str, index: i64, reason: &str) -> Result<()> {
-        self.write(|conn| {
-            conn.execute(
+        self.write(|tx| {
+            tx.exec(
                 "UPDATE sweep_trials SET stop_reason = ?3
                  WHERE sweep_id = ?1 AND trial_index = ?2 AND stop_reason = '' AND state = 'running'",
-                params![sweep, index, reason],
+                vals![sweep, index, reason],
             )?;
             Ok(())
         })
@@ -347,25 +316,23 @@ impl MetaStore {
         end: &TrialEnd,
         run_status: &str,
     ) -> Result<TrialRow> {
-        self.write(|conn| {
-            let tx = conn.transaction()?;
-            let t = get_trial(&tx, sweep, index)?;
+        self.write(|tx| {
+            let t = get_trial(tx, sweep, index)?;
             if t.state != "running" || attempt.is_some_and(|a| a != t.attempts) {
                 return Ok(());
             }
             let now = now_ms();
-            tx.execute(
+            tx.exec(
                 "UPDATE sweep_trials SET state = ?3, exit_code = ?4, output_tail = ?5, loss = COALESCE(?6, loss),
-                   ended_ms = ?7, run_ms = run_ms + MAX(0, ?7 - started_ms)
+                   ended_ms = ?7, run_ms = run_ms + CASE WHEN ?7 > started_ms THEN ?7 - started_ms ELSE 0 END
                  WHERE sweep_id = ?1 AND trial_index = ?2",
-                params![sweep, index, end.state, end.exit_code, end.output_tail, end.loss, now],
+                vals![sweep, index, &end.state, end.exit_code, &end.output_tail, end.loss, now],
             )?;
-            tx.execute(
+            tx.exec(
                 "UPDATE runs SET status = ?2, end_ms = COALESCE(end_ms, ?3), updated_ms = ?3 WHERE id = ?1",
-                params![t.run_id, run_status, now],
+                vals![t.run_id, run_status, now],
             )?;
-            touch(&tx, sweep)?;
-            tx.commit()?;
+            touch(tx, sweep)?;
             Ok(())
         })?;
         self.trial(sweep, index)
@@ -373,10 +340,10 @@ impl MetaStore {
 
     /// Sets a trial's loss (the sweep's metric when the trial ended).
     pub fn set_trial_loss(&self, sweep: &str, index: i64, loss: Option<f64>) -> Result<()> {
-        self.write(|conn| {
-            conn.execute(
+        self.write(|tx| {
+            tx.exec(
                 "UPDATE sweep_trials SET loss = ?3 WHERE sweep_id = ?1 AND trial_index = ?2",
-                params![sweep, index, loss],
+                vals![sweep, index, loss],
             )?;
             Ok(())
         })

@@ -1,6 +1,6 @@
 //! Saved views of a project: named UI states kept as JSON text that the store never reads.
 
-use crate::db::{vals, Db};
+use crate::db::vals;
 use crate::{not_found, now_ms, Error, MetaStore, Result};
 use trainlog_schema::ViewName;
 
@@ -56,8 +56,7 @@ impl MetaStore {
         user: Option<&str>,
     ) -> Result<(ViewRow, bool)> {
         let text = state.to_string();
-        self.write(|conn| {
-            let tx = conn.transaction()?;
+        self.write(|tx| {
             if !tx.exists("SELECT 1 FROM projects WHERE id = ?1 AND deleted = 0", vals![project_id])? {
                 return Err(not_found(format!("project {project_id}")));
             }
@@ -72,7 +71,6 @@ impl MetaStore {
                    updated_ms = excluded.updated_ms"#,
                 vals![project_id, name.as_str(), text.as_str(), user, updated_ms],
             )?;
-            tx.commit()?;
             let row = ViewRow { name: name.to_string(), user: user.map(str::to_owned), updated_ms };
             Ok((row, !existed))
         })
