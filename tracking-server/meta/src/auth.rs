@@ -2,10 +2,10 @@
 //! the key in lists and revocations, the secret carries 256 random bits; only the SHA-256 of the
 //! whole key is stored, so the database never holds a usable key.
 
+use crate::db::{vals, Db, Row};
 use crate::{not_found, now_ms, Error, MetaStore, Result};
 use ring::digest::{digest, SHA256};
 use ring::rand::{SecureRandom, SystemRandom};
-use crate::db::{vals, Db, Row};
 use subtle::ConstantTimeEq;
 
 /// Who a verified key belongs to.
@@ -303,7 +303,7 @@ mod tests {
     #[test]
     fn removing_a_user_ends_their_keys() {
         let dir = tempfile::tempdir().unwrap();
-        let m = MetaStore::open(&dir.path().join("meta.db")).unwrap();
+        let m = crate::test_store(dir.path());
         let key = m.add_user("bo", false).unwrap();
         m.remove_user("bo").unwrap();
         assert!(m.verify_key(&key.key).unwrap().is_none());

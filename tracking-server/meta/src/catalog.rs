@@ -99,7 +99,7 @@ mod tests {
     #[test]
     fn reserved_numbers_follow_each_other_from_one() {
         let dir = tempfile::tempdir().unwrap();
-        let meta = MetaStore::open(&dir.path().join("meta.sqlite")).unwrap();
+        let meta = crate::test_store(dir.path());
         assert_eq!(meta.counter("n").unwrap(), None);
         assert_eq!(meta.reserve("n", 3).unwrap(), 1);
         assert_eq!(meta.reserve("n", 1).unwrap(), 4);

@@ -138,6 +138,10 @@ impl<T: FromValue> FromValue for Option<T> {
 pub(crate) struct Row(Vec<Value>);
 
 impl Row {
+    pub(crate) fn new(values: Vec<Value>) -> Row {
+        Row(values)
+    }
+
     /// Column `i` as `T`; a column of another type is stored metadata this build cannot read.
     pub(crate) fn get<T: FromValue>(&self, i: usize) -> Result<T> {
         let v = self.0.get(i).ok_or_else(|| Error::Corrupt(format!("a row has no column {i}")))?;

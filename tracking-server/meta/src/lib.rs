@@ -10,6 +10,8 @@ mod keys;
 mod lifecycle;
 mod logged_models;
 mod migrate;
+mod postgres;
+pub use postgres::create_database as create_postgres_database;
 mod purge;
 mod registry;
 pub mod roles;
@@ -48,6 +50,11 @@ pub enum Error {
     Forbidden { field: String, reason: String },
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("postgres: {}", postgres_message(.0))]
+    Postgres(#[from] ::postgres::Error),
+    /// The database cannot be reached.
+    #[error("the metadata database is unavailable: {0}")]
+    Unavailable(String),
     #[error("stored metadata is inconsistent: {0}")]
     Corrupt(String),
     #[error("the metadata store's connection lock was poisoned")]
@@ -61,13 +68,37 @@ impl From<trainlog_schema::Error> for Error {
 }
 
 impl Error {
-    /// Whether SQLite failed because the disk (or a quota) is full.
+    /// Whether the database failed because its disk (or a quota) is full.
     pub fn is_disk_full(&self) -> bool {
-        matches!(self, Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::DiskFull)
+        match self {
+            Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => e.code == rusqlite::ErrorCode::DiskFull,
+            Error::Postgres(e) => e.code() == Some(&::postgres::error::SqlState::DISK_FULL),
+            _ => false,
+        }
+    }
+
+    /// Whether the database could not be reached (as against refusing what was asked).
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Error::Unavailable(_) => true,
+            Error::Postgres(e) => e.is_closed() || e.as_db_error().is_none(),
+            _ => false,
+        }
     }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// PostgreSQL's own message and detail, which the driver's `Display` leaves out.
+fn postgres_message(e: &::postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{} ({detail})", db.message()),
+            None => db.message().to_owned(),
+        },
+        None => e.to_string(),
+    }
+}
 
 pub(crate) fn not_found(what: impl Into<String>) -> Error {
     Error::NotFound { what: what.into() }
@@ -79,7 +110,7 @@ pub fn now_ms() -> i64 {
 }
 
 /// The metadata database behind [`db::Db`]: SQLite (one writer connection and a small pool of
-/// readers, WAL journal mode).
+/// readers, WAL journal mode) or PostgreSQL (a pool of connections).
 pub struct MetaStore {
     backend: Backend,
     run_cache: lifecycle::RunCache,
@@ -87,7 +118,53 @@ pub struct MetaStore {
 
 enum Backend {
     Sqlite { path: PathBuf, writer: Mutex<Connection>, readers: Mutex<Vec<Connection>> },
+    Postgres(postgres::Pool),
 }
+
+/// Where the metadata lives, parsed from `--meta`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetaUrl {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl MetaUrl {
+    /// `sqlite:///absolute/path`, `sqlite://relative/path` or `postgres://…` (`postgresql://…`).
+    pub fn parse(url: &str) -> Result<MetaUrl> {
+        if let Some(path) = url.strip_prefix("sqlite://") {
+            if path.is_empty() {
+                return Err(Error::Invalid { field: "meta".into(), reason: "sqlite:// needs a file path".into() });
+            }
+            return Ok(MetaUrl::Sqlite(PathBuf::from(path)));
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(MetaUrl::Postgres(url.to_owned()));
+        }
+        Err(Error::Invalid {
+            field: "meta".into(),
+            reason: "expected sqlite:///path/to/file or postgres://user@host:port/database".into(),
+        })
+    }
+
+    /// The URL with any password replaced by `***`, for logs.
+    pub fn redacted(&self) -> String {
+        match self {
+            MetaUrl::Sqlite(path) => format!("sqlite://{}", path.display()),
+            MetaUrl::Postgres(url) => match url::Url::parse(url) {
+                Ok(mut u) if u.password().is_some() => {
+                    let _ = u.set_password(Some("***"));
+                    u.to_string()
+                }
+                _ => url.clone(),
+            },
+        }
+    }
+}
+
+/// Connections a server keeps to PostgreSQL at most.
+const POSTGRES_CONNECTIONS: u32 = 16;
+/// How long a statement waits for a free connection, or for PostgreSQL to accept one.
+const POSTGRES_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 const MAX_IDLE_READERS: usize = 8;
 
@@ -115,7 +192,7 @@ impl MetaStore {
         writer.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;",
         )?;
-        migrate::apply(&mut writer)?;
+        migrate::apply_sqlite(&mut writer)?;
         Ok(Self {
             backend: Backend::Sqlite {
                 path: path.to_owned(),
@@ -124,6 +201,51 @@ impl MetaStore {
             },
             run_cache: lifecycle::RunCache::default(),
         })
+    }
+
+    /// Opens the database `url` names, applying pending migrations.
+    pub fn connect(url: &MetaUrl) -> Result<Self> {
+        match url {
+            MetaUrl::Sqlite(path) => Self::open(path),
+            MetaUrl::Postgres(url) => {
+                let pool = postgres::Pool::connect(url, POSTGRES_CONNECTIONS, POSTGRES_CONNECT_TIMEOUT)?;
+                pool.with_client(|client| migrate::apply_postgres(client, true))?;
+                Ok(Self { backend: Backend::Postgres(pool), run_cache: lifecycle::RunCache::default() })
+            }
+        }
+    }
+
+    /// Brings the schema of `url` to this build's version; answers (version before, version now).
+    pub fn migrate(url: &MetaUrl) -> Result<(i64, i64)> {
+        match url {
+            MetaUrl::Sqlite(path) => {
+                let mut conn = Connection::open(path)?;
+                let before: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+                migrate::apply_sqlite(&mut conn)?;
+                Ok((before, migrate::newest()))
+            }
+            MetaUrl::Postgres(url) => {
+                let pool = postgres::Pool::connect(url, 1, POSTGRES_CONNECT_TIMEOUT)?;
+                pool.with_client(|client| {
+                    let before = migrate::postgres_version(client)?;
+                    let (now, _) = migrate::apply_postgres(client, true)?;
+                    Ok((before, now))
+                })
+            }
+        }
+    }
+
+    /// Whether the database answers a query now.
+    pub fn ping(&self) -> Result<()> {
+        self.read(|db| db.row("SELECT 1", db::vals![]).map(|_| ()))
+    }
+
+    /// Which database this is: "sqlite" or "postgres".
+    pub fn kind(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite { .. } => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
     }
 
     /// Runs `f` in one write transaction, committed when `f` succeeds and rolled back when it
@@ -139,6 +261,7 @@ impl MetaStore {
                     Ok(out)
                 })
             }
+            Backend::Postgres(pool) => pool.write(&mut f),
         }
     }
 
@@ -146,6 +269,7 @@ impl MetaStore {
     pub(crate) fn read<T>(&self, mut f: impl FnMut(&dyn Db) -> Result<T>) -> Result<T> {
         match &self.backend {
             Backend::Sqlite { path, readers, .. } => retry_busy(|| sqlite_read(path, readers, &mut |c| f(c))),
+            Backend::Postgres(pool) => pool.read(&mut f),
         }
     }
 
@@ -158,6 +282,7 @@ impl MetaStore {
                     f(&*tx)
                 })
             }),
+            Backend::Postgres(pool) => pool.snapshot(&mut f),
         }
     }
 }
@@ -185,4 +310,18 @@ fn sqlite_read<T>(
         pool.push(conn);
     }
     out
+}
+
+/// A store for a unit test: SQLite in `dir`, or a fresh database on the PostgreSQL server that
+/// `TRAINLOG_TEST_POSTGRES` names.
+#[cfg(test)]
+pub(crate) fn test_store(dir: &Path) -> MetaStore {
+    match std::env::var("TRAINLOG_TEST_POSTGRES") {
+        Ok(admin) => {
+            let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+            let url = create_postgres_database(&admin, &name).expect("a test database");
+            MetaStore::connect(&MetaUrl::Postgres(url)).expect("the test database")
+        }
+        Err(_) => MetaStore::open(&dir.join("meta.sqlite")).expect("a test database"),
+    }
 }

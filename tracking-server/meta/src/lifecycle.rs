@@ -41,7 +41,8 @@ pub(crate) fn runs_any_in(db: &dyn Db, ids: &[&str]) -> Result<HashMap<String, L
             found.insert(loaded.run.id.as_str().to_owned(), loaded);
         }
         for r in db.rows(&format!("SELECT run_id, key, type, value FROM params WHERE run_id IN ({marks})"), &values)? {
-            let (run_id, key, ty, text): (String, String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+            let (run_id, key, ty, text): (String, String, String, String) =
+                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
             let value = ParamValue::from_stored(&ty, &text).ok_or_else(|| {
                 Error::Corrupt(format!("param {key} of run {run_id} has type {ty} and value {text:?}"))
             })?;
@@ -116,7 +117,8 @@ impl MetaStore {
     /// A project by id, deleted or not; answers whether it is deleted.
     pub fn project_any(&self, id: i64) -> Result<(Project, bool)> {
         self.read(|db| {
-            let row = db.row("SELECT id, name, description, created_ms, deleted FROM projects WHERE id = ?1", vals![id])?;
+            let row =
+                db.row("SELECT id, name, description, created_ms, deleted FROM projects WHERE id = ?1", vals![id])?;
             project_and_deleted(&row.ok_or_else(|| not_found(format!("project {id}")))?)
         })
     }
@@ -143,8 +145,10 @@ impl MetaStore {
     /// Gives a project another name; its files stay where they are (they are kept by id).
     pub fn rename_project(&self, id: i64, name: &ProjectName) -> Result<()> {
         self.write(|tx| {
-            let taken: Option<i64> =
-                tx.row("SELECT id FROM projects WHERE name = ?1", vals![name.as_str()])?.map(|r| r.get(0)).transpose()?;
+            let taken: Option<i64> = tx
+                .row("SELECT id FROM projects WHERE name = ?1", vals![name.as_str()])?
+                .map(|r| r.get(0))
+                .transpose()?;
             if taken.is_some_and(|other| other != id) {
                 return Err(crate::Error::Conflict {
                     field: "name".into(),
@@ -224,7 +228,10 @@ impl MetaStore {
         self.write(|tx| {
             let existed = tx.exec("DELETE FROM project_tags WHERE project_id = ?1 AND key = ?2", vals![id, key])? > 0;
             if let Some(value) = value {
-                tx.exec("INSERT INTO project_tags (project_id, key, value) VALUES (?1, ?2, ?3)", vals![id, key, value])?;
+                tx.exec(
+                    "INSERT INTO project_tags (project_id, key, value) VALUES (?1, ?2, ?3)",
+                    vals![id, key, value],
+                )?;
             }
             Ok(existed)
         })
@@ -245,7 +252,7 @@ mod tests {
     #[test]
     fn a_search_answers_every_change_to_a_run_it_answered_before() {
         let dir = tempfile::tempdir().unwrap();
-        let m = MetaStore::open(&dir.path().join("db")).unwrap();
+        let m = crate::test_store(dir.path());
         let name = ProjectName::parse("project", "p").unwrap();
         let key = |k: &str| ParamKey::parse("params", k).unwrap();
         let new = NewRun {

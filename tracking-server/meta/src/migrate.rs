@@ -1,38 +1,95 @@
-//! Numbered schema migrations, tracked in SQLite's `user_version`.
+//! Numbered schema migrations, one list per database: SQLite tracks the applied version in its
+//! `user_version`, PostgreSQL in the table `schema_version`, under an advisory lock so servers
+//! starting together apply each migration once.
 
 use crate::{Error, Result};
-use rusqlite::Connection;
 
-const MIGRATIONS: &[(i64, &str)] = &[
-    (1, include_str!("migrations/0001_core.sql")),
-    (2, include_str!("migrations/0002_run_metadata.sql")),
-    (3, include_str!("migrations/0003_artifacts.sql")),
-    (4, include_str!("migrations/0004_checkpoints.sql")),
-    (5, include_str!("migrations/0005_registry.sql")),
-    (6, include_str!("migrations/0006_summary_mean.sql")),
-    (7, include_str!("migrations/0007_sweeps.sql")),
-    (8, include_str!("migrations/0008_auth.sql")),
-    (9, include_str!("migrations/0009_roles.sql")),
-    (10, include_str!("migrations/0010_logged_models.sql")),
-    (11, include_str!("migrations/0011_runless_logged_models.sql")),
-    (12, include_str!("migrations/0012_saved_views.sql")),
-    (13, include_str!("migrations/0013_run_revision.sql")),
-    (14, include_str!("migrations/0014_run_purges.sql")),
+/// (version, SQLite text, PostgreSQL text).
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, include_str!("migrations/0001_core.sql"), include_str!("migrations/postgres/0001_core.sql")),
+    (2, include_str!("migrations/0002_run_metadata.sql"), include_str!("migrations/postgres/0002_run_metadata.sql")),
+    (3, include_str!("migrations/0003_artifacts.sql"), include_str!("migrations/postgres/0003_artifacts.sql")),
+    (4, include_str!("migrations/0004_checkpoints.sql"), include_str!("migrations/postgres/0004_checkpoints.sql")),
+    (5, include_str!("migrations/0005_registry.sql"), include_str!("migrations/postgres/0005_registry.sql")),
+    (6, include_str!("migrations/0006_summary_mean.sql"), include_str!("migrations/postgres/0006_summary_mean.sql")),
+    (7, include_str!("migrations/0007_sweeps.sql"), include_str!("migrations/postgres/0007_sweeps.sql")),
+    (8, include_str!("migrations/0008_auth.sql"), include_str!("migrations/postgres/0008_auth.sql")),
+    (9, include_str!("migrations/0009_roles.sql"), include_str!("migrations/postgres/0009_roles.sql")),
+    (10, include_str!("migrations/0010_logged_models.sql"), include_str!("migrations/postgres/0010_logged_models.sql")),
+    (
+        11,
+        include_str!("migrations/0011_runless_logged_models.sql"),
+        include_str!("migrations/postgres/0011_runless_logged_models.sql"),
+    ),
+    (12, include_str!("migrations/0012_saved_views.sql"), include_str!("migrations/postgres/0012_saved_views.sql")),
+    (13, include_str!("migrations/0013_run_revision.sql"), include_str!("migrations/postgres/0013_run_revision.sql")),
+    (14, include_str!("migrations/0014_run_purges.sql"), include_str!("migrations/postgres/0014_run_purges.sql")),
 ];
 
-pub(crate) fn apply(conn: &mut Connection) -> Result<()> {
-    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    let newest = MIGRATIONS.last().map(|m| m.0).unwrap_or(0);
+/// The newest schema version this build knows.
+pub fn newest() -> i64 {
+    MIGRATIONS.last().map(|m| m.0).unwrap_or(0)
+}
+
+fn refuse_newer(current: i64) -> Result<()> {
+    let newest = newest();
     if current > newest {
         return Err(Error::Corrupt(format!(
-            "the database is at schema version {current}, newer than this build knows ({newest})"
+            "the database is at schema version {current}, newer than this build knows ({newest}); run a newer trainlog"
         )));
     }
-    for (version, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+    Ok(())
+}
+
+pub(crate) fn apply_sqlite(conn: &mut rusqlite::Connection) -> Result<()> {
+    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    refuse_newer(current)?;
+    for (version, sql, _) in MIGRATIONS.iter().filter(|m| m.0 > current) {
         let tx = conn.transaction()?;
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", version)?;
         tx.commit()?;
     }
     Ok(())
+}
+
+/// Any number fixed for this purpose: the advisory lock taken while migrating.
+const MIGRATION_LOCK: i64 = 0x7472_6169_6e6c_6f67;
+
+/// The schema version of a PostgreSQL database (0 when it has none yet).
+pub(crate) fn postgres_version(client: &mut postgres::Client) -> Result<i64> {
+    let exists: bool = client.query_one("SELECT to_regclass('schema_version') IS NOT NULL", &[])?.try_get(0)?;
+    if !exists {
+        return Ok(0);
+    }
+    Ok(client.query_one("SELECT version FROM schema_version", &[])?.try_get(0)?)
+}
+
+/// Applies pending migrations in one transaction; with `apply` false only checks that
+/// the database is not newer than this build and answers (current, newest).
+pub(crate) fn apply_postgres(client: &mut postgres::Client, apply: bool) -> Result<(i64, i64)> {
+    let current = postgres_version(client)?;
+    refuse_newer(current)?;
+    if !apply || current == newest() {
+        return Ok((current, newest()));
+    }
+    let mut tx = client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")?;
+    let mut current: i64 = match tx.query_opt("SELECT version FROM schema_version", &[])? {
+        Some(row) => row.try_get(0)?,
+        None => {
+            tx.execute("INSERT INTO schema_version (version) VALUES (0)", &[])?;
+            0
+        }
+    };
+    refuse_newer(current)?;
+    let pending: Vec<_> = MIGRATIONS.iter().filter(|m| m.0 > current).collect();
+    for (version, _, sql) in pending {
+        tx.batch_execute(sql)?;
+        tx.execute("UPDATE schema_version SET version = $1", &[version])?;
+        current = *version;
+    }
+    tx.commit()?;
+    Ok((current, newest()))
 }

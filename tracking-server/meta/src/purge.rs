@@ -129,7 +129,7 @@ mod tests {
     #[test]
     fn a_purge_takes_every_row_of_an_archived_run_and_keeps_its_id_from_coming_back() {
         let dir = tempfile::tempdir().unwrap();
-        let meta = MetaStore::open(&dir.path().join("meta.sqlite")).unwrap();
+        let meta = crate::test_store(dir.path());
         let new = |id: &str| NewRun {
             project: Some(ProjectName::parse("project", "p").unwrap()),
             id: Some(RunId::parse("id", id).unwrap()),

@@ -2,8 +2,8 @@
 //! have every role; a user with no row of their own gets the server's default role; whoever
 //! creates a project or a model is its admin.
 
-use crate::{not_found, Error, MetaStore, Result};
 use crate::db::{vals, Db};
+use crate::{not_found, Error, MetaStore, Result};
 
 /// What a user may do with a project (its runs, metrics, artifacts, checkpoints and sweeps) or a
 /// registered model. Each role includes the ones before it.
@@ -173,7 +173,9 @@ pub(crate) fn make_admin_in(db: &dyn Db, actor: Option<&Actor>, scope: Scope, id
 }
 
 fn user_id(db: &dyn Db, name: &str) -> Result<i64> {
-    db.row("SELECT id FROM users WHERE name = ?1", vals![name])?.ok_or_else(|| not_found(format!("user {name:?}")))?.get(0)
+    db.row("SELECT id FROM users WHERE name = ?1", vals![name])?
+        .ok_or_else(|| not_found(format!("user {name:?}")))?
+        .get(0)
 }
 
 impl MetaStore {
@@ -229,7 +231,8 @@ impl MetaStore {
                 .iter()
                 .map(|r| {
                     let role: String = r.get(1)?;
-                    let role = Role::parse("role", &role).map_err(|_| Error::Corrupt(format!("unknown role {role:?}")))?;
+                    let role =
+                        Role::parse("role", &role).map_err(|_| Error::Corrupt(format!("unknown role {role:?}")))?;
                     Ok((r.get(0)?, role))
                 })
                 .collect()
@@ -248,8 +251,11 @@ impl MetaStore {
                 scope.id_column(),
                 scope.members_table()
             );
-            let ids =
-                db.rows(&sql, vals![actor.user_id, readable])?.iter().map(|r| r.get(0)).collect::<Result<Vec<i64>>>()?;
+            let ids = db
+                .rows(&sql, vals![actor.user_id, readable])?
+                .iter()
+                .map(|r| r.get(0))
+                .collect::<Result<Vec<i64>>>()?;
             Ok(if readable { Visibility::AllBut(ids) } else { Visibility::Only(ids) })
         })
     }
@@ -268,7 +274,7 @@ mod tests {
     #[test]
     fn roles_come_from_admin_rights_then_grants_then_the_default() {
         let dir = tempfile::tempdir().unwrap();
-        let m = MetaStore::open(&dir.path().join("meta.db")).unwrap();
+        let m = crate::test_store(dir.path());
         m.add_user("root", true).unwrap();
         m.add_user("ada", false).unwrap();
         m.add_user("bo", false).unwrap();

@@ -1,8 +1,8 @@
 //! Projects and runs: creation, resumption, params with conflict detection, tags, status,
 //! summaries, search and the rows exported to the per-project runs table.
 
-use crate::{not_found, now_ms, search, Actor, Error, MetaStore, Result, Role, Scope};
 use crate::db::{vals, Db, Row, Value};
+use crate::{not_found, now_ms, search, Actor, Error, MetaStore, Result, Role, Scope};
 use std::collections::{BTreeMap, HashMap};
 use trainlog_schema::{MetricKey, MetricSummary, ParamKey, ParamValue, ProjectName, RunId, RunStatus, TagKey};
 
@@ -157,7 +157,8 @@ const ROWS_PER_STATEMENT: usize = 200;
 /// Inserts `rows` (each `width` values) with multi-row statements `{head} VALUES (…), (…) {tail}`.
 pub(crate) fn insert_rows(db: &dyn Db, head: &str, tail: &str, width: usize, rows: &[Vec<Value>]) -> Result<()> {
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let tuples: Vec<String> = (0..chunk.len()).map(|i| format!("({})", placeholders(i * width + 1, width))).collect();
+        let tuples: Vec<String> =
+            (0..chunk.len()).map(|i| format!("({})", placeholders(i * width + 1, width))).collect();
         let sql = format!("{head} VALUES {} {tail}", tuples.join(", "));
         let values: Vec<Value> = chunk.iter().flatten().cloned().collect();
         db.exec(&sql, &values)?;
@@ -407,7 +408,10 @@ impl MetaStore {
 
     pub fn project_by_id(&self, id: i64) -> Result<Project> {
         self.read(|db| {
-            let row = db.row("SELECT id, name, description, created_ms FROM projects WHERE id = ?1 AND deleted = 0", vals![id])?;
+            let row = db.row(
+                "SELECT id, name, description, created_ms FROM projects WHERE id = ?1 AND deleted = 0",
+                vals![id],
+            )?;
             project_from_row(&row.ok_or_else(|| not_found(format!("project {id}")))?)
         })
     }
@@ -482,7 +486,10 @@ impl MetaStore {
     pub fn set_status(&self, id: &RunId, status: RunStatus, end_ms: Option<i64>) -> Result<()> {
         self.in_run_tx(id, |tx| {
             let end = status.is_terminal().then(|| end_ms.unwrap_or_else(now_ms));
-            tx.exec("UPDATE runs SET status = ?2, end_ms = ?3 WHERE id = ?1", vals![id.as_str(), status.as_str(), end])?;
+            tx.exec(
+                "UPDATE runs SET status = ?2, end_ms = ?3 WHERE id = ?1",
+                vals![id.as_str(), status.as_str(), end],
+            )?;
             Ok(())
         })
     }
@@ -526,7 +533,10 @@ impl MetaStore {
     pub fn metadata(&self, id: &RunId) -> Result<BTreeMap<String, serde_json::Value>> {
         self.read(|db| {
             let mut out = BTreeMap::new();
-            for r in db.rows("SELECT section, value FROM run_metadata WHERE run_id = ?1 ORDER BY section", vals![id.as_str()])? {
+            for r in db.rows(
+                "SELECT section, value FROM run_metadata WHERE run_id = ?1 ORDER BY section",
+                vals![id.as_str()],
+            )? {
                 let (section, text): (String, String) = (r.get(0)?, r.get(1)?);
                 let value = serde_json::from_str(&text)
                     .map_err(|e| Error::Corrupt(format!("metadata {section} of run {id}: {e}")))?;

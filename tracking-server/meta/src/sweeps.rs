@@ -1,8 +1,8 @@
 //! Sweeps and their trials: the state a sweep keeps between agents and server restarts.
 
+use crate::db::{vals, Db, Row};
 use crate::runs::{create_run_in, ensure_project_in, NewRun};
 use crate::{not_found, now_ms, Actor, Error, MetaStore, Result, Role};
-use crate::db::{vals, Db, Row};
 use serde_json::Value;
 use trainlog_schema::{ProjectName, RunId};
 
@@ -130,7 +130,9 @@ fn get_sweep(db: &dyn Db, id: &str) -> Result<SweepRow> {
 
 fn get_trial(db: &dyn Db, sweep: &str, index: i64) -> Result<TrialRow> {
     let sql = format!("SELECT {TRIAL_COLUMNS} FROM sweep_trials WHERE sweep_id = ?1 AND trial_index = ?2");
-    trial_from_row(&db.row(&sql, vals![sweep, index])?.ok_or_else(|| not_found(format!("trial {index} of sweep {sweep}")))?)
+    trial_from_row(
+        &db.row(&sql, vals![sweep, index])?.ok_or_else(|| not_found(format!("trial {index} of sweep {sweep}")))?,
+    )
 }
 
 fn touch(tx: &dyn Db, sweep: &str) -> Result<()> {

@@ -99,7 +99,7 @@ mod tests {
     #[test]
     fn views_are_created_replaced_listed_by_name_and_deleted() {
         let dir = tempfile::tempdir().unwrap();
-        let m = MetaStore::open(&dir.path().join("db")).unwrap();
+        let m = crate::test_store(dir.path());
         let p = m.create_project(&ProjectName::parse("name", "p").unwrap(), "", None).unwrap();
         let (b, a) = (ViewName::parse("view", "b").unwrap(), ViewName::parse("view", "a").unwrap());
         let (_, created) = m.put_view(p.id, &b, &serde_json::json!({"x": 1}), Some("ada")).unwrap();
