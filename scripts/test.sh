@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: Rust unit and end-to-end tests, the storage tests again against an
-# S3-compatible server on 127.0.0.1, and the Python tests. Installs what it needs.
+# Runs every test: Rust unit and end-to-end tests (once on SQLite, again on a throwaway
+# PostgreSQL cluster), the storage tests again against an S3-compatible server on 127.0.0.1,
+# the Python tests and the UI tests. Installs what it needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -23,11 +24,26 @@ if ! command -v openssl >/dev/null || ! command -v curl >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl curl >/dev/null
 fi
 
+echo "== PostgreSQL: a throwaway cluster on 127.0.0.1 (Debian's package)"
+pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/trainlog-pg.XXXXXX")
+moto_pid=
+cleanup() {
+    if [[ -n "$moto_pid" ]]; then kill "$moto_pid" 2>/dev/null || true; fi
+    scripts/postgres.sh stop "$pg_dir"
+    rm -rf "$pg_dir"
+}
+trap cleanup EXIT
+TRAINLOG_TEST_PG=$(scripts/postgres.sh start "$pg_dir")
+export TRAINLOG_TEST_PG
+
 echo "== Build (release, once)"
 cargo build --release --workspace --locked
 
 echo "== Rust tests (local object store)"
 cargo test --release --workspace --locked
+
+echo "== The metadata tests and the end-to-end suite again, on PostgreSQL"
+TRAINLOG_TEST_META=postgres cargo test --release --locked -p trainlog-meta -p trainlog-tests
 
 echo "== Python package (maturin, into .venv) and its stubs"
 (cd client-py && VIRTUAL_ENV="$root/.venv" "$root/.venv/bin/maturin" develop --release --locked)
@@ -38,7 +54,6 @@ echo "== Storage, artifact, registry tests against S3 (moto_server on 127.0.0.1)
 port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 .venv/bin/moto_server -H 127.0.0.1 -p "$port" >"${TMPDIR:-/tmp}/trainlog-moto-$port.log" 2>&1 &
 moto_pid=$!
-trap 'kill "$moto_pid" 2>/dev/null || true' EXIT
 for _ in $(seq 1 150); do
     curl -sf -o /dev/null "http://127.0.0.1:$port/" && break
     sleep 0.2

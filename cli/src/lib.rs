@@ -31,6 +31,10 @@ enum Command {
         /// Object store URL for Parquet files (file:///abs/dir, s3://bucket/prefix); default DATA/store.
         #[arg(long, env = "TRAINLOG_STORE")]
         store: Option<String>,
+        /// The metadata database: postgres://user@host:port/database (several servers may share
+        /// it, with the same --store), or sqlite:///path; default the SQLite file DATA/trainlog.db.
+        #[arg(long, env = "TRAINLOG_META")]
+        meta: Option<String>,
         /// Seconds without a heartbeat after which a sweep trial's node is taken as lost.
         #[arg(long, env = "TRAINLOG_TRIAL_TIMEOUT", default_value_t = 60)]
         trial_timeout: u64,
@@ -76,6 +80,10 @@ enum Command {
         /// The server's data folder.
         #[arg(long, env = "TRAINLOG_DATA", default_value = "./trainlog-data")]
         data: PathBuf,
+        /// The metadata database: postgres://user@host:port/database, or sqlite:///path; default
+        /// the SQLite file in the data folder.
+        #[arg(long, env = "TRAINLOG_META")]
+        meta: Option<String>,
     },
     /// Check an API key against a server and save it in ~/.trainlog/credentials (0600), where
     /// the SDKs and every command find it when TRAINLOG_API_KEY is not set.
@@ -92,6 +100,10 @@ enum Command {
         /// The server's data folder.
         #[arg(long, env = "TRAINLOG_DATA", default_value = "./trainlog-data", global = true)]
         data: PathBuf,
+        /// The metadata database: postgres://user@host:port/database, or sqlite:///path; default
+        /// the SQLite file in the data folder.
+        #[arg(long, env = "TRAINLOG_META", global = true)]
+        meta: Option<String>,
         #[command(subcommand)]
         action: UsersCommand,
     },
@@ -100,6 +112,10 @@ enum Command {
         /// The server's data folder.
         #[arg(long, env = "TRAINLOG_DATA", default_value = "./trainlog-data", global = true)]
         data: PathBuf,
+        /// The metadata database: postgres://user@host:port/database, or sqlite:///path; default
+        /// the SQLite file in the data folder.
+        #[arg(long, env = "TRAINLOG_META", global = true)]
+        meta: Option<String>,
         #[command(subcommand)]
         action: KeysCommand,
     },
@@ -127,6 +143,17 @@ enum Command {
         server: Option<String>,
         #[command(flatten)]
         slots: SlotArgs,
+    },
+    /// Bring a metadata database's schema to this version (the server does it too when it starts).
+    Migrate {
+        /// The metadata database: postgres://user@host:port/database, or sqlite:///path.
+        #[arg(long, env = "TRAINLOG_META")]
+        meta: String,
+    },
+    /// Metadata database tools.
+    Meta {
+        #[command(subcommand)]
+        action: MetaCommand,
     },
     /// Copy another tracker's history into a trainlog server.
     Import {
@@ -165,6 +192,21 @@ enum ImportCommand {
         /// The trainlog server to copy into; default TRAINLOG_SERVER, else the local default.
         #[arg(long, env = "TRAINLOG_SERVER")]
         server: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum MetaCommand {
+    /// Copy every row of one metadata database into another, empty one (made and migrated if
+    /// needed), e.g. from SQLite to PostgreSQL; stop the servers using the source first. Metric
+    /// files and artifacts stay where they are: start the servers with the same --store.
+    Copy {
+        /// sqlite:///path/to/trainlog.db or postgres://…
+        #[arg(long = "from")]
+        from: String,
+        /// postgres://… or sqlite:///path
+        #[arg(long)]
+        to: String,
     },
 }
 
@@ -212,13 +254,43 @@ fn login(server: Option<&str>, key: Option<String>) -> Result<String, String> {
     Ok(format!("the key works; saved it for {server} in {}", path.display()))
 }
 
-/// Opens the metadata database of a data folder, as the server does (it may be running).
-fn open_meta(data: &std::path::Path) -> Result<trainlog_meta::MetaStore, String> {
-    let path = data.join("trainlog.db");
-    if !path.exists() {
-        std::fs::create_dir_all(data).map_err(|e| format!("creating {}: {e}", data.display()))?;
+/// Opens the metadata database `--meta` names, else the data folder's, as the server does (it
+/// may be running).
+fn open_meta(data: &std::path::Path, meta: Option<&str>) -> Result<trainlog_meta::MetaStore, String> {
+    let url = match meta {
+        Some(url) => trainlog_meta::MetaUrl::parse(url).map_err(|e| e.to_string())?,
+        None => {
+            std::fs::create_dir_all(data).map_err(|e| format!("creating {}: {e}", data.display()))?;
+            trainlog_meta::MetaUrl::Sqlite(data.join("trainlog.db"))
+        }
+    };
+    trainlog_meta::MetaStore::connect(&url).map_err(|e| format!("opening {}: {e}", url.redacted()))
+}
+
+fn migrate(meta: &str) -> Result<String, String> {
+    let url = trainlog_meta::MetaUrl::parse(meta).map_err(|e| e.to_string())?;
+    let (before, now) = trainlog_meta::MetaStore::migrate(&url).map_err(|e| format!("{}: {e}", url.redacted()))?;
+    Ok(if before == now {
+        format!("{} is at schema version {now}, this build's newest", url.redacted())
+    } else {
+        format!("{}: schema version {before} → {now}", url.redacted())
+    })
+}
+
+fn meta_command(action: MetaCommand) -> Result<String, String> {
+    match action {
+        MetaCommand::Copy { from, to } => {
+            let from = trainlog_meta::MetaUrl::parse(&from).map_err(|e| format!("--from: {e}"))?;
+            let to = trainlog_meta::MetaUrl::parse(&to).map_err(|e| format!("--to: {e}"))?;
+            let copied = trainlog_meta::copy(&from, &to).map_err(|e| e.to_string())?;
+            let total: u64 = copied.iter().map(|(_, n)| n).sum();
+            let mut out = format!("copied {total} rows from {} to {}\n", from.redacted(), to.redacted());
+            for (table, rows) in copied.iter().filter(|(_, n)| *n > 0) {
+                out += &format!("{table}\t{rows}\n");
+            }
+            Ok(out)
+        }
     }
-    trainlog_meta::MetaStore::open(&path).map_err(|e| format!("opening {}: {e}", path.display()))
 }
 
 fn time_text(ms: Option<i64>) -> String {
@@ -246,8 +318,8 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
-fn users(data: &std::path::Path, action: UsersCommand) -> Result<String, String> {
-    let meta = open_meta(data)?;
+fn users(data: &std::path::Path, meta: Option<&str>, action: UsersCommand) -> Result<String, String> {
+    let meta = open_meta(data, meta)?;
     Ok(match action {
         UsersCommand::Add { name, admin } => {
             let key = meta.add_user(&name, admin).map_err(|e| e.to_string())?;
@@ -274,16 +346,22 @@ fn users(data: &std::path::Path, action: UsersCommand) -> Result<String, String>
     })
 }
 
-fn grant(data: &std::path::Path, user: &str, name: &str, role: &str, model: bool) -> Result<String, String> {
-    let meta = open_meta(data)?;
+fn grant(
+    (data, meta): (&std::path::Path, Option<&str>),
+    user: &str,
+    name: &str,
+    role: &str,
+    model: bool,
+) -> Result<String, String> {
+    let meta = open_meta(data, meta)?;
     let role = trainlog_meta::Role::parse("role", role).map_err(|e| e.to_string())?;
     let scope = if model { trainlog_meta::Scope::Model } else { trainlog_meta::Scope::Project };
     meta.grant(scope, name, user, role).map_err(|e| e.to_string())?;
     Ok(format!("{user} now has the {role} role on {} {name:?}", scope.noun()))
 }
 
-fn keys(data: &std::path::Path, action: KeysCommand) -> Result<String, String> {
-    let meta = open_meta(data)?;
+fn keys(data: &std::path::Path, meta: Option<&str>, action: KeysCommand) -> Result<String, String> {
+    let meta = open_meta(data, meta)?;
     Ok(match action {
         KeysCommand::Create { user } => {
             let key = meta.create_key(&user).map_err(|e| e.to_string())?;
@@ -683,17 +761,20 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 }
             }
         }
-        Command::Users { data, action } => print_result(users(&data, action)),
+        Command::Users { data, meta, action } => print_result(users(&data, meta.as_deref(), action)),
         Command::Login { server, key } => print_result(login(server.as_deref(), key)),
-        Command::Keys { data, action } => print_result(keys(&data, action)),
-        Command::Grant { user, project, role, model, data } => {
-            print_result(grant(&data, &user, &project, &role, model))
+        Command::Keys { data, meta, action } => print_result(keys(&data, meta.as_deref(), action)),
+        Command::Grant { user, project, role, model, data, meta } => {
+            print_result(grant((&data, meta.as_deref()), &user, &project, &role, model))
         }
+        Command::Migrate { meta } => print_result(migrate(&meta)),
+        Command::Meta { action } => print_result(meta_command(action)),
         Command::Server {
             host,
             port,
             data,
             store,
+            meta,
             trial_timeout,
             allowed_hosts,
             max_buffer_bytes,
@@ -719,6 +800,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 port,
                 data_dir: data,
                 store_url: store,
+                meta_url: meta,
                 trial_timeout: std::time::Duration::from_secs(trial_timeout.max(1)),
                 allowed_hosts,
                 max_buffer_bytes,

@@ -29,6 +29,40 @@ pub fn test_store_url(unique: &str) -> Option<String> {
         .map(|base| format!("{}/{unique}", base.trim_end_matches('/')))
 }
 
+/// The URL of the PostgreSQL server the tests may make databases on (`TRAINLOG_TEST_PG`;
+/// `scripts/postgres.sh` starts a throwaway one).
+pub fn postgres_server() -> String {
+    std::env::var("TRAINLOG_TEST_PG")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .expect("TRAINLOG_TEST_PG: the URL of a PostgreSQL server for tests (scripts/test.sh starts one)")
+}
+
+/// A fresh, empty database on the tests' PostgreSQL server; answers its URL.
+pub fn fresh_postgres_database() -> String {
+    let name = format!("e2e_{}", unique_name().replace('-', "_"));
+    trainlog_meta::create_postgres_database(&postgres_server(), &name).expect("a test database on PostgreSQL")
+}
+
+/// The metadata database of a server on `data` when the tests run against PostgreSQL
+/// (`TRAINLOG_TEST_META=postgres`): a fresh database per data folder, kept across restarts.
+/// None: the SQLite file in the data folder.
+pub fn test_meta_url(data: &Path) -> Option<String> {
+    if std::env::var("TRAINLOG_TEST_META").as_deref() != Ok("postgres") {
+        return None;
+    }
+    let record = data.with_extension("meta-url");
+    if let Ok(url) = std::fs::read_to_string(&record) {
+        return Some(url);
+    }
+    let url = fresh_postgres_database();
+    if let Some(parent) = record.parent() {
+        std::fs::create_dir_all(parent).expect("the data folder's parent");
+    }
+    std::fs::write(&record, &url).expect("recording the test database");
+    Some(url)
+}
+
 /// How long a spawned server may take to print its ready line.
 const READY_TIMEOUT_S: u64 = 60;
 
@@ -45,6 +79,8 @@ pub struct TestServer {
     flags: Vec<String>,
     /// Milliseconds from spawning the process to its ready line.
     pub startup_ms: u128,
+    /// The `--meta` URL the server was given, if any.
+    pub meta_url: Option<String>,
 }
 
 fn unique_name() -> String {
@@ -81,6 +117,11 @@ impl TestServer {
         s
     }
 
+    /// Starts a server on an existing data folder (one a stopped server left), with more flags.
+    pub fn spawn_on_folder(data: PathBuf, flags: &[&str]) -> Self {
+        Self::start_with(data, None, 0, flags)
+    }
+
     fn start(data: PathBuf, store_url: Option<String>) -> Self {
         Self::start_on(data, store_url, 0)
     }
@@ -97,7 +138,15 @@ impl TestServer {
             cmd.args(["--store", url]);
         }
         cmd.args(flags);
+        let meta_url = match flags.iter().position(|f| *f == "--meta") {
+            Some(i) => flags.get(i + 1).map(|u| u.to_string()),
+            None => test_meta_url(&data),
+        };
+        if let (Some(url), false) = (&meta_url, flags.contains(&"--meta")) {
+            cmd.args(["--meta", url]);
+        }
         cmd.env_remove("TRAINLOG_PORT")
+            .env_remove("TRAINLOG_META")
             .env_remove("TRAINLOG_STORE")
             .env_remove("TRAINLOG_DATA")
             .env_remove("TRAINLOG_AUTH");
@@ -139,7 +188,7 @@ impl TestServer {
             .build()
             .expect("an HTTP client");
         let flags = flags.iter().map(|f| f.to_string()).collect();
-        Self { url, data, store_url, child: Some(child), _dir: None, client, api_key, flags, startup_ms }
+        Self { url, data, store_url, child: Some(child), _dir: None, client, api_key, flags, startup_ms, meta_url }
     }
 
     /// The object store URL the server was started with (None: the local folder under `data`).
@@ -212,6 +261,19 @@ impl TestServer {
         let mut next = Self::start_with(self.data.clone(), self.store_url.clone(), port, &flags);
         next._dir = dir;
         *self = next;
+    }
+
+    /// Runs a `trainlog` command that works on the server's metadata (`users`, `keys`, `grant`)
+    /// against its data folder and database; answers the last line it printed.
+    pub fn admin_cli(&self, args: &[&str]) -> String {
+        let mut cmd = Command::new(binary());
+        cmd.args(args).arg("--data").arg(&self.data).env_remove("TRAINLOG_META");
+        if let Some(url) = &self.meta_url {
+            cmd.args(["--meta", url]);
+        }
+        let out = cmd.output().expect("trainlog runs");
+        assert!(out.status.success(), "trainlog {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_owned()
     }
 
     pub fn pid(&self) -> Option<u32> {

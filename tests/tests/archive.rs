@@ -3,8 +3,7 @@
 //! refuse changes until restored, and need write on their project; an archived run deleted for
 //! good leaves no row, point or object behind, even after a crash, and needs admin.
 
-use std::process::Command;
-use trainlog_tests::{binary, json, TestServer, Value};
+use trainlog_tests::{json, TestServer, Value};
 
 fn send(s: &TestServer, method: &str, path: &str, key: Option<&str>, body: Option<&Value>) -> (u16, Value) {
     let client = reqwest::blocking::Client::new();
@@ -136,17 +135,11 @@ fn archived_runs_leave_lists_stay_readable_and_come_back() {
 }
 
 /// `trainlog ARGS… --data DATA`; answers the last line of stdout (a new user's key).
-fn cli(s: &TestServer, args: &[&str]) -> String {
-    let out = Command::new(binary()).args(args).arg("--data").arg(&s.data).output().expect("trainlog runs");
-    assert!(out.status.success(), "trainlog {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_owned()
-}
-
 #[test]
 fn archiving_needs_write_and_archived_runs_stay_hidden_from_strangers() {
     let s = TestServer::spawn_local_with(&["--auth", "--default-permission", "none"]);
     let [owner, writer, reader, stranger] =
-        ["owner", "writer", "reader", "stranger"].map(|name| cli(&s, &["users", "add", name]));
+        ["owner", "writer", "reader", "stranger"].map(|name| s.admin_cli(&["users", "add", name]));
     let (status, run) = send(&s, "POST", "/runs", Some(&owner), Some(&json!({"project": "lab"})));
     assert_eq!(status, 201, "{run}");
     let run = run["id"].as_str().unwrap().to_owned();

@@ -37,12 +37,6 @@ fn call(s: &TestServer, method: &str, path: &str, key: Option<&str>, body: Optio
 }
 
 /// `trainlog ARGS… --data DATA`; answers the last line of stdout.
-fn cli(s: &TestServer, args: &[&str]) -> String {
-    let out = Command::new(binary()).args(args).arg("--data").arg(&s.data).output().expect("trainlog runs");
-    assert!(out.status.success(), "trainlog {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_owned()
-}
-
 #[test]
 fn a_reachable_address_without_auth_is_refused_before_binding() {
     let out = Command::new(binary())
@@ -104,7 +98,7 @@ fn keys_work_until_revoked_and_a_run_belongs_to_its_key() {
     let s = TestServer::spawn_local_with(&["--auth"]);
     let admin = admin_key(&s);
     // A user made from the command line while the server runs.
-    let bob = cli(&s, &["users", "add", "bob"]);
+    let bob = s.admin_cli(&["users", "add", "bob"]);
     assert!(bob.starts_with("tl_"), "{bob}");
     let (status, run) =
         call(&s, "POST", "/api/v1/runs", Some(&bob), Some(&json!({"project": "p", "name": "mine", "user": "mallory"})));
@@ -130,8 +124,8 @@ fn keys_work_until_revoked_and_a_run_belongs_to_its_key() {
     let key_id = bob.split('_').nth(1).unwrap().to_owned();
     assert!(listed.contains(&key_id), "{listed}");
     // A second key outlives the first one's revocation.
-    let second = cli(&s, &["keys", "create", "bob"]);
-    cli(&s, &["keys", "revoke", &key_id]);
+    let second = s.admin_cli(&["keys", "create", "bob"]);
+    s.admin_cli(&["keys", "revoke", &key_id]);
     // The server notices a revocation made by another process within its poll (200 ms); this
     // waits for that, boundedly, and never for a time it asserts.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -140,7 +134,7 @@ fn keys_work_until_revoked_and_a_run_belongs_to_its_key() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(call(&s, "GET", "/api/v1/projects", Some(&second), None).0, 200);
-    cli(&s, &["users", "remove", "bob"]);
+    s.admin_cli(&["users", "remove", "bob"]);
     let deadline = Instant::now() + Duration::from_secs(10);
     while call(&s, "GET", "/api/v1/projects", Some(&second), None).0 != 401 {
         assert!(Instant::now() < deadline, "a removed user's key still works after 10 s");
@@ -216,7 +210,7 @@ fn permission_matrix(default: &str) {
     let s = TestServer::spawn_local_with(&["--auth", "--default-permission", default]);
     let admin = admin_key(&s);
     let [owner, writer, reader, stranger] =
-        ["owner", "writer", "reader", "stranger"].map(|name| cli(&s, &["users", "add", name]));
+        ["owner", "writer", "reader", "stranger"].map(|name| s.admin_cli(&["users", "add", name]));
     // The owner makes the project (by logging its first run) and the model: they are its admin.
     let (status, run) = call(&s, "POST", "/api/v1/runs", Some(&owner), Some(&json!({"project": "vision"})));
     assert_eq!(status, 201, "{run}");
@@ -232,7 +226,7 @@ fn permission_matrix(default: &str) {
     for (user, role) in [("writer", "write"), ("reader", "read")] {
         let path = format!("/api/v1/projects/vision/members/{user}");
         assert_eq!(call(&s, "PUT", &path, Some(&owner), Some(&json!({"role": role}))).0, 200);
-        cli(&s, &["grant", user, "detector", role, "--model"]);
+        s.admin_cli(&["grant", user, "detector", role, "--model"]);
     }
     let (status, members) = call(&s, "GET", "/api/v1/projects/vision/members", Some(&owner), None);
     assert_eq!(status, 200);
@@ -408,8 +402,8 @@ fn users_and_keys_through_the_api_hold_at_once() {
 #[test]
 fn an_agent_needs_write_on_the_sweeps_project_and_says_so() {
     let s = TestServer::spawn_local_with(&["--auth"]);
-    let owner = cli(&s, &["users", "add", "owner"]);
-    let helper = cli(&s, &["users", "add", "helper"]);
+    let owner = s.admin_cli(&["users", "add", "owner"]);
+    let helper = s.admin_cli(&["users", "add", "helper"]);
     let config = "project: lab\ncommand: [\"true\"]\nmethod: random\nmetric: {name: loss, goal: minimize}\n\
                   parameters:\n  lr: {values: [0.1, 0.01]}\nrun_cap: 1\n";
     let (status, sweep) = call(&s, "POST", "/api/v1/sweeps", Some(&owner), Some(&json!({"config": config})));

@@ -2,8 +2,7 @@
 //! past its 1,000 ids; by group it buckets each group's runs on one step grid; refusals name
 //! their field, unknown runs are not found by id, and runs the caller may not read are hidden.
 
-use std::process::Command;
-use trainlog_tests::{binary, json, TestServer, Value};
+use trainlog_tests::{json, TestServer, Value};
 
 fn field(body: &Value) -> &str {
     body["error"]["field"].as_str().unwrap_or_default()
@@ -181,16 +180,10 @@ fn bad_queries_are_refused_naming_the_field_and_unknown_runs_are_not_found() {
 }
 
 /// `trainlog ARGS… --data DATA`; answers the last line of stdout (a new user's key).
-fn cli(s: &TestServer, args: &[&str]) -> String {
-    let out = Command::new(binary()).args(args).arg("--data").arg(&s.data).output().expect("trainlog runs");
-    assert!(out.status.success(), "trainlog {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_owned()
-}
-
 #[test]
 fn runs_the_caller_may_not_read_are_not_found() {
     let s = TestServer::spawn_local_with(&["--auth", "--default-permission", "none"]);
-    let [owner, reader] = ["owner", "reader"].map(|name| cli(&s, &["users", "add", name]));
+    let [owner, reader] = ["owner", "reader"].map(|name| s.admin_cli(&["users", "add", name]));
     let post = |key: &str, path: &str, body: &Value| {
         let r = reqwest::blocking::Client::new().post(s.api(path)).bearer_auth(key).json(body).send().unwrap();
         let status = r.status().as_u16();

@@ -1,8 +1,7 @@
 //! Saved views of a project against the real binary: create, replace, list, read, delete, the
 //! refusals naming their field, and who may read or change them on a server run with `--auth`.
 
-use std::process::Command;
-use trainlog_tests::{binary, json, urlencode, TestServer, Value};
+use trainlog_tests::{json, urlencode, TestServer, Value};
 
 fn send(s: &TestServer, method: &str, path: &str, key: Option<&str>, body: Option<&Value>) -> (u16, Value) {
     let client = reqwest::blocking::Client::new();
@@ -142,17 +141,11 @@ fn bad_views_are_refused_naming_the_field() {
 }
 
 /// `trainlog ARGS… --data DATA`; answers the last line of stdout (a new user's key).
-fn cli(s: &TestServer, args: &[&str]) -> String {
-    let out = Command::new(binary()).args(args).arg("--data").arg(&s.data).output().expect("trainlog runs");
-    assert!(out.status.success(), "trainlog {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_owned()
-}
-
 #[test]
 fn reading_views_needs_read_and_changing_them_needs_write() {
     let s = TestServer::spawn_local_with(&["--auth", "--default-permission", "none"]);
     let [owner, writer, reader, stranger] =
-        ["owner", "writer", "reader", "stranger"].map(|name| cli(&s, &["users", "add", name]));
+        ["owner", "writer", "reader", "stranger"].map(|name| s.admin_cli(&["users", "add", name]));
     assert_eq!(send(&s, "POST", "/projects", Some(&owner), Some(&json!({"name": "lab"}))).0, 201);
     for (user, role) in [("writer", "write"), ("reader", "read")] {
         let path = format!("/projects/lab/members/{user}");

@@ -94,7 +94,6 @@ impl MetaStore {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
 
     #[test]
     fn reserved_numbers_follow_each_other_from_one() {

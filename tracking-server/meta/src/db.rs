@@ -142,6 +142,10 @@ impl Row {
         Row(values)
     }
 
+    pub(crate) fn values(&self) -> &[Value] {
+        &self.0
+    }
+
     /// Column `i` as `T`; a column of another type is stored metadata this build cannot read.
     pub(crate) fn get<T: FromValue>(&self, i: usize) -> Result<T> {
         let v = self.0.get(i).ok_or_else(|| Error::Corrupt(format!("a row has no column {i}")))?;

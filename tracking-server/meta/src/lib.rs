@@ -5,6 +5,7 @@ mod artifacts;
 pub mod auth;
 mod catalog;
 mod checkpoints;
+mod copy;
 mod db;
 mod keys;
 mod lifecycle;
@@ -23,6 +24,7 @@ mod views;
 pub use artifacts::ArtifactRow;
 pub use catalog::{MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
 pub use checkpoints::{CheckpointRow, Retention};
+pub use copy::copy;
 pub use keys::ProjectKeys;
 pub use logged_models::{new_logged_model_id, LoggedModelRow};
 pub use purge::PurgedRun;
@@ -81,7 +83,17 @@ impl Error {
     pub fn is_unavailable(&self) -> bool {
         match self {
             Error::Unavailable(_) => true,
-            Error::Postgres(e) => e.is_closed() || e.as_db_error().is_none(),
+            Error::Postgres(e) => {
+                use std::error::Error as _;
+                let state = e.code().map(|c| c.code()).unwrap_or_default();
+                // Class 08: connection exception; 57: operator intervention (a shutdown, a
+                // terminated connection); 53300: too many connections.
+                e.is_closed()
+                    || e.source().is_some_and(|s| s.is::<std::io::Error>())
+                    || state.starts_with("08")
+                    || state.starts_with("57")
+                    || state == "53300"
+            }
             _ => false,
         }
     }
@@ -164,7 +176,7 @@ impl MetaUrl {
 /// Connections a server keeps to PostgreSQL at most.
 const POSTGRES_CONNECTIONS: u32 = 16;
 /// How long a statement waits for a free connection, or for PostgreSQL to accept one.
-const POSTGRES_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+const POSTGRES_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 const MAX_IDLE_READERS: usize = 8;
 
@@ -312,16 +324,16 @@ fn sqlite_read<T>(
     out
 }
 
-/// A store for a unit test: SQLite in `dir`, or a fresh database on the PostgreSQL server that
-/// `TRAINLOG_TEST_POSTGRES` names.
+/// A store for a unit test: SQLite in `dir`, or with `TRAINLOG_TEST_META=postgres` a fresh
+/// database on the PostgreSQL server `TRAINLOG_TEST_PG` names.
 #[cfg(test)]
 pub(crate) fn test_store(dir: &Path) -> MetaStore {
-    match std::env::var("TRAINLOG_TEST_POSTGRES") {
-        Ok(admin) => {
-            let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-            let url = create_postgres_database(&admin, &name).expect("a test database");
-            MetaStore::connect(&MetaUrl::Postgres(url)).expect("the test database")
-        }
-        Err(_) => MetaStore::open(&dir.join("meta.sqlite")).expect("a test database"),
+    if std::env::var("TRAINLOG_TEST_META").as_deref() == Ok("postgres") {
+        let admin =
+            std::env::var("TRAINLOG_TEST_PG").expect("TRAINLOG_TEST_PG: the URL of a PostgreSQL server for tests");
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let url = create_postgres_database(&admin, &name).expect("a test database");
+        return MetaStore::connect(&MetaUrl::Postgres(url)).expect("the test database");
     }
+    MetaStore::open(&dir.join("meta.sqlite")).expect("a test database")
 }

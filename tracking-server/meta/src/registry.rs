@@ -1,7 +1,7 @@
 //! The model registry: registered models, numbered versions pointing at a run's files with a
 //! lineage snapshot, movable aliases, tags, archiving and search.
 
-use crate::db::{vals, Db, Value as SqlValue};
+use crate::db::{vals, Db, Dialect, Value as SqlValue};
 use crate::{not_found, now_ms, Error, MetaStore, Result};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -244,10 +244,18 @@ impl MetaStore {
     pub fn models(&self, search: &str) -> Result<Vec<ModelRow>> {
         self.read(|db| {
             let pattern = format!("%{}%", search.replace('!', "!!").replace('%', "!%").replace('_', "!_"));
+            // Case-insensitive, as SQLite's LIKE is.
+            let like = match db.dialect() {
+                Dialect::Sqlite => "LIKE",
+                Dialect::Postgres => "ILIKE",
+            };
             let ids = db.rows(
-                "SELECT id FROM registered_models m WHERE m.name LIKE ?1 ESCAPE '!'
-                   OR EXISTS (SELECT 1 FROM model_tags t WHERE t.model_id = m.id AND (t.key LIKE ?1 ESCAPE '!' OR t.value LIKE ?1 ESCAPE '!'))
-                 ORDER BY m.name",
+                &format!(
+                    "SELECT id FROM registered_models m WHERE m.name {like} ?1 ESCAPE '!'
+                       OR EXISTS (SELECT 1 FROM model_tags t WHERE t.model_id = m.id
+                                  AND (t.key {like} ?1 ESCAPE '!' OR t.value {like} ?1 ESCAPE '!'))
+                     ORDER BY m.name"
+                ),
                 vals![pattern],
             )?;
             ids.iter().map(|r| load_model(db, r.get(0)?)).collect()

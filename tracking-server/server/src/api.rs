@@ -1801,6 +1801,18 @@ pub struct Health {
     pub status: &'static str,
 }
 
+/// Whether a replica can serve: each dependency's state, "ok" or what went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Readiness {
+    /// `ready` or `unavailable`.
+    #[schema(value_type = String, example = "ready")]
+    pub status: &'static str,
+    /// The metadata database (SQLite or PostgreSQL).
+    pub database: String,
+    /// The object store of metric files and artifacts.
+    pub store: String,
+}
+
 // ---- Users, keys and roles ----
 
 /// A user name: 1 to 64 characters from [A-Za-z0-9_.@-].

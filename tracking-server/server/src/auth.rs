@@ -159,7 +159,8 @@ fn presented(req: &HttpRequest) -> Option<(Option<String>, String)> {
 /// MLflow door.
 fn needs_key(req: &HttpRequest) -> bool {
     let path = req.path();
-    let health = path == "/api/v1/health" && matches!(*req.method(), Method::GET | Method::HEAD);
+    let health = matches!(path, "/api/v1/health" | "/api/v1/health/live" | "/api/v1/health/ready")
+        && matches!(*req.method(), Method::GET | Method::HEAD);
     (path.starts_with("/api/v1/") || path == "/metrics" || crate::mlflow::is_mlflow_path(path)) && !health
 }
 
@@ -339,6 +340,8 @@ mod tests {
     fn the_health_check_and_the_ui_need_no_key() {
         let at = |m: Method, p: &str| needs_key(&TestRequest::default().method(m).uri(p).to_http_request());
         assert!(!at(Method::GET, "/api/v1/health"));
+        assert!(!at(Method::GET, "/api/v1/health/live"));
+        assert!(!at(Method::GET, "/api/v1/health/ready"));
         assert!(!at(Method::GET, "/"));
         assert!(!at(Method::GET, "/app.js"));
         assert!(at(Method::POST, "/api/v1/health"));

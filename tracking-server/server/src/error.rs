@@ -194,6 +194,9 @@ impl From<trainlog_meta::Error> for ApiError {
         if e.is_disk_full() {
             return ApiError::InsufficientStorage(format!("the data disk is full: {e}; free space and retry"));
         }
+        if e.is_unavailable() {
+            return ApiError::Unavailable(e.to_string());
+        }
         match e {
             M::NotFound { what } => ApiError::NotFound(what),
             M::Invalid { field, reason } => ApiError::Invalid { field, reason },

@@ -34,6 +34,8 @@ pub struct ServerConfig {
     pub port: u16,
     pub data_dir: PathBuf,
     pub store_url: Option<String>,
+    /// The metadata database (`postgres://…`, `sqlite:///…`); default the SQLite file in `data_dir`.
+    pub meta_url: Option<String>,
     /// A sweep trial whose agent sends no heartbeat for this long is taken as preempted.
     pub trial_timeout: std::time::Duration,
     /// Host names served besides the bound address (`*`: any); see `guard::HostPolicy`.
@@ -119,12 +121,16 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     }
     let tls = config.tls.as_ref().map(tls_config).transpose().map_err(to_io)?;
     std::fs::create_dir_all(&config.data_dir)?;
-    let db_path = config.data_dir.join("trainlog.db");
+    let meta_url = match &config.meta_url {
+        Some(url) => trainlog_meta::MetaUrl::parse(url).map_err(|e| to_io(format!("--meta: {e}")))?,
+        None => trainlog_meta::MetaUrl::Sqlite(config.data_dir.join("trainlog.db")),
+    };
+    let meta_shown = meta_url.redacted();
     let meta = Arc::new(
-        tokio::task::spawn_blocking(move || MetaStore::open(&db_path))
+        tokio::task::spawn_blocking(move || MetaStore::connect(&meta_url))
             .await
             .map_err(|e| to_io(e.to_string()))?
-            .map_err(|e| to_io(format!("opening the metadata store: {e}")))?,
+            .map_err(|e| to_io(format!("opening the metadata store {meta_shown}: {e}")))?,
     );
     let store_config = StoreConfig {
         max_buffer_bytes: config.max_buffer_bytes,

@@ -19,6 +19,8 @@ use utoipa::{Modify, OpenApi, ToSchema};
     ),
     paths(
         crate::routes::health,
+        crate::routes::health_live,
+        crate::routes::health_ready,
         crate::routes::openapi,
         crate::metrics::prometheus,
         crate::routes::list_projects,
@@ -225,7 +227,7 @@ impl Modify for SharedErrors {
                 }
                 if changes {
                     add("403", "forbidden: the request comes from a page of another site (Origin, Sec-Fetch-Site), or (with --auth) the key's user lacks the role it needs.");
-                } else if path != "/api/v1/health" {
+                } else if !path.starts_with("/api/v1/health") {
                     add("403", "forbidden: with --auth, the key's user lacks the role this needs.");
                 }
                 if has_path_params || has_query || any_body {
@@ -266,7 +268,7 @@ impl Modify for KeysWhenAuthIsOn {
             for op in
                 [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete].into_iter().flatten()
             {
-                if path == "/api/v1/health" {
+                if path.starts_with("/api/v1/health") {
                     op.security = Some(vec![SecurityRequirement::default()]);
                     continue;
                 }

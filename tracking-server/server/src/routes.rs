@@ -26,6 +26,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::scope("/api/v1")
             .route("/health", web::get().to(health))
+            .route("/health/live", web::get().to(health_live))
+            .route("/health/ready", web::get().to(health_ready))
             .route("/openapi.json", web::get().to(openapi))
             .route("/projects", web::get().to(list_projects))
             .route("/projects", web::post().to(create_project))
@@ -132,6 +134,38 @@ fn query_int<T: std::str::FromStr>(pairs: &[(String, String)], name: &str) -> Re
 pub(crate) async fn health(state: State) -> Result<HttpResponse> {
     meta(&state, |m| m.counter("health")).await?;
     Ok(HttpResponse::Ok().json(api::Health { status: "ok" }))
+}
+
+/// Liveness for a load balancer or an orchestrator: the process answers requests. Checks nothing
+/// else, so a database outage does not get every replica restarted.
+#[utoipa::path(get, path = "/api/v1/health/live", tag = "system", responses((status = 200, description = "The process serves requests.", body = api::Health)))]
+pub(crate) async fn health_live() -> HttpResponse {
+    HttpResponse::Ok().json(api::Health { status: "ok" })
+}
+
+/// Readiness for a load balancer: the metadata database and the object store both answer. A
+/// replica that is not ready answers 503, naming what failed, and should get no traffic.
+#[utoipa::path(get, path = "/api/v1/health/ready", tag = "system", responses(
+    (status = 200, description = "The database and the object store answer.", body = api::Readiness),
+    (status = 503, description = "The database or the object store does not answer.", body = api::Readiness)))]
+pub(crate) async fn health_ready(state: State) -> HttpResponse {
+    let m = state.meta.clone();
+    let database = match web::block(move || m.ping()).await {
+        Ok(Ok(())) => "ok".to_owned(),
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+    };
+    let store = match state.store.probe().await {
+        Ok(()) => "ok".to_owned(),
+        Err(e) => e.to_string(),
+    };
+    let ready = database == "ok" && store == "ok";
+    let body = api::Readiness { status: if ready { "ready" } else { "unavailable" }, database, store };
+    if ready {
+        HttpResponse::Ok().json(body)
+    } else {
+        HttpResponse::ServiceUnavailable().insert_header(("Retry-After", "5")).json(body)
+    }
 }
 
 /// This API description (OpenAPI 3.1).

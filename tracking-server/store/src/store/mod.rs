@@ -396,6 +396,15 @@ impl MetricsStore {
         flushed
     }
 
+    /// Whether the object store answers now: a read of an object that need not exist, so a
+    /// "not found" is an answer too.
+    pub async fn probe(&self) -> Result<()> {
+        match self.inner.objects.head(&ObjectPath::from("health/probe")).await {
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(Error::ObjectStore(e)),
+        }
+    }
+
     /// Artifact bytes, in the same object store as the metric files.
     pub fn artifacts(&self) -> crate::ArtifactStore {
         crate::ArtifactStore::new(self.inner.objects.clone())
