@@ -4,3 +4,4 @@
 pub mod client;
 pub mod data;
 pub mod measure;
+pub mod on_postgres;

@@ -315,15 +315,20 @@ fn bench_server() -> TestServer {
 
 fn main() {
     let mut quick = false;
-    for arg in std::env::args().skip(1) {
+    let mut postgres: Option<String> = None;
+    let usage = "usage: trainlog-bench [--quick] [--postgres URL]   (--quick scales sizes down ~10x for a smoke run; \
+                 --postgres measures a server on PostgreSQL instead, making databases on the server URL names)";
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => quick = true,
+            "--postgres" => postgres = args.next(),
             "-h" | "--help" => {
-                println!("usage: trainlog-bench [--quick]   (--quick scales sizes down ~10x for a smoke run)");
+                println!("{usage}");
                 return;
             }
             other => {
-                eprintln!("unknown argument {other:?}; usage: trainlog-bench [--quick]");
+                eprintln!("unknown argument {other:?}; {usage}");
                 std::process::exit(2);
             }
         }
@@ -338,6 +343,17 @@ fn main() {
     }
     let scale = Scale::new(quick);
     let started = Instant::now();
+    if let Some(admin) = postgres {
+        let mut report = Report::default();
+        trainlog_bench::on_postgres::run(&admin, scale.reps, &mut |id, name, value, target| {
+            let goal = if target.is_nan() { Goal::None } else { Goal::AtMost(target) };
+            report.add(id, name, value, 1, "ms", goal, "");
+        });
+        println!("\n## trainlog benchmark on PostgreSQL\n");
+        print!("{}", report.table());
+        println!("\ntotal benchmark time {:.1} s", started.elapsed().as_secs_f64());
+        return;
+    }
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a tokio runtime");
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);

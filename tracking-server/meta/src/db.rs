@@ -162,7 +162,8 @@ pub(crate) trait Db {
     fn exec(&self, sql: &str, params: &[Value]) -> Result<usize>;
     /// Every row a query answers.
     fn rows(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>>;
-    /// Runs several statements with no parameters, separated by `;`.
+    /// Runs several statements with no parameters, separated by `;` (tests set up rows with it).
+    #[cfg(test)]
     fn batch(&self, sql: &str) -> Result<()>;
     /// The first row a query answers, if any.
     fn row(&self, sql: &str, params: &[Value]) -> Result<Option<Row>> {
@@ -208,6 +209,7 @@ impl Db for rusqlite::Connection {
         Ok(self.prepare_cached(sql)?.execute(rusqlite::params_from_iter(params))?)
     }
 
+    #[cfg(test)]
     fn batch(&self, sql: &str) -> Result<()> {
         Ok(self.execute_batch(sql)?)
     }

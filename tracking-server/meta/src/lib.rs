@@ -252,6 +252,13 @@ impl MetaStore {
         self.read(|db| db.row("SELECT 1", db::vals![]).map(|_| ()))
     }
 
+    pub(crate) fn dialect(&self) -> db::Dialect {
+        match self.backend {
+            Backend::Sqlite { .. } => db::Dialect::Sqlite,
+            Backend::Postgres(_) => db::Dialect::Postgres,
+        }
+    }
+
     /// Which database this is: "sqlite" or "postgres".
     pub fn kind(&self) -> &'static str {
         match self.backend {

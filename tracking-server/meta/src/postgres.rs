@@ -46,7 +46,19 @@ impl r2d2::ManageConnection for Manager {
 
 /// A pool of connections to one PostgreSQL database.
 pub(crate) struct Pool {
-    pool: r2d2::Pool<Manager>,
+    /// Always `Some` but while dropping.
+    pool: Option<r2d2::Pool<Manager>>,
+}
+
+impl Drop for Pool {
+    /// Closing a connection blocks on the driver's own runtime, which must not happen on an async
+    /// executor's thread (a server drops the store there when it stops): close them on a thread
+    /// of their own.
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            let _ = std::thread::spawn(move || drop(pool)).join();
+        }
+    }
 }
 
 impl Pool {
@@ -62,11 +74,12 @@ impl Pool {
             .error_handler(Box::new(r2d2::NopErrorHandler))
             .build(Manager { config })
             .map_err(|e| Error::Unavailable(format!("PostgreSQL: {e}")))?;
-        Ok(Pool { pool })
+        Ok(Pool { pool: Some(pool) })
     }
 
     fn get(&self) -> Result<r2d2::PooledConnection<Manager>> {
-        self.pool.get().map_err(|e| Error::Unavailable(format!("PostgreSQL: {e}")))
+        let pool = self.pool.as_ref().ok_or_else(|| Error::Unavailable("the pool is closing".into()))?;
+        pool.get().map_err(|e| Error::Unavailable(format!("PostgreSQL: {e}")))
     }
 
     /// Runs `f` in a transaction, committed when it succeeds; again when PostgreSQL asks.
@@ -201,6 +214,7 @@ impl<C: DerefMut<Target: GenericClient>> Db for PgDb<'_, C> {
         Ok(self.client.borrow_mut().execute(&statement, &params(values))? as usize)
     }
 
+    #[cfg(test)]
     fn batch(&self, sql: &str) -> Result<()> {
         Ok(self.client.borrow_mut().batch_execute(sql)?)
     }

@@ -572,7 +572,7 @@ impl MetaStore {
         limit: u32,
         offset: u64,
     ) -> Result<Vec<(Run, bool)>> {
-        let query = search::build_search_in(scope, lifecycle, filter, order_by, limit, offset)
+        let query = search::build_search_in(self.dialect(), scope, lifecycle, filter, order_by, limit, offset)
             .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
         // One snapshot for the page and the runs loaded for it.
         self.snapshot(|db| {
@@ -620,7 +620,7 @@ impl MetaStore {
 
     /// How many runs a search matches (every page together).
     pub fn search_count(&self, scope: search::RunScope, lifecycle: search::Lifecycle, filter: &str) -> Result<u64> {
-        let query = search::build_count_in(scope, lifecycle, filter)
+        let query = search::build_count_in(self.dialect(), scope, lifecycle, filter)
             .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
         self.read(|db| Ok(one(db.row(&query.sql, &query.params)?, "a count")?.get::<i64>(0)? as u64))
     }

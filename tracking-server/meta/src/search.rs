@@ -35,16 +35,29 @@
 //!   `ilike` folds ASCII case only.
 //!
 //! Order-by items are `FIELD [asc|desc]` over the same fields. Runs lacking the value sort last in both directions;
-//! params sort numbers before strings, numbers by value and strings by text. Ties are broken by `runs.id`, and
-//! with no items the order is newest first (`start_ms DESC, id ASC`).
+//! params sort numbers before strings, numbers by value and strings by text. Text compares and sorts by its bytes
+//! (code points). Ties are broken by `runs.id`, and with no items the order is newest first (`start_ms DESC, id ASC`).
+//!
+//! The query is compiled for a [`Dialect`] and answers the same in both:
+//! - SQLite: `like` is `GLOB` over a translated pattern, `ilike` is `LIKE … ESCAPE '\'` (which folds ASCII case
+//!   only), now is `julianday('now')`, and text compares with the default `BINARY` collation.
+//! - PostgreSQL: `like` is `LIKE … ESCAPE '\'`, `ilike` is `LIKE` over both sides folded with
+//!   `translate(…, 'A…Z', 'a…z')` (ASCII only, unlike `ILIKE`, which folds by locale), now is
+//!   `statement_timestamp()`, and text ordered or compared with `<`/`>` names `COLLATE "C"` so it goes by bytes
+//!   whatever the database's locale.
+//! - In both, conditions are booleans (`TRUE`, `FALSE`, `COALESCE(…, FALSE)`), `!=` on params is
+//!   `IS DISTINCT FROM`, a number written with a fraction is bound as `CAST(? AS DOUBLE PRECISION)` (PostgreSQL
+//!   would type a bare parameter after the integer column it meets), and missing values are kept last by an
+//!   explicit `… IS NULL` sort term before each value.
 //!
 //! Limits (`trainlog_schema::limits`), each refused with an error naming the field: the filter's length
 //! (`MAX_FILTER_BYTES`), its comparisons (`MAX_FILTER_COMPARISONS`) and levels of parentheses and `not`
 //! (`MAX_FILTER_NESTING`); the number of order-by items (`MAX_ORDER_BY_ITEMS`) and each one's length
 //! (`MAX_ORDER_BY_ITEM_BYTES`). Within them the compiled query stays inside SQLite's own limits (expression
-//! depth, bound values, `LIKE`/`GLOB` pattern length), so no filter reaches SQLite only to fail there.
+//! depth, bound values, `LIKE`/`GLOB` pattern length) and PostgreSQL's (65535 bound values), so no filter
+//! reaches the database only to fail there.
 
-use crate::db::Value;
+use crate::db::{Dialect, Value};
 use std::fmt;
 use trainlog_schema::limits::{
     MAX_FILTER_BYTES, MAX_FILTER_COMPARISONS, MAX_FILTER_NESTING, MAX_ORDER_BY_ITEMS, MAX_ORDER_BY_ITEM_BYTES,
@@ -69,9 +82,9 @@ impl std::error::Error for SearchError {}
 
 /// SQL selecting `runs.id`, with numbered placeholders `?1..?N` bound to `params` in order.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SearchQuery {
-    pub sql: String,
-    pub params: Vec<Value>,
+pub(crate) struct SearchQuery {
+    pub(crate) sql: String,
+    pub(crate) params: Vec<Value>,
 }
 
 const FILTER: &str = "filter";
@@ -84,8 +97,22 @@ const FIELD_HINT: &str =
                           tags.KEY or one of status, name, user, host, group, id, run_id, parent_id, notes, \
                           start_time, end_time, duration)";
 
-/// Milliseconds since the Unix epoch, evaluated by SQLite once per statement.
-const NOW_MS_SQL: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+/// Milliseconds since the Unix epoch, as one value for the whole statement.
+fn now_ms_sql(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS BIGINT)",
+        Dialect::Postgres => "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000) AS BIGINT)",
+    }
+}
+
+/// What follows a text expression that is ordered or compared with `<`/`>`, so it goes by bytes (code points)
+/// in both databases: SQLite's default collation already does; PostgreSQL's default follows the locale.
+fn bytewise(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => "",
+        Dialect::Postgres => " COLLATE \"C\"",
+    }
+}
 
 /// The projects a search looks in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,14 +133,16 @@ impl From<Option<i64>> for RunScope {
 /// selecting `runs.id` and `runs.revision` of non-deleted runs of `project_id` (or of all projects when None), in the requested order,
 /// always ending with a deterministic tiebreak (`runs.start_ms DESC, runs.id ASC` when no order is given; `runs.id` appended otherwise),
 /// with `LIMIT ? OFFSET ?` bound to `limit` and `offset`.
-pub fn build_search(
+#[cfg_attr(not(test), expect(dead_code, reason = "the store pages with build_search_in; the tests call this"))]
+pub(crate) fn build_search(
+    dialect: Dialect,
     scope: impl Into<RunScope>,
     filter: &str,
     order_by: &[String],
     limit: u32,
     offset: u64,
 ) -> Result<SearchQuery, SearchError> {
-    build_search_in(scope, Lifecycle::Active, filter, order_by, limit, offset)
+    build_search_in(dialect, scope, Lifecycle::Active, filter, order_by, limit, offset)
 }
 
 /// Which runs a search looks at: live ones (the default), deleted ones, or both.
@@ -125,7 +154,8 @@ pub enum Lifecycle {
 }
 
 /// `build_search`, over deleted runs too or only.
-pub fn build_search_in(
+pub(crate) fn build_search_in(
+    dialect: Dialect,
     scope: impl Into<RunScope>,
     lifecycle: Lifecycle,
     filter: &str,
@@ -133,7 +163,7 @@ pub fn build_search_in(
     limit: u32,
     offset: u64,
 ) -> Result<SearchQuery, SearchError> {
-    let mut parts = search_parts(scope.into(), lifecycle, filter, order_by)?;
+    let mut parts = search_parts(dialect, scope.into(), lifecycle, filter, order_by)?;
     let limit_placeholder = parts.bindings.bind(Value::Int(i64::from(limit)));
     let offset_placeholder = parts.bindings.bind(Value::Int(i64::try_from(offset).unwrap_or(i64::MAX)));
     let sql = format!(
@@ -144,12 +174,13 @@ pub fn build_search_in(
 }
 
 /// A query answering how many runs `build_search_in` matches over every page (no order, no page).
-pub fn build_count_in(
+pub(crate) fn build_count_in(
+    dialect: Dialect,
     scope: impl Into<RunScope>,
     lifecycle: Lifecycle,
     filter: &str,
 ) -> Result<SearchQuery, SearchError> {
-    let parts = search_parts(scope.into(), lifecycle, filter, &[])?;
+    let parts = search_parts(dialect, scope.into(), lifecycle, filter, &[])?;
     let sql = format!("SELECT COUNT(*) FROM runs{} WHERE {}", parts.joins, parts.condition);
     Ok(SearchQuery { sql, params: parts.bindings.values })
 }
@@ -163,6 +194,7 @@ struct SearchParts {
 }
 
 fn search_parts(
+    dialect: Dialect,
     scope: RunScope,
     lifecycle: Lifecycle,
     filter: &str,
@@ -195,7 +227,7 @@ fn search_parts(
                 ),
             });
         }
-        let mut parser = Parser::new(item, ORDER_BY, &mut bindings);
+        let mut parser = Parser::new(dialect, item, ORDER_BY, &mut bindings);
         let order = parser.parse_order_item(index).map_err(|error| SearchError {
             field: ORDER_BY,
             reason: format!("item {} ({item:?}) {}", index + 1, error.reason),
@@ -217,13 +249,13 @@ fn search_parts(
     match scope {
         RunScope::All => {}
         RunScope::Project(id) => conditions.push(format!("runs.project_id = {}", bindings.bind(Value::Int(id)))),
-        RunScope::Projects(ids) if ids.is_empty() => conditions.push("0".to_owned()),
+        RunScope::Projects(ids) if ids.is_empty() => conditions.push("FALSE".to_owned()),
         RunScope::Projects(ids) => conditions.push(format!("runs.project_id IN ({})", in_list(&ids, &mut bindings))),
         RunScope::AllBut(ids) if ids.is_empty() => {}
         RunScope::AllBut(ids) => conditions.push(format!("runs.project_id NOT IN ({})", in_list(&ids, &mut bindings))),
     }
     if !filter.trim().is_empty() {
-        let mut parser = Parser::new(filter, FILTER, &mut bindings);
+        let mut parser = Parser::new(dialect, filter, FILTER, &mut bindings);
         conditions.push(parser.parse_filter()?);
     }
     if bindings.values.len() > MAX_BOUND_VALUES {
@@ -236,11 +268,11 @@ fn search_parts(
     if order_terms.is_empty() {
         order_terms.push("runs.start_ms DESC".to_owned());
     }
-    order_terms.push("runs.id ASC".to_owned());
+    order_terms.push(format!("runs.id{} ASC", bytewise(dialect)));
 
     Ok(SearchParts {
         joins,
-        condition: if conditions.is_empty() { "1".to_owned() } else { conditions.join(" AND ") },
+        condition: if conditions.is_empty() { "TRUE".to_owned() } else { conditions.join(" AND ") },
         order: order_terms.join(", "),
         bindings,
     })
@@ -313,11 +345,11 @@ impl Attribute {
         })
     }
 
-    fn sql(self) -> String {
+    fn sql(self, dialect: Dialect) -> String {
         match self {
             Attribute::Status => "runs.status".to_owned(),
             Attribute::Name => "runs.name".to_owned(),
-            Attribute::User => "runs.user".to_owned(),
+            Attribute::User => "runs.\"user\"".to_owned(),
             Attribute::Host => "runs.host".to_owned(),
             Attribute::Group => "runs.group_name".to_owned(),
             Attribute::Id => "runs.id".to_owned(),
@@ -325,7 +357,7 @@ impl Attribute {
             Attribute::Notes => "runs.notes".to_owned(),
             Attribute::StartTime => "runs.start_ms".to_owned(),
             Attribute::EndTime => "runs.end_ms".to_owned(),
-            Attribute::Duration => format!("(COALESCE(runs.end_ms, {NOW_MS_SQL}) - runs.start_ms)"),
+            Attribute::Duration => format!("(COALESCE(runs.end_ms, {}) - runs.start_ms)", now_ms_sql(dialect)),
         }
     }
 
@@ -363,6 +395,11 @@ enum CompareOp {
 }
 
 impl CompareOp {
+    /// Whether the operator compares by order, where text goes by collation (not `=`/`!=`).
+    fn orders(self) -> bool {
+        !matches!(self, CompareOp::Eq | CompareOp::Ne)
+    }
+
     fn sql(self) -> &'static str {
         match self {
             CompareOp::Eq => "=",
@@ -390,7 +427,7 @@ struct OperatorAt {
 }
 
 enum Literal {
-    /// `source` is the number as written; `value` is an Integer when it was written as one and fits, else a Real.
+    /// `source` is the number as written; `value` is an Int when it was written as one and fits, else a Real.
     Number {
         source: String,
         value: Value,
@@ -440,7 +477,7 @@ fn is_key_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | ':' | '-')
 }
 
-fn target_of(field: &Field) -> Target {
+fn target_of(field: &Field, dialect: Dialect) -> Target {
     match field {
         Field::Metric { column, key } => Target {
             keyed: Some(KeyedTable { table: "metric_summaries", alias: "m", key: key.clone() }),
@@ -462,7 +499,7 @@ fn target_of(field: &Field) -> Target {
         },
         Field::Attribute(attribute) => Target {
             keyed: None,
-            column: attribute.sql(),
+            column: attribute.sql(dialect),
             kind: if attribute.is_numeric() { ValueKind::Numeric } else { ValueKind::Text },
             nullable: attribute.is_nullable(),
         },
@@ -509,7 +546,7 @@ fn glob_pattern(pieces: &[PatternPiece]) -> String {
     glob
 }
 
-/// The pattern for SQLite's LIKE with `ESCAPE '\'`.
+/// The pattern for LIKE with `ESCAPE '\'`.
 fn like_pattern(pieces: &[PatternPiece]) -> String {
     let mut like = String::new();
     for piece in pieces {
@@ -528,6 +565,7 @@ fn like_pattern(pieces: &[PatternPiece]) -> String {
 
 /// Recursive-descent parser over the characters of one filter or order-by item, compiling as it goes.
 struct Parser<'a> {
+    dialect: Dialect,
     chars: Vec<char>,
     position: usize,
     context: &'static str,
@@ -537,8 +575,8 @@ struct Parser<'a> {
 }
 
 impl<'a> Parser<'a> {
-    fn new(text: &str, context: &'static str, bindings: &'a mut Bindings) -> Self {
-        Self { chars: text.chars().collect(), position: 0, context, bindings, depth: 0, comparisons: 0 }
+    fn new(dialect: Dialect, text: &str, context: &'static str, bindings: &'a mut Bindings) -> Self {
+        Self { dialect, chars: text.chars().collect(), position: 0, context, bindings, depth: 0, comparisons: 0 }
     }
 
     // ---- errors ----
@@ -946,9 +984,19 @@ impl<'a> Parser<'a> {
 
     // ---- compiling comparisons ----
 
+    /// Binds a number. A Real is cast, as its column may be an integer one (PostgreSQL would take the
+    /// parameter for a BIGINT); an Int takes the type of the column it meets.
+    fn bind_number(&mut self, number: &Value) -> String {
+        let placeholder = self.bindings.bind(number.clone());
+        match number {
+            Value::Real(_) => format!("CAST({placeholder} AS DOUBLE PRECISION)"),
+            _ => placeholder,
+        }
+    }
+
     fn numeric_operand(&mut self, field: &FieldRef, value: &LiteralAt) -> Result<String, SearchError> {
         match &value.literal {
-            Literal::Number { value: number, .. } => Ok(self.bindings.bind(number.clone())),
+            Literal::Number { value: number, .. } => Ok(self.bind_number(number)),
             Literal::Bool(_) => Err(self
                 .error(value.position, format!("expected a number to compare with {}, found true/false", field.text))),
             Literal::Text(_) => Err(self.error(
@@ -971,7 +1019,7 @@ impl<'a> Parser<'a> {
     fn param_operand(&mut self, value: &LiteralAt) -> (&'static str, String) {
         match &value.literal {
             Literal::Text(text) => ("p.value", self.bindings.bind(Value::Text(text.clone()))),
-            Literal::Number { value: number, .. } => ("p.num", self.bindings.bind(number.clone())),
+            Literal::Number { value: number, .. } => ("p.num", self.bind_number(number)),
             Literal::Bool(flag) => ("p.num", self.bindings.bind(Value::Int(i64::from(*flag)))),
         }
     }
@@ -982,7 +1030,7 @@ impl<'a> Parser<'a> {
         operator: &OperatorAt,
         values: &[LiteralAt],
     ) -> Result<String, SearchError> {
-        let target = target_of(&field.field);
+        let target = target_of(&field.field, self.dialect);
         let condition = match operator.operator {
             Operator::IsNull { negated } => {
                 return Ok(match &target.keyed {
@@ -1013,12 +1061,24 @@ impl<'a> Parser<'a> {
                     );
                 };
                 let pieces = parse_like_pattern(pattern_text);
-                let test = if case_insensitive {
-                    let placeholder = self.bindings.bind(Value::Text(like_pattern(&pieces)));
-                    format!("{} LIKE {placeholder} ESCAPE '\\'", target.column)
-                } else {
-                    let placeholder = self.bindings.bind(Value::Text(glob_pattern(&pieces)));
-                    format!("{} GLOB {placeholder}", target.column)
+                let test = match (self.dialect, case_insensitive) {
+                    (Dialect::Sqlite, false) => {
+                        let placeholder = self.bindings.bind(Value::Text(glob_pattern(&pieces)));
+                        format!("{} GLOB {placeholder}", target.column)
+                    }
+                    // SQLite's LIKE folds ASCII case only; PostgreSQL's is case-sensitive.
+                    (Dialect::Sqlite, true) | (Dialect::Postgres, false) => {
+                        let placeholder = self.bindings.bind(Value::Text(like_pattern(&pieces)));
+                        format!("{} LIKE {placeholder} ESCAPE '\\'", target.column)
+                    }
+                    // ILIKE would fold by locale: fold ASCII letters of the value, and of the pattern here.
+                    (Dialect::Postgres, true) => {
+                        let placeholder = self.bindings.bind(Value::Text(like_pattern(&pieces).to_ascii_lowercase()));
+                        format!(
+                            "translate({}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') LIKE {placeholder} ESCAPE '\\'",
+                            target.column
+                        )
+                    }
                 };
                 if negated {
                     format!("NOT ({test})")
@@ -1034,14 +1094,18 @@ impl<'a> Parser<'a> {
                     ValueKind::Numeric => {
                         format!("{} {} {}", target.column, op.sql(), self.numeric_operand(field, value)?)
                     }
-                    ValueKind::Text => format!("{} {} {}", target.column, op.sql(), self.text_operand(value)),
+                    ValueKind::Text => {
+                        let collate = if op.orders() { bytewise(self.dialect) } else { "" };
+                        format!("{}{collate} {} {}", target.column, op.sql(), self.text_operand(value))
+                    }
                     ValueKind::Param => {
                         let (column, placeholder) = self.param_operand(value);
                         if op == CompareOp::Ne {
                             // A param of another type (NULL num) differs from any number.
-                            format!("{column} IS NOT {placeholder}")
+                            format!("{column} IS DISTINCT FROM {placeholder}")
                         } else {
-                            format!("{column} {} {placeholder}", op.sql())
+                            let collate = if op.orders() && column == "p.value" { bytewise(self.dialect) } else { "" };
+                            format!("{column}{collate} {} {placeholder}", op.sql())
                         }
                     }
                 }
@@ -1071,7 +1135,7 @@ impl<'a> Parser<'a> {
                         }
                         let mut alternatives = Vec::new();
                         if !numbers.is_empty() {
-                            alternatives.push(format!("IFNULL(p.num IN ({}), 0)", numbers.join(", ")));
+                            alternatives.push(format!("COALESCE(p.num IN ({}), FALSE)", numbers.join(", ")));
                         }
                         if !texts.is_empty() {
                             alternatives.push(format!("p.value IN ({})", texts.join(", ")));
@@ -1083,7 +1147,7 @@ impl<'a> Parser<'a> {
         };
         Ok(match &target.keyed {
             Some(keyed) => self.exists(keyed, Some(&condition)),
-            None if target.nullable => format!("IFNULL(({condition}), 0)"),
+            None if target.nullable => format!("COALESCE(({condition}), FALSE)"),
             None => format!("({condition})"),
         })
     }
@@ -1118,6 +1182,7 @@ impl<'a> Parser<'a> {
             return Err(self.expected(self.position, "'asc', 'desc' or the end of the item"));
         }
         let direction = if descending { "DESC" } else { "ASC" };
+        let collate = bytewise(self.dialect);
         let alias = format!("o{index}");
         let mut join_on = |table: &str, key: &str| {
             let placeholder = self.bindings.bind(Value::Text(key.to_owned()));
@@ -1137,22 +1202,23 @@ impl<'a> Parser<'a> {
                         format!("{alias}.run_id IS NULL"),
                         format!("{alias}.num IS NULL"),
                         format!("{alias}.num {direction}"),
-                        format!("{alias}.value {direction}"),
+                        format!("{alias}.value{collate} {direction}"),
                     ],
                 }
             }
             Field::Tag { key } => {
                 let join = join_on("tags", key);
                 let value = format!("{alias}.value");
-                OrderItem { join, terms: vec![format!("{value} IS NULL"), format!("{value} {direction}")] }
+                OrderItem { join, terms: vec![format!("{value} IS NULL"), format!("{value}{collate} {direction}")] }
             }
             Field::Attribute(attribute) => {
-                let value = attribute.sql();
+                let value = attribute.sql(self.dialect);
                 let mut terms = Vec::new();
                 if attribute.is_nullable() {
                     terms.push(format!("{value} IS NULL"));
                 }
-                terms.push(format!("{value} {direction}"));
+                let collate = if attribute.is_numeric() { "" } else { collate };
+                terms.push(format!("{value}{collate} {direction}"));
                 OrderItem { join: None, terms }
             }
         })
@@ -1319,6 +1385,7 @@ mod tests {
         insert_tag(&conn, "r1", "stage", "prod");
         insert_tag(&conn, "r2", "team", "vision");
         insert_tag(&conn, "r3", "team", "NLP");
+        insert_tag(&conn, "r4", "city", "Édimbourg");
         insert_tag(&conn, "r5", "team", "vision");
 
         insert_summary(&conn, "r1", "val_loss", Some(0.25), 100, Some(0.2), Some(0.9));
@@ -1349,7 +1416,7 @@ mod tests {
         offset: u64,
     ) -> Vec<String> {
         let order_by: Vec<String> = order_by.iter().map(|s| s.to_string()).collect();
-        let query = build_search(project, filter, &order_by, limit, offset)
+        let query = build_search(Dialect::Sqlite, project, filter, &order_by, limit, offset)
             .unwrap_or_else(|e| panic!("{filter:?} / {order_by:?} failed: {e}"));
         execute(conn, &query)
     }
@@ -1364,7 +1431,7 @@ mod tests {
     }
 
     fn filter_error(filter: &str) -> SearchError {
-        match build_search(Some(1), filter, &[], 10, 0) {
+        match build_search(Dialect::Sqlite, Some(1), filter, &[], 10, 0) {
             Ok(query) => panic!("{filter:?} should fail, compiled to {}", query.sql),
             Err(error) => error,
         }
@@ -1372,7 +1439,7 @@ mod tests {
 
     fn order_error(order_by: &[&str]) -> SearchError {
         let order_by: Vec<String> = order_by.iter().map(|s| s.to_string()).collect();
-        match build_search(Some(1), "", &order_by, 10, 0) {
+        match build_search(Dialect::Sqlite, Some(1), "", &order_by, 10, 0) {
             Ok(query) => panic!("{order_by:?} should fail, compiled to {}", query.sql),
             Err(error) => error,
         }
@@ -1513,6 +1580,32 @@ mod tests {
     }
 
     #[test]
+    fn ilike_folds_ascii_only_and_text_ranges_go_by_code_point() {
+        let conn = fixture();
+        assert_eq!(ids(&conn, "tags.city like 'É%'"), ["r4"]);
+        assert_eq!(ids(&conn, "tags.city ilike 'ÉDIMBOURG'"), ["r4"]);
+        assert_eq!(ids(&conn, "tags.city ilike 'édimbourg'"), Vec::<String>::new());
+        assert_eq!(ids(&conn, "tags.city not ilike 'é%'"), ["r4"]);
+        // Upper case sorts before lower case, whatever a database's locale would say.
+        assert_eq!(ids(&conn, "tags.team >= 'a'"), ["r2", "r1"]);
+        assert_eq!(ids(&conn, "tags.team < 'a'"), ["r3"]);
+        assert_eq!(ids(&conn, "params.optimizer < 'adam'"), ["r3"]);
+        assert_eq!(ids(&conn, "name > 'Z' and name < 'vit'"), ["r2", "r1"]);
+        assert_eq!(ordered(&conn, &["tags.city desc", "status desc"]), ["r4", "r3", "r1", "r2"]);
+    }
+
+    #[test]
+    fn fractions_compare_with_integer_columns() {
+        let conn = fixture();
+        assert_eq!(ids(&conn, "end_time < 4500.5"), ["r4", "r2"]);
+        assert_eq!(ids(&conn, "start_time in (1000.0, 2000, 2500.5)"), ["r2", "r1"]);
+        assert_eq!(ids(&conn, "metrics_step.val_loss > 49.5"), ["r2", "r1"]);
+        assert_eq!(ids(&conn, "metrics_step.val_loss in (50.0, 100)"), ["r2", "r1"]);
+        assert_eq!(ids(&conn, "duration >= 499.5 and duration < 999.5"), ["r4"]);
+        assert_eq!(ids(&conn, "params.depth in (18.0, 12) and params.lr != 0.01"), ["r3"]);
+    }
+
+    #[test]
     fn ordering_by_metrics_puts_missing_last() {
         let conn = fixture();
         // r3's val_loss is NaN and r4 has none: both last, by id.
@@ -1561,15 +1654,23 @@ mod tests {
     #[test]
     fn user_text_is_bound_never_interpolated() {
         let conn = fixture();
-        let query = build_search(Some(1), "tags.`x') OR 1=1 --` = 'y'' OR ''1''=''1' or name = \"a\"\"b\"", &[], 10, 0)
-            .unwrap();
+        let query = build_search(
+            Dialect::Sqlite,
+            Some(1),
+            "tags.`x') OR 1=1 --` = 'y'' OR ''1''=''1' or name = \"a\"\"b\"",
+            &[],
+            10,
+            0,
+        )
+        .unwrap();
         assert!(!query.sql.contains("1=1"), "{}", query.sql);
         assert!(!query.sql.contains("a\"b"), "{}", query.sql);
         assert!(query.params.contains(&Value::Text("x') OR 1=1 --".to_owned())));
         assert!(query.params.contains(&Value::Text("y' OR '1'='1".to_owned())));
         assert!(query.params.contains(&Value::Text("a\"b".to_owned())));
         assert!(execute(&conn, &query).is_empty());
-        let ordered = build_search(None, "", &["metrics.`a; DROP TABLE runs` desc".to_owned()], 10, 0).unwrap();
+        let ordered =
+            build_search(Dialect::Sqlite, None, "", &["metrics.`a; DROP TABLE runs` desc".to_owned()], 10, 0).unwrap();
         assert!(!ordered.sql.contains("DROP"), "{}", ordered.sql);
         assert_eq!(execute(&conn, &ordered), ["r1", "r2", "r3", "r4", "r6"]);
     }
@@ -1647,6 +1748,89 @@ mod tests {
         assert_eq!(order_error(&many).field, ORDER_BY);
     }
 
+    fn postgres(filter: &str, order_by: &[&str]) -> SearchQuery {
+        let order_by: Vec<String> = order_by.iter().map(|s| s.to_string()).collect();
+        build_search(Dialect::Postgres, Some(1), filter, &order_by, 10, 0).unwrap()
+    }
+
+    #[test]
+    fn postgres_queries_use_postgres_forms() {
+        let filter = "name like 'res%' and not name ilike 'VIT\\_%' and params.version in (1, 1.5, '2') \
+                      and params.optimizer != 'adam' and parent_id != 'r1' and duration > 1.5 and tags.team < 'z' \
+                      and user = 'alice'";
+        let order = ["params.version desc", "tags.team", "name", "end_time", "metrics.val_loss desc", "duration"];
+        let query = postgres(filter, &order);
+        // Placeholders unnumbered: the order's keys are bound before the filter's values.
+        let sql = &query
+            .sql
+            .split('?')
+            .map(|part| part.trim_start_matches(|c: char| c.is_ascii_digit()))
+            .collect::<Vec<_>>()
+            .join("?");
+        for sqlite_only in ["GLOB", "IFNULL", "julianday", " IS NOT ?", "runs.user", "AS INTEGER", "WHERE 1", "ILIKE"] {
+            assert!(!sql.contains(sqlite_only), "{sqlite_only} in {sql}");
+        }
+        for form in [
+            "runs.name LIKE ? ESCAPE '\\'",
+            "NOT (translate(runs.name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') LIKE ? ESCAPE '\\')",
+            "COALESCE(p.num IN (?, CAST(? AS DOUBLE PRECISION)), FALSE) OR p.value IN (?)",
+            "p.value IS DISTINCT FROM ?",
+            "COALESCE((runs.parent_id != ?), FALSE)",
+            "(COALESCE(runs.end_ms, CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000) AS BIGINT)) - runs.start_ms) > CAST(? AS DOUBLE PRECISION)",
+            "t.value COLLATE \"C\" < ?",
+            "runs.\"user\" = ?",
+            "o0.run_id IS NULL, o0.num IS NULL, o0.num DESC, o0.value COLLATE \"C\" DESC, ",
+            "o1.value IS NULL, o1.value COLLATE \"C\" ASC, runs.name COLLATE \"C\" ASC, runs.end_ms IS NULL, runs.end_ms ASC, ",
+            "o4.last IS NULL, o4.last DESC, (COALESCE(runs.end_ms, ",
+            "runs.start_ms) ASC, runs.id COLLATE \"C\" ASC LIMIT ?",
+        ] {
+            assert!(sql.contains(form), "{form} not in {sql}");
+        }
+        // The ilike pattern is folded here, the value in SQL; the like pattern keeps its case.
+        assert_eq!(query.params[4], Value::Text("res%".to_owned()));
+        assert_eq!(query.params[5], Value::Text("vit\\_%".to_owned()));
+        let sqlite = build_search(Dialect::Sqlite, Some(1), filter, &order.map(String::from), 10, 0).unwrap();
+        assert_eq!(sqlite.params.len(), query.params.len());
+        assert!(
+            sqlite.sql.contains("runs.name GLOB ?5") && sqlite.sql.contains("runs.name LIKE ?6 ESCAPE"),
+            "{}",
+            sqlite.sql
+        );
+        assert!(sqlite.sql.contains("julianday('now')") && !sqlite.sql.contains("COLLATE"), "{}", sqlite.sql);
+
+        // Conditions are booleans, never integers.
+        for dialect in [Dialect::Sqlite, Dialect::Postgres] {
+            let everything = build_count_in(dialect, RunScope::All, Lifecycle::All, " ").unwrap();
+            assert_eq!(everything.sql, "SELECT COUNT(*) FROM runs WHERE TRUE");
+            let nothing = build_search(dialect, RunScope::Projects(Vec::new()), "", &[], 10, 0).unwrap();
+            assert!(nothing.sql.contains("WHERE runs.deleted = 0 AND FALSE ORDER BY"), "{}", nothing.sql);
+        }
+        let deleted = build_count_in(Dialect::Postgres, RunScope::AllBut(vec![3]), Lifecycle::Deleted, "").unwrap();
+        assert_eq!(deleted.sql, "SELECT COUNT(*) FROM runs WHERE runs.deleted = 1 AND runs.project_id NOT IN (?1)");
+        assert_eq!(deleted.params, [Value::Int(3)]);
+    }
+
+    #[test]
+    fn both_dialects_accept_and_refuse_the_same_searches_binding_as_many_values() {
+        let filters = [
+            "",
+            "metrics.val_loss < 0.3 and params.lr = 0.001 and status = 'finished'",
+            "params.version not in (1, '2') or tags.team ilike 'V%' or not end_time > 0",
+            "metrics.x < 'a'",
+            "name like 5",
+            "status in ()",
+        ];
+        for filter in filters {
+            let sqlite = build_search(Dialect::Sqlite, None, filter, &["params.x".to_owned()], 5, 1);
+            let postgres = build_search(Dialect::Postgres, None, filter, &["params.x".to_owned()], 5, 1);
+            match (sqlite, postgres) {
+                (Ok(sqlite), Ok(postgres)) => assert_eq!(sqlite.params.len(), postgres.params.len(), "{filter}"),
+                (Err(sqlite), Err(postgres)) => assert_eq!(sqlite, postgres),
+                (sqlite, postgres) => panic!("{filter}: {sqlite:?} versus {postgres:?}"),
+            }
+        }
+    }
+
     /// `count` comparisons joined by `or`, each on its own tag key so none is folded away.
     fn or_chain(count: usize) -> String {
         (0..count).map(|i| format!("tags.k{i} = 'v{i}'")).collect::<Vec<_>>().join(" or ")
@@ -1709,7 +1893,7 @@ mod tests {
         assert_eq!(error.field, FILTER);
         assert!(error.reason.contains(&format!("at most {MAX_FILTER_NESTING}")), "{error:?}");
         let at_limit = format!("{}status = 'x'{}", "(".repeat(MAX_FILTER_NESTING), ")".repeat(MAX_FILTER_NESTING));
-        assert!(build_search(Some(1), &at_limit, &[], 10, 0).is_ok());
+        assert!(build_search(Dialect::Sqlite, Some(1), &at_limit, &[], 10, 0).is_ok());
 
         let too_long = format!("name = '{}'", "n".repeat(MAX_FILTER_BYTES));
         let error = filter_error(&too_long);
@@ -1720,7 +1904,7 @@ mod tests {
         );
         let exactly = format!("name = '{}'", "n".repeat(MAX_FILTER_BYTES - 9));
         assert_eq!(exactly.len(), MAX_FILTER_BYTES);
-        assert!(build_search(Some(1), &exactly, &[], 10, 0).is_ok());
+        assert!(build_search(Dialect::Sqlite, Some(1), &exactly, &[], 10, 0).is_ok());
 
         let item = format!("params.`{}` desc", "k".repeat(MAX_ORDER_BY_ITEM_BYTES));
         let error = order_error(&["name", &item]);
@@ -1731,7 +1915,7 @@ mod tests {
         );
         let item = format!("params.`{}`", "k".repeat(MAX_ORDER_BY_ITEM_BYTES - 9));
         assert_eq!(item.len(), MAX_ORDER_BY_ITEM_BYTES);
-        assert!(build_search(Some(1), "", &[item], 10, 0).is_ok());
+        assert!(build_search(Dialect::Sqlite, Some(1), "", &[item], 10, 0).is_ok());
     }
 
     #[test]
@@ -1762,6 +1946,7 @@ mod tests {
         conn.execute_batch("COMMIT; ANALYZE").unwrap();
 
         let query = build_search(
+            Dialect::Sqlite,
             Some(1),
             "metrics.val_loss < 0.3 and params.lr = 0.001",
             &["metrics.val_loss".to_owned()],
