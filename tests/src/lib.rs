@@ -264,8 +264,8 @@ impl TestServer {
     }
 
     /// Runs a `trainlog` command that works on the server's metadata (`users`, `keys`, `grant`)
-    /// against its data folder and database; answers the last line it printed.
-    pub fn admin_cli(&self, args: &[&str]) -> String {
+    /// against its data folder and database; answers what it printed.
+    pub fn admin_cli_output(&self, args: &[&str]) -> String {
         let mut cmd = Command::new(binary());
         cmd.args(args).arg("--data").arg(&self.data).env_remove("TRAINLOG_META");
         if let Some(url) = &self.meta_url {
@@ -273,7 +273,12 @@ impl TestServer {
         }
         let out = cmd.output().expect("trainlog runs");
         assert!(out.status.success(), "trainlog {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_owned()
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `admin_cli_output`'s last line (where `users add` and `keys create` print the key).
+    pub fn admin_cli(&self, args: &[&str]) -> String {
+        self.admin_cli_output(args).lines().last().unwrap_or_default().trim().to_owned()
     }
 
     pub fn pid(&self) -> Option<u32> {

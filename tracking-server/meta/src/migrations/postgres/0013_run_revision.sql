@@ -3,7 +3,8 @@
 -- revision it was loaded at is still the run's revision.
 -- PostgreSQL version of ../0013_run_revision.sql: the clock is a SEQUENCE (not a one-row table,
 -- which would serialise concurrent writers) and the triggers call PL/pgSQL functions; the runs
--- triggers are BEFORE triggers that set NEW.revision instead of updating the row again.
+-- triggers are BEFORE triggers that set NEW.revision instead of updating the row again; the params
+-- and tags triggers fire once per statement, over its transition table.
 CREATE SEQUENCE revision_clock AS BIGINT;
 ALTER TABLE runs ADD COLUMN revision BIGINT NOT NULL DEFAULT 0;
 
@@ -30,29 +31,37 @@ $$;
 CREATE TRIGGER projects_rename_revision AFTER UPDATE OF name ON projects
 FOR EACH ROW EXECUTE FUNCTION projects_rename_revision();
 
--- For params and tags: the run of the new row (INSERT), of the old row (DELETE), or both (UPDATE).
-CREATE FUNCTION run_child_revision() RETURNS trigger LANGUAGE plpgsql AS $$
+-- For params and tags: once per statement (a run's 100,000 params take one update of its row,
+-- not one each), the runs of the new rows (INSERT), of the old rows (DELETE), or both (UPDATE).
+CREATE FUNCTION runs_of_new_rows_revision() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        UPDATE runs SET revision = nextval('revision_clock') WHERE id = NEW.run_id;
-    ELSIF TG_OP = 'UPDATE' THEN
-        UPDATE runs SET revision = nextval('revision_clock') WHERE id IN (OLD.run_id, NEW.run_id);
-    ELSE
-        UPDATE runs SET revision = nextval('revision_clock') WHERE id = OLD.run_id;
-    END IF;
+    UPDATE runs SET revision = nextval('revision_clock') WHERE id IN (SELECT run_id FROM new_rows);
+    RETURN NULL;
+END;
+$$;
+CREATE FUNCTION runs_of_old_rows_revision() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE runs SET revision = nextval('revision_clock') WHERE id IN (SELECT run_id FROM old_rows);
+    RETURN NULL;
+END;
+$$;
+CREATE FUNCTION runs_of_changed_rows_revision() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE runs SET revision = nextval('revision_clock')
+    WHERE id IN (SELECT run_id FROM old_rows UNION SELECT run_id FROM new_rows);
     RETURN NULL;
 END;
 $$;
 
-CREATE TRIGGER params_insert_revision AFTER INSERT ON params
-FOR EACH ROW EXECUTE FUNCTION run_child_revision();
-CREATE TRIGGER params_update_revision AFTER UPDATE ON params
-FOR EACH ROW EXECUTE FUNCTION run_child_revision();
-CREATE TRIGGER params_delete_revision AFTER DELETE ON params
-FOR EACH ROW EXECUTE FUNCTION run_child_revision();
-CREATE TRIGGER tags_insert_revision AFTER INSERT ON tags
-FOR EACH ROW EXECUTE FUNCTION run_child_revision();
-CREATE TRIGGER tags_update_revision AFTER UPDATE ON tags
-FOR EACH ROW EXECUTE FUNCTION run_child_revision();
-CREATE TRIGGER tags_delete_revision AFTER DELETE ON tags
-FOR EACH ROW EXECUTE FUNCTION run_child_revision();
+CREATE TRIGGER params_insert_revision AFTER INSERT ON params REFERENCING NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION runs_of_new_rows_revision();
+CREATE TRIGGER params_update_revision AFTER UPDATE ON params REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION runs_of_changed_rows_revision();
+CREATE TRIGGER params_delete_revision AFTER DELETE ON params REFERENCING OLD TABLE AS old_rows
+FOR EACH STATEMENT EXECUTE FUNCTION runs_of_old_rows_revision();
+CREATE TRIGGER tags_insert_revision AFTER INSERT ON tags REFERENCING NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION runs_of_new_rows_revision();
+CREATE TRIGGER tags_update_revision AFTER UPDATE ON tags REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION runs_of_changed_rows_revision();
+CREATE TRIGGER tags_delete_revision AFTER DELETE ON tags REFERENCING OLD TABLE AS old_rows
+FOR EACH STATEMENT EXECUTE FUNCTION runs_of_old_rows_revision();
