@@ -12,7 +12,9 @@ const RUNS: i64 = 1_000_000;
 
 fn sql(url: &str, statement: &str) {
     let mut client = postgres::Client::connect(url, postgres::NoTls).expect("a connection to PostgreSQL");
-    client.batch_execute(statement).unwrap_or_else(|e| panic!("{statement}: {e}"));
+    client.batch_execute(statement).unwrap_or_else(|e| {
+        panic!("{statement}: {}", e.as_db_error().map_or(e.to_string(), |d| d.message().to_owned()))
+    });
 }
 
 fn count(url: &str, statement: &str) -> i64 {
@@ -30,17 +32,17 @@ fn populate(url: &str) {
              INSERT INTO projects (name, created_ms) VALUES ('bench-million', 0);
              INSERT INTO runs (id, project_id, name, status, start_ms, end_ms, updated_ms)
                SELECT md5(i::text), p.id, 'sweep-' || i, 'finished', 1700000000000 + i * 1000, 1700000000000 + i * 1000 + 500, 0
-               FROM generate_series(1, {RUNS}) i, projects p WHERE p.name = 'bench-million';
+               FROM generate_series(1::bigint, {RUNS}) i, projects p WHERE p.name = 'bench-million';
              INSERT INTO params (run_id, key, type, value, num)
                SELECT md5(i::text), 'lr', 'float', (ARRAY['0.1', '0.01', '0.001', '0.0001'])[1 + i % 4],
                       (ARRAY[0.1, 0.01, 0.001, 0.0001])[1 + i % 4]
-               FROM generate_series(1, {RUNS}) i;
+               FROM generate_series(1::bigint, {RUNS}) i;
              INSERT INTO params (run_id, key, type, value, num)
-               SELECT md5(i::text), 'batch_size', 'int', (32 << (i % 3))::text, 32 << (i % 3)
-               FROM generate_series(1, {RUNS}) i;
+               SELECT md5(i::text), 'batch_size', 'int', (32 << (i % 3)::int)::text, 32 << (i % 3)::int
+               FROM generate_series(1::bigint, {RUNS}) i;
              INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count)
                SELECT md5(i::text), 'val_loss', v, 2000, 0, v, v + 0.3, 3, 3 * v + 0.45, 3
-               FROM (SELECT i, 0.1 + 0.5 * ((i * 7919) % 10007) / 10007.0 AS v FROM generate_series(1, {RUNS}) i) s;
+               FROM (SELECT i, 0.1 + 0.5 * ((i * 7919) % 10007) / 10007.0 AS v FROM generate_series(1::bigint, {RUNS}) i) s;
              ALTER TABLE params ENABLE TRIGGER USER;
              ANALYZE;"
         ),
@@ -51,7 +53,8 @@ fn populate(url: &str) {
 pub fn run(admin: &str, reps: usize, report: &mut dyn FnMut(&'static str, String, f64, f64)) {
     println!("\n== Run search over {} runs on PostgreSQL ==", RUNS);
     let name = format!("bench_{}", std::process::id());
-    sql(admin, &format!("DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"));
+    sql(admin, &format!("DROP DATABASE IF EXISTS {name}"));
+    sql(admin, &format!("CREATE DATABASE {name}"));
     let mut url = url::Url::parse(admin).expect("a PostgreSQL URL");
     url.set_path(&name);
     let url = url.to_string();
