@@ -15,6 +15,23 @@ REPO = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("TRAINLOG_BIN", REPO / "target" / "release" / "trainlog"))
 
 
+def postgres_meta_url(record: Path) -> list[str]:
+    """`--meta URL` for a server whose data folder `record` stands for, when the tests run on
+    PostgreSQL (TRAINLOG_TEST_META=postgres, TRAINLOG_TEST_PG the server's URL): a fresh database
+    per data folder, kept across restarts in the file `record`. Empty on SQLite."""
+    if os.environ.get("TRAINLOG_TEST_META") != "postgres":
+        return []
+    if record.is_file():
+        return ["--meta", record.read_text()]
+    admin = os.environ["TRAINLOG_TEST_PG"]
+    name = f"py_{os.getpid()}_{time.monotonic_ns()}"
+    subprocess.run(["psql", admin, "-q", "-c", f"CREATE DATABASE {name}"], check=True)
+    url = admin.rsplit("/", 1)[0] + "/" + name
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(url)
+    return ["--meta", url]
+
+
 class Server:
     def __init__(self, data: Path) -> None:
         self.data = data
@@ -25,6 +42,7 @@ class Server:
     def start(self, port: int = 0, extra_args: tuple = ()) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
         cmd = [str(BINARY), "server", "--host", "127.0.0.1", "--port", str(port), "--data", str(self.data), *extra_args]
+        cmd += postgres_meta_url(self.data.with_suffix(".meta-url"))
         # TRAINLOG_TEST_STORE (an s3:// URL, with the AWS_* variables) puts the server's files there.
         if os.environ.get("TRAINLOG_TEST_STORE"):
             if not hasattr(self, "store_url"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import trainlog
-from helpers import BINARY, Server, run_script, spawn_script, wait_for_line, wait_until
+from helpers import BINARY, Server, postgres_meta_url, run_script, spawn_script, wait_for_line, wait_until
 
 
 def test_a_whole_run_lifecycle(server: Server, client_env: dict) -> None:
@@ -406,7 +406,8 @@ def test_https_and_roles_on_a_team_server(tmp_path: Path, client_env: dict, monk
                 run.log({"loss": 1 / (step + 1)}, step=step)
         assert trainlog.Api().run(run.id).summary["loss"]["count"] == 50
         # A user who may only read the project: refused at init, with what to do about it.
-        added = subprocess.run([str(BINARY), "users", "add", "viewer", "--data", str(team.data)],
+        added = subprocess.run([str(BINARY), "users", "add", "viewer", "--data", str(team.data),
+                                *postgres_meta_url(team.data.with_suffix(".meta-url"))],
                                check=True, capture_output=True, text=True, timeout=60)
         monkeypatch.setenv("TRAINLOG_API_KEY", added.stdout.strip().splitlines()[-1])
         with pytest.raises(trainlog.ServerError, match="this needs write"):

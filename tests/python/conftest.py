@@ -31,6 +31,23 @@ def trainlog_binary() -> Path:
     return Path(env) if env else REPO_ROOT / "target" / "release" / "trainlog"
 
 
+def postgres_meta_url(record: Path) -> list[str]:
+    """`--meta URL` for a server whose data folder `record` stands for, when the tests run on
+    PostgreSQL (TRAINLOG_TEST_META=postgres, TRAINLOG_TEST_PG the server's URL): a fresh database
+    per data folder, kept across restarts in the file `record`. Empty on SQLite."""
+    if os.environ.get("TRAINLOG_TEST_META") != "postgres":
+        return []
+    if record.is_file():
+        return ["--meta", record.read_text()]
+    admin = os.environ["TRAINLOG_TEST_PG"]
+    name = f"py_{os.getpid()}_{time.monotonic_ns()}"
+    subprocess.run(["psql", admin, "-q", "-c", f"CREATE DATABASE {name}"], check=True)
+    url = admin.rsplit("/", 1)[0] + "/" + name
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(url)
+    return ["--meta", url]
+
+
 @dataclass
 class TrainlogServer:
     url: str
@@ -67,7 +84,10 @@ def start_trainlog(cwd: Path, extra_args: list[str] | None = None, env: dict[str
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
     base_env.update(env or {})
     process = subprocess.Popen(
-        [str(binary), "server", "--host", "127.0.0.1", "--port", "0", "--data", "trainlog-data", *(extra_args or [])],
+        [
+            str(binary), "server", "--host", "127.0.0.1", "--port", "0", "--data", "trainlog-data",
+            *postgres_meta_url(cwd / "trainlog-meta-url"), *(extra_args or []),
+        ],
         cwd=cwd,
         env=base_env,
         stdin=subprocess.DEVNULL,

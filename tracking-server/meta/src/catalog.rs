@@ -1,6 +1,6 @@
 //! The catalog of metric points files in the object store, and the metrics store's counters.
 
-use crate::db::vals;
+use crate::db::{vals, Db};
 use crate::{now_ms, Error, MetaStore, Result};
 
 /// One metric points file. `key_index` is the JSON index stored in the file's metadata too.
@@ -14,8 +14,24 @@ pub struct MetricFileRow {
     pub key_index: String,
 }
 
+/// The counter of a data folder made before folders had ids; a folder's own counter is
+/// `wal_persisted_through/<folder id>` (see [`wal_counter`]).
 pub const WAL_PERSISTED_THROUGH: &str = "wal_persisted_through";
+
+/// The counter of write-ahead-log segments persisted from the data folder `folder_id`: each
+/// server sharing a database keeps its own log, so each has its own counter.
+pub fn wal_counter(folder_id: &str) -> String {
+    format!("{WAL_PERSISTED_THROUGH}/{folder_id}")
+}
 pub const NEXT_FILE_NUMBER: &str = "next_file_number";
+
+fn set_counter(tx: &dyn Db, name: &str, value: i64) -> Result<()> {
+    tx.exec(
+        "INSERT INTO store_state (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        vals![name, value],
+    )?;
+    Ok(())
+}
 
 impl MetaStore {
     pub fn metric_files(&self) -> Result<Vec<MetricFileRow>> {
@@ -39,13 +55,13 @@ impl MetaStore {
         })
     }
 
-    /// Records files added and removed in one transaction, optionally advancing the counter of
-    /// write-ahead-log segments whose points are all in files.
+    /// Records files added and removed in one transaction, optionally advancing a counter of
+    /// write-ahead-log segments whose points are all in files (`(counter, segment)`).
     pub fn commit_files(
         &self,
         added: &[MetricFileRow],
         removed: &[String],
-        wal_persisted_through: Option<u64>,
+        wal_persisted_through: Option<(&str, u64)>,
     ) -> Result<()> {
         self.write(|tx| {
             let now = now_ms();
@@ -58,14 +74,16 @@ impl MetaStore {
             for path in removed {
                 tx.exec("DELETE FROM metric_files WHERE path = ?1", vals![path])?;
             }
-            if let Some(segment) = wal_persisted_through {
-                tx.exec(
-                    "INSERT INTO store_state (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                    vals![WAL_PERSISTED_THROUGH, segment as i64],
-                )?;
+            if let Some((counter, segment)) = wal_persisted_through {
+                set_counter(tx, counter, segment as i64)?;
             }
             Ok(())
         })
+    }
+
+    /// Sets a counter.
+    pub fn set_counter(&self, name: &str, value: i64) -> Result<()> {
+        self.write(|tx| set_counter(tx, name, value))
     }
 
     pub fn counter(&self, name: &str) -> Result<Option<i64>> {

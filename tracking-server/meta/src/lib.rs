@@ -22,7 +22,7 @@ mod sweeps;
 mod views;
 
 pub use artifacts::ArtifactRow;
-pub use catalog::{MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
+pub use catalog::{wal_counter, MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
 pub use checkpoints::{CheckpointRow, Retention};
 pub use copy::copy;
 pub use keys::ProjectKeys;

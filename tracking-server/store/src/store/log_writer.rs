@@ -13,8 +13,13 @@ pub(super) type Recovered = (State, Summaries, Segment, (usize, u64));
 
 /// Start-up: load the file catalog, drop log segments already persisted, replay the others.
 /// Records of runs deleted for good (`purged`) are dropped.
-pub(super) fn recover(meta: &MetaStore, wal_dir: &std::path::Path, purged: &HashSet<RunId>) -> Result<Recovered> {
-    let persisted_through = meta.counter(WAL_PERSISTED_THROUGH)?.unwrap_or(0) as u64;
+pub(super) fn recover(
+    meta: &MetaStore,
+    wal_dir: &std::path::Path,
+    wal_counter: &str,
+    purged: &HashSet<RunId>,
+) -> Result<Recovered> {
+    let persisted_through = meta.counter(wal_counter)?.unwrap_or(0) as u64;
     let mut files: HashMap<RunId, RunFiles> = HashMap::new();
     for row in meta.metric_files()? {
         let index = key_index_from_json(&row.key_index)?;
@@ -64,7 +69,7 @@ pub(super) fn recover(meta: &MetaStore, wal_dir: &std::path::Path, purged: &Hash
     if replayed.points > 0 {
         frozen.push_back(Arc::new(replayed));
     } else if let Some(&last) = segments.last().filter(|&&n| n > persisted_through) {
-        meta.commit_files(&[], &[], Some(last))?;
+        meta.commit_files(&[], &[], Some((wal_counter, last)))?;
         for n in segments.iter().filter(|&&n| n > persisted_through) {
             let _ = std::fs::remove_file(wal::segment_path(wal_dir, *n));
         }

@@ -93,6 +93,8 @@ pub(crate) struct Inner {
     /// The store's folder when it is on the local disk: files written there are fsynced.
     local_root: Option<PathBuf>,
     wal_dir: PathBuf,
+    /// This data folder's counter of persisted log segments in the metadata database.
+    wal_counter: String,
     state: RwLock<State>,
     summaries: Mutex<Summaries>,
     cache: Mutex<SeriesCache>,
@@ -126,19 +128,57 @@ pub struct MetricsStore {
     inner: Arc<Inner>,
 }
 
+/// The name of the data folder's counter of persisted log segments. Servers sharing a database
+/// each keep a log of their own in their own folder, so each folder has an id (kept in
+/// `DATA/folder-id`) and a counter of its own. A folder that has a log but no id yet (made
+/// before folders had ids) takes the one counter it used then.
+fn folder_wal_counter(meta: &MetaStore, data_dir: &std::path::Path, had_log: bool) -> Result<String> {
+    let id_path = data_dir.join("folder-id");
+    match std::fs::read_to_string(&id_path) {
+        Ok(id) if !id.trim().is_empty() => return Ok(trainlog_meta::wal_counter(id.trim())),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err("reading the data folder's id")(e)),
+    }
+    let id = format!("{:016x}{:016x}", rand_u64()?, rand_u64()?);
+    let counter = trainlog_meta::wal_counter(&id);
+    if had_log {
+        if let Some(through) = meta.counter(WAL_PERSISTED_THROUGH)? {
+            meta.set_counter(&counter, through)?;
+        }
+    }
+    let temporary = data_dir.join("folder-id.tmp");
+    std::fs::write(&temporary, &id).map_err(io_err("writing the data folder's id"))?;
+    std::fs::File::open(&temporary).and_then(|f| f.sync_all()).map_err(io_err("syncing the data folder's id"))?;
+    std::fs::rename(&temporary, &id_path).map_err(io_err("writing the data folder's id"))?;
+    std::fs::File::open(data_dir).and_then(|f| f.sync_all()).map_err(io_err("syncing the data folder"))?;
+    Ok(counter)
+}
+
+fn rand_u64() -> Result<u64> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 8];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| Error::Config("the system's random number generator failed".into()))?;
+    Ok(u64::from_le_bytes(bytes))
+}
+
 impl MetricsStore {
     /// Opens the store: loads the file catalog, replays the write-ahead log, starts the log
     /// writer thread and the background tasks. Must be called inside a tokio runtime.
     pub async fn open(config: StoreConfig, meta: Arc<MetaStore>) -> Result<Self> {
         let opened = objects::open(config.store_url.as_deref(), &config.data_dir.join("store"))?;
         let wal_dir = config.data_dir.join("wal");
+        let had_log = wal_dir.is_dir();
         std::fs::create_dir_all(&wal_dir).map_err(io_err("creating the write-ahead log folder"))?;
         let meta2 = meta.clone();
-        let wal_dir2 = wal_dir.clone();
-        let (purged, state, summaries, segment, replay) = blocking(move || {
+        let (wal_dir2, data_dir) = (wal_dir.clone(), config.data_dir.clone());
+        let (wal_counter, purged, state, summaries, segment, replay) = blocking(move || {
+            let wal_counter = folder_wal_counter(&meta2, &data_dir, had_log)?;
             let purged: HashSet<RunId> = meta2.purged_runs()?.into_iter().collect();
-            let (state, summaries, segment, replay) = recover(&meta2, &wal_dir2, &purged)?;
-            Ok((purged, state, summaries, segment, replay))
+            let (state, summaries, segment, replay) = recover(&meta2, &wal_dir2, &wal_counter, &purged)?;
+            Ok((wal_counter, purged, state, summaries, segment, replay))
         })
         .await?;
         let replayed_points = state.frozen.iter().map(|g| g.points).sum();
@@ -149,6 +189,7 @@ impl MetricsStore {
             objects: opened.store,
             local_root: opened.local_root,
             wal_dir,
+            wal_counter,
             state: RwLock::new(state),
             summaries: Mutex::new(summaries),
             cache: Mutex::new(SeriesCache::default()),
@@ -527,6 +568,71 @@ mod tests {
             })
             .collect();
         PointBatch { keys, points }
+    }
+
+    fn copy_folder(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy_folder(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+
+    /// Two servers sharing a database each persist their own log: one persisting its segments
+    /// must not make the other, restarted after a crash, skip segments it never persisted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_data_folder_counts_its_own_persisted_log_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = Arc::new(MetaStore::open(&dir.path().join("meta.db")).unwrap());
+        let new =
+            trainlog_meta::NewRun { project: Some(ProjectName::parse("project", "p").unwrap()), ..Default::default() };
+        let loss = MetricKey::parse("key", "loss").unwrap();
+        let (ours, _) = meta.create_run(&new).unwrap();
+        let (theirs, _) = meta.create_run(&new).unwrap();
+
+        let crashed = dir.path().join("crashed");
+        let mut config = StoreConfig::new(dir.path().join("b"), None);
+        config.rotate_after = Duration::from_secs(3600);
+        let b = MetricsStore::open(config, meta.clone()).await.unwrap();
+        b.append(&ours.id, ours.project_id, batch(0..50, |s| s as f64)).await.unwrap();
+        // The folder as a crash would leave it: the batch acknowledged, in the log only.
+        copy_folder(&dir.path().join("b"), &crashed);
+
+        let a = MetricsStore::open(StoreConfig::new(dir.path().join("a"), None), meta.clone()).await.unwrap();
+        for round in 0..3 {
+            a.append(&theirs.id, theirs.project_id, batch(round * 10..round * 10 + 10, |s| s as f64)).await.unwrap();
+            a.flush().await.unwrap();
+        }
+        a.shutdown().await.unwrap();
+        // `b` stays up without persisting (its next rotation is an hour away), as if it had died.
+        assert_eq!(b.stats().buffered_points, 100);
+
+        let restarted = MetricsStore::open(StoreConfig::new(crashed, None), meta.clone()).await.unwrap();
+        assert_eq!(restarted.stats().wal_replayed_records, 1, "the crashed folder replays its own log");
+        let series = restarted.series(&ours.id, &loss, StepRange::default()).await.unwrap();
+        assert_eq!(series.steps, (0..50).collect::<Vec<_>>());
+        restarted.shutdown().await.unwrap();
+    }
+
+    /// A folder made before folders had ids keeps the counter it used; a new folder starts at 0.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_folder_from_before_ids_takes_the_counter_it_used_and_a_new_one_starts_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = Arc::new(MetaStore::open(&dir.path().join("meta.db")).unwrap());
+        meta.set_counter(WAL_PERSISTED_THROUGH, 7).unwrap();
+        std::fs::create_dir_all(dir.path().join("old/wal")).unwrap();
+        for (folder, expected) in [("old", Some(7)), ("new", None)] {
+            let store =
+                MetricsStore::open(StoreConfig::new(dir.path().join(folder), None), meta.clone()).await.unwrap();
+            let id = std::fs::read_to_string(dir.path().join(folder).join("folder-id")).unwrap();
+            assert_eq!(meta.counter(&trainlog_meta::wal_counter(&id)).unwrap(), expected, "{folder}");
+            store.shutdown().await.unwrap();
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -166,9 +166,9 @@ impl Inner {
             ));
         }
         self.make_durable(uploaded.clone()).await?;
-        let meta = self.meta.clone();
+        let (meta, counter) = (self.meta.clone(), self.wal_counter.clone());
         let segment = generation.wal_segment;
-        blocking(move || Ok(meta.commit_files(&rows, &[], Some(segment))?)).await?;
+        blocking(move || Ok(meta.commit_files(&rows, &[], Some((&counter, segment)))?)).await?;
         // From here the catalog points at the files: a later failure must not delete them.
         uploaded.clear();
         self.counters.persisted_files.fetch_add(metas.len() as u64, Ordering::Relaxed);
