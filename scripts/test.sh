@@ -74,6 +74,10 @@ echo "== Python tests"
 TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q
 TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest client-py/tests -q
 
+echo "== The Python tests again, every server on PostgreSQL"
+TRAINLOG_TEST_META=postgres TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q
+TRAINLOG_TEST_META=postgres TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest client-py/tests -q
+
 if [[ -n "${MLFLOW_TESTS:-}" ]]; then
     echo "== MLflow's REST test modules against trainlog (a report: counts per module)"
     TRAINLOG_BIN="$root/target/release/trainlog" tests/mlflow_conformance/run.sh "$MLFLOW_TESTS" || true

@@ -19,10 +19,11 @@ def postgres_meta_url(record: Path) -> list[str]:
     """`--meta URL` for a server whose data folder `record` stands for, when the tests run on
     PostgreSQL (TRAINLOG_TEST_META=postgres, TRAINLOG_TEST_PG the server's URL): a fresh database
     per data folder, kept across restarts in the file `record`. Empty on SQLite."""
-    if os.environ.get("TRAINLOG_TEST_META") != "postgres":
-        return []
+    # The record first: a test may have cleared TRAINLOG_* from its environment since the start.
     if record.is_file():
         return ["--meta", record.read_text()]
+    if os.environ.get("TRAINLOG_TEST_META") != "postgres":
+        return []
     admin = os.environ["TRAINLOG_TEST_PG"]
     name = f"py_{os.getpid()}_{time.monotonic_ns()}"
     subprocess.run(["psql", admin, "-q", "-c", f"CREATE DATABASE {name}"], check=True)

@@ -48,12 +48,12 @@ pub fn fresh_postgres_database() -> String {
 /// (`TRAINLOG_TEST_META=postgres`): a fresh database per data folder, kept across restarts.
 /// None: the SQLite file in the data folder.
 pub fn test_meta_url(data: &Path) -> Option<String> {
-    if std::env::var("TRAINLOG_TEST_META").as_deref() != Ok("postgres") {
-        return None;
-    }
     let record = data.with_extension("meta-url");
     if let Ok(url) = std::fs::read_to_string(&record) {
         return Some(url);
+    }
+    if std::env::var("TRAINLOG_TEST_META").as_deref() != Ok("postgres") {
+        return None;
     }
     let url = fresh_postgres_database();
     if let Some(parent) = record.parent() {
