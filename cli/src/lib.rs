@@ -42,6 +42,12 @@ enum Command {
         /// for any). Requests naming another host get 421, which stops DNS rebinding.
         #[arg(long, env = "TRAINLOG_ALLOWED_HOSTS", value_delimiter = ',')]
         allowed_hosts: Vec<String>,
+        /// Seconds after which acknowledged points still only in the write-ahead log and memory
+        /// are written to the object store (sooner after 500,000 points). It bounds what is lost
+        /// with the data folder of a server that never comes back; the log covers every crash
+        /// the folder survives.
+        #[arg(long, env = "TRAINLOG_PERSIST_INTERVAL", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        persist_interval: u64,
         /// Bytes of buffered points (24 a point) above which ingest answers 503 with Retry-After
         /// while the object store is slow or away; the SDKs spool and send again.
         #[arg(long, env = "TRAINLOG_MAX_BUFFER_BYTES", default_value_t = trainlog_store::DEFAULT_MAX_BUFFER_BYTES)]
@@ -777,6 +783,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             meta,
             trial_timeout,
             allowed_hosts,
+            persist_interval,
             max_buffer_bytes,
             auth,
             insecure_no_auth,
@@ -804,6 +811,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 trial_timeout: std::time::Duration::from_secs(trial_timeout.max(1)),
                 allowed_hosts,
                 max_buffer_bytes,
+                persist_interval: std::time::Duration::from_secs(persist_interval),
                 auth,
                 insecure_no_auth,
                 tls: tls_cert.zip(tls_key).map(|(cert, key)| trainlog_server::TlsFiles { cert, key }),

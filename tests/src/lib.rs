@@ -101,6 +101,15 @@ impl TestServer {
         s
     }
 
+    /// `spawn` with more command-line flags.
+    pub fn spawn_with(flags: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let store_url = test_store_url(&unique_name());
+        let mut s = Self::start_with(dir.path().join("data"), store_url, 0, flags);
+        s._dir = Some(dir);
+        s
+    }
+
     /// Starts a server on the local object store only, whatever the environment says.
     pub fn spawn_local() -> Self {
         let dir = tempfile::tempdir().expect("a temporary folder");

@@ -393,3 +393,21 @@ fn storage_files_left_unrecorded_by_a_crash_are_swept_at_start_up() {
     assert!(recorded[0].exists(), "the recorded file stays");
     assert_eq!(s.series(&run, "loss").len(), 100);
 }
+
+/// `--persist-interval` bounds how long acknowledged points live only in the data folder: once
+/// it has passed, losing the folder's write-ahead log (a server that never comes back) loses
+/// none of them.
+#[test]
+fn points_older_than_the_persist_interval_outlive_the_loss_of_the_servers_log() {
+    let mut s = TestServer::spawn_with(&["--persist-interval", "1"]);
+    let run = s.create_run("durable", "interval");
+    assert_eq!(s.log(&run, points("loss", 0..100, |x| x as f64)).0, 200);
+    wait_until("the points are in the object store without a flush", || {
+        let (_, stats) = s.get("/admin/stats");
+        stats["buffered_points"] == 0 && stats["files"].as_u64().unwrap_or(0) >= 1
+    });
+    s.kill9();
+    std::fs::remove_dir_all(s.data.join("wal")).expect("the log folder is removed");
+    s.restart();
+    assert_eq!(s.series(&run, "loss").len(), 100);
+}

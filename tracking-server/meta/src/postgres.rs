@@ -122,7 +122,7 @@ impl Pool {
         Ok(out)
     }
 
-    /// A connection of its own, outside the pool, for work that holds session state (locks).
+    /// A pooled connection's client, for work that runs its own statements (migrations).
     pub(crate) fn with_client<T>(&self, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
         let mut conn = self.get()?;
         f(&mut conn.client)

@@ -42,6 +42,8 @@ pub struct ServerConfig {
     pub allowed_hosts: Vec<String>,
     /// Bytes of buffered points above which ingest answers 503 until persisting catches up.
     pub max_buffer_bytes: usize,
+    /// Age at which buffered points are written to the object store.
+    pub persist_interval: std::time::Duration,
     /// Every API route but the health check needs an API key.
     pub auth: bool,
     /// Serve a non-loopback address without `auth`, for a server behind its own proxy.
@@ -134,6 +136,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     );
     let store_config = StoreConfig {
         max_buffer_bytes: config.max_buffer_bytes,
+        rotate_after: config.persist_interval,
         ..StoreConfig::new(config.data_dir.clone(), config.store_url.clone())
     };
     if config.auth {
