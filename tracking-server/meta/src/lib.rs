@@ -221,7 +221,7 @@ impl MetaStore {
             MetaUrl::Sqlite(path) => Self::open(path),
             MetaUrl::Postgres(url) => {
                 let pool = postgres::Pool::connect(url, POSTGRES_CONNECTIONS, POSTGRES_CONNECT_TIMEOUT)?;
-                pool.with_client(|client| migrate::apply_postgres(client, true))?;
+                pool.with_client(migrate::apply_postgres)?;
                 Ok(Self { backend: Backend::Postgres(pool), run_cache: lifecycle::RunCache::default() })
             }
         }
@@ -240,7 +240,7 @@ impl MetaStore {
                 let pool = postgres::Pool::connect(url, 1, POSTGRES_CONNECT_TIMEOUT)?;
                 pool.with_client(|client| {
                     let before = migrate::postgres_version(client)?;
-                    let (now, _) = migrate::apply_postgres(client, true)?;
+                    let now = migrate::apply_postgres(client)?;
                     Ok((before, now))
                 })
             }
@@ -256,14 +256,6 @@ impl MetaStore {
         match self.backend {
             Backend::Sqlite { .. } => db::Dialect::Sqlite,
             Backend::Postgres(_) => db::Dialect::Postgres,
-        }
-    }
-
-    /// Which database this is: "sqlite" or "postgres".
-    pub fn kind(&self) -> &'static str {
-        match self.backend {
-            Backend::Sqlite { .. } => "sqlite",
-            Backend::Postgres(_) => "postgres",
         }
     }
 

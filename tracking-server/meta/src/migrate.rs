@@ -65,13 +65,12 @@ pub(crate) fn postgres_version(client: &mut postgres::Client) -> Result<i64> {
     Ok(client.query_one("SELECT version FROM schema_version", &[])?.try_get(0)?)
 }
 
-/// Applies pending migrations in one transaction; with `apply` false only checks that
-/// the database is not newer than this build and answers (current, newest).
-pub(crate) fn apply_postgres(client: &mut postgres::Client, apply: bool) -> Result<(i64, i64)> {
+/// Applies pending migrations in one transaction; answers the version the database is at.
+pub(crate) fn apply_postgres(client: &mut postgres::Client) -> Result<i64> {
     let current = postgres_version(client)?;
     refuse_newer(current)?;
-    if !apply || current == newest() {
-        return Ok((current, newest()));
+    if current == newest() {
+        return Ok(current);
     }
     let mut tx = client.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
@@ -91,5 +90,5 @@ pub(crate) fn apply_postgres(client: &mut postgres::Client, apply: bool) -> Resu
         current = *version;
     }
     tx.commit()?;
-    Ok((current, newest()))
+    Ok(current)
 }
