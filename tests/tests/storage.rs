@@ -384,13 +384,19 @@ fn storage_files_left_unrecorded_by_a_crash_are_swept_at_start_up() {
     let run_dir = s.data.join(format!("store/projects/1/metrics/{run}"));
     let recorded: Vec<_> = std::fs::read_dir(&run_dir).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(recorded.len(), 1);
-    // As if a crash hit between uploading a file and recording it in the catalog.
+    // As if a crash hit between uploading a file and recording it in the catalog, two hours ago.
     let orphan = run_dir.join("00000000000000099999.parquet");
     std::fs::copy(&recorded[0], &orphan).unwrap();
+    let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
+    std::fs::File::options().write(true).open(&orphan).unwrap().set_modified(two_hours_ago).unwrap();
+    // A file uploaded a moment ago may be another server's, not recorded yet: it stays.
+    let young = run_dir.join("00000000000000099998.parquet");
+    std::fs::copy(&recorded[0], &young).unwrap();
     s.restart();
     wait_until("the start-up sweep removes the unrecorded file", || !orphan.exists());
     assert_eq!(stats(&s)["orphan_sweep_failures"], 0);
     assert!(recorded[0].exists(), "the recorded file stays");
+    assert!(young.exists(), "an unrecorded file younger than an hour stays");
     assert_eq!(s.series(&run, "loss").len(), 100);
 }
 

@@ -25,6 +25,17 @@ pub fn wal_counter(folder_id: &str) -> String {
 }
 pub const NEXT_FILE_NUMBER: &str = "next_file_number";
 
+fn file_row(r: &crate::db::Row) -> Result<MetricFileRow> {
+    Ok(MetricFileRow {
+        path: r.get(0)?,
+        run_id: r.get(1)?,
+        ord: r.get(2)?,
+        rows: r.get(3)?,
+        bytes: r.get(4)?,
+        key_index: r.get(5)?,
+    })
+}
+
 fn set_counter(tx: &dyn Db, name: &str, value: i64) -> Result<()> {
     tx.exec(
         "INSERT INTO store_state (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
@@ -40,23 +51,53 @@ impl MetaStore {
                 "SELECT path, run_id, ord, rows, bytes, key_index FROM metric_files ORDER BY run_id, ord",
                 vals![],
             )?;
-            rows.iter()
-                .map(|r| {
-                    Ok(MetricFileRow {
-                        path: r.get(0)?,
-                        run_id: r.get(1)?,
-                        ord: r.get(2)?,
-                        rows: r.get(3)?,
-                        bytes: r.get(4)?,
-                        key_index: r.get(5)?,
-                    })
-                })
-                .collect()
+            rows.iter().map(file_row).collect()
+        })
+    }
+
+    /// The files of one run, in `ord` order.
+    pub fn run_files(&self, run_id: &str) -> Result<Vec<MetricFileRow>> {
+        self.read(|db| {
+            let rows = db.rows(
+                "SELECT path, run_id, ord, rows, bytes, key_index FROM metric_files WHERE run_id = ?1 ORDER BY ord",
+                vals![run_id],
+            )?;
+            rows.iter().map(file_row).collect()
+        })
+    }
+
+    /// Whether the catalog names a file.
+    pub fn has_metric_file(&self, path: &str) -> Result<bool> {
+        self.read(|db| db.exists("SELECT 1 FROM metric_files WHERE path = ?1", vals![path]))
+    }
+
+    /// Takes the compaction lease of a run for `holder` until `until_ms`, if it is free, expired
+    /// or already `holder`'s. Answers whether `holder` has it now.
+    pub fn claim_compaction(&self, run_id: &str, holder: &str, until_ms: i64) -> Result<bool> {
+        self.write(|tx| {
+            let claimed = tx.row(
+                "INSERT INTO compaction_leases (run_id, holder, until_ms) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, until_ms = excluded.until_ms
+                 WHERE compaction_leases.holder = excluded.holder OR compaction_leases.until_ms < ?4
+                 RETURNING holder",
+                vals![run_id, holder, until_ms, now_ms()],
+            )?;
+            Ok(claimed.is_some())
+        })
+    }
+
+    /// Gives a compaction lease back.
+    pub fn release_compaction(&self, run_id: &str, holder: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.exec("DELETE FROM compaction_leases WHERE run_id = ?1 AND holder = ?2", vals![run_id, holder])?;
+            Ok(())
         })
     }
 
     /// Records files added and removed in one transaction, optionally advancing a counter of
-    /// write-ahead-log segments whose points are all in files (`(counter, segment)`).
+    /// write-ahead-log segments whose points are all in files (`(counter, segment)`). A removed
+    /// file the catalog no longer names (another server's compaction replaced it) fails the whole
+    /// commit with `Error::Conflict`, so two compactions of the same files never both land.
     pub fn commit_files(
         &self,
         added: &[MetricFileRow],
@@ -72,7 +113,12 @@ impl MetaStore {
                 )?;
             }
             for path in removed {
-                tx.exec("DELETE FROM metric_files WHERE path = ?1", vals![path])?;
+                if tx.exec("DELETE FROM metric_files WHERE path = ?1", vals![path])? == 0 {
+                    return Err(Error::Conflict {
+                        field: "path".into(),
+                        reason: format!("metric file {path} was already replaced"),
+                    });
+                }
             }
             if let Some((counter, segment)) = wal_persisted_through {
                 set_counter(tx, counter, segment as i64)?;
@@ -112,6 +158,7 @@ impl MetaStore {
 
 #[cfg(test)]
 mod tests {
+    use super::MetricFileRow;
 
     #[test]
     fn reserved_numbers_follow_each_other_from_one() {
@@ -123,5 +170,43 @@ mod tests {
         assert_eq!(meta.reserve("n", 2).unwrap(), 5);
         assert_eq!(meta.counter("n").unwrap(), Some(7));
         assert_eq!(meta.reserve("other", 1).unwrap(), 1);
+    }
+
+    #[test]
+    fn a_compaction_lease_is_held_by_one_server_until_it_is_given_back_or_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = crate::test_store(dir.path());
+        let later = crate::now_ms() + 60_000;
+        assert!(meta.claim_compaction("r", "a", later).unwrap());
+        assert!(!meta.claim_compaction("r", "b", later).unwrap(), "held by a");
+        assert!(meta.claim_compaction("r", "a", later).unwrap(), "a renews its own");
+        assert!(meta.claim_compaction("other", "b", later).unwrap(), "one lease per run");
+        meta.release_compaction("r", "b").unwrap();
+        assert!(!meta.claim_compaction("r", "b", later).unwrap(), "only the holder gives it back");
+        meta.release_compaction("r", "a").unwrap();
+        assert!(meta.claim_compaction("r", "b", crate::now_ms() - 1).unwrap());
+        assert!(meta.claim_compaction("r", "a", later).unwrap(), "an expired lease is free");
+    }
+
+    #[test]
+    fn a_commit_that_removes_a_file_already_replaced_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = crate::test_store(dir.path());
+        let file = |path: &str, ord| MetricFileRow {
+            path: path.into(),
+            run_id: "r".into(),
+            ord,
+            rows: 1,
+            bytes: 1,
+            key_index: "{}".into(),
+        };
+        meta.commit_files(&[file("f1", 1), file("f2", 2)], &[], None).unwrap();
+        meta.commit_files(&[file("c1", 2)], &["f1".into(), "f2".into()], None).unwrap();
+        let second = meta.commit_files(&[file("c2", 2)], &["f1".into(), "f2".into()], None);
+        assert!(matches!(second, Err(crate::Error::Conflict { .. })), "{second:?}");
+        let paths: Vec<String> = meta.run_files("r").unwrap().into_iter().map(|f| f.path).collect();
+        assert_eq!(paths, ["c1"]);
+        assert!(meta.has_metric_file("c1").unwrap());
+        assert!(!meta.has_metric_file("f1").unwrap());
     }
 }

@@ -93,13 +93,17 @@ pub struct State {
 }
 
 impl State {
-    /// Replaces `removed` files of `run` by `added` ones.
+    /// Replaces `removed` files of `run` by `added` ones (those it does not list yet).
     pub fn swap_files(&mut self, run: &RunId, added: Vec<Arc<FileMeta>>, removed: &[ObjectPath]) {
         self.next_version += 1;
         let version = self.next_version;
         let entry = self.files.entry(run.clone()).or_default();
         entry.files.retain(|f| !removed.contains(&f.path));
-        entry.files.extend(added);
+        for file in added {
+            if !entry.files.iter().any(|f| f.path == file.path) {
+                entry.files.push(file);
+            }
+        }
         entry.files.sort_by_key(|f| f.ord);
         entry.version = version;
     }

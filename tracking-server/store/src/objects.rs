@@ -76,8 +76,9 @@ pub fn sync_local(root: &Path, paths: &[ObjectPath]) -> Result<()> {
 }
 
 /// Removes the staging files (`NAME#N`) that a local store's upload leaves when the process dies
-/// before its rename: the store's own listing never shows them. Answers how many.
-pub fn remove_staged_uploads(projects: &Path) -> Result<usize> {
+/// before its rename, once they are `min_age` old: the store's own listing never shows them.
+/// Answers how many.
+pub fn remove_staged_uploads(projects: &Path, min_age: std::time::Duration) -> Result<usize> {
     let mut removed = 0;
     let mut folders = vec![projects.to_owned()];
     while let Some(folder) = folders.pop() {
@@ -98,7 +99,11 @@ pub fn remove_staged_uploads(projects: &Path) -> Result<usize> {
                 .and_then(|n| n.to_str())
                 .and_then(|n| n.rsplit_once('#'))
                 .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-            if staged {
+            let old_enough = || {
+                let modified = entry.metadata().and_then(|m| m.modified()).ok()?;
+                Some(modified.elapsed().is_ok_and(|age| age >= min_age))
+            };
+            if staged && old_enough().unwrap_or(false) {
                 std::fs::remove_file(&path).map_err(crate::io_err("removing a staged upload"))?;
                 removed += 1;
             }
@@ -135,11 +140,13 @@ mod tests {
         for name in ["00000000000000000043.parquet#1", "00000000000000000043.parquet", "notes#draft", "x.parquet#"] {
             std::fs::write(run.join(name), b"x").unwrap();
         }
-        assert_eq!(remove_staged_uploads(&dir.path().join("projects")).unwrap(), 1);
+        let hour = std::time::Duration::from_secs(3600);
+        assert_eq!(remove_staged_uploads(&dir.path().join("projects"), hour).unwrap(), 0, "maybe still uploading");
+        assert_eq!(remove_staged_uploads(&dir.path().join("projects"), std::time::Duration::ZERO).unwrap(), 1);
         let mut left: Vec<String> =
             std::fs::read_dir(&run).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         left.sort();
         assert_eq!(left, ["00000000000000000043.parquet", "notes#draft", "x.parquet#"]);
-        assert_eq!(remove_staged_uploads(&dir.path().join("missing")).unwrap(), 0);
+        assert_eq!(remove_staged_uploads(&dir.path().join("missing"), std::time::Duration::ZERO).unwrap(), 0);
     }
 }

@@ -1,4 +1,5 @@
-//! Compaction: a run's files merged into one, newest write winning, lost files dropped.
+//! Compaction: a run's files merged into one, newest write winning, lost files dropped. Servers
+//! sharing a database compact a run one at a time, under a lease in the database.
 
 use super::*;
 
@@ -14,7 +15,11 @@ impl Inner {
                 self.compact(&run, false).await?;
                 continue;
             }
-            self.compact(&run, full).await?;
+            if !self.compact(&run, full).await? {
+                // Another server compacts it now, or compacted some of its files first: again
+                // on the next round, on the files as they are then.
+                continue;
+            }
             if full {
                 // A finished, compacted run's summaries are in SQLite; they load again on use.
                 lock(&self.summaries).evict_clean(&run);
@@ -27,10 +32,35 @@ impl Inner {
         Ok(())
     }
 
+    /// Compacts a run under its lease. Answers false, having changed nothing, when another
+    /// server holds the lease or replaced some of the files first.
+    pub(super) async fn compact(&self, run: &RunId, full: bool) -> Result<bool> {
+        /// Long enough for any one compaction; a holder that dies frees the run when it passes.
+        const LEASE_MS: i64 = 10 * 60 * 1000;
+        let (meta, id, holder) = (self.meta.clone(), run.to_string(), self.folder_id.clone());
+        let until = trainlog_meta::now_ms() + LEASE_MS;
+        if !blocking(move || Ok(meta.claim_compaction(&id, &holder, until)?)).await? {
+            return Ok(false);
+        }
+        // Under the lease, the run's file list is the catalog's: no other server changes it but
+        // by adding files.
+        let outcome = match self.refresh_files(run).await {
+            Ok(()) => self.compact_leased(run, full).await,
+            Err(e) => Err(e),
+        };
+        let (meta, id, holder) = (self.meta.clone(), run.to_string(), self.folder_id.clone());
+        let released = blocking(move || Ok(meta.release_compaction(&id, &holder)?)).await;
+        if let Err(e) = released {
+            // The lease runs out by itself; until then no other server compacts this run.
+            tracing::warn!(run = %run, "could not give a compaction lease back: {e}");
+        }
+        outcome
+    }
+
     /// Merges files of a run into one, newest write winning for each (key, step): all of them
     /// (`full`), or the newest ones while each older file is at most twice the rows taken so far,
     /// so a long run's big files are not rewritten on every round.
-    pub(super) async fn compact(&self, run: &RunId, full: bool) -> Result<()> {
+    async fn compact_leased(&self, run: &RunId, full: bool) -> Result<bool> {
         let mut files = read(&self.state).files.get(run).cloned().unwrap_or_default();
         if !full {
             let mut taken_rows = 0u64;
@@ -42,7 +72,7 @@ impl Inner {
             files.files.drain(..start);
         }
         if files.files.len() <= 1 {
-            return Ok(());
+            return Ok(true);
         }
         // Compressed file bytes are held; decoded series only one key at a time.
         let mut blobs = Vec::with_capacity(files.files.len());
@@ -80,7 +110,19 @@ impl Inner {
         self.make_durable(vec![path.clone()]).await?;
         let row = catalog_row(run, &path, ord, file.rows, bytes, key_index_to_json(&file.index));
         let meta = self.meta.clone();
-        blocking(move || Ok(meta.commit_files(&[row], &removed_text, None)?)).await?;
+        match blocking(move || Ok(meta.commit_files(&[row], &removed_text, None)?)).await {
+            Ok(()) => {}
+            Err(Error::Meta(trainlog_meta::Error::Conflict { .. })) => {
+                // Files taken here were replaced meanwhile: this merge is of no use.
+                if let Err(e) = self.objects.delete(&path).await {
+                    bump(&self.counters.object_store_failures);
+                    tracing::warn!(run = %run, "could not delete an unused compacted file {path}: {e}");
+                }
+                self.refresh_files(run).await?;
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        }
         bump(&self.counters.compactions);
         let new_file = Arc::new(FileMeta { path, project_id, ord, rows: file.rows, bytes, index: file.index });
         write(&self.state).swap_files(run, vec![new_file], &removed);
@@ -94,6 +136,6 @@ impl Inner {
                 tracing::warn!(run = %run, "could not delete compacted file {p}: {e}");
             }
         }
-        Ok(())
+        Ok(true)
     }
 }

@@ -54,6 +54,9 @@ pub struct StoreConfig {
     /// Bytes of buffered points (`Series::BYTES_PER_POINT` each) above which ingest is refused
     /// with `Error::BufferFull` until persisting catches up.
     pub max_buffer_bytes: usize,
+    /// Age past which a metric file the catalog does not name is an orphan that the start-up
+    /// sweep deletes. Younger ones may be another server's uploads, not yet recorded.
+    pub orphan_min_age: Duration,
 }
 
 impl StoreConfig {
@@ -67,6 +70,7 @@ impl StoreConfig {
             max_files_per_run: 16,
             cache_bytes: 128 << 20,
             max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
+            orphan_min_age: Duration::from_secs(3600),
         }
     }
 }
@@ -93,6 +97,8 @@ pub(crate) struct Inner {
     /// The store's folder when it is on the local disk: files written there are fsynced.
     local_root: Option<PathBuf>,
     wal_dir: PathBuf,
+    /// This data folder's id: it names the folder's log counter and the compaction leases it holds.
+    folder_id: String,
     /// This data folder's counter of persisted log segments in the metadata database.
     wal_counter: String,
     state: RwLock<State>,
@@ -128,14 +134,14 @@ pub struct MetricsStore {
     inner: Arc<Inner>,
 }
 
-/// The name of the data folder's counter of persisted log segments. Servers sharing a database
-/// each keep a log of their own in their own folder, so each folder has an id (kept in
-/// `DATA/folder-id`) and a counter of its own. A folder that has a log but no id yet (made
+/// The data folder's id. Servers sharing a database each keep a log of their own in their own
+/// folder, so each folder has an id (kept in `DATA/folder-id`) and a counter of persisted log
+/// segments of its own. A folder that has a log but no id yet (made
 /// before folders had ids) takes the one counter it used then.
-fn folder_wal_counter(meta: &MetaStore, data_dir: &std::path::Path, had_log: bool) -> Result<String> {
+fn folder_id(meta: &MetaStore, data_dir: &std::path::Path, had_log: bool) -> Result<String> {
     let id_path = data_dir.join("folder-id");
     match std::fs::read_to_string(&id_path) {
-        Ok(id) if !id.trim().is_empty() => return Ok(trainlog_meta::wal_counter(id.trim())),
+        Ok(id) if !id.trim().is_empty() => return Ok(id.trim().to_owned()),
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io_err("reading the data folder's id")(e)),
@@ -152,7 +158,7 @@ fn folder_wal_counter(meta: &MetaStore, data_dir: &std::path::Path, had_log: boo
     std::fs::File::open(&temporary).and_then(|f| f.sync_all()).map_err(io_err("syncing the data folder's id"))?;
     std::fs::rename(&temporary, &id_path).map_err(io_err("writing the data folder's id"))?;
     std::fs::File::open(data_dir).and_then(|f| f.sync_all()).map_err(io_err("syncing the data folder"))?;
-    Ok(counter)
+    Ok(id)
 }
 
 fn rand_u64() -> Result<u64> {
@@ -174,11 +180,12 @@ impl MetricsStore {
         std::fs::create_dir_all(&wal_dir).map_err(io_err("creating the write-ahead log folder"))?;
         let meta2 = meta.clone();
         let (wal_dir2, data_dir) = (wal_dir.clone(), config.data_dir.clone());
-        let (wal_counter, purged, state, summaries, segment, replay) = blocking(move || {
-            let wal_counter = folder_wal_counter(&meta2, &data_dir, had_log)?;
+        let (folder_id, wal_counter, purged, state, summaries, segment, replay) = blocking(move || {
+            let folder_id = folder_id(&meta2, &data_dir, had_log)?;
+            let wal_counter = trainlog_meta::wal_counter(&folder_id);
             let purged: HashSet<RunId> = meta2.purged_runs()?.into_iter().collect();
             let (state, summaries, segment, replay) = recover(&meta2, &wal_dir2, &wal_counter, &purged)?;
-            Ok((wal_counter, purged, state, summaries, segment, replay))
+            Ok((folder_id, wal_counter, purged, state, summaries, segment, replay))
         })
         .await?;
         let replayed_points = state.frozen.iter().map(|g| g.points).sum();
@@ -189,6 +196,7 @@ impl MetricsStore {
             objects: opened.store,
             local_root: opened.local_root,
             wal_dir,
+            folder_id,
             wal_counter,
             state: RwLock::new(state),
             summaries: Mutex::new(summaries),
@@ -617,6 +625,59 @@ mod tests {
         let series = restarted.series(&ours.id, &loss, StepRange::default()).await.unwrap();
         assert_eq!(series.steps, (0..50).collect::<Vec<_>>());
         restarted.shutdown().await.unwrap();
+    }
+
+    /// Servers sharing a database and an object store: a run whose batches alternate between
+    /// them reads whole from either once persisted, and is compacted once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn servers_sharing_a_catalog_read_each_others_files_and_compact_a_run_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = Arc::new(MetaStore::open(&dir.path().join("meta.db")).unwrap());
+        let shared = dir.path().join("objects");
+        std::fs::create_dir_all(&shared).unwrap();
+        let open = |folder: &str| {
+            let mut config = StoreConfig::new(dir.path().join(folder), Some(format!("file://{}", shared.display())));
+            config.rotate_after = Duration::from_secs(3600);
+            MetricsStore::open(config, meta.clone())
+        };
+        let (a, b) = (open("a").await.unwrap(), open("b").await.unwrap());
+        let new =
+            trainlog_meta::NewRun { project: Some(ProjectName::parse("project", "p").unwrap()), ..Default::default() };
+        let (run, _) = meta.create_run(&new).unwrap();
+        let loss = MetricKey::parse("key", "loss").unwrap();
+        for round in 0..6 {
+            let to = if round % 2 == 0 { &a } else { &b };
+            to.append(&run.id, run.project_id, batch(round * 10..round * 10 + 10, |s| s as f64)).await.unwrap();
+            to.flush().await.unwrap();
+        }
+        for store in [&a, &b] {
+            let series = store.series(&run.id, &loss, StepRange::default()).await.unwrap();
+            assert_eq!(series.steps, (0..60).collect::<Vec<_>>());
+        }
+        assert_eq!(meta.run_files(run.id.as_str()).unwrap().len(), 6);
+
+        a.run_finished(&run.id).await.unwrap();
+        b.run_finished(&run.id).await.unwrap();
+        let (flushed_a, flushed_b) = tokio::join!(a.flush(), b.flush());
+        flushed_a.unwrap();
+        flushed_b.unwrap();
+        // The one that did not compact finds one file on its next round.
+        for store in [&a, &b] {
+            store.flush().await.unwrap();
+        }
+        let compactions = a.stats().counters.compactions + b.stats().counters.compactions;
+        assert_eq!(compactions, 1, "the run is compacted once");
+        assert_eq!(meta.run_files(run.id.as_str()).unwrap().len(), 1);
+        for store in [&a, &b] {
+            let series = store.series(&run.id, &loss, StepRange::default()).await.unwrap();
+            assert_eq!(series.steps, (0..60).collect::<Vec<_>>());
+            assert_eq!(store.missing_files(&run.id), Vec::<String>::new());
+        }
+        let objects =
+            std::fs::read_dir(shared.join(format!("projects/{}/metrics/{}", run.project_id, run.id))).unwrap().count();
+        assert_eq!(objects, 1, "the compacted files are gone from the object store");
+        a.shutdown().await.unwrap();
+        b.shutdown().await.unwrap();
     }
 
     /// A folder made before folders had ids keeps the counter it used; a new folder starts at 0.

@@ -202,23 +202,29 @@ impl Inner {
 
     pub(super) async fn sweep_orphans(&self) -> Result<usize> {
         use futures::TryStreamExt;
-        // Holding the persist lock: no file is between its upload and its catalog entry.
+        // Holding the persist lock: no file of this server is between its upload and its catalog
+        // entry. Other servers sharing the catalog may have one: only files older than any
+        // upload takes are orphans.
         let _guard = self.persist_lock.lock().await;
-        let known: HashSet<ObjectPath> =
-            read(&self.state).files.values().flat_map(|f| f.files.iter().map(|m| m.path.clone())).collect();
+        let min_age = self.config.orphan_min_age;
         let listed: Vec<object_store::ObjectMeta> =
             self.objects.list(Some(&ObjectPath::from("projects"))).try_collect().await?;
+        let meta = self.meta.clone();
+        let known: HashSet<String> =
+            blocking(move || Ok(meta.metric_files()?)).await?.into_iter().map(|f| f.path).collect();
+        let now_ms = trainlog_meta::now_ms();
         let mut removed = 0;
         for object in listed {
+            let age_ms = now_ms.saturating_sub(object.last_modified.timestamp_millis());
+            let old_enough = u128::try_from(age_ms).is_ok_and(|age| age >= min_age.as_millis());
             let path = object.location;
-            let is_metric_file = is_metric_file_path(path.as_ref());
-            if is_metric_file && !known.contains(&path) {
+            if old_enough && is_metric_file_path(path.as_ref()) && !known.contains(path.as_ref()) {
                 self.objects.delete(&path).await?;
                 removed += 1;
             }
         }
         if let Some(root) = self.local_root.clone() {
-            removed += blocking(move || objects::remove_staged_uploads(&root.join("projects"))).await?;
+            removed += blocking(move || objects::remove_staged_uploads(&root.join("projects"), min_age)).await?;
         }
         Ok(removed)
     }

@@ -58,6 +58,13 @@ impl Inner {
     pub(super) async fn metric_file(&self, run: &RunId, path: &ObjectPath) -> Result<Option<bytes::Bytes>> {
         match get_object(&self.objects, &self.counters, path).await {
             Ok(bytes) => Ok(Some(bytes)),
+            Err(e @ Error::ObjectStore(object_store::Error::NotFound { .. }))
+                if self.still_catalogued(run, path) && !self.catalog_names(path).await? =>
+            {
+                // Another server's compaction replaced it: the read starts again on the new list.
+                self.refresh_files(run).await?;
+                Err(e)
+            }
             Err(Error::ObjectStore(object_store::Error::NotFound { .. })) if self.still_catalogued(run, path) => {
                 let first_report = lock(&self.missing_files).entry(run.clone()).or_default().insert(path.to_string());
                 if first_report {
@@ -68,6 +75,55 @@ impl Inner {
             }
             Err(e) => Err(e),
         }
+    }
+
+    async fn catalog_names(&self, path: &ObjectPath) -> Result<bool> {
+        let (meta, path) = (self.meta.clone(), path.to_string());
+        blocking(move || Ok(meta.has_metric_file(&path)?)).await
+    }
+
+    /// Brings a run's file list up to the catalog in the database, where servers sharing it
+    /// record the files they persist and compact. A list that changed here while the catalog
+    /// was read is left alone: it is at least as new.
+    pub(super) async fn refresh_files(&self, run: &RunId) -> Result<()> {
+        let seen = read(&self.state).files.get(run).map(|f| f.version);
+        let (meta, id) = (self.meta.clone(), run.clone());
+        let rows = blocking(move || Ok(meta.run_files(id.as_str())?)).await?;
+        let (added, removed) = {
+            let state = read(&self.state);
+            let held = state.files.get(run).map(|f| f.files.as_slice()).unwrap_or_default();
+            if state.files.get(run).map(|f| f.version) != seen {
+                return Ok(());
+            }
+            let added: Vec<_> = rows.iter().filter(|r| !held.iter().any(|f| f.path.as_ref() == r.path)).collect();
+            let removed: Vec<ObjectPath> = held
+                .iter()
+                .filter(|f| !rows.iter().any(|r| r.path == f.path.as_ref()))
+                .map(|f| f.path.clone())
+                .collect();
+            if added.is_empty() && removed.is_empty() {
+                return Ok(());
+            }
+            let added = added
+                .into_iter()
+                .map(|r| {
+                    Ok(Arc::new(FileMeta {
+                        path: ObjectPath::from(r.path.as_str()),
+                        project_id: project_of_path(&r.path),
+                        ord: r.ord,
+                        rows: r.rows as u64,
+                        bytes: r.bytes as u64,
+                        index: key_index_from_json(&r.key_index)?,
+                    }))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            (added, removed)
+        };
+        let mut state = write(&self.state);
+        if state.files.get(run).map(|f| f.version) == seen {
+            state.swap_files(run, added, &removed);
+        }
+        Ok(())
     }
 
     pub(super) fn still_catalogued(&self, run: &RunId, path: &ObjectPath) -> bool {
@@ -87,6 +143,7 @@ impl Inner {
     }
 
     pub(super) async fn series_once(&self, run: &RunId, key: &MetricKey, range: StepRange) -> Result<Series> {
+        self.refresh_files(run).await?;
         // Buffer and file list are captured under one lock, so a generation being persisted
         // is seen either as buffered points or as its file, never as neither.
         let (mut layers, files) = {
