@@ -5,3 +5,4 @@ pub mod client;
 pub mod data;
 pub mod measure;
 pub mod on_postgres;
+pub mod replicas;

@@ -345,9 +345,10 @@ fn main() {
     let started = Instant::now();
     if let Some(admin) = postgres {
         let mut report = Report::default();
-        trainlog_bench::on_postgres::run(&admin, scale.reps, &mut |id, name, value, target| {
+        trainlog_bench::on_postgres::run(&admin, scale.reps, &mut |id, name, value, unit, target| {
             let goal = if target.is_nan() { Goal::None } else { Goal::AtMost(target) };
-            report.add(id, name, value, 1, "ms", goal, "");
+            let decimals = if unit == "ms" { 1 } else { 0 };
+            report.add(id, name, value, decimals, unit, goal, "");
         });
         println!("\n## trainlog benchmark on PostgreSQL\n");
         print!("{}", report.table());

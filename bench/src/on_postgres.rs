@@ -1,7 +1,8 @@
-//! Figures of a server on PostgreSQL (`trainlog-bench --postgres URL`): run search over a
-//! million runs. The runs are written with SQL straight into a fresh database (creating a
-//! million runs over HTTP would take the better part of an hour), shaped like the runs the
-//! HTTP benchmark makes: two params and a `val_loss` summary each.
+//! Figures of servers on PostgreSQL (`trainlog-bench --postgres URL`): run search over a
+//! million runs, and (in `replicas.rs`) ingest through several servers. The runs are written
+//! with SQL straight into a fresh database (creating a million runs over HTTP would take the
+//! better part of an hour), shaped like the runs the HTTP benchmark makes: two params and a
+//! `val_loss` summary each.
 
 use crate::client;
 use std::time::Instant;
@@ -49,18 +50,30 @@ fn populate(url: &str) {
     );
 }
 
-/// Measures search over a million runs on a fresh database of the PostgreSQL server `admin`.
-pub fn run(admin: &str, reps: usize, report: &mut dyn FnMut(&'static str, String, f64, f64)) {
-    println!("\n== Run search over {} runs on PostgreSQL ==", RUNS);
-    let name = format!("bench_{}", std::process::id());
+/// A fresh, migrated database `name` on the PostgreSQL server `admin`; answers its URL.
+fn fresh_database(admin: &str, name: &str) -> String {
     sql(admin, &format!("DROP DATABASE IF EXISTS {name}"));
     sql(admin, &format!("CREATE DATABASE {name}"));
     let mut url = url::Url::parse(admin).expect("a PostgreSQL URL");
-    url.set_path(&name);
+    url.set_path(name);
     let url = url.to_string();
     let migrated =
         std::process::Command::new(binary()).args(["migrate", "--meta", &url]).output().expect("trainlog runs");
     assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+    url
+}
+
+/// Measures search over a million runs, then ingest through one and two servers, each on a
+/// fresh database of the PostgreSQL server `admin`. Reports (id, name, value, unit, at most).
+pub fn run(admin: &str, reps: usize, report: &mut dyn FnMut(&'static str, String, f64, &'static str, f64)) {
+    let name = format!("bench_replicas_{}", std::process::id());
+    let url = fresh_database(admin, &name);
+    crate::replicas::run(&url, &mut |id, text, value, unit| report(id, text, value, unit, f64::NAN));
+    sql(admin, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+
+    println!("\n== Run search over {} runs on PostgreSQL ==", RUNS);
+    let name = format!("bench_{}", std::process::id());
+    let url = fresh_database(admin, &name);
     let started = Instant::now();
     populate(&url);
     println!("  wrote {RUNS} runs, 2 params and a summary each, with SQL in {:.1} s", started.elapsed().as_secs_f64());
@@ -71,6 +84,13 @@ pub fn run(admin: &str, reps: usize, report: &mut dyn FnMut(&'static str, String
     );
 
     let server = TestServer::spawn_local_with(&["--meta", &url]);
+    report(
+        "14f",
+        format!("Start-up of a server on a database of {RUNS} runs, to its ready line"),
+        server.startup_ms as f64,
+        "ms",
+        f64::NAN,
+    );
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     let http = client::client();
     let filter = "metrics.val_loss < 0.3 and params.lr = 0.001";
@@ -85,7 +105,13 @@ pub fn run(admin: &str, reps: usize, report: &mut dyn FnMut(&'static str, String
     sorted.sort_by(f64::total_cmp);
     let p50 = sorted[sorted.len() / 2];
     let p90 = sorted[sorted.len() * 9 / 10];
-    report("14a", format!("Search {RUNS} runs with a metric filter on PostgreSQL, p50 (p90 {p90:.1} ms)"), p50, 100.0);
+    report(
+        "14a",
+        format!("Search {RUNS} runs with a metric filter on PostgreSQL, p50 (p90 {p90:.1} ms)"),
+        p50,
+        "ms",
+        100.0,
+    );
 
     let ordered = server.api(&format!(
         "/projects/bench-million/runs?filter={}&order_by={}&limit=100",
@@ -102,6 +128,7 @@ pub fn run(admin: &str, reps: usize, report: &mut dyn FnMut(&'static str, String
             sorted[sorted.len() * 9 / 10]
         ),
         sorted[sorted.len() / 2],
+        "ms",
         f64::NAN,
     );
     drop(server);

@@ -121,6 +121,28 @@ mod tests {
     }
 
     #[test]
+    fn absorbing_summaries_adds_counts_widens_bounds_and_keeps_the_last_by_step_then_time() {
+        let mut a = MetricSummary::of_sorted(&[0, 1], &[10, 20], &[3.0, f64::NAN]).unwrap();
+        let mut b = MetricSummary::of_sorted(&[2, 3], &[5, 6], &[1.0, 4.0]).unwrap();
+        let whole = MetricSummary::of_sorted(&[0, 1, 2, 3], &[10, 20, 5, 6], &[3.0, f64::NAN, 1.0, 4.0]).unwrap();
+        let mut ab = a;
+        ab.absorb(&b);
+        b.absorb(&a);
+        assert_eq!(ab, whole);
+        assert_eq!(b, whole, "the order of absorbing does not matter");
+        // A rewrite of the last step with a later timestamp takes the last value, adds no count.
+        ab.absorb(&MetricSummary::bound(3, 7, -2.0));
+        assert_eq!((ab.last, ab.min, ab.count, ab.sum), (-2.0, -2.0, 4, 8.0));
+        ab.absorb(&MetricSummary::bound(3, 1, 9.0));
+        assert_eq!((ab.last, ab.max), (-2.0, 9.0), "an older timestamp at the last step is not the last");
+        a.absorb(&MetricSummary::EMPTY);
+        assert_eq!(a.count, 2);
+        let mut empty = MetricSummary::EMPTY;
+        empty.absorb(&a);
+        assert_eq!((empty.last_step, empty.count, empty.sum), (a.last_step, a.count, a.sum));
+    }
+
+    #[test]
     fn statuses_parse_and_refuse_unknown() {
         assert_eq!(RunStatus::parse("status", "preempted").unwrap(), RunStatus::Preempted);
         assert_eq!(RunStatus::parse("status", "done").unwrap_err().field, "status");
@@ -143,6 +165,52 @@ pub struct MetricSummary {
 }
 
 impl MetricSummary {
+    /// The summary of no points.
+    pub const EMPTY: Self = Self {
+        last: f64::NAN,
+        last_step: i64::MIN,
+        last_ms: 0,
+        min: f64::NAN,
+        max: f64::NAN,
+        count: 0,
+        sum: 0.0,
+        sum_count: 0,
+    };
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0 && self.last_step == i64::MIN
+    }
+
+    /// A point that replaces an earlier one at its step: it widens min and max and may be the
+    /// last value, but adds to no count.
+    pub fn bound(step: i64, timestamp_ms: i64, value: f64) -> Self {
+        Self { count: 0, sum: 0.0, sum_count: 0, ..Self::first(step, timestamp_ms, value) }
+    }
+
+    /// Folds in the summary of other points (later ones, or another server's): counts and sums
+    /// add, min and max widen, and the last value is the one at the higher step (at the same
+    /// step, the later timestamp; at the same timestamp, `other`'s). The metadata store merges
+    /// summaries written by several servers with the same rule.
+    pub fn absorb(&mut self, other: &Self) {
+        if other.is_empty() {
+            return;
+        }
+        if self.is_empty() {
+            *self = *other;
+            return;
+        }
+        if other.last_step > self.last_step || (other.last_step == self.last_step && other.last_ms >= self.last_ms) {
+            self.last = other.last;
+            self.last_step = other.last_step;
+            self.last_ms = other.last_ms;
+        }
+        self.min = nan_min(self.min, other.min);
+        self.max = nan_max(self.max, other.max);
+        self.count += other.count;
+        self.sum += other.sum;
+        self.sum_count += other.sum_count;
+    }
+
     pub fn first(step: i64, timestamp_ms: i64, value: f64) -> Self {
         let counted = !value.is_nan();
         Self {
@@ -205,6 +273,24 @@ impl MetricSummary {
             sum,
             sum_count,
         })
+    }
+}
+
+/// The smaller of two values, NaN only when both are.
+fn nan_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b < a {
+        b
+    } else {
+        a
+    }
+}
+
+/// The larger of two values, NaN only when both are.
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b > a {
+        b
+    } else {
+        a
     }
 }
 

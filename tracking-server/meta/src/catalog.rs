@@ -36,6 +36,22 @@ fn file_row(r: &crate::db::Row) -> Result<MetricFileRow> {
     })
 }
 
+fn upload_counters(folder: &str) -> (String, String) {
+    (format!("uploads_first/{folder}"), format!("uploads_last/{folder}"))
+}
+
+fn reserve(db: &dyn Db, name: &str, count: i64) -> Result<i64> {
+    let next: i64 = db
+        .row(
+            "INSERT INTO store_state (name, value) VALUES (?1, 1 + ?2)
+             ON CONFLICT (name) DO UPDATE SET value = store_state.value + ?2 RETURNING value",
+            vals![name, count],
+        )?
+        .ok_or_else(|| Error::Corrupt(format!("counter {name} answered nothing")))?
+        .get(0)?;
+    Ok(next - count)
+}
+
 fn set_counter(tx: &dyn Db, name: &str, value: i64) -> Result<()> {
     tx.exec(
         "INSERT INTO store_state (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
@@ -95,7 +111,8 @@ impl MetaStore {
     }
 
     /// Records files added and removed in one transaction, optionally advancing a counter of
-    /// write-ahead-log segments whose points are all in files (`(counter, segment)`). A removed
+    /// write-ahead-log segments whose points are all in files (`(counter, segment)`) and noting
+    /// that a data folder no longer holds unpersisted points of some runs (`(folder, runs)`). A removed
     /// file the catalog no longer names (another server's compaction replaced it) fails the whole
     /// commit with `Error::Conflict`, so two compactions of the same files never both land.
     pub fn commit_files(
@@ -103,6 +120,7 @@ impl MetaStore {
         added: &[MetricFileRow],
         removed: &[String],
         wal_persisted_through: Option<(&str, u64)>,
+        persisted: Option<(&str, &[String])>,
     ) -> Result<()> {
         self.write(|tx| {
             let now = now_ms();
@@ -123,6 +141,14 @@ impl MetaStore {
             if let Some((counter, segment)) = wal_persisted_through {
                 set_counter(tx, counter, segment as i64)?;
             }
+            if let Some((folder, runs)) = persisted {
+                for run in runs {
+                    tx.exec(
+                        "DELETE FROM unpersisted_runs WHERE run_id = ?1 AND folder_id = ?2",
+                        vals![run, folder],
+                    )?;
+                }
+            }
             Ok(())
         })
     }
@@ -142,17 +168,26 @@ impl MetaStore {
     /// answers the first. One statement, so writers sharing the database never get the same
     /// numbers.
     pub fn reserve(&self, name: &str, count: i64) -> Result<i64> {
+        self.write(|db| reserve(db, name, count))
+    }
+
+    /// Reserves `count` metric file numbers for data folder `folder`'s next uploads and
+    /// remembers them until its next reservation: files of these numbers that the catalog does
+    /// not name are that folder's own leftovers, which its start-up sweep deletes however young.
+    pub fn reserve_uploads(&self, folder: &str, count: i64) -> Result<i64> {
+        let (first, last) = upload_counters(folder);
         self.write(|db| {
-            let next: i64 = db
-                .row(
-                    "INSERT INTO store_state (name, value) VALUES (?1, 1 + ?2)
-                     ON CONFLICT (name) DO UPDATE SET value = store_state.value + ?2 RETURNING value",
-                    vals![name, count],
-                )?
-                .ok_or_else(|| Error::Corrupt(format!("counter {name} answered nothing")))?
-                .get(0)?;
-            Ok(next - count)
+            let number = reserve(db, NEXT_FILE_NUMBER, count)?;
+            set_counter(db, &first, number)?;
+            set_counter(db, &last, number + count - 1)?;
+            Ok(number)
         })
+    }
+
+    /// The file numbers of `folder`'s last reservation, first and last.
+    pub fn uploads_reserved(&self, folder: &str) -> Result<Option<(i64, i64)>> {
+        let (first, last) = upload_counters(folder);
+        Ok(self.counter(&first)?.zip(self.counter(&last)?))
     }
 }
 
@@ -170,6 +205,11 @@ mod tests {
         assert_eq!(meta.reserve("n", 2).unwrap(), 5);
         assert_eq!(meta.counter("n").unwrap(), Some(7));
         assert_eq!(meta.reserve("other", 1).unwrap(), 1);
+        assert_eq!(meta.uploads_reserved("a").unwrap(), None);
+        let first = meta.reserve_uploads("a", 3).unwrap();
+        assert_eq!(meta.reserve_uploads("b", 1).unwrap(), first + 3);
+        assert_eq!(meta.uploads_reserved("a").unwrap(), Some((first, first + 2)));
+        assert_eq!(meta.uploads_reserved("b").unwrap(), Some((first + 3, first + 3)));
     }
 
     #[test]
@@ -188,6 +228,46 @@ mod tests {
         assert!(meta.claim_compaction("r", "a", later).unwrap(), "an expired lease is free");
     }
 
+    /// Servers sharing the database fold their own points into a run's summaries; a server
+    /// replaces them with a recomputation only while no other holds unpersisted points.
+    #[test]
+    fn summaries_from_several_servers_add_up_and_a_replacement_waits_for_their_files() {
+        use trainlog_schema::{MetricKey, MetricSummary, ProjectName};
+        let dir = tempfile::tempdir().unwrap();
+        let meta = crate::test_store(dir.path());
+        let new = crate::NewRun { project: Some(ProjectName::parse("project", "p").unwrap()), ..Default::default() };
+        let (run, _) = meta.create_run(&new).unwrap();
+        let loss = MetricKey::parse("key", "loss").unwrap();
+        let later = crate::now_ms() + 60_000;
+        let of = |steps: &[i64], values: &[f64]| MetricSummary::of_sorted(steps, steps, values).unwrap();
+        // Server a logs steps 0 and 1, then b steps 2 and 3 (and rewrites step 3), then a step 4.
+        let rows = |s: MetricSummary| vec![(run.id.clone(), loss.clone(), s)];
+        meta.merge_summaries(&rows(of(&[0, 1], &[5.0, 4.0])), "a", &[&run.id], later).unwrap();
+        let mut b_delta = of(&[2, 3], &[f64::NAN, 1.0]);
+        b_delta.absorb(&MetricSummary::bound(3, 4, 0.5));
+        meta.merge_summaries(&rows(b_delta), "b", &[&run.id], later).unwrap();
+        meta.merge_summaries(&rows(of(&[4], &[2.0])), "a", &[&run.id], later).unwrap();
+        let stored = meta.summaries(&run.id).unwrap()["loss"];
+        assert_eq!(
+            (stored.last, stored.last_step, stored.min, stored.max, stored.count, stored.sum, stored.sum_count),
+            (2.0, 4, 0.5, 5.0, 5, 12.0, 4)
+        );
+
+        let exact = of(&[0, 1, 2, 3, 4], &[5.0, 4.0, f64::NAN, 0.5, 2.0]);
+        let replace = |folder| meta.replace_summaries(&run.id, &[(loss.clone(), exact)], folder, None).unwrap();
+        assert!(!replace("a"), "b still holds points no file has");
+        assert!(meta.others_hold_unpersisted(&run.id, "a").unwrap());
+        meta.commit_files(&[], &[], None, Some(("b", &[run.id.to_string()]))).unwrap();
+        assert!(!meta.others_hold_unpersisted(&run.id, "a").unwrap());
+        assert!(meta.others_hold_unpersisted(&run.id, "b").unwrap(), "a still holds its own");
+        assert!(replace("a"));
+        let stored = meta.summaries(&run.id).unwrap()["loss"];
+        assert_eq!((stored.count, stored.sum, stored.min), (5, 11.5, 0.5));
+        // A hold past its time is a server's that never came back.
+        meta.merge_summaries(&[], "c", &[&run.id], crate::now_ms() - 1).unwrap();
+        assert!(replace("a"));
+    }
+
     #[test]
     fn a_commit_that_removes_a_file_already_replaced_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
@@ -200,9 +280,9 @@ mod tests {
             bytes: 1,
             key_index: "{}".into(),
         };
-        meta.commit_files(&[file("f1", 1), file("f2", 2)], &[], None).unwrap();
-        meta.commit_files(&[file("c1", 2)], &["f1".into(), "f2".into()], None).unwrap();
-        let second = meta.commit_files(&[file("c2", 2)], &["f1".into(), "f2".into()], None);
+        meta.commit_files(&[file("f1", 1), file("f2", 2)], &[], None, None).unwrap();
+        meta.commit_files(&[file("c1", 2)], &["f1".into(), "f2".into()], None, None).unwrap();
+        let second = meta.commit_files(&[file("c2", 2)], &["f1".into(), "f2".into()], None, None);
         assert!(matches!(second, Err(crate::Error::Conflict { .. })), "{second:?}");
         let paths: Vec<String> = meta.run_files("r").unwrap().into_iter().map(|f| f.path).collect();
         assert_eq!(paths, ["c1"]);

@@ -9,7 +9,7 @@ use crate::{Error, MetaStore, MetaUrl, Result};
 /// Rows read from the source per query.
 const PAGE_ROWS: usize = 5_000;
 /// Tables of one database only.
-const NOT_COPIED: &[&str] = &["revision_clock", "schema_version", "compaction_leases"];
+const NOT_COPIED: &[&str] = &["revision_clock", "schema_version", "compaction_leases", "unpersisted_runs"];
 
 /// A table as this build's migrations make it: the columns a row is written with (generated
 /// ones left out) and its primary key, which orders the pages.

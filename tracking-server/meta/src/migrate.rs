@@ -24,11 +24,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (12, include_str!("migrations/0012_saved_views.sql"), include_str!("migrations/postgres/0012_saved_views.sql")),
     (13, include_str!("migrations/0013_run_revision.sql"), include_str!("migrations/postgres/0013_run_revision.sql")),
     (14, include_str!("migrations/0014_run_purges.sql"), include_str!("migrations/postgres/0014_run_purges.sql")),
-    (
-        15,
-        include_str!("migrations/0015_compaction_leases.sql"),
-        include_str!("migrations/postgres/0015_compaction_leases.sql"),
-    ),
+    (15, include_str!("migrations/0015_replicas.sql"), include_str!("migrations/postgres/0015_replicas.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -1,7 +1,7 @@
 //! Projects and runs: creation, resumption, params with conflict detection, tags, status,
 //! summaries, search and the rows exported to the per-project runs table.
 
-use crate::db::{vals, Db, Row, Value};
+use crate::db::{vals, Db, Dialect, Row, Value};
 use crate::{not_found, now_ms, search, Actor, Error, MetaStore, Result, Role, Scope};
 use std::collections::{BTreeMap, HashMap};
 use trainlog_schema::{MetricKey, MetricSummary, ParamKey, ParamValue, ProjectName, RunId, RunStatus, TagKey};
@@ -166,6 +166,39 @@ pub(crate) fn insert_rows(db: &dyn Db, head: &str, tail: &str, width: usize, row
     Ok(())
 }
 
+fn summary_values(run: &RunId, key: &MetricKey, s: &MetricSummary) -> Vec<Value> {
+    vec![
+        run.as_str().into(),
+        key.as_str().into(),
+        nan_to_null(s.last).into(),
+        s.last_step.into(),
+        s.last_ms.into(),
+        nan_to_null(s.min).into(),
+        nan_to_null(s.max).into(),
+        (s.count as i64).into(),
+        nan_to_null(s.sum).into(),
+        (s.sum_count as i64).into(),
+    ]
+}
+
+fn hold_unpersisted(tx: &dyn Db, folder: &str, runs: &[&RunId], until_ms: i64) -> Result<()> {
+    for run in runs {
+        tx.exec(
+            "INSERT INTO unpersisted_runs (run_id, folder_id, until_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT (run_id, folder_id) DO UPDATE SET until_ms = excluded.until_ms",
+            vals![run.as_str(), folder, until_ms],
+        )?;
+    }
+    Ok(())
+}
+
+fn others_hold_unpersisted(db: &dyn Db, run: &RunId, folder: &str) -> Result<bool> {
+    db.exists(
+        "SELECT 1 FROM unpersisted_runs WHERE run_id = ?1 AND folder_id <> ?2 AND until_ms > ?3",
+        vals![run.as_str(), folder, now_ms()],
+    )
+}
+
 /// Writes params, refusing a changed value for an existing key unless `overwrite`.
 /// Checks every key before writing any, so a refused request writes nothing.
 fn write_params(tx: &dyn Db, run_id: &str, params: &BTreeMap<ParamKey, ParamValue>, overwrite: bool) -> Result<()> {
@@ -244,7 +277,7 @@ fn project_by_name_in(db: &dyn Db, name: &str) -> Result<Option<Project>> {
         .transpose()
 }
 
-fn one(row: Option<Row>, what: &str) -> Result<Row> {
+pub(crate) fn one(row: Option<Row>, what: &str) -> Result<Row> {
     row.ok_or_else(|| Error::Corrupt(format!("{what} answered no row")))
 }
 
@@ -625,36 +658,84 @@ impl MetaStore {
         self.read(|db| Ok(one(db.row(&query.sql, &query.params)?, "a count")?.get::<i64>(0)? as u64))
     }
 
-    /// Replaces the stored summaries of the given series.
-    pub fn upsert_summaries(&self, rows: &[(RunId, MetricKey, MetricSummary)]) -> Result<()> {
-        if rows.is_empty() {
-            return Ok(());
+    /// Folds summaries of new points into the stored ones by `MetricSummary::absorb`'s rule, so
+    /// servers sharing the database each add their own points; rows of one series are folded in
+    /// the order given. Records in the same transaction that data folder `folder` holds
+    /// unpersisted points of the runs `held`, until `until_ms` at the latest.
+    pub fn merge_summaries(
+        &self,
+        rows: &[(RunId, MetricKey, MetricSummary)],
+        folder: &str,
+        held: &[&RunId],
+        until_ms: i64,
+    ) -> Result<()> {
+        // One row per series: a statement may not change one row twice.
+        let mut merged: Vec<(&RunId, &MetricKey, MetricSummary)> = Vec::with_capacity(rows.len());
+        let mut index: HashMap<(&str, &str), usize> = HashMap::with_capacity(rows.len());
+        for (run, key, delta) in rows.iter().filter(|r| !r.2.is_empty()) {
+            match index.get(&(run.as_str(), key.as_str())) {
+                Some(&i) => merged[i].2.absorb(delta),
+                None => {
+                    index.insert((run.as_str(), key.as_str()), merged.len());
+                    merged.push((run, key, *delta));
+                }
+            }
         }
-        // One row per series, the last given: a statement may not change one row twice.
-        let mut last_of: HashMap<(&str, &str), usize> = HashMap::with_capacity(rows.len());
-        for (i, (run, key, _)) in rows.iter().enumerate() {
-            last_of.insert((run.as_str(), key.as_str()), i);
-        }
-        let values: Vec<Vec<Value>> = rows
-            .iter()
-            .enumerate()
-            .filter(|(i, (run, key, _))| last_of.get(&(run.as_str(), key.as_str())) == Some(i))
-            .map(|(_, (run, key, s))| {
-                vec![
-                    run.as_str().into(),
-                    key.as_str().into(),
-                    nan_to_null(s.last).into(),
-                    s.last_step.into(),
-                    s.last_ms.into(),
-                    nan_to_null(s.min).into(),
-                    nan_to_null(s.max).into(),
-                    (s.count as i64).into(),
-                    nan_to_null(s.sum).into(),
-                    (s.sum_count as i64).into(),
-                ]
-            })
-            .collect();
+        let values: Vec<Vec<Value>> = merged.iter().map(|(run, key, s)| summary_values(run, key, s)).collect();
         self.write(|tx| {
+            hold_unpersisted(tx, folder, held, until_ms)?;
+            insert_rows(
+                tx,
+                "INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count)",
+                "ON CONFLICT (run_id, key) DO UPDATE SET
+                   last = CASE WHEN excluded.last_step > metric_summaries.last_step
+                     OR (excluded.last_step = metric_summaries.last_step AND excluded.last_ms >= metric_summaries.last_ms)
+                     THEN excluded.last ELSE metric_summaries.last END,
+                   last_ms = CASE WHEN excluded.last_step > metric_summaries.last_step
+                     OR (excluded.last_step = metric_summaries.last_step AND excluded.last_ms >= metric_summaries.last_ms)
+                     THEN excluded.last_ms ELSE metric_summaries.last_ms END,
+                   last_step = CASE WHEN excluded.last_step > metric_summaries.last_step
+                     THEN excluded.last_step ELSE metric_summaries.last_step END,
+                   min = CASE WHEN excluded.min IS NULL THEN metric_summaries.min
+                     WHEN metric_summaries.min IS NULL OR excluded.min < metric_summaries.min THEN excluded.min
+                     ELSE metric_summaries.min END,
+                   max = CASE WHEN excluded.max IS NULL THEN metric_summaries.max
+                     WHEN metric_summaries.max IS NULL OR excluded.max > metric_summaries.max THEN excluded.max
+                     ELSE metric_summaries.max END,
+                   count = metric_summaries.count + excluded.count,
+                   sum = metric_summaries.sum + excluded.sum,
+                   sum_count = metric_summaries.sum_count + excluded.sum_count",
+                10,
+                &values,
+            )
+        })
+    }
+
+    /// Replaces a run's stored summaries of the given series with ones recomputed from all the
+    /// points that data folder `folder` can see: the metric files and its own buffer. Refused,
+    /// writing nothing, while another folder holds unpersisted points of the run, which the
+    /// recomputation could not see. Answers whether it replaced them. With `hold_until`, records
+    /// that `folder` holds unpersisted points of the run too.
+    pub fn replace_summaries(
+        &self,
+        run: &RunId,
+        rows: &[(MetricKey, MetricSummary)],
+        folder: &str,
+        hold_until: Option<i64>,
+    ) -> Result<bool> {
+        let values: Vec<Vec<Value>> = rows.iter().map(|(key, s)| summary_values(run, key, s)).collect();
+        self.write(|tx| {
+            if tx.dialect() == Dialect::Postgres {
+                // A server folding its points in holds these rows until it commits: once they are
+                // locked here, its hold is visible, or its points come after this replacement.
+                tx.exec("SELECT 1 FROM metric_summaries WHERE run_id = ?1 FOR UPDATE", vals![run.as_str()])?;
+            }
+            if others_hold_unpersisted(tx, run, folder)? {
+                return Ok(false);
+            }
+            if let Some(until_ms) = hold_until {
+                hold_unpersisted(tx, folder, &[run], until_ms)?;
+            }
             insert_rows(
                 tx,
                 "INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count)",
@@ -663,8 +744,24 @@ impl MetaStore {
                    sum = excluded.sum, sum_count = excluded.sum_count",
                 10,
                 &values,
-            )
+            )?;
+            Ok(true)
         })
+    }
+
+    /// The runs data folder `folder` is recorded as holding unpersisted points of.
+    pub fn held_runs(&self, folder: &str) -> Result<Vec<String>> {
+        self.read(|db| {
+            db.rows("SELECT run_id FROM unpersisted_runs WHERE folder_id = ?1", vals![folder])?
+                .iter()
+                .map(|r| r.get(0))
+                .collect()
+        })
+    }
+
+    /// Whether a data folder other than `folder` holds unpersisted points of a run.
+    pub fn others_hold_unpersisted(&self, run: &RunId, folder: &str) -> Result<bool> {
+        self.read(|db| others_hold_unpersisted(db, run, folder))
     }
 
     /// Every run of a project with its summaries, for the runs table in the object store.

@@ -1,7 +1,7 @@
 //! Sweeps and their trials: the state a sweep keeps between agents and server restarts.
 
 use crate::db::{vals, Db, Row};
-use crate::runs::{create_run_in, ensure_project_in, NewRun};
+use crate::runs::{create_run_in, ensure_project_in, one, NewRun};
 use crate::{not_found, now_ms, Actor, Error, MetaStore, Result, Role};
 use serde_json::Value;
 use trainlog_schema::{ProjectName, RunId};
@@ -230,8 +230,16 @@ impl MetaStore {
             if s.state != "running" {
                 return Err(Error::Conflict { field: "sweep".into(), reason: format!("sweep {sweep} is {}", s.state) });
             }
-            if tx.exists("SELECT 1 FROM sweep_trials WHERE sweep_id = ?1 AND trial_index = ?2", vals![sweep, index])? {
-                return Err(Error::Conflict { field: "trial".into(), reason: format!("trial {index} exists") });
+            // Trials are numbered from 0 without gaps: a server that proposed from an older count
+            // lost a race with another, and proposes again.
+            let trials: i64 =
+                one(tx.row("SELECT COUNT(*) FROM sweep_trials WHERE sweep_id = ?1", vals![sweep])?, "a count")?
+                    .get(0)?;
+            if trials != index {
+                return Err(Error::Conflict {
+                    field: "trial".into(),
+                    reason: format!("trial {index} is not the next one: the sweep has {trials}"),
+                });
             }
             let (run_id, _) = create_run_in(tx, run)?;
             let now = now_ms();

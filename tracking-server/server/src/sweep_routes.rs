@@ -367,9 +367,31 @@ pub(crate) async fn next_trial(
         return Err(ApiError::invalid("gpus", "expected a number of GPUs from 0 to 1024"));
     }
     let placement = Placement { agent: body.agent, slot: body.slot, gpus: body.gpus };
-    // One proposal at a time, so two agents never get the same trial.
+    // One proposal at a time in this server. Servers sharing the database decide through it: a
+    // new trial takes the next index, which is unique, and a preempted trial restarts once, in
+    // one transaction each. A proposal that lost that race is made again on what the database
+    // holds then.
     let _guard = state.sweep_lock.lock().await;
-    let (sweep, mut trials) = load(&state, &path).await?;
+    for _ in 0..MAX_PROPOSALS {
+        match propose_trial(&state, &path, &req, &placement).await {
+            Err(ApiError::Conflict { .. }) => continue,
+            answered => return answered,
+        }
+    }
+    Err(ApiError::Unavailable(format!(
+        "other servers started trials of sweep {} {MAX_PROPOSALS} times while this one proposed; ask again",
+        path.as_str()
+    )))
+}
+
+/// Proposals one request may make while other servers take the trials it proposed.
+const MAX_PROPOSALS: usize = 16;
+
+/// The next trial of a sweep for an agent, or why there is none; `ApiError::Conflict` when
+/// another server changed the sweep or took the trial proposed here first.
+async fn propose_trial(state: &State, path: &str, req: &HttpRequest, placement: &Placement) -> Result<HttpResponse> {
+    let (state, placement) = (state.clone(), placement.clone());
+    let (sweep, mut trials) = load(&state, path).await?;
     let cfg = stored_config(&sweep)?;
     let done = |reason: &str| HttpResponse::Ok().json(no_trial_answer(true, reason));
     if sweep.state != "running" {
@@ -422,7 +444,7 @@ pub(crate) async fn next_trial(
         params: flatten_params("params", &params_json)?,
         tags,
         host: placement.agent.split(':').next().unwrap_or_default().to_owned(),
-        user: crate::auth::caller(&req).map(|c| c.name).unwrap_or_default(),
+        user: crate::auth::caller(req).map(|c| c.name).unwrap_or_default(),
         group: sweep.name.clone(),
         ..Default::default()
     };

@@ -67,28 +67,38 @@ impl Series {
         self.steps.windows(2).all(|w| w[0] < w[1])
     }
 
-    /// Sorts points written in arrival order by step, keeping the last write of each step.
+    /// Sorts points written in arrival order by step, keeping the newest write of each step: the
+    /// one with the latest timestamp, and of those the last to arrive.
     pub fn normalize(&mut self) {
         if self.is_strictly_sorted() {
             return;
         }
         let mut order: Vec<u32> = (0..self.steps.len() as u32).collect();
+        // Stable: the writes of one step stay in arrival order.
         order.sort_by_key(|&i| self.steps[i as usize]);
         let mut out = Series::default();
         out.steps.reserve(order.len());
         out.timestamps.reserve(order.len());
         out.values.reserve(order.len());
-        for (n, &i) in order.iter().enumerate() {
-            let i = i as usize;
-            let next_same = order.get(n + 1).is_some_and(|&j| self.steps[j as usize] == self.steps[i]);
-            if !next_same {
-                out.push(self.steps[i], self.timestamps[i], self.values[i]);
+        let mut n = 0;
+        while n < order.len() {
+            let step = self.steps[order[n] as usize];
+            let mut newest = order[n] as usize;
+            n += 1;
+            while n < order.len() && self.steps[order[n] as usize] == step {
+                let i = order[n] as usize;
+                if self.timestamps[i] >= self.timestamps[newest] {
+                    newest = i;
+                }
+                n += 1;
             }
+            out.push(step, self.timestamps[newest], self.values[newest]);
         }
         *self = out;
     }
 
-    /// Merges normalized layers, oldest first: for a step present in several, the newest wins.
+    /// Merges normalized layers, oldest first: for a step present in several, the point with the
+    /// latest timestamp wins, and of those the one in the newest layer.
     pub fn merge(layers: Vec<Series>) -> Series {
         let mut layers: Vec<Series> = layers.into_iter().filter(|l| !l.is_empty()).collect();
         match layers.len() {
@@ -307,8 +317,13 @@ fn merge_two(older: &Series, newer: &Series) -> Series {
     while i < older.len() || j < newer.len() {
         let take_newer = match (older.steps.get(i), newer.steps.get(j)) {
             (Some(a), Some(b)) if a == b => {
-                i += 1;
-                true
+                if newer.timestamps[j] >= older.timestamps[i] {
+                    i += 1;
+                    true
+                } else {
+                    j += 1;
+                    false
+                }
             }
             (Some(a), Some(b)) => b < a,
             (None, Some(_)) => true,
@@ -343,6 +358,29 @@ mod tests {
         s.normalize();
         assert_eq!(s.steps, vec![0, 1, 2]);
         assert_eq!(s.values, vec![2.0, 4.0, 3.0]);
+    }
+
+    /// Servers that took writes of one step persist them in any order: the later timestamp wins
+    /// whichever layer holds it, and a tie goes to the newer layer.
+    #[test]
+    fn the_latest_timestamp_of_a_step_wins_and_ties_go_to_the_last_write() {
+        let mut s = Series::default();
+        for (step, ts, v) in [(1, 50, 1.0), (0, 10, 2.0), (1, 40, 3.0), (0, 10, 4.0), (2, 5, 5.0)] {
+            s.push(step, ts, v);
+        }
+        s.normalize();
+        assert_eq!((s.steps.clone(), s.values.clone()), (vec![0, 1, 2], vec![4.0, 1.0, 5.0]));
+        let mut older = Series::default();
+        older.push(0, 100, 1.0);
+        older.push(1, 10, 1.0);
+        older.push(2, 20, 1.0);
+        let mut newer = Series::default();
+        newer.push(0, 50, 2.0);
+        newer.push(1, 60, 2.0);
+        newer.push(2, 20, 2.0);
+        let merged = Series::merge(vec![older, newer]);
+        assert_eq!(merged.values, vec![1.0, 2.0, 2.0]);
+        assert_eq!(merged.timestamps, vec![100, 60, 20]);
     }
 
     #[test]

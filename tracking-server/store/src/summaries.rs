@@ -3,6 +3,11 @@
 //! as a bound (min and max widen, the last value follows a rewritten last step) and marks the
 //! summary stale, and a background task recomputes it exactly from the series. Reads never wait
 //! for that: they answer the bound at once.
+//!
+//! Servers sharing a metadata database each fold the points they took into the stored summaries
+//! (`MetricSummary::absorb`), so each keeps what it has not written yet (`pending`) apart from
+//! its view of the whole series (`summary`), which decides whether a point appends or rewrites.
+//! Reads answer the stored summaries with this server's pending points folded in.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use trainlog_schema::{MetricKey, MetricSummary, PointBatch, RunId};
@@ -13,9 +18,13 @@ const MAX_APPENDED_WHILE_STALE: usize = 1 << 20;
 
 #[derive(Debug, Clone)]
 pub struct Entry {
+    /// The summary stored when the run was loaded, with every point this server took since.
     pub summary: MetricSummary,
     pub stale: bool,
-    pub dirty: bool,
+    /// The points this server took since it last wrote the summary, to fold into the stored one.
+    pub pending: MetricSummary,
+    /// `summary` was recomputed from the whole series and replaces the stored one.
+    pub replace: bool,
     /// Points that replaced or preceded an earlier step, ever: a recomputation settles only if
     /// none arrived since it started.
     pub rewrites: u64,
@@ -27,8 +36,20 @@ pub struct Entry {
 }
 
 impl Entry {
-    fn new(summary: MetricSummary, stale: bool, dirty: bool) -> Self {
-        Self { summary, stale, dirty, rewrites: 0, appended_while_stale: Vec::new(), appended_overflow: false }
+    fn new(summary: MetricSummary, stale: bool) -> Self {
+        Self {
+            summary,
+            stale,
+            pending: MetricSummary::EMPTY,
+            replace: false,
+            rewrites: 0,
+            appended_while_stale: Vec::new(),
+            appended_overflow: false,
+        }
+    }
+
+    fn is_dirty(&self) -> bool {
+        self.replace || !self.pending.is_empty()
     }
 }
 
@@ -36,6 +57,24 @@ impl Entry {
 pub struct RunSummaries {
     pub project_id: i64,
     pub keys: HashMap<MetricKey, Entry>,
+}
+
+/// How one series' summary is written to the metadata store.
+#[derive(Debug, Clone, Copy)]
+pub enum SummaryWrite {
+    /// Points taken since the last write, folded into the stored summary.
+    Merge(MetricSummary),
+    /// A recomputed summary that replaces the stored one, and the points taken since the last
+    /// write, to fold in instead when the replacement must wait.
+    Replace { summary: MetricSummary, pending: MetricSummary },
+}
+
+#[derive(Debug, Clone)]
+pub struct DirtySummary {
+    pub run: RunId,
+    pub project_id: i64,
+    pub key: MetricKey,
+    pub write: SummaryWrite,
 }
 
 #[derive(Debug, Default)]
@@ -59,7 +98,7 @@ impl Summaries {
                 .map(|(k, summary)| {
                     // Rows stored before sums were kept have a NULL sum: recompute them on first read.
                     let stale = summary.sum.is_nan() && summary.sum_count == 0 && summary.count > 0;
-                    (MetricKey::from_trusted(k), Entry::new(summary, stale, false))
+                    (MetricKey::from_trusted(k), Entry::new(summary, stale))
                 })
                 .collect(),
         });
@@ -70,17 +109,7 @@ impl Summaries {
             self.runs.entry(run.clone()).or_insert_with(|| RunSummaries { project_id, keys: HashMap::new() });
         for key in &batch.keys {
             if !run_sums.keys.contains_key(key) {
-                let empty = MetricSummary {
-                    last: f64::NAN,
-                    last_step: i64::MIN,
-                    last_ms: 0,
-                    min: f64::NAN,
-                    max: f64::NAN,
-                    count: 0,
-                    sum: 0.0,
-                    sum_count: 0,
-                };
-                run_sums.keys.insert(key.clone(), Entry::new(empty, false, true));
+                run_sums.keys.insert(key.clone(), Entry::new(MetricSummary::EMPTY, false));
             }
         }
         for p in &batch.points {
@@ -88,10 +117,16 @@ impl Summaries {
             let Some(e) = run_sums.keys.get_mut(key) else {
                 continue;
             };
-            if e.summary.count == 0 && e.summary.last_step == i64::MIN {
+            if e.summary.is_empty() {
                 e.summary = MetricSummary::first(p.step, p.timestamp_ms, p.value);
+                e.pending = e.summary;
             } else if p.step > e.summary.last_step {
                 e.summary.push_newer(p.step, p.timestamp_ms, p.value);
+                if e.pending.is_empty() {
+                    e.pending = MetricSummary::first(p.step, p.timestamp_ms, p.value);
+                } else {
+                    e.pending.push_newer(p.step, p.timestamp_ms, p.value);
+                }
                 if e.stale {
                     if e.appended_while_stale.len() < MAX_APPENDED_WHILE_STALE {
                         e.appended_while_stale.push((p.step, p.timestamp_ms, p.value));
@@ -100,46 +135,60 @@ impl Summaries {
                     }
                 }
             } else {
-                let s = &mut e.summary;
-                if p.step == s.last_step {
-                    s.last = p.value;
-                    s.last_ms = p.timestamp_ms;
-                }
-                if !p.value.is_nan() {
-                    s.min = if s.min.is_nan() { p.value } else { s.min.min(p.value) };
-                    s.max = if s.max.is_nan() { p.value } else { s.max.max(p.value) };
-                }
+                let bound = MetricSummary::bound(p.step, p.timestamp_ms, p.value);
+                e.summary.absorb(&bound);
+                e.pending.absorb(&bound);
                 e.stale = true;
                 e.rewrites += 1;
             }
-            e.dirty = true;
         }
-        if !batch.points.is_empty() || !batch.keys.is_empty() {
+        if !batch.points.is_empty() {
             self.dirty_runs.insert(run.clone());
         }
     }
 
-    /// Takes the entries changed since the last call, clearing their dirty flags.
-    pub fn take_dirty(&mut self) -> Vec<(RunId, i64, MetricKey, MetricSummary)> {
+    /// Takes what changed since the last call, to write.
+    pub fn take_dirty(&mut self) -> Vec<DirtySummary> {
         let mut out = Vec::new();
         for run in self.dirty_runs.drain() {
             let Some(sums) = self.runs.get_mut(&run) else { continue };
             for (key, e) in &mut sums.keys {
-                if e.dirty && e.summary.count > 0 {
-                    e.dirty = false;
-                    out.push((run.clone(), sums.project_id, key.clone(), e.summary));
-                }
+                let pending = std::mem::replace(&mut e.pending, MetricSummary::EMPTY);
+                let write = if std::mem::take(&mut e.replace) {
+                    SummaryWrite::Replace { summary: e.summary, pending }
+                } else if !pending.is_empty() {
+                    SummaryWrite::Merge(pending)
+                } else {
+                    continue;
+                };
+                out.push(DirtySummary { run: run.clone(), project_id: sums.project_id, key: key.clone(), write });
             }
         }
         out
     }
 
-    pub fn mark_dirty(&mut self, rows: &[(RunId, i64, MetricKey, MetricSummary)]) {
-        for (run, _, key, _) in rows {
-            if let Some(e) = self.runs.get_mut(run).and_then(|r| r.keys.get_mut(key)) {
-                e.dirty = true;
-                self.dirty_runs.insert(run.clone());
-            }
+    /// Puts back writes that failed, ahead of what was taken since.
+    pub fn restore(&mut self, rows: &[DirtySummary]) {
+        for row in rows {
+            let Some(e) = self.runs.get_mut(&row.run).and_then(|r| r.keys.get_mut(&row.key)) else { continue };
+            let mut pending = match row.write {
+                SummaryWrite::Merge(pending) => pending,
+                SummaryWrite::Replace { pending, .. } => {
+                    e.replace = true;
+                    pending
+                }
+            };
+            pending.absorb(&e.pending);
+            e.pending = pending;
+            self.dirty_runs.insert(row.run.clone());
+        }
+    }
+
+    /// A replacement had to wait (another server holds points it could not see) and its
+    /// pending points were folded in instead: recompute it again later.
+    pub fn replacement_refused(&mut self, run: &RunId, key: &MetricKey) {
+        if let Some(e) = self.runs.get_mut(run).and_then(|r| r.keys.get_mut(key)) {
+            e.stale = true;
         }
     }
 
@@ -174,7 +223,7 @@ impl Summaries {
         }
         let appended = std::mem::take(&mut e.appended_while_stale);
         let Some(mut s) = summary else {
-            if appended.is_empty() {
+            if appended.is_empty() && !e.is_dirty() {
                 r.keys.remove(key);
             }
             return;
@@ -185,7 +234,7 @@ impl Summaries {
         }
         e.summary = s;
         e.stale = false;
-        e.dirty = true;
+        e.replace = true;
         self.dirty_runs.insert(run.clone());
     }
 
@@ -197,23 +246,31 @@ impl Summaries {
 
     /// Forgets a run's summaries if they are all written and exact (they load again on use).
     pub fn evict_clean(&mut self, run: &RunId) {
-        if self.runs.get(run).is_some_and(|r| r.keys.values().all(|e| !e.dirty && !e.stale)) {
+        if self.runs.get(run).is_some_and(|r| r.keys.values().all(|e| !e.is_dirty() && !e.stale)) {
             self.runs.remove(run);
         }
     }
 
-    pub fn current(&self, run: &RunId) -> Option<BTreeMap<String, MetricSummary>> {
-        self.runs.get(run).map(|_| self.current_of(run, |_| true))
-    }
-
-    /// `current` with only the keys `keep` accepts; empty for a run not in memory.
-    pub fn current_of(&self, run: &RunId, keep: impl Fn(&str) -> bool) -> BTreeMap<String, MetricSummary> {
-        let Some(r) = self.runs.get(run) else { return BTreeMap::new() };
-        r.keys
-            .iter()
-            .filter(|(k, e)| e.summary.count > 0 && keep(k.as_str()))
-            .map(|(k, e)| (k.to_string(), e.summary))
-            .collect()
+    /// The stored summaries of a run with what this server has not written yet folded in, with
+    /// only the keys `keep` accepts.
+    pub fn overlay(
+        &self,
+        run: &RunId,
+        mut stored: BTreeMap<String, MetricSummary>,
+        keep: impl Fn(&str) -> bool,
+    ) -> BTreeMap<String, MetricSummary> {
+        stored.retain(|k, _| keep(k));
+        if let Some(r) = self.runs.get(run) {
+            for (key, e) in r.keys.iter().filter(|(k, _)| keep(k.as_str())) {
+                if e.replace {
+                    stored.insert(key.to_string(), e.summary);
+                } else if !e.pending.is_empty() {
+                    stored.entry(key.to_string()).or_insert(MetricSummary::EMPTY).absorb(&e.pending);
+                }
+            }
+        }
+        stored.retain(|_, s| s.count > 0);
+        stored
     }
 }
 
@@ -232,21 +289,71 @@ mod tests {
         }
     }
 
+    /// What a metadata store holding only this server's writes answers.
+    #[derive(Default)]
+    struct Stored(BTreeMap<String, MetricSummary>);
+
+    impl Stored {
+        fn write(&mut self, rows: &[DirtySummary]) {
+            for row in rows {
+                match row.write {
+                    SummaryWrite::Merge(delta) => {
+                        self.0.entry(row.key.to_string()).or_insert(MetricSummary::EMPTY).absorb(&delta)
+                    }
+                    SummaryWrite::Replace { summary, .. } => {
+                        self.0.insert(row.key.to_string(), summary);
+                    }
+                }
+            }
+        }
+
+        fn read(&self, s: &Summaries, run: &RunId) -> MetricSummary {
+            s.overlay(run, self.0.clone(), |_| true)["loss"]
+        }
+    }
+
     #[test]
     fn in_order_points_fold_in_exactly_and_rewrites_mark_stale() {
         let run = RunId::from_trusted("r".into());
         let mut s = Summaries::default();
+        let mut stored = Stored::default();
         s.apply(&run, 1, &batch(&[(0, 3.0), (1, f64::NAN), (2, 1.0), (3, 2.0)]));
-        let cur = s.current(&run).unwrap()["loss"];
+        let cur = stored.read(&s, &run);
         assert_eq!((cur.last, cur.min, cur.max, cur.count, cur.last_step), (2.0, 1.0, 3.0, 4, 3));
         assert!(s.stale_keys(&run).is_empty());
-        s.take_dirty();
+        stored.write(&s.take_dirty());
+        assert_eq!(stored.read(&s, &run).count, 4, "written, nothing pending");
         s.apply(&run, 1, &batch(&[(2, 9.0)]));
         assert_eq!(s.stale_keys(&run).len(), 1);
         // Answered at once as a bound: the max widens, count and last stay.
-        let bound = s.current(&run).unwrap()["loss"];
+        let bound = stored.read(&s, &run);
         assert_eq!((bound.last, bound.min, bound.max, bound.count), (2.0, 1.0, 9.0, 4));
-        assert_eq!(s.take_dirty().len(), 1, "the bound is written so search sees the new value");
+        let written = s.take_dirty();
+        assert_eq!(written.len(), 1, "the bound is written so search sees the new value");
+        stored.write(&written);
+        assert_eq!(stored.read(&s, &run).max, 9.0);
+    }
+
+    /// A failed write is put back and folds in ahead of what came since; another server's
+    /// points in the stored summary stay counted.
+    #[test]
+    fn pending_points_fold_into_what_other_servers_stored_and_survive_a_failed_write() {
+        let run = RunId::from_trusted("r".into());
+        let mut s = Summaries::default();
+        let mut stored = Stored::default();
+        s.apply(&run, 1, &batch(&[(0, 3.0), (1, 2.0)]));
+        let failed = s.take_dirty();
+        s.apply(&run, 1, &batch(&[(2, 1.0)]));
+        s.restore(&failed);
+        // Another server wrote steps 10 and 11 meanwhile.
+        stored.0.insert("loss".into(), MetricSummary::of_sorted(&[10, 11], &[100, 110], &[7.0, 8.0]).unwrap());
+        let seen = stored.read(&s, &run);
+        assert_eq!((seen.count, seen.last, seen.min, seen.max, seen.sum), (5, 8.0, 1.0, 8.0, 21.0));
+        let written = s.take_dirty();
+        assert_eq!(written.len(), 1);
+        stored.write(&written);
+        assert_eq!(stored.read(&s, &run).count, 5);
+        assert!(s.take_dirty().is_empty());
     }
 
     #[test]
@@ -263,7 +370,11 @@ mod tests {
         let snapshot = MetricSummary::of_sorted(&[0, 1, 2], &[0, 10, 20], &[1.0, 4.0, 3.0]);
         s.settle(&run, &key, rewrites, snapshot);
         assert!(s.stale_keys(&run).is_empty());
-        let exact = s.current(&run).unwrap()["loss"];
+        let mut stored = Stored::default();
+        let written = s.take_dirty();
+        assert!(matches!(written[0].write, SummaryWrite::Replace { .. }), "a recomputation replaces the stored one");
+        stored.write(&written);
+        let exact = stored.read(&s, &run);
         assert_eq!((exact.last, exact.min, exact.max, exact.count, exact.last_step), (6.0, 1.0, 6.0, 5, 4));
         assert_eq!(exact.sum, 16.0);
 

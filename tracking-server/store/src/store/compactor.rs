@@ -86,7 +86,8 @@ impl Inner {
         let ord = files.files.iter().map(|f| f.ord).max().unwrap_or(0);
         let project_id = files.files[0].project_id;
         let meta = self.meta.clone();
-        let number = blocking(move || Ok(meta.reserve(NEXT_FILE_NUMBER, 1)?)).await?;
+        let folder = self.folder_id.clone();
+        let number = blocking(move || Ok(meta.reserve_uploads(&folder, 1)?)).await?;
         let path = objects::metric_file_path(project_id, run.as_str(), number);
         let run_owned = run.clone();
         let file = blocking(move || {
@@ -110,7 +111,7 @@ impl Inner {
         self.make_durable(vec![path.clone()]).await?;
         let row = catalog_row(run, &path, ord, file.rows, bytes, key_index_to_json(&file.index));
         let meta = self.meta.clone();
-        match blocking(move || Ok(meta.commit_files(&[row], &removed_text, None)?)).await {
+        match blocking(move || Ok(meta.commit_files(&[row], &removed_text, None, None)?)).await {
             Ok(()) => {}
             Err(Error::Meta(trainlog_meta::Error::Conflict { .. })) => {
                 // Files taken here were replaced meanwhile: this merge is of no use.

@@ -16,9 +16,10 @@ pub(super) type Recovered = (State, Summaries, Segment, (usize, u64));
 pub(super) fn recover(
     meta: &MetaStore,
     wal_dir: &std::path::Path,
-    wal_counter: &str,
+    folder_id: &str,
     purged: &HashSet<RunId>,
 ) -> Result<Recovered> {
+    let wal_counter = &trainlog_meta::wal_counter(folder_id);
     let persisted_through = meta.counter(wal_counter)?.unwrap_or(0) as u64;
     let mut files: HashMap<RunId, RunFiles> = HashMap::new();
     for row in meta.metric_files()? {
@@ -69,10 +70,20 @@ pub(super) fn recover(
     if replayed.points > 0 {
         frozen.push_back(Arc::new(replayed));
     } else if let Some(&last) = segments.last().filter(|&&n| n > persisted_through) {
-        meta.commit_files(&[], &[], Some((wal_counter, last)))?;
+        meta.commit_files(&[], &[], Some((wal_counter, last)), None)?;
         for n in segments.iter().filter(|&&n| n > persisted_through) {
             let _ = std::fs::remove_file(wal::segment_path(wal_dir, *n));
         }
+    }
+    // Holds of runs this folder no longer buffers (a crash came between persisting them and
+    // recording that) would keep other servers from recomputing their summaries.
+    let released: Vec<String> = meta
+        .held_runs(folder_id)?
+        .into_iter()
+        .filter(|run| !frozen.iter().any(|g: &Arc<Generation>| g.runs.contains_key(&RunId::from_trusted(run.clone()))))
+        .collect();
+    if !released.is_empty() {
+        meta.commit_files(&[], &[], None, Some((folder_id, &released)))?;
     }
     let state = State { active: Generation::new(next_segment), frozen, files, next_version: 1 };
     Ok((state, summaries, segment, (records, cut)))

@@ -11,7 +11,7 @@ use crate::buffer::{FileMeta, Generation, RunFiles, State};
 use crate::counters::{bump, CounterValues, Counters};
 use crate::parquet_io::{self, key_index_from_json, key_index_to_json, COMPACT_ZSTD_LEVEL, FLUSH_ZSTD_LEVEL};
 use crate::series::{Series, StepRange};
-use crate::summaries::Summaries;
+use crate::summaries::{Summaries, SummaryWrite};
 use crate::wal::{self, Segment};
 use crate::{blocking, io_err, objects, runs_table, Backpressure, Error, Result};
 use object_store::path::Path as ObjectPath;
@@ -23,7 +23,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Notify};
-use trainlog_meta::{MetaStore, MetricFileRow, NEXT_FILE_NUMBER, WAL_PERSISTED_THROUGH};
+use trainlog_meta::{MetaStore, MetricFileRow, WAL_PERSISTED_THROUGH};
 use trainlog_schema::{MetricKey, MetricSummary, PointBatch, RunId};
 
 use log_writer::{recover, wal_loop, WalCmd};
@@ -184,7 +184,7 @@ impl MetricsStore {
             let folder_id = folder_id(&meta2, &data_dir, had_log)?;
             let wal_counter = trainlog_meta::wal_counter(&folder_id);
             let purged: HashSet<RunId> = meta2.purged_runs()?.into_iter().collect();
-            let (state, summaries, segment, replay) = recover(&meta2, &wal_dir2, &wal_counter, &purged)?;
+            let (state, summaries, segment, replay) = recover(&meta2, &wal_dir2, &folder_id, &purged)?;
             Ok((folder_id, wal_counter, purged, state, summaries, segment, replay))
         })
         .await?;
@@ -350,39 +350,38 @@ impl MetricsStore {
         lock(&self.inner.missing_files).get(run).map(|m| m.iter().cloned().collect()).unwrap_or_default()
     }
 
-    /// Current summaries of a run's series. A series with a rewritten step answers bounds until
-    /// the background recomputes it (see `summaries.rs`); no read merges a series.
-    pub async fn summaries(&self, run: &RunId, project_id: i64) -> Result<BTreeMap<String, MetricSummary>> {
-        self.inner.ensure_summaries(run, project_id).await?;
-        Ok(lock(&self.inner.summaries).current(run).unwrap_or_default())
+    /// Current summaries of a run's series: the stored ones, which every server sharing the
+    /// database folds its points into, with the points this server has not written yet. A
+    /// series with a rewritten step answers bounds until it is recomputed (see `summaries.rs`);
+    /// no read merges a series.
+    pub async fn summaries(&self, run: &RunId, _project_id: i64) -> Result<BTreeMap<String, MetricSummary>> {
+        let (meta, id) = (self.inner.meta.clone(), run.clone());
+        let stored = blocking(move || Ok(meta.summaries(&id)?)).await?;
+        Ok(lock(&self.inner.summaries).overlay(run, stored, |_| true))
     }
 
     /// `summaries` of many runs (each with its project), by run id, with only the keys `keep`
-    /// accepts: runs not yet in memory are read from the metadata store in one blocking call.
+    /// accepts, read from the metadata store in one blocking call.
     pub async fn summaries_of(
         &self,
         runs: &[(RunId, i64)],
         keep: impl Fn(&str) -> bool,
     ) -> Result<HashMap<String, BTreeMap<String, MetricSummary>>> {
-        let missing: Vec<(RunId, i64)> = {
-            let summaries = lock(&self.inner.summaries);
-            runs.iter().filter(|(run, _)| !summaries.is_loaded(run)).cloned().collect()
-        };
-        if !missing.is_empty() {
-            let meta = self.inner.meta.clone();
-            let ids: Vec<String> = missing.iter().map(|(run, _)| run.as_str().to_owned()).collect();
-            let mut stored = blocking(move || {
-                let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-                Ok(meta.summaries_of(&ids)?)
-            })
-            .await?;
-            let mut summaries = lock(&self.inner.summaries);
-            for (run, project_id) in &missing {
-                summaries.load(run, *project_id, stored.remove(run.as_str()).unwrap_or_default());
-            }
-        }
+        let meta = self.inner.meta.clone();
+        let ids: Vec<String> = runs.iter().map(|(run, _)| run.as_str().to_owned()).collect();
+        let mut stored = blocking(move || {
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            Ok(meta.summaries_of(&ids)?)
+        })
+        .await?;
         let summaries = lock(&self.inner.summaries);
-        Ok(runs.iter().map(|(run, _)| (run.as_str().to_owned(), summaries.current_of(run, &keep))).collect())
+        Ok(runs
+            .iter()
+            .map(|(run, _)| {
+                let stored = stored.remove(run.as_str()).unwrap_or_default();
+                (run.as_str().to_owned(), summaries.overlay(run, stored, &keep))
+            })
+            .collect())
     }
 
     /// Writes every changed summary to the metadata store, so run search sees them.
@@ -529,32 +528,87 @@ impl Inner {
     async fn settle_stale_summaries(&self) -> Result<()> {
         let stale_runs = lock(&self.summaries).runs_with_stale();
         for run in stale_runs {
-            self.refresh_stale(&run).await?;
+            // The recomputation sees the files and this server's buffer: it waits while another
+            // server holds points of the run that no file has yet.
+            if !self.others_hold_unpersisted(&run).await? {
+                self.refresh_stale(&run).await?;
+            }
         }
         Ok(())
     }
 
+    async fn others_hold_unpersisted(&self, run: &RunId) -> Result<bool> {
+        let (meta, id, folder) = (self.meta.clone(), run.clone(), self.folder_id.clone());
+        blocking(move || Ok(meta.others_hold_unpersisted(&id, &folder)?)).await
+    }
+
+    /// Writes what changed in the summaries: points taken since the last write fold into the
+    /// stored summaries; recomputed ones replace them unless another server holds points of the
+    /// run that no file has yet, and then their pending points fold in and they are recomputed
+    /// again later. Runs this server still buffers are recorded as held by its data folder.
     async fn sync_summaries(&self) -> Result<()> {
+        /// A hold lapses after this unless renewed: the server that held it died for good.
+        const HOLD_MS: i64 = 10 * 60 * 1000;
         let _guard = self.summary_sync_lock.lock().await;
         let mut rows = lock(&self.summaries).take_dirty();
         {
             let purged = read(&self.purged);
-            rows.retain(|(run, ..)| !purged.contains(run));
+            rows.retain(|row| !purged.contains(&row.run));
         }
         if rows.is_empty() {
             return Ok(());
         }
-        let meta = self.meta.clone();
-        let upserts: Vec<(RunId, MetricKey, MetricSummary)> =
-            rows.iter().map(|(r, _, k, s)| (r.clone(), k.clone(), *s)).collect();
-        let result = blocking(move || Ok(meta.upsert_summaries(&upserts)?)).await;
+        let buffered: HashSet<RunId> = {
+            let state = read(&self.state);
+            rows.iter().map(|row| &row.run).filter(|run| state.buffered(run)).cloned().collect()
+        };
+        let (meta, folder) = (self.meta.clone(), self.folder_id.clone());
+        let taken = rows.clone();
+        let result = blocking(move || {
+            let until = trainlog_meta::now_ms() + HOLD_MS;
+            let mut merges: Vec<(RunId, MetricKey, MetricSummary)> = Vec::new();
+            let mut replaces: BTreeMap<RunId, Vec<(MetricKey, MetricSummary, MetricSummary)>> = BTreeMap::new();
+            for row in rows {
+                match row.write {
+                    SummaryWrite::Merge(delta) => merges.push((row.run, row.key, delta)),
+                    SummaryWrite::Replace { summary, pending } => {
+                        replaces.entry(row.run).or_default().push((row.key, summary, pending))
+                    }
+                }
+            }
+            let mut refused = Vec::new();
+            for (run, keys) in replaces {
+                let whole: Vec<(MetricKey, MetricSummary)> = keys.iter().map(|(k, s, _)| (k.clone(), *s)).collect();
+                let hold = buffered.contains(&run).then_some(until);
+                if !meta.replace_summaries(&run, &whole, &folder, hold)? {
+                    for (key, _, pending) in keys {
+                        merges.push((run.clone(), key.clone(), pending));
+                        refused.push((run.clone(), key));
+                    }
+                }
+            }
+            let held: Vec<&RunId> = {
+                let mut runs: Vec<&RunId> = merges.iter().map(|m| &m.0).filter(|r| buffered.contains(*r)).collect();
+                runs.sort();
+                runs.dedup();
+                runs
+            };
+            meta.merge_summaries(&merges, &folder, &held, until)?;
+            Ok(refused)
+        })
+        .await;
         match result {
-            Ok(()) => {
-                lock(&self.projects_summary_changed).extend(rows.iter().map(|r| r.1));
+            Ok(refused) => {
+                let mut summaries = lock(&self.summaries);
+                for (run, key) in refused {
+                    summaries.replacement_refused(&run, &key);
+                }
+                drop(summaries);
+                lock(&self.projects_summary_changed).extend(taken.iter().map(|row| row.project_id));
                 Ok(())
             }
             Err(e) => {
-                lock(&self.summaries).mark_dirty(&rows);
+                lock(&self.summaries).restore(&taken);
                 Err(e)
             }
         }
@@ -653,8 +707,26 @@ mod tests {
         for store in [&a, &b] {
             let series = store.series(&run.id, &loss, StepRange::default()).await.unwrap();
             assert_eq!(series.steps, (0..60).collect::<Vec<_>>());
+            let summary = store.summaries(&run.id, run.project_id).await.unwrap()["loss"];
+            assert_eq!((summary.count, summary.last_step, summary.sum), (60, 59, (0..60).sum::<i64>() as f64));
         }
         assert_eq!(meta.run_files(run.id.as_str()).unwrap().len(), 6);
+        // A rewrite through one server is recomputed from the files the other wrote too, once
+        // the other holds no points that no file has: until then the summary is a bound.
+        a.append(&run.id, run.project_id, batch(60..70, |s| s as f64)).await.unwrap();
+        a.sync_summaries().await.unwrap();
+        b.append(&run.id, run.project_id, batch([0, 59].into_iter(), |_| 1000.0)).await.unwrap();
+        b.flush().await.unwrap();
+        let bound = b.summaries(&run.id, run.project_id).await.unwrap()["loss"];
+        let exact_sum = (1..59).sum::<i64>() as f64 + 2000.0 + (60..70).sum::<i64>() as f64;
+        assert_eq!((bound.count, bound.max), (70, 1000.0), "a bound: the rewrites add to no count");
+        assert_ne!(bound.sum, exact_sum, "not recomputed while a holds unpersisted points");
+        a.flush().await.unwrap();
+        b.flush().await.unwrap();
+        for store in [&a, &b] {
+            let summary = store.summaries(&run.id, run.project_id).await.unwrap()["loss"];
+            assert_eq!((summary.count, summary.last, summary.max, summary.sum), (70, 69.0, 1000.0, exact_sum));
+        }
 
         a.run_finished(&run.id).await.unwrap();
         b.run_finished(&run.id).await.unwrap();
@@ -670,7 +742,8 @@ mod tests {
         assert_eq!(meta.run_files(run.id.as_str()).unwrap().len(), 1);
         for store in [&a, &b] {
             let series = store.series(&run.id, &loss, StepRange::default()).await.unwrap();
-            assert_eq!(series.steps, (0..60).collect::<Vec<_>>());
+            assert_eq!(series.steps, (0..70).collect::<Vec<_>>());
+            assert_eq!((series.values[0], series.values[59]), (1000.0, 1000.0));
             assert_eq!(store.missing_files(&run.id), Vec::<String>::new());
         }
         let objects =

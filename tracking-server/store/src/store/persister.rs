@@ -30,6 +30,11 @@ pub(super) fn is_metric_file_path(path: &str) -> bool {
             && file.strip_suffix(".parquet").is_some_and(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit())))
 }
 
+/// The number in a metric file's name.
+fn file_number(path: &str) -> Option<i64> {
+    path.rsplit('/').next()?.strip_suffix(".parquet")?.parse().ok()
+}
+
 pub(super) fn project_of_path(path: &str) -> i64 {
     path.split('/').nth(1).and_then(|p| p.parse().ok()).unwrap_or(0)
 }
@@ -90,14 +95,19 @@ impl Inner {
 
     pub(super) async fn persist(&self, generation: &Arc<Generation>) -> Result<()> {
         // Summaries first: once the log segment is gone, they must already hold its points,
-        // including those that made a summary stale (a rewritten step).
+        // including those that made a summary stale (a rewritten step). A recomputation waits
+        // while another server holds points of the run that no file has yet, and this server
+        // settles it later.
         for run in generation.runs.keys() {
-            self.refresh_stale(run).await?;
+            if !lock(&self.summaries).stale_keys(run).is_empty() && !self.others_hold_unpersisted(run).await? {
+                self.refresh_stale(run).await?;
+            }
         }
         self.sync_summaries().await?;
         let meta = self.meta.clone();
         let count = generation.runs.len() as i64;
-        let first = blocking(move || Ok(meta.reserve(NEXT_FILE_NUMBER, count)?)).await?;
+        let folder = self.folder_id.clone();
+        let first = blocking(move || Ok(meta.reserve_uploads(&folder, count)?)).await?;
         let mut uploaded: Vec<ObjectPath> = Vec::new();
         let outcome = self.persist_files(generation, first, &mut uploaded).await;
         if outcome.is_err() {
@@ -166,9 +176,21 @@ impl Inner {
             ));
         }
         self.make_durable(uploaded.clone()).await?;
-        let (meta, counter) = (self.meta.clone(), self.wal_counter.clone());
+        // Writing summaries waits here: a run written while no longer buffered records its hold
+        // again after this commit.
+        let summaries_written = self.summary_sync_lock.lock().await;
+        let persisted: Vec<String> = {
+            let state = read(&self.state);
+            let buffered_later = |run: &RunId| {
+                state.active.has_run(run) || state.frozen.iter().any(|g| !Arc::ptr_eq(g, generation) && g.has_run(run))
+            };
+            generation.runs.keys().filter(|run| !buffered_later(run)).map(|run| run.to_string()).collect()
+        };
+        let (meta, counter, folder) = (self.meta.clone(), self.wal_counter.clone(), self.folder_id.clone());
         let segment = generation.wal_segment;
-        blocking(move || Ok(meta.commit_files(&rows, &[], Some((&counter, segment)))?)).await?;
+        blocking(move || Ok(meta.commit_files(&rows, &[], Some((&counter, segment)), Some((&folder, &persisted)))?))
+            .await?;
+        drop(summaries_written);
         // From here the catalog points at the files: a later failure must not delete them.
         uploaded.clear();
         self.counters.persisted_files.fetch_add(metas.len() as u64, Ordering::Relaxed);
@@ -203,22 +225,28 @@ impl Inner {
     pub(super) async fn sweep_orphans(&self) -> Result<usize> {
         use futures::TryStreamExt;
         // Holding the persist lock: no file of this server is between its upload and its catalog
-        // entry. Other servers sharing the catalog may have one: only files older than any
-        // upload takes are orphans.
+        // entry, so its own last reserved numbers name leftovers. Other servers sharing the
+        // catalog may have uploads in flight: of theirs, only files older than any upload takes
+        // are orphans.
         let _guard = self.persist_lock.lock().await;
         let min_age = self.config.orphan_min_age;
         let listed: Vec<object_store::ObjectMeta> =
             self.objects.list(Some(&ObjectPath::from("projects"))).try_collect().await?;
-        let meta = self.meta.clone();
-        let known: HashSet<String> =
-            blocking(move || Ok(meta.metric_files()?)).await?.into_iter().map(|f| f.path).collect();
+        let (meta, folder) = (self.meta.clone(), self.folder_id.clone());
+        let (known, own) = blocking(move || {
+            let known: HashSet<String> = meta.metric_files()?.into_iter().map(|f| f.path).collect();
+            Ok((known, meta.uploads_reserved(&folder)?))
+        })
+        .await?;
         let now_ms = trainlog_meta::now_ms();
         let mut removed = 0;
         for object in listed {
             let age_ms = now_ms.saturating_sub(object.last_modified.timestamp_millis());
             let old_enough = u128::try_from(age_ms).is_ok_and(|age| age >= min_age.as_millis());
             let path = object.location;
-            if old_enough && is_metric_file_path(path.as_ref()) && !known.contains(path.as_ref()) {
+            let ours = own
+                .is_some_and(|(first, last)| file_number(path.as_ref()).is_some_and(|n| (first..=last).contains(&n)));
+            if (old_enough || ours) && is_metric_file_path(path.as_ref()) && !known.contains(path.as_ref()) {
                 self.objects.delete(&path).await?;
                 removed += 1;
             }
