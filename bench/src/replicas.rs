@@ -11,14 +11,14 @@ use trainlog_tests::TestServer;
 
 /// Concurrent clients, each logging its own run.
 const CLIENTS: usize = 8;
-const BATCHES_PER_CLIENT: usize = 40;
+const BATCHES_PER_CLIENT: usize = 80;
 const STEPS_PER_BATCH: usize = 1_000;
 /// Measurements of each setup, alternated so drift of the machine falls on both.
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 /// One ingest through `servers`, client `c` sending to server `c % servers.len()`: points per
-/// second, and the CPU seconds each server used.
-fn ingest(rt: &tokio::runtime::Runtime, servers: &[&TestServer], round: usize) -> (f64, Vec<f64>) {
+/// second, the CPU seconds each server used, and those the clients used.
+fn ingest(rt: &tokio::runtime::Runtime, servers: &[&TestServer], round: usize) -> (f64, Vec<f64>, f64) {
     let work: Vec<ClientWork> = (0..CLIENTS)
         .map(|c| {
             let server = servers[c % servers.len()];
@@ -32,9 +32,19 @@ fn ingest(rt: &tokio::runtime::Runtime, servers: &[&TestServer], round: usize) -
         .collect();
     let pids: Vec<String> = servers.iter().map(|s| s.pid().expect("a running server").to_string()).collect();
     let cpu_before: Vec<f64> = pids.iter().map(|p| measure::cpu_seconds(p)).collect();
+    let client_before = measure::cpu_seconds("self");
     let outcome = rt.block_on(client::ingest(work, ARROW));
     let cpu: Vec<f64> = pids.iter().zip(cpu_before).map(|(p, before)| measure::cpu_seconds(p) - before).collect();
-    (outcome.points as f64 / outcome.elapsed.as_secs_f64(), cpu)
+    let client_cpu = measure::cpu_seconds("self") - client_before;
+    let elapsed = outcome.elapsed.as_secs_f64();
+    println!(
+        "  {} server(s): {:.2} M points/s over {elapsed:.2} s; CPU seconds: server(s) {}, clients {client_cpu:.2}, of {:.2} the 2 cores had",
+        servers.len(),
+        outcome.points as f64 / elapsed / 1e6,
+        cpu.iter().map(|c| format!("{c:.2}")).collect::<Vec<_>>().join(" + "),
+        2.0 * elapsed
+    );
+    (outcome.points as f64 / elapsed, cpu, client_cpu)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -61,17 +71,8 @@ pub fn run(url: &str, report: &mut dyn FnMut(&'static str, String, f64, &'static
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
     let (mut one, mut two) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
-        let (rate, cpu) = ingest(&rt, &[&first], round);
-        println!("  round {round}: one server {:.2} M points/s (server CPU {:.1} s)", rate / 1e6, cpu[0]);
-        one.push(rate);
-        let (rate, cpu) = ingest(&rt, &[&first, &second], round);
-        println!(
-            "  round {round}: two servers {:.2} M points/s (server CPU {:.1} s and {:.1} s)",
-            rate / 1e6,
-            cpu[0],
-            cpu[1]
-        );
-        two.push(rate);
+        one.push(ingest(&rt, &[&first], round).0);
+        two.push(ingest(&rt, &[&first, &second], round).0);
     }
     let (one, two) = (median(one), median(two));
     report("14c", format!("Ingest through one server on PostgreSQL, median of {ROUNDS}"), one, "points/s");

@@ -174,3 +174,27 @@ fn agents_of_one_sweep_asking_two_servers_never_share_a_trial_and_stop_at_the_ru
         );
     }
 }
+
+/// A step logged through two servers keeps the write with the latest timestamp, whichever
+/// server persists last; the run's summary follows it once both have persisted.
+#[test]
+fn a_step_logged_through_two_servers_keeps_the_write_with_the_latest_timestamp() {
+    let installation = Installation::new();
+    let quiet = ["--persist-interval", "3600"];
+    let (a, b) = (installation.replica("a", &quiet), installation.replica("b", &quiet));
+    let run = a.create_run("p", "rewritten");
+    let point =
+        |value: f64, timestamp: i64| json!([{"key": "loss", "step": 5, "value": value, "timestamp": timestamp}]);
+    assert_eq!(a.log(&run, point(1.0, 1_700_000_000_100)).0, 200);
+    assert_eq!(b.log(&run, point(2.0, 1_700_000_000_200)).0, 200);
+    // The newer write is persisted first, the older one last.
+    b.flush();
+    a.flush();
+    b.flush();
+    for (name, s) in [("a", &a), ("b", &b)] {
+        assert_eq!(s.series(&run, "loss"), vec![(5, json!(2.0))], "{name}");
+        let (_, body) = s.get(&format!("/runs/{run}"));
+        let loss = &body["summary"]["loss"];
+        assert_eq!((loss["last"].as_f64(), loss["count"].as_u64()), (Some(2.0), Some(1)), "{name}: {loss}");
+    }
+}

@@ -234,19 +234,26 @@ mod tests {
     fn summaries_from_several_servers_add_up_and_a_replacement_waits_for_their_files() {
         use trainlog_schema::{MetricKey, MetricSummary, ProjectName};
         let dir = tempfile::tempdir().unwrap();
-        let meta = crate::test_store(dir.path());
+        let url = crate::test_url(dir.path());
+        // Two servers' connections to one database: each keeps summaries it read in memory.
+        let meta = crate::MetaStore::connect(&url).unwrap();
+        let other = crate::MetaStore::connect(&url).unwrap();
         let new = crate::NewRun { project: Some(ProjectName::parse("project", "p").unwrap()), ..Default::default() };
         let (run, _) = meta.create_run(&new).unwrap();
         let loss = MetricKey::parse("key", "loss").unwrap();
         let later = crate::now_ms() + 60_000;
         let of = |steps: &[i64], values: &[f64]| MetricSummary::of_sorted(steps, steps, values).unwrap();
         // Server a logs steps 0 and 1, then b steps 2 and 3 (and rewrites step 3), then a step 4.
-        let rows = |s: MetricSummary| vec![(run.id.clone(), loss.clone(), s)];
-        meta.merge_summaries(&rows(of(&[0, 1], &[5.0, 4.0])), "a", &[&run.id], later).unwrap();
+        let rows = |s: MetricSummary, first_step: i64| vec![(run.id.clone(), loss.clone(), s, first_step)];
+        meta.merge_summaries(&rows(of(&[0, 1], &[5.0, 4.0]), 0), "a", &[&run.id], later).unwrap();
+        assert_eq!(meta.summaries(&run.id).unwrap()["loss"].count, 2);
+        assert_eq!(other.summaries(&run.id).unwrap()["loss"].count, 2);
         let mut b_delta = of(&[2, 3], &[f64::NAN, 1.0]);
         b_delta.absorb(&MetricSummary::bound(3, 4, 0.5));
-        meta.merge_summaries(&rows(b_delta), "b", &[&run.id], later).unwrap();
-        meta.merge_summaries(&rows(of(&[4], &[2.0])), "a", &[&run.id], later).unwrap();
+        other.merge_summaries(&rows(b_delta, 2), "b", &[&run.id], later).unwrap();
+        assert_eq!(meta.summaries(&run.id).unwrap()["loss"].count, 4, "what another server wrote is read again");
+        meta.merge_summaries(&rows(of(&[4], &[2.0]), 4), "a", &[&run.id], later).unwrap();
+        assert!(meta.summaries_to_recompute(10).unwrap().is_empty(), "no step came twice");
         let stored = meta.summaries(&run.id).unwrap()["loss"];
         assert_eq!(
             (stored.last, stored.last_step, stored.min, stored.max, stored.count, stored.sum, stored.sum_count),
@@ -266,6 +273,14 @@ mod tests {
         // A hold past its time is a server's that never came back.
         meta.merge_summaries(&[], "c", &[&run.id], crate::now_ms() - 1).unwrap();
         assert!(replace("a"));
+
+        // Points from step 4 on, folded in by a server that did not know step 4 was written:
+        // the summary may count step 4 twice until it is recomputed.
+        other.merge_summaries(&rows(of(&[4, 5], &[3.0, 1.0]), 4), "b", &[], later).unwrap();
+        let flagged = meta.summaries_to_recompute(10).unwrap();
+        assert_eq!(flagged, vec![(run.id.clone(), run.project_id, vec!["loss".to_owned()])]);
+        assert!(replace("a"));
+        assert!(meta.summaries_to_recompute(10).unwrap().is_empty(), "a replacement is exact");
     }
 
     #[test]

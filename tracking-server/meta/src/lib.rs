@@ -126,6 +126,7 @@ pub fn now_ms() -> i64 {
 pub struct MetaStore {
     backend: Backend,
     run_cache: lifecycle::RunCache,
+    summary_cache: lifecycle::SummaryCache,
 }
 
 enum Backend {
@@ -212,6 +213,7 @@ impl MetaStore {
                 readers: Mutex::new(Vec::new()),
             },
             run_cache: lifecycle::RunCache::default(),
+            summary_cache: lifecycle::SummaryCache::default(),
         })
     }
 
@@ -222,7 +224,11 @@ impl MetaStore {
             MetaUrl::Postgres(url) => {
                 let pool = postgres::Pool::connect(url, POSTGRES_CONNECTIONS, POSTGRES_CONNECT_TIMEOUT)?;
                 pool.with_client(migrate::apply_postgres)?;
-                Ok(Self { backend: Backend::Postgres(pool), run_cache: lifecycle::RunCache::default() })
+                Ok(Self {
+                    backend: Backend::Postgres(pool),
+                    run_cache: lifecycle::RunCache::default(),
+                    summary_cache: lifecycle::SummaryCache::default(),
+                })
             }
         }
     }
@@ -327,12 +333,17 @@ fn sqlite_read<T>(
 /// database on the PostgreSQL server `TRAINLOG_TEST_PG` names.
 #[cfg(test)]
 pub(crate) fn test_store(dir: &Path) -> MetaStore {
+    MetaStore::connect(&test_url(dir)).expect("the test database")
+}
+
+/// A fresh test database: on PostgreSQL with `TRAINLOG_TEST_META=postgres`, else SQLite in `dir`.
+#[cfg(test)]
+pub(crate) fn test_url(dir: &Path) -> MetaUrl {
     if std::env::var("TRAINLOG_TEST_META").as_deref() == Ok("postgres") {
         let admin =
             std::env::var("TRAINLOG_TEST_PG").expect("TRAINLOG_TEST_PG: the URL of a PostgreSQL server for tests");
         let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-        let url = create_postgres_database(&admin, &name).expect("a test database");
-        return MetaStore::connect(&MetaUrl::Postgres(url)).expect("the test database");
+        return MetaUrl::Postgres(create_postgres_database(&admin, &name).expect("a test database"));
     }
-    MetaStore::open(&dir.join("meta.sqlite")).expect("a test database")
+    MetaUrl::Sqlite(dir.join("meta.sqlite"))
 }

@@ -6,7 +6,7 @@ use crate::db::{vals, Db, Row, Value};
 use crate::runs::{load_params, placeholders, project_from_row, run_from_row, RUN_COLUMNS};
 use crate::{not_found, Error, MetaStore, Project, Result, Run};
 use std::collections::{BTreeMap, HashMap};
-use trainlog_schema::{ParamValue, ProjectName, RunId};
+use trainlog_schema::{MetricSummary, ParamValue, ProjectName, RunId};
 
 /// A run by id, deleted or not, with whether it is deleted.
 pub(crate) fn run_any_in(db: &dyn Db, id: &str) -> Result<(Run, bool)> {
@@ -106,6 +106,54 @@ impl RunCache {
             entries.extend(loaded.drain());
         }
         Ok(result)
+    }
+}
+
+/// Stored summaries read for earlier answers, by run, with the run's summaries revision then,
+/// which every write of its summaries moves on, on any server sharing the database. Bounded
+/// like `RunCache`.
+#[derive(Default)]
+pub(crate) struct SummaryCache {
+    entries: std::sync::Mutex<HashMap<String, (i64, BTreeMap<String, MetricSummary>)>>,
+}
+
+impl SummaryCache {
+    /// The cached summaries of the runs whose revision matches, and the runs to read.
+    pub(crate) fn hits(
+        &self,
+        revisions: &[(String, i64)],
+    ) -> Result<(HashMap<String, BTreeMap<String, MetricSummary>>, Vec<(String, i64)>)> {
+        let entries = self.entries.lock().map_err(|_| Error::Poisoned)?;
+        let mut found = HashMap::with_capacity(revisions.len());
+        let mut missing = Vec::new();
+        for (id, revision) in revisions {
+            match entries.get(id) {
+                Some((at, summaries)) if at == revision => {
+                    found.insert(id.clone(), summaries.clone());
+                }
+                _ => missing.push((id.clone(), *revision)),
+            }
+        }
+        Ok((found, missing))
+    }
+
+    /// Keeps summaries read at the given revisions (a run without any is kept empty).
+    pub(crate) fn keep(
+        &self,
+        read: &[(String, i64)],
+        loaded: &HashMap<String, BTreeMap<String, MetricSummary>>,
+    ) -> Result<()> {
+        if read.len() > RUN_CACHE_ENTRIES {
+            return Ok(());
+        }
+        let mut entries = self.entries.lock().map_err(|_| Error::Poisoned)?;
+        if entries.len() + read.len() > RUN_CACHE_ENTRIES {
+            entries.clear();
+        }
+        for (id, revision) in read {
+            entries.insert(id.clone(), (*revision, loaded.get(id).cloned().unwrap_or_default()));
+        }
+        Ok(())
     }
 }
 

@@ -181,6 +181,14 @@ fn summary_values(run: &RunId, key: &MetricKey, s: &MetricSummary) -> Vec<Value>
     ]
 }
 
+/// Moves the summaries revision of runs whose summaries this transaction writes.
+fn summaries_written(tx: &dyn Db, runs: &[&str]) -> Result<()> {
+    for run in runs {
+        tx.exec("UPDATE runs SET summaries_revision = summaries_revision + 1 WHERE id = ?1", vals![*run])?;
+    }
+    Ok(())
+}
+
 fn hold_unpersisted(tx: &dyn Db, folder: &str, runs: &[&RunId], until_ms: i64) -> Result<()> {
     for run in runs {
         tx.exec(
@@ -620,33 +628,40 @@ impl MetaStore {
 
     /// The stored summaries of a run's metric series.
     pub fn summaries(&self, id: &RunId) -> Result<BTreeMap<String, MetricSummary>> {
-        self.read(|db| {
-            let rows = db.rows(
-                "SELECT run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count FROM metric_summaries
-                 WHERE run_id = ?1 ORDER BY key",
-                vals![id.as_str()],
-            )?;
-            summary_rows(&rows).map(|r| r.map(|(_, key, s)| (key, s))).collect()
-        })
+        Ok(self.summaries_of(&[id.as_str()])?.remove(id.as_str()).unwrap_or_default())
     }
 
-    /// The stored summaries of many runs, by run id (runs without any are left out): one query
-    /// for each 500 runs.
+    /// The stored summaries of many runs, by run id (runs without any are left out). Runs whose
+    /// summaries revision is the one they were read at for an earlier answer come from memory;
+    /// the others are read, one query for each 500 runs.
     pub fn summaries_of(&self, ids: &[&str]) -> Result<HashMap<String, BTreeMap<String, MetricSummary>>> {
-        self.read(|db| {
-            let mut out: HashMap<String, BTreeMap<String, MetricSummary>> = HashMap::with_capacity(ids.len());
+        self.snapshot(|db| {
+            let mut revisions: Vec<(String, i64)> = Vec::with_capacity(ids.len());
             for chunk in ids.chunks(500) {
+                let sql =
+                    format!("SELECT id, summaries_revision FROM runs WHERE id IN ({})", placeholders(1, chunk.len()));
+                let values: Vec<Value> = chunk.iter().map(|id| (*id).into()).collect();
+                for r in db.rows(&sql, &values)? {
+                    revisions.push((r.get(0)?, r.get(1)?));
+                }
+            }
+            let (mut out, missing) = self.summary_cache.hits(&revisions)?;
+            let mut loaded: HashMap<String, BTreeMap<String, MetricSummary>> = HashMap::with_capacity(missing.len());
+            for chunk in missing.chunks(500) {
                 let sql = format!(
                     "SELECT run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count FROM metric_summaries
                      WHERE run_id IN ({})",
                     placeholders(1, chunk.len())
                 );
-                let values: Vec<Value> = chunk.iter().map(|id| (*id).into()).collect();
+                let values: Vec<Value> = chunk.iter().map(|(id, _)| id.as_str().into()).collect();
                 for row in summary_rows(&db.rows(&sql, &values)?) {
                     let (run, key, summary) = row?;
-                    out.entry(run).or_default().insert(key, summary);
+                    loaded.entry(run).or_default().insert(key, summary);
                 }
             }
+            self.summary_cache.keep(&missing, &loaded)?;
+            out.extend(loaded);
+            out.retain(|_, s| !s.is_empty());
             Ok(out)
         })
     }
@@ -660,30 +675,45 @@ impl MetaStore {
 
     /// Folds summaries of new points into the stored ones by `MetricSummary::absorb`'s rule, so
     /// servers sharing the database each add their own points; rows of one series are folded in
-    /// the order given. Records in the same transaction that data folder `folder` holds
-    /// unpersisted points of the runs `held`, until `until_ms` at the latest.
+    /// the order given. Each row comes with the lowest step of its points: a stored summary
+    /// whose last step is not below it may now count a step twice, and is marked to recompute.
+    /// Records in the same transaction that data folder `folder` holds unpersisted points of the
+    /// runs `held`, until `until_ms` at the latest.
     pub fn merge_summaries(
         &self,
-        rows: &[(RunId, MetricKey, MetricSummary)],
+        rows: &[(RunId, MetricKey, MetricSummary, i64)],
         folder: &str,
         held: &[&RunId],
         until_ms: i64,
     ) -> Result<()> {
         // One row per series: a statement may not change one row twice.
-        let mut merged: Vec<(&RunId, &MetricKey, MetricSummary)> = Vec::with_capacity(rows.len());
+        let mut merged: Vec<(&RunId, &MetricKey, MetricSummary, i64)> = Vec::with_capacity(rows.len());
         let mut index: HashMap<(&str, &str), usize> = HashMap::with_capacity(rows.len());
-        for (run, key, delta) in rows.iter().filter(|r| !r.2.is_empty()) {
+        for (run, key, delta, first_step) in rows.iter().filter(|r| !r.2.is_empty()) {
             match index.get(&(run.as_str(), key.as_str())) {
-                Some(&i) => merged[i].2.absorb(delta),
+                Some(&i) => {
+                    merged[i].2.absorb(delta);
+                    merged[i].3 = merged[i].3.min(*first_step);
+                }
                 None => {
                     index.insert((run.as_str(), key.as_str()), merged.len());
-                    merged.push((run, key, *delta));
+                    merged.push((run, key, *delta, *first_step));
                 }
             }
         }
-        let values: Vec<Vec<Value>> = merged.iter().map(|(run, key, s)| summary_values(run, key, s)).collect();
+        let values: Vec<Vec<Value>> = merged.iter().map(|(run, key, s, _)| summary_values(run, key, s)).collect();
+        let mut runs: Vec<&str> = merged.iter().map(|(run, ..)| run.as_str()).collect();
+        runs.sort_unstable();
+        runs.dedup();
         self.write(|tx| {
             hold_unpersisted(tx, folder, held, until_ms)?;
+            summaries_written(tx, &runs)?;
+            for (run, key, _, first_step) in &merged {
+                tx.exec(
+                    "UPDATE metric_summaries SET recompute = 1 WHERE run_id = ?1 AND key = ?2 AND last_step >= ?3",
+                    vals![run.as_str(), key.as_str(), *first_step],
+                )?;
+            }
             insert_rows(
                 tx,
                 "INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count)",
@@ -736,16 +766,39 @@ impl MetaStore {
             if let Some(until_ms) = hold_until {
                 hold_unpersisted(tx, folder, &[run], until_ms)?;
             }
+            summaries_written(tx, &[run.as_str()])?;
             insert_rows(
                 tx,
                 "INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count)",
                 "ON CONFLICT (run_id, key) DO UPDATE SET last = excluded.last, last_step = excluded.last_step,
                    last_ms = excluded.last_ms, min = excluded.min, max = excluded.max, count = excluded.count,
-                   sum = excluded.sum, sum_count = excluded.sum_count",
+                   sum = excluded.sum, sum_count = excluded.sum_count, recompute = 0",
                 10,
                 &values,
             )?;
             Ok(true)
+        })
+    }
+
+    /// Up to `limit` runs with summaries marked to recompute, each with its project and the keys.
+    pub fn summaries_to_recompute(&self, limit: i64) -> Result<Vec<(RunId, i64, Vec<String>)>> {
+        self.read(|db| {
+            let mut out: Vec<(RunId, i64, Vec<String>)> = Vec::new();
+            let rows = db.rows(
+                "SELECT s.run_id, r.project_id, s.key FROM metric_summaries s JOIN runs r ON r.id = s.run_id
+                 WHERE s.recompute = 1 AND s.run_id IN
+                   (SELECT run_id FROM metric_summaries WHERE recompute = 1 ORDER BY run_id LIMIT ?1)
+                 ORDER BY s.run_id, s.key",
+                vals![limit],
+            )?;
+            for r in rows {
+                let run = RunId::from_trusted(r.get(0)?);
+                match out.last_mut() {
+                    Some(last) if last.0 == run => last.2.push(r.get(2)?),
+                    _ => out.push((run, r.get(1)?, vec![r.get(2)?])),
+                }
+            }
+            Ok(out)
         })
     }
 

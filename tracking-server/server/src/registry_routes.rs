@@ -262,7 +262,7 @@ pub(crate) async fn register_version(
         let id = run.clone();
         meta(&state, move |m| Ok((m.run(&id)?, m.metadata(&id)?))).await?
     };
-    let summaries = state.store.summaries(&run, run_row.project_id).await?;
+    let summaries = state.store.summaries(&run).await?;
     let run_view = serde_json::to_value(api::RunView::new(&run_row, &summaries, false))
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let lineage = json!({

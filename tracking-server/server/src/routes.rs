@@ -109,7 +109,7 @@ fn now_ms() -> i64 {
 }
 
 async fn run_view(state: &State, run: &Run, archived: bool) -> Result<api::RunView> {
-    let summaries = state.store.summaries(&run.id, run.project_id).await?;
+    let summaries = state.store.summaries(&run.id).await?;
     Ok(api::RunView::new(run, &summaries, archived))
 }
 
@@ -1024,12 +1024,12 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
         Ok((runs, more, total))
     })
     .await?;
-    // Summaries come from the store's memory, current to the last acknowledged point.
+    // Summaries as stored, with the points this server took and has not written yet.
     let mut summaries = match &columns.metrics {
         Pick::Only(keys) if keys.is_empty() => Default::default(),
         metrics => {
-            let heads: Vec<(RunId, i64)> = runs.iter().map(|(run, _)| (run.id.clone(), run.project_id)).collect();
-            state.store.summaries_of(&heads, |key| metrics.keeps(key)).await?
+            let ids: Vec<RunId> = runs.iter().map(|(run, _)| run.id.clone()).collect();
+            state.store.summaries_of(&ids, |key| metrics.keeps(key)).await?
         }
     };
     let next = more.then(|| (offset + limit as u64).to_string());

@@ -103,7 +103,7 @@ pub(crate) async fn list_trials(state: State, path: web::Path<String>, req: Http
     let now = trainlog_meta::now_ms();
     let mut out = Vec::with_capacity(trials.len());
     for t in &trials {
-        let spent = trial_cost(&state, &sweep, t).await?;
+        let spent = trial_cost(&state, t).await?;
         let metric = t.loss.map(|l| api::Float(cfg.metric.goal.loss(l)));
         out.push(api::TrialResult { trial: trial_view(t, now), metric, cost_usd: spent });
     }
@@ -149,19 +149,19 @@ fn trial_view(t: &TrialRow, now: i64) -> api::TrialView {
 }
 
 /// What a trial's run has cost so far: the last value of its cost series.
-async fn trial_cost(state: &State, sweep: &SweepRow, t: &TrialRow) -> Result<Option<f64>> {
+async fn trial_cost(state: &State, t: &TrialRow) -> Result<Option<f64>> {
     let run = RunId::parse("run_id", &t.run_id)?;
-    let sums = state.store.summaries(&run, sweep.project_id).await?;
+    let sums = state.store.summaries(&run).await?;
     Ok(sums.get(COST_KEY).map(|s| s.last).filter(|v| v.is_finite()))
 }
 
 /// Money and GPU-hours spent by the sweep's trials so far.
-async fn spent(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Result<(f64, f64)> {
+async fn spent(state: &State, trials: &[TrialRow]) -> Result<(f64, f64)> {
     let now = trainlog_meta::now_ms();
     let mut usd = 0.0;
     let mut gpu_hours = 0.0;
     for t in trials {
-        usd += trial_cost(state, sweep, t).await?.unwrap_or(0.0);
+        usd += trial_cost(state, t).await?.unwrap_or(0.0);
         gpu_hours += t.gpus * t.elapsed_ms(now) as f64 / 3_600_000.0;
     }
     Ok((usd, gpu_hours))
@@ -169,7 +169,7 @@ async fn spent(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Result<(
 
 async fn sweep_view(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Result<api::SweepView> {
     let cfg = stored_config(sweep)?;
-    let (usd, gpu_hours) = spent(state, sweep, trials).await?;
+    let (usd, gpu_hours) = spent(state, trials).await?;
     let mut counts = BTreeMap::new();
     for t in trials {
         *counts.entry(t.state.clone()).or_insert(0) += 1;
@@ -319,7 +319,7 @@ async fn finish_attempt(
     let cfg = stored_config(sweep)?;
     let id = sweep.id.clone();
     let trial = meta(state, move |m| m.trial(&id, index)).await?;
-    end.loss = trial_loss(state, sweep, &cfg, &trial).await?;
+    end.loss = trial_loss(state, &cfg, &trial).await?;
     // A trial the sweep asked to stop was pruned, however it exited.
     if !trial.stop_reason.is_empty() {
         end.state = "pruned".into();
@@ -344,9 +344,9 @@ async fn finish_attempt(
 }
 
 /// The trial's loss: the last value of the sweep's metric in its run, in the minimizing direction.
-async fn trial_loss(state: &State, sweep: &SweepRow, cfg: &SweepConfig, t: &TrialRow) -> Result<Option<f64>> {
+async fn trial_loss(state: &State, cfg: &SweepConfig, t: &TrialRow) -> Result<Option<f64>> {
     let run = RunId::parse("run_id", &t.run_id)?;
-    let sums = state.store.summaries(&run, sweep.project_id).await?;
+    let sums = state.store.summaries(&run).await?;
     Ok(sums.get(&cfg.metric.name).map(|s| cfg.metric.goal.loss(s.last)).filter(|l| l.is_finite()))
 }
 
@@ -398,7 +398,7 @@ async fn propose_trial(state: &State, path: &str, req: &HttpRequest, placement: 
         return Ok(done(if sweep.state == "finished" { &sweep.ended_reason } else { &sweep.state }));
     }
     expire_lost(&state, &sweep, &mut trials).await?;
-    let (usd, gpu_hours) = spent(&state, &sweep, &trials).await?;
+    let (usd, gpu_hours) = spent(&state, &trials).await?;
     if budget_spent(&cfg, usd, gpu_hours) {
         finish_sweep(&state, &sweep, &trials, "budget", true).await?;
         return Ok(done("budget"));
@@ -531,13 +531,7 @@ async fn should_stop(state: &State, sweep: &SweepRow, trial: &TrialRow, evaluate
 /// A trial's metric as (step, loss). Rules compare trials only at steps the trial being judged
 /// has reached, so a peer is read up to `max_step`, plus its last point when it went further
 /// (which tells the rules it reached those steps, and is never compared itself).
-async fn progress_of(
-    state: &State,
-    sweep: &SweepRow,
-    cfg: &SweepConfig,
-    t: &TrialRow,
-    max_step: Option<i64>,
-) -> Result<Progress> {
+async fn progress_of(state: &State, cfg: &SweepConfig, t: &TrialRow, max_step: Option<i64>) -> Result<Progress> {
     let run = RunId::parse("run_id", &t.run_id)?;
     let key = MetricKey::parse("metric", &cfg.metric.name)?;
     let series = state.store.series(&run, &key, StepRange { min: None, max: max_step }).await?;
@@ -549,7 +543,7 @@ async fn progress_of(
         .map(|(s, v)| (*s, cfg.metric.goal.loss(*v)))
         .collect();
     if let Some(max) = max_step {
-        let sums = state.store.summaries(&run, sweep.project_id).await?;
+        let sums = state.store.summaries(&run).await?;
         if let Some(last) = sums.get(&cfg.metric.name).filter(|s| s.last_step > max && s.last.is_finite()) {
             points.push((last.last_step, cfg.metric.goal.loss(last.last)));
         }
@@ -564,7 +558,7 @@ async fn prune_decision(
     rule: &Rule,
     trial: &TrialRow,
 ) -> Result<Option<String>> {
-    let me = progress_of(state, sweep, cfg, trial, None).await?;
+    let me = progress_of(state, cfg, trial, None).await?;
     let Some(&(last_step, _)) = me.points.last() else {
         return Ok(None);
     };
@@ -572,7 +566,7 @@ async fn prune_decision(
     let trials = meta(state, move |m| m.trials(&id)).await?;
     let mut peers = Vec::with_capacity(trials.len());
     for t in trials.iter().filter(|t| t.index != trial.index) {
-        peers.push(progress_of(state, sweep, cfg, t, Some(last_step)).await?);
+        peers.push(progress_of(state, cfg, t, Some(last_step)).await?);
     }
     Ok(match early::decide(rule, &me, &peers) {
         Decision::Continue => None,
@@ -668,7 +662,7 @@ pub(crate) async fn end_trial(
     let (sweep, trials) = load(&state, &id).await?;
     if sweep.state == "running" {
         let cfg = stored_config(&sweep)?;
-        let (usd, gpu_hours) = spent(&state, &sweep, &trials).await?;
+        let (usd, gpu_hours) = spent(&state, &trials).await?;
         let grid_done = cfg.method == Method::Grid
             && trainlog_sweep::grid::size(&cfg.space).is_ok_and(|n| trials.len() as u64 >= n);
         let reason = exhausted(&cfg, &trials, usd, gpu_hours).or(grid_done.then_some("grid_exhausted"));

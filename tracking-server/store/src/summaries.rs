@@ -21,8 +21,10 @@ pub struct Entry {
     /// The summary stored when the run was loaded, with every point this server took since.
     pub summary: MetricSummary,
     pub stale: bool,
-    /// The points this server took since it last wrote the summary, to fold into the stored one.
+    /// The points this server took since it last wrote the summary, to fold into the stored one,
+    /// and the lowest step among them (`i64::MAX` for none).
     pub pending: MetricSummary,
+    pub pending_first_step: i64,
     /// `summary` was recomputed from the whole series and replaces the stored one.
     pub replace: bool,
     /// Points that replaced or preceded an earlier step, ever: a recomputation settles only if
@@ -41,6 +43,7 @@ impl Entry {
             summary,
             stale,
             pending: MetricSummary::EMPTY,
+            pending_first_step: i64::MAX,
             replace: false,
             rewrites: 0,
             appended_while_stale: Vec::new(),
@@ -62,11 +65,12 @@ pub struct RunSummaries {
 /// How one series' summary is written to the metadata store.
 #[derive(Debug, Clone, Copy)]
 pub enum SummaryWrite {
-    /// Points taken since the last write, folded into the stored summary.
-    Merge(MetricSummary),
+    /// Points taken since the last write, folded into the stored summary, and their lowest step:
+    /// at or below the stored last step, another server may have written some of them too.
+    Merge { pending: MetricSummary, first_step: i64 },
     /// A recomputed summary that replaces the stored one, and the points taken since the last
     /// write, to fold in instead when the replacement must wait.
-    Replace { summary: MetricSummary, pending: MetricSummary },
+    Replace { summary: MetricSummary, pending: MetricSummary, first_step: i64 },
 }
 
 #[derive(Debug, Clone)]
@@ -117,6 +121,7 @@ impl Summaries {
             let Some(e) = run_sums.keys.get_mut(key) else {
                 continue;
             };
+            e.pending_first_step = e.pending_first_step.min(p.step);
             if e.summary.is_empty() {
                 e.summary = MetricSummary::first(p.step, p.timestamp_ms, p.value);
                 e.pending = e.summary;
@@ -154,10 +159,11 @@ impl Summaries {
             let Some(sums) = self.runs.get_mut(&run) else { continue };
             for (key, e) in &mut sums.keys {
                 let pending = std::mem::replace(&mut e.pending, MetricSummary::EMPTY);
+                let first_step = std::mem::replace(&mut e.pending_first_step, i64::MAX);
                 let write = if std::mem::take(&mut e.replace) {
-                    SummaryWrite::Replace { summary: e.summary, pending }
+                    SummaryWrite::Replace { summary: e.summary, pending, first_step }
                 } else if !pending.is_empty() {
-                    SummaryWrite::Merge(pending)
+                    SummaryWrite::Merge { pending, first_step }
                 } else {
                     continue;
                 };
@@ -171,15 +177,16 @@ impl Summaries {
     pub fn restore(&mut self, rows: &[DirtySummary]) {
         for row in rows {
             let Some(e) = self.runs.get_mut(&row.run).and_then(|r| r.keys.get_mut(&row.key)) else { continue };
-            let mut pending = match row.write {
-                SummaryWrite::Merge(pending) => pending,
-                SummaryWrite::Replace { pending, .. } => {
+            let (mut pending, first_step) = match row.write {
+                SummaryWrite::Merge { pending, first_step } => (pending, first_step),
+                SummaryWrite::Replace { pending, first_step, .. } => {
                     e.replace = true;
-                    pending
+                    (pending, first_step)
                 }
             };
             pending.absorb(&e.pending);
             e.pending = pending;
+            e.pending_first_step = e.pending_first_step.min(first_step);
             self.dirty_runs.insert(row.run.clone());
         }
     }
@@ -189,6 +196,18 @@ impl Summaries {
     pub fn replacement_refused(&mut self, run: &RunId, key: &MetricKey) {
         if let Some(e) = self.runs.get_mut(run).and_then(|r| r.keys.get_mut(key)) {
             e.stale = true;
+        }
+    }
+
+    /// Marks keys of a run stale, to recompute: the stored summary may count a step that several
+    /// servers wrote.
+    pub fn mark_stale(&mut self, run: &RunId, keys: &[String]) {
+        if let Some(r) = self.runs.get_mut(run) {
+            for key in keys {
+                if let Some(e) = r.keys.get_mut(&MetricKey::from_trusted(key.clone())) {
+                    e.stale = true;
+                }
+            }
         }
     }
 
@@ -297,8 +316,8 @@ mod tests {
         fn write(&mut self, rows: &[DirtySummary]) {
             for row in rows {
                 match row.write {
-                    SummaryWrite::Merge(delta) => {
-                        self.0.entry(row.key.to_string()).or_insert(MetricSummary::EMPTY).absorb(&delta)
+                    SummaryWrite::Merge { pending, .. } => {
+                        self.0.entry(row.key.to_string()).or_insert(MetricSummary::EMPTY).absorb(&pending)
                     }
                     SummaryWrite::Replace { summary, .. } => {
                         self.0.insert(row.key.to_string(), summary);

@@ -633,7 +633,7 @@ async fn run_extras(state: &State, runs: &[(Run, bool)]) -> Result<Vec<RunExtras
     let code = meta(state, move |m| m.metadata_section_of(&ids, "code")).await?;
     let mut out = Vec::with_capacity(runs.len());
     for (run, _) in runs {
-        let summaries = state.store.summaries(&run.id, run.project_id).await?;
+        let summaries = state.store.summaries(&run.id).await?;
         let commit = code.get(run.id.as_str()).and_then(|c| c["commit"].as_str()).map(str::to_owned);
         out.push(RunExtras { summaries, commit });
     }

@@ -122,8 +122,9 @@ pub(crate) struct Inner {
     buffered_points: AtomicUsize,
     /// Serializes persisting and compacting, which the background task and `flush` both start.
     persist_lock: tokio::sync::Mutex<()>,
-    /// Serializes writing summaries, so an older snapshot never lands after a newer one.
-    summary_sync_lock: tokio::sync::Mutex<()>,
+    /// Held to write summaries, so an older snapshot never lands after a newer one; read to
+    /// answer them, so no read sees points neither pending here nor written yet.
+    summary_sync_lock: tokio::sync::RwLock<()>,
     /// Runs deleted for good: their points are dropped wherever they are met.
     purged: RwLock<HashSet<RunId>>,
 }
@@ -214,7 +215,7 @@ impl MetricsStore {
             buffered_points: AtomicUsize::new(replayed_points),
             missing_files: Mutex::new(HashMap::new()),
             persist_lock: tokio::sync::Mutex::new(()),
-            summary_sync_lock: tokio::sync::Mutex::new(()),
+            summary_sync_lock: tokio::sync::RwLock::new(()),
             purged: RwLock::new(purged),
         });
         let runtime = tokio::runtime::Handle::current();
@@ -282,6 +283,12 @@ impl MetricsStore {
                         break;
                     }
                     tick += 1;
+                    if tick.is_multiple_of(5) {
+                        if let Err(e) = inner.mark_flagged_stale().await {
+                            bump(&inner.counters.summary_sync_failures);
+                            tracing::error!("reading summaries to recompute failed, will retry: {e}");
+                        }
+                    }
                     if let Err(e) = inner.settle_stale_summaries().await {
                         bump(&inner.counters.summary_sync_failures);
                         tracing::error!("recomputing metric summaries failed, will retry: {e}");
@@ -354,21 +361,23 @@ impl MetricsStore {
     /// database folds its points into, with the points this server has not written yet. A
     /// series with a rewritten step answers bounds until it is recomputed (see `summaries.rs`);
     /// no read merges a series.
-    pub async fn summaries(&self, run: &RunId, _project_id: i64) -> Result<BTreeMap<String, MetricSummary>> {
+    pub async fn summaries(&self, run: &RunId) -> Result<BTreeMap<String, MetricSummary>> {
+        let _no_write_in_flight = self.inner.summary_sync_lock.read().await;
         let (meta, id) = (self.inner.meta.clone(), run.clone());
         let stored = blocking(move || Ok(meta.summaries(&id)?)).await?;
         Ok(lock(&self.inner.summaries).overlay(run, stored, |_| true))
     }
 
-    /// `summaries` of many runs (each with its project), by run id, with only the keys `keep`
-    /// accepts, read from the metadata store in one blocking call.
+    /// `summaries` of many runs, by run id, with only the keys `keep` accepts, read from the
+    /// metadata store in one blocking call.
     pub async fn summaries_of(
         &self,
-        runs: &[(RunId, i64)],
+        runs: &[RunId],
         keep: impl Fn(&str) -> bool,
     ) -> Result<HashMap<String, BTreeMap<String, MetricSummary>>> {
+        let _no_write_in_flight = self.inner.summary_sync_lock.read().await;
         let meta = self.inner.meta.clone();
-        let ids: Vec<String> = runs.iter().map(|(run, _)| run.as_str().to_owned()).collect();
+        let ids: Vec<String> = runs.iter().map(|run| run.as_str().to_owned()).collect();
         let mut stored = blocking(move || {
             let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
             Ok(meta.summaries_of(&ids)?)
@@ -377,7 +386,7 @@ impl MetricsStore {
         let summaries = lock(&self.inner.summaries);
         Ok(runs
             .iter()
-            .map(|(run, _)| {
+            .map(|run| {
                 let stored = stored.remove(run.as_str()).unwrap_or_default();
                 (run.as_str().to_owned(), summaries.overlay(run, stored, &keep))
             })
@@ -421,6 +430,7 @@ impl MetricsStore {
         self.rotate().await?;
         self.inner.persist_frozen().await?;
         self.inner.compact_pending().await?;
+        self.inner.mark_flagged_stale().await?;
         self.settle_stale_summaries().await?;
         self.sync_summaries().await?;
         self.inner.refresh_runs_tables(true).await
@@ -537,6 +547,22 @@ impl Inner {
         Ok(())
     }
 
+    /// Marks stale the summaries another server's write flagged as possibly counting a step
+    /// twice, so they are recomputed like those of a step rewritten here.
+    async fn mark_flagged_stale(&self) -> Result<()> {
+        const RUNS_PER_ROUND: i64 = 100;
+        let meta = self.meta.clone();
+        let flagged = blocking(move || Ok(meta.summaries_to_recompute(RUNS_PER_ROUND)?)).await?;
+        for (run, project_id, keys) in flagged {
+            if self.is_purged(&run) {
+                continue;
+            }
+            self.ensure_summaries(&run, project_id).await?;
+            lock(&self.summaries).mark_stale(&run, &keys);
+        }
+        Ok(())
+    }
+
     async fn others_hold_unpersisted(&self, run: &RunId) -> Result<bool> {
         let (meta, id, folder) = (self.meta.clone(), run.clone(), self.folder_id.clone());
         blocking(move || Ok(meta.others_hold_unpersisted(&id, &folder)?)).await
@@ -549,7 +575,7 @@ impl Inner {
     async fn sync_summaries(&self) -> Result<()> {
         /// A hold lapses after this unless renewed: the server that held it died for good.
         const HOLD_MS: i64 = 10 * 60 * 1000;
-        let _guard = self.summary_sync_lock.lock().await;
+        let _guard = self.summary_sync_lock.write().await;
         let mut rows = lock(&self.summaries).take_dirty();
         {
             let purged = read(&self.purged);
@@ -566,23 +592,23 @@ impl Inner {
         let taken = rows.clone();
         let result = blocking(move || {
             let until = trainlog_meta::now_ms() + HOLD_MS;
-            let mut merges: Vec<(RunId, MetricKey, MetricSummary)> = Vec::new();
-            let mut replaces: BTreeMap<RunId, Vec<(MetricKey, MetricSummary, MetricSummary)>> = BTreeMap::new();
+            let mut merges: Vec<(RunId, MetricKey, MetricSummary, i64)> = Vec::new();
+            let mut replaces: BTreeMap<RunId, Vec<(MetricKey, MetricSummary, MetricSummary, i64)>> = BTreeMap::new();
             for row in rows {
                 match row.write {
-                    SummaryWrite::Merge(delta) => merges.push((row.run, row.key, delta)),
-                    SummaryWrite::Replace { summary, pending } => {
-                        replaces.entry(row.run).or_default().push((row.key, summary, pending))
+                    SummaryWrite::Merge { pending, first_step } => merges.push((row.run, row.key, pending, first_step)),
+                    SummaryWrite::Replace { summary, pending, first_step } => {
+                        replaces.entry(row.run).or_default().push((row.key, summary, pending, first_step))
                     }
                 }
             }
             let mut refused = Vec::new();
             for (run, keys) in replaces {
-                let whole: Vec<(MetricKey, MetricSummary)> = keys.iter().map(|(k, s, _)| (k.clone(), *s)).collect();
+                let whole: Vec<(MetricKey, MetricSummary)> = keys.iter().map(|(k, s, ..)| (k.clone(), *s)).collect();
                 let hold = buffered.contains(&run).then_some(until);
                 if !meta.replace_summaries(&run, &whole, &folder, hold)? {
-                    for (key, _, pending) in keys {
-                        merges.push((run.clone(), key.clone(), pending));
+                    for (key, _, pending, first_step) in keys {
+                        merges.push((run.clone(), key.clone(), pending, first_step));
                         refused.push((run.clone(), key));
                     }
                 }
@@ -707,7 +733,7 @@ mod tests {
         for store in [&a, &b] {
             let series = store.series(&run.id, &loss, StepRange::default()).await.unwrap();
             assert_eq!(series.steps, (0..60).collect::<Vec<_>>());
-            let summary = store.summaries(&run.id, run.project_id).await.unwrap()["loss"];
+            let summary = store.summaries(&run.id).await.unwrap()["loss"];
             assert_eq!((summary.count, summary.last_step, summary.sum), (60, 59, (0..60).sum::<i64>() as f64));
         }
         assert_eq!(meta.run_files(run.id.as_str()).unwrap().len(), 6);
@@ -717,14 +743,14 @@ mod tests {
         a.sync_summaries().await.unwrap();
         b.append(&run.id, run.project_id, batch([0, 59].into_iter(), |_| 1000.0)).await.unwrap();
         b.flush().await.unwrap();
-        let bound = b.summaries(&run.id, run.project_id).await.unwrap()["loss"];
+        let bound = b.summaries(&run.id).await.unwrap()["loss"];
         let exact_sum = (1..59).sum::<i64>() as f64 + 2000.0 + (60..70).sum::<i64>() as f64;
         assert_eq!((bound.count, bound.max), (70, 1000.0), "a bound: the rewrites add to no count");
         assert_ne!(bound.sum, exact_sum, "not recomputed while a holds unpersisted points");
         a.flush().await.unwrap();
         b.flush().await.unwrap();
         for store in [&a, &b] {
-            let summary = store.summaries(&run.id, run.project_id).await.unwrap()["loss"];
+            let summary = store.summaries(&run.id).await.unwrap()["loss"];
             assert_eq!((summary.count, summary.last, summary.max, summary.sum), (70, 69.0, 1000.0, exact_sum));
         }
 

@@ -178,7 +178,7 @@ impl Inner {
         self.make_durable(uploaded.clone()).await?;
         // Writing summaries waits here: a run written while no longer buffered records its hold
         // again after this commit.
-        let summaries_written = self.summary_sync_lock.lock().await;
+        let summaries_written = self.summary_sync_lock.write().await;
         let persisted: Vec<String> = {
             let state = read(&self.state);
             let buffered_later = |run: &RunId| {

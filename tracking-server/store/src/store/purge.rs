@@ -28,7 +28,7 @@ impl MetricsStore {
             // No file of the run is between its upload and its catalog entry, no compaction
             // reads it and no summary of it is being written while its rows go.
             let _persisting = inner.persist_lock.lock().await;
-            let _summaries = inner.summary_sync_lock.lock().await;
+            let _summaries = inner.summary_sync_lock.write().await;
             let meta = inner.meta.clone();
             let id = run.clone();
             let purged = blocking(move || Ok(meta.purge_run(&id)?)).await?;

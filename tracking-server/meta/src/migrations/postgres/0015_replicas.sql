@@ -19,3 +19,13 @@ CREATE TABLE unpersisted_runs (
     until_ms  BIGINT  NOT NULL,
     PRIMARY KEY (run_id, folder_id)
 );
+
+-- Moves on with every write of a run's summaries, by any server: summaries read for an earlier
+-- answer are used again while it is unchanged. Not one of the columns that move `revision`.
+ALTER TABLE runs ADD COLUMN summaries_revision BIGINT NOT NULL DEFAULT 0;
+
+-- 1 when a server folded in points of which some may be steps another server wrote too (their
+-- lowest step was not above the stored last step): the counts may be too high until a server
+-- recomputes the summary from the points.
+ALTER TABLE metric_summaries ADD COLUMN recompute BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX metric_summaries_to_recompute ON metric_summaries(run_id) WHERE recompute = 1;
