@@ -23,16 +23,8 @@ pub(super) fn recover(
     let persisted_through = meta.counter(wal_counter)?.unwrap_or(0) as u64;
     let mut files: HashMap<RunId, RunFiles> = HashMap::new();
     for row in meta.metric_files()? {
-        let index = key_index_from_json(&row.key_index)?;
-        let entry = files.entry(RunId::from_trusted(row.run_id.clone())).or_default();
-        entry.files.push(Arc::new(FileMeta {
-            project_id: project_of_path(&row.path),
-            path: ObjectPath::from(row.path),
-            ord: row.ord,
-            rows: row.rows as u64,
-            bytes: row.bytes as u64,
-            index,
-        }));
+        let file = file_meta(&row)?;
+        files.entry(RunId::from_trusted(row.run_id)).or_default().files.push(file);
     }
     for f in files.values_mut() {
         f.files.sort_by_key(|f| f.ord);

@@ -27,7 +27,7 @@ use trainlog_meta::{MetaStore, MetricFileRow, WAL_PERSISTED_THROUGH};
 use trainlog_schema::{MetricKey, MetricSummary, PointBatch, RunId};
 
 use log_writer::{recover, wal_loop, WalCmd};
-use persister::{catalog_row, project_of_path};
+use persister::{catalog_row, file_meta};
 use reads::SeriesCache;
 
 pub use purge::PurgeOutcome;

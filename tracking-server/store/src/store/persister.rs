@@ -21,6 +21,18 @@ pub(super) fn catalog_row(
     }
 }
 
+/// A catalog row as the store holds it.
+pub(super) fn file_meta(row: &MetricFileRow) -> Result<Arc<FileMeta>> {
+    Ok(Arc::new(FileMeta {
+        path: ObjectPath::from(row.path.as_str()),
+        project_id: project_of_path(&row.path),
+        ord: row.ord,
+        rows: row.rows as u64,
+        bytes: row.bytes as u64,
+        index: key_index_from_json(&row.key_index)?,
+    }))
+}
+
 /// Whether `path` has the exact layout of a metric file, `projects/{id}/metrics/{run}/{20 digits}.parquet`.
 pub(super) fn is_metric_file_path(path: &str) -> bool {
     let parts: Vec<&str> = path.split('/').collect();
@@ -35,7 +47,7 @@ fn file_number(path: &str) -> Option<i64> {
     path.rsplit('/').next()?.strip_suffix(".parquet")?.parse().ok()
 }
 
-pub(super) fn project_of_path(path: &str) -> i64 {
+fn project_of_path(path: &str) -> i64 {
     path.split('/').nth(1).and_then(|p| p.parse().ok()).unwrap_or(0)
 }
 

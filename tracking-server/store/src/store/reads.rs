@@ -104,19 +104,7 @@ impl Inner {
             if added.is_empty() && removed.is_empty() {
                 return Ok(());
             }
-            let added = added
-                .into_iter()
-                .map(|r| {
-                    Ok(Arc::new(FileMeta {
-                        path: ObjectPath::from(r.path.as_str()),
-                        project_id: project_of_path(&r.path),
-                        ord: r.ord,
-                        rows: r.rows as u64,
-                        bytes: r.bytes as u64,
-                        index: key_index_from_json(&r.key_index)?,
-                    }))
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let added = added.into_iter().map(file_meta).collect::<Result<Vec<_>>>()?;
             (added, removed)
         };
         let mut state = write(&self.state);
