@@ -209,6 +209,8 @@ test('the runs table exports as CSV, keeps the name pinned, resizes and moves co
     const statusX0 = (await firstRow.locator('.cell').nth(after.indexOf('status') + 1).boundingBox()).x;
     await table.evaluate((t) => { t.scrollLeft = 300; });
     await page.waitForFunction(() => document.querySelector('[data-testid=runs-table]').scrollLeft === 300);
+    // The scroll re-renders the rows on the next animation frame: measure after it.
+    await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
     const nameBox = await firstRow.locator('.cell.pin a').boundingBox();
     assert.ok(Math.abs(nameBox.x - nameX0) < 1, `the name stays at ${nameX0}, is at ${nameBox.x}`);
     const statusX1 = (await firstRow.locator('.cell').nth(after.indexOf('status') + 1).boundingBox()).x;
