@@ -181,6 +181,31 @@ fn summary_values(run: &RunId, key: &MetricKey, s: &MetricSummary) -> Vec<Value>
     ]
 }
 
+/// Marks to recompute the stored summaries whose last step is not below the lowest step of the
+/// points about to be folded into them: some of those steps may be counted already.
+fn mark_overlaps(tx: &dyn Db, rows: &[(&RunId, &MetricKey, MetricSummary, i64)]) -> Result<()> {
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let tuples: Vec<String> = (0..chunk.len())
+            .map(|i| {
+                format!("(CAST(?{} AS TEXT), CAST(?{} AS TEXT), CAST(?{} AS BIGINT))", 3 * i + 1, 3 * i + 2, 3 * i + 3)
+            })
+            .collect();
+        let sql = format!(
+            "WITH folded (run_id, key, first_step) AS (VALUES {})
+             UPDATE metric_summaries SET recompute = 1 FROM folded
+             WHERE metric_summaries.run_id = folded.run_id AND metric_summaries.key = folded.key
+               AND metric_summaries.last_step >= folded.first_step",
+            tuples.join(", ")
+        );
+        let values: Vec<Value> = chunk
+            .iter()
+            .flat_map(|(run, key, _, first_step)| [run.as_str().into(), key.as_str().into(), (*first_step).into()])
+            .collect();
+        tx.exec(&sql, &values)?;
+    }
+    Ok(())
+}
+
 /// Moves the summaries revision of runs whose summaries this transaction writes.
 fn summaries_written(tx: &dyn Db, runs: &[&str]) -> Result<()> {
     for run in runs {
@@ -708,12 +733,7 @@ impl MetaStore {
         self.write(|tx| {
             hold_unpersisted(tx, folder, held, until_ms)?;
             summaries_written(tx, &runs)?;
-            for (run, key, _, first_step) in &merged {
-                tx.exec(
-                    "UPDATE metric_summaries SET recompute = 1 WHERE run_id = ?1 AND key = ?2 AND last_step >= ?3",
-                    vals![run.as_str(), key.as_str(), *first_step],
-                )?;
-            }
+            mark_overlaps(tx, &merged)?;
             insert_rows(
                 tx,
                 "INSERT INTO metric_summaries (run_id, key, last, last_step, last_ms, min, max, count, sum, sum_count)",
