@@ -50,11 +50,11 @@ impl Inner {
         };
         let (meta, id, holder) = (self.meta.clone(), run.to_string(), self.folder_id.clone());
         let released = blocking(move || Ok(meta.release_compaction(&id, &holder)?)).await;
-        if let Err(e) = released {
-            // The lease runs out by itself; until then no other server compacts this run.
-            tracing::warn!(run = %run, "could not give a compaction lease back: {e}");
-        }
-        outcome
+        // A lease not given back fails the round, which is counted and retried: this server
+        // takes its own lease again, and other servers meanwhile wait for it to run out.
+        let done = outcome?;
+        released?;
+        Ok(done)
     }
 
     /// Merges files of a run into one, newest write winning for each (key, step): all of them
