@@ -246,6 +246,37 @@ def test_artifacts_go_through_the_proxy_into_the_runs_artifacts(trainlog_server:
     assert sorted(f.path for f in client.list_artifacts(run_id)) == ["config.json", "notes.txt"]
 
 
+def test_artifacts_of_deleted_runs_and_experiments_are_still_read(trainlog_server: TrainlogServer, client: MlflowClient, tmp_path: Path) -> None:
+    """As on MLflow's own server: deleting a run or its experiment hides it from searches, but
+    its artifacts are still listed and downloaded, through the proxy and the tracking API."""
+    experiment_id = client.create_experiment("to-be-deleted")
+    kept = tmp_path / "kept.txt"
+    kept.write_text("still here\n")
+    runs = []
+    for _ in range(2):
+        run = client.create_run(experiment_id)
+        client.log_artifact(run.info.run_id, str(kept))
+        runs.append(run.info.run_id)
+    client.delete_run(runs[0])
+    status, listing = raw_mlflow_get(trainlog_server, f"/artifacts/list?run_id={runs[0]}")
+    assert status == 200 and [f["path"] for f in listing["files"]] == ["kept.txt"], listing
+    assert [f.path for f in client.list_artifacts(runs[0])] == ["kept.txt"]
+    client.delete_experiment(experiment_id)
+    for run_id in runs:
+        status, listing = raw_mlflow_get(trainlog_server, f"/artifacts/list?run_id={run_id}")
+        assert status == 200 and listing["root_uri"].endswith(f"/{run_id}/artifacts"), listing
+        assert [f.path for f in client.list_artifacts(run_id)] == ["kept.txt"]
+        down = Path(client.download_artifacts(run_id, "kept.txt", str(tmp_path / run_id)))
+        assert down.read_text() == "still here\n"
+    # They take no new files while deleted.
+    request = urllib.request.Request(
+        f"{trainlog_server.url}/api/2.0/mlflow-artifacts/artifacts/{experiment_id}/{runs[1]}/artifacts/new.txt",
+        method="PUT", data=b"x")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 404
+
+
 def test_experiments_and_runs_are_renamed_tagged_deleted_and_restored(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
     from mlflow.entities import ViewType
     experiment_id = client.create_experiment("to-rename")

@@ -161,7 +161,7 @@ fn needs_key(req: &HttpRequest) -> bool {
     let path = req.path();
     let health = matches!(path, "/api/v1/health" | "/api/v1/health/live" | "/api/v1/health/ready")
         && matches!(*req.method(), Method::GET | Method::HEAD);
-    (path.starts_with("/api/v1/") || path == "/metrics" || crate::mlflow::is_mlflow_path(path)) && !health
+    (path.starts_with("/api/v1/") || path == "/metrics" || crate::error::is_mlflow_path(path)) && !health
 }
 
 /// The caller of a request, when the server checks keys.
@@ -283,7 +283,7 @@ pub async fn authenticate(
             Ok(next.call(req).await?.map_into_left_body())
         }
         Err(e) => {
-            let response = if crate::mlflow::is_mlflow_path(req.path()) {
+            let response = if crate::error::is_mlflow_path(req.path()) {
                 let mut response = crate::error::mlflow_response(&e, None);
                 response
                     .headers_mut()

@@ -115,6 +115,16 @@ impl ResponseError for ApiError {
     }
 }
 
+/// The prefixes MLflow's clients call: its REST API and its artifact proxy. Errors under them
+/// answer in MLflow's shape.
+pub const MLFLOW_API_PREFIXES: [&str; 2] = ["/api/2.0/mlflow", "/ajax-api/2.0/mlflow"];
+pub const MLFLOW_ARTIFACT_PREFIXES: [&str; 2] = ["/api/2.0/mlflow-artifacts", "/ajax-api/2.0/mlflow-artifacts"];
+
+/// Whether a path is one of the MLflow door's.
+pub fn is_mlflow_path(path: &str) -> bool {
+    MLFLOW_API_PREFIXES.iter().chain(MLFLOW_ARTIFACT_PREFIXES.iter()).any(|p| path.starts_with(p))
+}
+
 /// The MLflow door's answer to an error: the status and `error_code` MLflow's own server gives
 /// for the same kind of failure (it answers 400 to an invalid argument and to a conflict alike;
 /// handlers name `RESOURCE_ALREADY_EXISTS` where a create meets an existing name).

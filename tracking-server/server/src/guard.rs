@@ -61,7 +61,7 @@ impl HostPolicy {
             None => true,
             Some(list) => {
                 let host = normalize_host(strip_port(host_header));
-                list.iter().any(|h| *h == host)
+                list.contains(&host)
             }
         }
     }

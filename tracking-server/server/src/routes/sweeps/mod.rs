@@ -2,10 +2,13 @@
 //! the next trial, heartbeat, report the end). The server decides: it proposes parameters,
 //! prunes trials on the metrics it ingests, and enforces the run cap and the budget.
 
-use crate::api;
+mod wire;
+
 use crate::body::json_body;
 use crate::error::{ApiError, Result};
-use crate::routes::{meta, query_one, query_pairs, State};
+use crate::query::{query_one, query_pairs};
+use crate::state::{meta, State};
+use crate::wire::{Float, RunIdText};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -30,6 +33,22 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/runs/{id}/sweep", web::get().to(run_sweep));
 }
 
+/// This resource's operations in the API document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(
+    create_sweep,
+    list_sweeps,
+    get_sweep,
+    list_trials,
+    stop_sweep,
+    resume_sweep,
+    next_trial,
+    heartbeat,
+    end_trial,
+    run_sweep,
+))]
+pub(super) struct Api;
+
 /// The cost series the clients record, whose last value is what a run has cost.
 const COST_KEY: &str = "cost/usd";
 
@@ -49,10 +68,10 @@ fn trial_index(path: &str) -> Result<i64> {
 }
 
 /// Create a sweep from a sweep file.
-#[utoipa::path(post, path = "/api/v1/sweeps", tag = "sweeps", request_body = api::CreateSweep,
-    responses((status = 201, description = "The new sweep.", body = api::SweepView)))]
+#[utoipa::path(post, path = "/api/v1/sweeps", tag = "sweeps", request_body = wire::CreateSweep,
+    responses((status = 201, description = "The new sweep.", body = wire::SweepView)))]
 pub(crate) async fn create_sweep(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
-    let body: api::CreateSweep = json_body(&req, payload).await?;
+    let body: wire::CreateSweep = json_body(&req, payload).await?;
     check_len("config", "a sweep file", &body.config, MAX_TEXT_CHARS)?;
     let cfg = parse_config(&body.config)?;
     let project = body
@@ -69,7 +88,7 @@ pub(crate) async fn create_sweep(state: State, req: HttpRequest, payload: web::P
 
 /// List sweeps.
 #[utoipa::path(get, path = "/api/v1/sweeps", tag = "sweeps", params(("project" = Option<String>, Query, min_length = 1, max_length = 500, pattern = r"^[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000](?:[^\x00-\x1F\x7F-\x9F]*[^\x00-\x1F\x7F-\x9F \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000])?$", description = "Only this project's sweeps.")),
-    responses((status = 200, description = "The sweeps.", body = api::SweepList)))]
+    responses((status = 200, description = "The sweeps.", body = wire::SweepList)))]
 pub(crate) async fn list_sweeps(state: State, req: HttpRequest) -> Result<HttpResponse> {
     let pairs = query_pairs(&req)?;
     let project = query_one(&pairs, "project").map(|p| ProjectName::parse("project", p)).transpose()?;
@@ -81,12 +100,12 @@ pub(crate) async fn list_sweeps(state: State, req: HttpRequest) -> Result<HttpRe
         let trials = meta(&state, move |m| m.trials(&id)).await?;
         out.push(sweep_view(&state, &s, &trials).await?);
     }
-    Ok(HttpResponse::Ok().json(api::SweepList { sweeps: out }))
+    Ok(HttpResponse::Ok().json(wire::SweepList { sweeps: out }))
 }
 
 /// Get a sweep.
 #[utoipa::path(get, path = "/api/v1/sweeps/{id}", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
-    responses((status = 200, description = "The sweep.", body = api::SweepView)))]
+    responses((status = 200, description = "The sweep.", body = wire::SweepView)))]
 pub(crate) async fn get_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     sweep_access(&state, &req, &path, Role::Read).await?;
     let (sweep, trials) = load(&state, &path).await?;
@@ -95,7 +114,7 @@ pub(crate) async fn get_sweep(state: State, path: web::Path<String>, req: HttpRe
 
 /// A sweep's trials with their results.
 #[utoipa::path(get, path = "/api/v1/sweeps/{id}/trials", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
-    responses((status = 200, description = "The trials.", body = api::TrialList)))]
+    responses((status = 200, description = "The trials.", body = wire::TrialList)))]
 pub(crate) async fn list_trials(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     sweep_access(&state, &req, &path, Role::Read).await?;
     let (sweep, trials) = load(&state, &path).await?;
@@ -104,10 +123,10 @@ pub(crate) async fn list_trials(state: State, path: web::Path<String>, req: Http
     let mut out = Vec::with_capacity(trials.len());
     for t in &trials {
         let spent = trial_cost(&state, t).await?;
-        let metric = t.loss.map(|l| api::Float(cfg.metric.goal.loss(l)));
-        out.push(api::TrialResult { trial: trial_view(t, now), metric, cost_usd: spent });
+        let metric = t.loss.map(|l| Float(cfg.metric.goal.loss(l)));
+        out.push(wire::TrialResult { trial: trial_view(t, now), metric, cost_usd: spent });
     }
-    Ok(HttpResponse::Ok().json(api::TrialList { trials: out }))
+    Ok(HttpResponse::Ok().json(wire::TrialList { trials: out }))
 }
 
 /// Refuses a caller holding less than `need` on a sweep's project (a sweep they may not read is
@@ -126,8 +145,8 @@ async fn load(state: &State, id: &str) -> Result<(SweepRow, Vec<TrialRow>)> {
     meta(state, move |m| Ok((m.sweep(&id)?, m.trials(&id)?))).await
 }
 
-fn trial_view(t: &TrialRow, now: i64) -> api::TrialView {
-    api::TrialView {
+fn trial_view(t: &TrialRow, now: i64) -> wire::TrialView {
+    wire::TrialView {
         index: t.index,
         run_id: t.run_id.clone(),
         params: t.params.clone(),
@@ -167,7 +186,7 @@ async fn spent(state: &State, trials: &[TrialRow]) -> Result<(f64, f64)> {
     Ok((usd, gpu_hours))
 }
 
-async fn sweep_view(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Result<api::SweepView> {
+async fn sweep_view(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Result<wire::SweepView> {
     let cfg = stored_config(sweep)?;
     let (usd, gpu_hours) = spent(state, trials).await?;
     let mut counts = BTreeMap::new();
@@ -178,7 +197,7 @@ async fn sweep_view(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Res
         .iter()
         .filter_map(|t| t.loss.filter(|l| l.is_finite()).map(|l| (l, t)))
         .min_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(l, t)| api::BestTrial {
+        .map(|(l, t)| wire::BestTrial {
             trial: t.index,
             run_id: t.run_id.clone(),
             value: cfg.metric.goal.loss(l),
@@ -192,7 +211,7 @@ async fn sweep_view(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Res
     for (n, t) in ended.iter().enumerate() {
         let l = t.loss.unwrap_or(f64::INFINITY);
         running_best = running_best.min(l);
-        best_so_far.push(api::BestSoFar {
+        best_so_far.push(wire::BestSoFar {
             trials: n + 1,
             trial: t.index,
             ended_time: t.ended_ms,
@@ -200,14 +219,14 @@ async fn sweep_view(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Res
             best: cfg.metric.goal.loss(running_best),
         });
     }
-    Ok(api::SweepView {
+    Ok(wire::SweepView {
         id: sweep.id.clone(),
         project: sweep.project.clone(),
         name: sweep.name.clone(),
         state: sweep.state.clone(),
         ended_reason: sweep.ended_reason.clone(),
         method: cfg.method.as_str(),
-        metric: api::SweepMetric {
+        metric: wire::SweepMetric {
             name: cfg.metric.name.clone(),
             goal: match cfg.metric.goal {
                 trainlog_sweep::space::Goal::Minimize => "minimize",
@@ -217,8 +236,8 @@ async fn sweep_view(state: &State, sweep: &SweepRow, trials: &[TrialRow]) -> Res
         command: cfg.command.clone(),
         run_cap: cfg.run_cap,
         grid_size: (cfg.method == Method::Grid).then(|| trainlog_sweep::grid::size(&cfg.space).ok()).flatten(),
-        budget: api::Money { usd: cfg.budget.usd, gpu_hours: cfg.budget.gpu_hours },
-        spent: api::Spent { usd, gpu_hours },
+        budget: wire::Money { usd: cfg.budget.usd, gpu_hours: cfg.budget.gpu_hours },
+        spent: wire::Spent { usd, gpu_hours },
         trial_count: trials.len(),
         counts,
         best,
@@ -251,7 +270,7 @@ async fn set_state(state: State, id: String, to: &'static str) -> Result<HttpRes
 
 /// Stop a sweep: no new trials, running ones are told to stop.
 #[utoipa::path(post, path = "/api/v1/sweeps/{id}/stop", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
-    responses((status = 200, description = "The sweep as it is now.", body = api::SweepView)))]
+    responses((status = 200, description = "The sweep as it is now.", body = wire::SweepView)))]
 pub(crate) async fn stop_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     sweep_access(&state, &req, &path, Role::Write).await?;
     set_state(state, path.into_inner(), "stopped").await
@@ -259,7 +278,7 @@ pub(crate) async fn stop_sweep(state: State, path: web::Path<String>, req: HttpR
 
 /// Resume a stopped sweep.
 #[utoipa::path(post, path = "/api/v1/sweeps/{id}/resume", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
-    responses((status = 200, description = "The sweep as it is now.", body = api::SweepView)))]
+    responses((status = 200, description = "The sweep as it is now.", body = wire::SweepView)))]
 pub(crate) async fn resume_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     sweep_access(&state, &req, &path, Role::Write).await?;
     set_state(state, path.into_inner(), "running").await
@@ -351,8 +370,8 @@ async fn trial_loss(state: &State, cfg: &SweepConfig, t: &TrialRow) -> Result<Op
 }
 
 /// For an agent: the next trial to start, or why there is none.
-#[utoipa::path(post, path = "/api/v1/sweeps/{id}/next", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")), request_body = api::NextTrialRequest,
-    responses((status = 200, description = "A trial, or done, or wait.", body = api::NextTrial)))]
+#[utoipa::path(post, path = "/api/v1/sweeps/{id}/next", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")), request_body = wire::NextTrialRequest,
+    responses((status = 200, description = "A trial, or done, or wait.", body = wire::NextTrial)))]
 pub(crate) async fn next_trial(
     state: State,
     path: web::Path<String>,
@@ -360,7 +379,7 @@ pub(crate) async fn next_trial(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     sweep_access(&state, &req, &path, Role::Write).await?;
-    let body: api::NextTrialRequest = json_body(&req, payload).await?;
+    let body: wire::NextTrialRequest = json_body(&req, payload).await?;
     check_len("agent", "an agent's name", &body.agent, MAX_NAME_CHARS)?;
     check_len("slot", "a slot's name", &body.slot, MAX_NAME_CHARS)?;
     if !(body.gpus.is_finite() && (0.0..=1024.0).contains(&body.gpus)) {
@@ -460,8 +479,8 @@ fn params_map(v: &Value) -> trainlog_sweep::space::Params {
 }
 
 /// What an agent needs to start a trial.
-fn assignment(sweep: &SweepRow, cfg: &SweepConfig, t: &TrialRow, resume: bool) -> api::NextTrial {
-    api::NextTrial::Trial(api::Assignment {
+fn assignment(sweep: &SweepRow, cfg: &SweepConfig, t: &TrialRow, resume: bool) -> wire::NextTrial {
+    wire::NextTrial::Trial(wire::Assignment {
         status: "trial",
         sweep_id: sweep.id.clone(),
         project: sweep.project.clone(),
@@ -492,11 +511,11 @@ fn no_trial(finished: bool, reason: &str) -> HttpResponse {
     HttpResponse::Ok().json(no_trial_answer(finished, reason))
 }
 
-fn no_trial_answer(finished: bool, reason: &str) -> api::NextTrial {
-    api::NextTrial::None(if finished {
-        api::NoTrial { status: "done", reason: reason.to_owned(), retry_after_ms: None }
+fn no_trial_answer(finished: bool, reason: &str) -> wire::NextTrial {
+    wire::NextTrial::None(if finished {
+        wire::NoTrial { status: "done", reason: reason.to_owned(), retry_after_ms: None }
     } else {
-        api::NoTrial { status: "wait", reason: reason.to_owned(), retry_after_ms: Some(1000) }
+        wire::NoTrial { status: "wait", reason: reason.to_owned(), retry_after_ms: Some(1000) }
     })
 }
 
@@ -587,8 +606,8 @@ fn superseded(trial: &TrialRow, attempt: Option<i64>) -> Option<String> {
 }
 
 /// For an agent: a running trial is alive; answers whether it must stop.
-#[utoipa::path(post, path = "/api/v1/sweeps/{id}/trials/{index}/heartbeat", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id."), ("index" = String, Path, pattern = "^[0-9]{1,18}$", description = "The trial's number, from 0.")), request_body = api::Heartbeat,
-    responses((status = 200, description = "Whether to stop.", body = api::StopAnswer)))]
+#[utoipa::path(post, path = "/api/v1/sweeps/{id}/trials/{index}/heartbeat", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id."), ("index" = String, Path, pattern = "^[0-9]{1,18}$", description = "The trial's number, from 0.")), request_body = wire::Heartbeat,
+    responses((status = 200, description = "Whether to stop.", body = wire::StopAnswer)))]
 pub(crate) async fn heartbeat(
     state: State,
     path: web::Path<(String, String)>,
@@ -598,7 +617,7 @@ pub(crate) async fn heartbeat(
     let (id, index) = path.into_inner();
     let index = trial_index(&index)?;
     sweep_access(&state, &req, &id, Role::Write).await?;
-    let body: api::Heartbeat = json_body(&req, payload).await?;
+    let body: wire::Heartbeat = json_body(&req, payload).await?;
     let (sweep, trial) = {
         let id = id.clone();
         meta(&state, move |m| {
@@ -612,7 +631,7 @@ pub(crate) async fn heartbeat(
         Some(reason) => Some(reason),
         None => should_stop(&state, &sweep, &trial, true).await?,
     };
-    Ok(HttpResponse::Ok().json(api::StopAnswer { state: trial.state, stop: stop.is_some(), reason: stop }))
+    Ok(HttpResponse::Ok().json(wire::StopAnswer { state: trial.state, stop: stop.is_some(), reason: stop }))
 }
 
 /// At most this much of a trial's last output is kept.
@@ -637,8 +656,8 @@ fn output_tail(text: &str) -> String {
 }
 
 /// For an agent: a trial's attempt ended.
-#[utoipa::path(post, path = "/api/v1/sweeps/{id}/trials/{index}/end", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id."), ("index" = String, Path, pattern = "^[0-9]{1,18}$", description = "The trial's number, from 0.")), request_body = api::EndTrial,
-    responses((status = 200, description = "The trial as it is now.", body = api::TrialView)))]
+#[utoipa::path(post, path = "/api/v1/sweeps/{id}/trials/{index}/end", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id."), ("index" = String, Path, pattern = "^[0-9]{1,18}$", description = "The trial's number, from 0.")), request_body = wire::EndTrial,
+    responses((status = 200, description = "The trial as it is now.", body = wire::TrialView)))]
 pub(crate) async fn end_trial(
     state: State,
     path: web::Path<(String, String)>,
@@ -648,7 +667,7 @@ pub(crate) async fn end_trial(
     let (id, index) = path.into_inner();
     let index = trial_index(&index)?;
     sweep_access(&state, &req, &id, Role::Write).await?;
-    let body: api::EndTrial = json_body(&req, payload).await?;
+    let body: wire::EndTrial = json_body(&req, payload).await?;
     let tail = output_tail(&body.output_tail);
     let sweep = {
         let id = id.clone();
@@ -676,14 +695,14 @@ pub(crate) async fn end_trial(
 /// For a run inside a sweep: its trial, and whether the sweep wants it to stop.
 /// For a run inside a sweep: its trial, and whether it must stop.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/sweep", tag = "sweeps",
-    params(("id" = inline(api::RunIdText), Path, description = "The run's id."), ("attempt" = Option<i64>, Query, description = "The attempt the run belongs to.")),
-    responses((status = 200, description = "The trial.", body = api::RunTrial)))]
+    params(("id" = inline(RunIdText), Path, description = "The run's id."), ("attempt" = Option<i64>, Query, description = "The attempt the run belongs to.")),
+    responses((status = 200, description = "The trial.", body = wire::RunTrial)))]
 pub(crate) async fn run_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let attempt = query_one(&query_pairs(&req)?, "attempt")
         .map(|a| a.parse::<i64>().map_err(|_| ApiError::invalid("attempt", "expected a number")))
         .transpose()?;
     let run = RunId::parse("id", &path)?;
-    let project_id = crate::routes::run_project(&state, &run).await?;
+    let project_id = crate::lookup::run_project(&state, &run).await?;
     crate::auth::require_run(&req, &run, project_id, Role::Read).await?;
     let trial = meta(&state, move |m| m.trial_of_run(&run)).await?;
     let Some(trial) = trial else {
@@ -697,7 +716,7 @@ pub(crate) async fn run_sweep(state: State, path: web::Path<String>, req: HttpRe
         Some(reason) => Some(reason),
         None => should_stop(&state, &sweep, &trial, false).await?,
     };
-    Ok(HttpResponse::Ok().json(api::RunTrial {
+    Ok(HttpResponse::Ok().json(wire::RunTrial {
         sweep_id: sweep.id,
         trial: trial.index,
         params: trial.params,

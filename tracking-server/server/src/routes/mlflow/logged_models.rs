@@ -3,10 +3,11 @@
 //! and a version registered from one carries the run's lineage. A model logged outside any run
 //! gets a finished run of its own, named after it, to hold its files.
 
-use super::tracking::{experiment_id_of_project, named_experiment};
+use super::experiments::{experiment_id_of_project, named_experiment};
 use super::{arguments, page, required_text, text, texts, MlflowError, Result};
 use crate::error::ApiError;
-use crate::routes::{meta, run_project, State};
+use crate::lookup::run_project;
+use crate::state::{meta, State};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

@@ -80,7 +80,7 @@ pub fn translate_filter(filter: &str) -> Result<String, ApiError> {
                 let d = chars[i];
                 if d == '`' {
                     in_backquote = !in_backquote;
-                } else if !in_backquote && !(d.is_ascii_alphanumeric() || matches!(d, '_' | '.' | '-' | '/' | ':')) {
+                } else if !(in_backquote || d.is_ascii_alphanumeric() || matches!(d, '_' | '.' | '-' | '/' | ':')) {
                     break;
                 }
                 i += 1;

@@ -5,15 +5,15 @@
 use super::{MlflowError, Result};
 use crate::auth::require_run;
 use crate::error::ApiError;
-use crate::routes::{meta, query_one, query_pairs, run_project, State};
+use crate::error::MLFLOW_ARTIFACT_PREFIXES as PREFIXES;
+use crate::lookup::run_project;
+use crate::query::{query_one, query_pairs};
+use crate::state::{meta, State};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use trainlog_meta::Role;
 use trainlog_schema::{ArtifactPath, RunId};
-
-/// The prefixes MLflow's clients send artifacts to.
-pub const PREFIXES: [&str; 2] = ["/api/2.0/mlflow-artifacts", "/ajax-api/2.0/mlflow-artifacts"];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     for prefix in PREFIXES {
@@ -55,7 +55,16 @@ async fn target(state: &State, req: &HttpRequest, full: &str, need: Role) -> Res
         (false, false) => format!("{prefix}/{rest}"),
     };
     let id = RunId::parse("path", &run).map_err(|_| not_served())?;
-    let project_id = run_project(state, &id).await?;
+    let project_id = match run_project(state, &id).await {
+        Ok(project_id) => project_id,
+        // As MLflow does, the artifacts of a deleted run, or of a run in a deleted experiment, are
+        // still read; they only take no changes.
+        Err(ApiError::NotFound(_)) if need == Role::Read => {
+            let id = id.clone();
+            meta(state, move |m| Ok(m.run_any(&id)?.0.project_id)).await?
+        }
+        Err(e) => return Err(e.into()),
+    };
     require_run(req, &id, project_id, need).await?;
     Ok((id, project_id, path))
 }
@@ -98,12 +107,12 @@ async fn children(state: &State, run: RunId, dir: &str, from_root: bool) -> Resu
 /// The tracking API's `artifacts/list`: a run's artifacts under `path`, paths from the run's root.
 pub(super) async fn list_of_run(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = super::arguments(&req, payload).await?;
-    let (run, _) = super::tracking::named_run_any(&state, &req, &args, Role::Read).await?;
+    let (run, _) = super::runs::named_run_any(&state, &req, &args, Role::Read).await?;
     let dir = super::text(&args, "path")?.unwrap_or("").trim_matches('/').to_owned();
     if dir.split('/').any(|part| part == ".." || part == ".") || dir.contains('\\') {
         return Err(ApiError::invalid("path", "Invalid path").into());
     }
-    let (experiment, _) = super::tracking::experiment_of_run(&state, &run).await?;
+    let (experiment, _) = super::experiments::experiment_of_run(&state, &run).await?;
     let root = format!("mlflow-artifacts:/{experiment}/{run}/artifacts");
     let files = children(&state, run, &dir, true).await?;
     Ok(HttpResponse::Ok().json(json!({"root_uri": root, "files": files})))
@@ -111,7 +120,7 @@ pub(super) async fn list_of_run(state: State, req: HttpRequest, payload: web::Pa
 
 async fn download(state: State, req: HttpRequest, path: web::Path<String>) -> Result<HttpResponse> {
     let (run, project_id, rest) = target(&state, &req, &path, Role::Read).await?;
-    Ok(crate::routes::artifact_download(&state, run, project_id, artifact_path(&rest)?).await?)
+    Ok(crate::routes::artifacts::artifact_download(&state, run, project_id, artifact_path(&rest)?).await?)
 }
 
 async fn upload(
@@ -121,7 +130,7 @@ async fn upload(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let (run, project_id, rest) = target(&state, &req, &path, Role::Write).await?;
-    crate::routes::store_artifact(&state, run, project_id, artifact_path(&rest)?, payload).await?;
+    crate::routes::artifacts::store_artifact(&state, run, project_id, artifact_path(&rest)?, payload).await?;
     Ok(HttpResponse::Ok().json(json!({})))
 }
 
@@ -134,11 +143,11 @@ async fn delete(state: State, req: HttpRequest, path: web::Path<String>) -> Resu
         meta(&state, move |m| m.artifacts(&run, &prefix)).await?
     };
     if under.is_empty() {
-        crate::routes::remove_artifact(&state, run, project_id, artifact_path(&rest)?).await?;
+        crate::routes::artifacts::remove_artifact(&state, run, project_id, artifact_path(&rest)?).await?;
         return Ok(HttpResponse::Ok().json(json!({})));
     }
     for row in under {
-        crate::routes::remove_artifact(&state, run.clone(), project_id, artifact_path(&row.path)?).await?;
+        crate::routes::artifacts::remove_artifact(&state, run.clone(), project_id, artifact_path(&row.path)?).await?;
     }
     Ok(HttpResponse::Ok().json(json!({})))
 }

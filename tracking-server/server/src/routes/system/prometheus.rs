@@ -1,7 +1,7 @@
 //! `GET /metrics`: the store's counters and gauges and the error answers by code, in the
 //! OpenMetrics text format that Prometheus scrapes.
 
-use crate::routes::State;
+use crate::state::State;
 use actix_web::HttpResponse;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};

@@ -1,13 +1,32 @@
-//! The OpenAPI document, derived from the handlers' `#[utoipa::path]` attributes and the wire
-//! types in `api`. The error answers every route shares are added here, by one rule each.
+//! The OpenAPI document and its route: derived from the handlers' `#[utoipa::path]` attributes
+//! and each resource's wire types, merged from every resource's part (`documented`). The error
+//! answers every route shares are added here, by one rule each.
 
-use crate::api::{ErrorBody, Float};
+use crate::wire::{ErrorBody, Float};
+use actix_web::{web, HttpResponse};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{HttpMethod, Operation};
 use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Schema, Type};
 use utoipa::openapi::{ContentBuilder, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/openapi.json", web::get().to(openapi));
+}
+
+/// This API description (OpenAPI 3.1).
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "system", responses((status = 200, description = "The OpenAPI document.", content_type = "application/json", body = Object)))]
+pub(crate) async fn openapi() -> HttpResponse {
+    HttpResponse::Ok().content_type("application/json").body(document())
+}
+
+/// This route's part of the document.
+#[derive(OpenApi)]
+#[openapi(paths(openapi))]
+struct Api;
+
+/// The document's frame: its description, tags and the schemas every error shares. Each
+/// resource adds its operations (`documented`).
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -17,83 +36,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
             Non-finite floats are the strings \"NaN\", \"Infinity\" and \"-Infinity\".",
         license(name = "Apache-2.0"),
     ),
-    paths(
-        crate::routes::health,
-        crate::routes::health_live,
-        crate::routes::health_ready,
-        crate::routes::openapi,
-        crate::metrics::prometheus,
-        crate::routes::list_projects,
-        crate::routes::create_project,
-        crate::routes::get_project,
-        crate::routes::project_runs,
-        crate::routes::create_run,
-        crate::routes::search_runs,
-        crate::routes::get_run,
-        crate::routes::update_run,
-        crate::routes::log_params,
-        crate::routes::put_metadata,
-        crate::routes::put_checkpoint,
-        crate::routes::list_checkpoints,
-        crate::routes::latest_checkpoint,
-        crate::routes::list_artifacts,
-        crate::routes::put_artifact,
-        crate::routes::get_artifact,
-        crate::routes::delete_artifact,
-        crate::routes::set_tags,
-        crate::routes::finish_run,
-        crate::routes::archive_run,
-        crate::routes::delete_run,
-        crate::routes::restore_run,
-        crate::routes::log_metrics,
-        crate::routes::get_metrics,
-        crate::routes::get_metrics_many,
-        crate::routes::query_metrics,
-        crate::routes::flush,
-        crate::routes::stats,
-        crate::registry_routes::create_model,
-        crate::registry_routes::list_models,
-        crate::registry_routes::get_model,
-        crate::registry_routes::update_model,
-        crate::registry_routes::delete_model,
-        crate::registry_routes::create_version,
-        crate::registry_routes::list_versions,
-        crate::registry_routes::get_version,
-        crate::registry_routes::update_version,
-        crate::registry_routes::delete_version,
-        crate::registry_routes::set_alias,
-        crate::registry_routes::delete_alias,
-        crate::sweep_routes::create_sweep,
-        crate::sweep_routes::list_sweeps,
-        crate::sweep_routes::get_sweep,
-        crate::sweep_routes::list_trials,
-        crate::sweep_routes::stop_sweep,
-        crate::sweep_routes::resume_sweep,
-        crate::sweep_routes::next_trial,
-        crate::sweep_routes::heartbeat,
-        crate::sweep_routes::end_trial,
-        crate::sweep_routes::run_sweep,
-        crate::team_routes::whoami,
-        crate::team_routes::list_users,
-        crate::team_routes::create_user,
-        crate::team_routes::remove_user,
-        crate::team_routes::list_keys,
-        crate::team_routes::create_key,
-        crate::team_routes::revoke_key,
-        crate::team_routes::project_members,
-        crate::team_routes::set_project_member,
-        crate::team_routes::remove_project_member,
-        crate::team_routes::model_members,
-        crate::team_routes::set_model_member,
-        crate::team_routes::remove_model_member,
-        crate::view_routes::list_views,
-        crate::view_routes::get_view,
-        crate::view_routes::put_view,
-        crate::view_routes::delete_view,
-        crate::key_routes::project_keys,
-    ),
     components(schemas(ErrorBody, Float)),
-    modifiers(&SharedErrors, &NewRunNeedsProject, &MetricsQueryNeedsRuns, &KeysWhenAuthIsOn),
     tags(
         (name = "system", description = "Health, the API description and the server's counters."),
         (name = "projects", description = "Projects."),
@@ -104,12 +47,42 @@ use utoipa::{Modify, OpenApi, ToSchema};
         (name = "users", description = "Users and their API keys, on a server run with --auth."),
     ),
 )]
-pub struct ApiDoc;
+struct Frame;
+
+/// Every resource's part of the document.
+fn documented() -> Vec<utoipa::openapi::OpenApi> {
+    vec![
+        Api::openapi(),
+        super::system::Api::openapi(),
+        super::projects::Api::openapi(),
+        super::runs::Api::openapi(),
+        super::artifacts::Api::openapi(),
+        super::metrics::Api::openapi(),
+        super::registry::Api::openapi(),
+        super::sweeps::Api::openapi(),
+        super::team::Api::openapi(),
+        super::views::Api::openapi(),
+    ]
+}
+
+/// The whole API description: the frame, every resource's operations, then the rules that
+/// add what shared parts answer.
+fn full() -> utoipa::openapi::OpenApi {
+    let mut doc = Frame::openapi();
+    for part in documented() {
+        doc.merge(part);
+    }
+    let rules: [&dyn Modify; 4] = [&SharedErrors, &NewRunNeedsProject, &MetricsQueryNeedsRuns, &KeysWhenAuthIsOn];
+    for rule in rules {
+        rule.modify(&mut doc);
+    }
+    doc
+}
 
 /// The API description as JSON, built once.
 pub fn document() -> &'static str {
     static DOC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    DOC.get_or_init(|| ApiDoc::openapi().to_pretty_json().unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")))
+    DOC.get_or_init(|| full().to_pretty_json().unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")))
 }
 
 /// The methods the API serves at `path`, as an `Allow` header value, when some route has this
@@ -117,7 +90,7 @@ pub fn document() -> &'static str {
 pub fn allowed_methods(path: &str) -> Option<String> {
     static ROUTES: std::sync::OnceLock<Vec<(Vec<String>, Vec<&'static str>)>> = std::sync::OnceLock::new();
     let routes = ROUTES.get_or_init(|| {
-        ApiDoc::openapi()
+        full()
             .paths
             .paths
             .iter()
@@ -297,7 +270,7 @@ impl Modify for NewRunNeedsProject {
             {"type": "object", "required": ["project"], "properties": {"project": {"type": "string"}}},
             {"type": "object", "required": ["id", "resume"], "properties": {"id": {"type": "string"}, "resume": {"type": "boolean", "enum": [true]}}},
         ]});
-        let rule = crate::api::json_schema(rule);
+        let rule = crate::wire::json_schema(rule);
         let own = std::mem::replace(create_run, RefOr::T(Schema::default()));
         *create_run = RefOr::T(Schema::AllOf(AllOfBuilder::new().item(own).item(rule).build()));
     }
@@ -314,7 +287,7 @@ impl Modify for MetricsQueryNeedsRuns {
             {"type": "object", "required": ["runs"], "properties": {"runs": {"type": "array"}}},
             {"type": "object", "required": ["groups"], "properties": {"groups": {"type": "object"}}},
         ]});
-        let rule = crate::api::json_schema(rule);
+        let rule = crate::wire::json_schema(rule);
         let own = std::mem::replace(query, RefOr::T(Schema::default()));
         *query = RefOr::T(Schema::AllOf(AllOfBuilder::new().item(own).item(rule).build()));
     }
@@ -356,7 +329,7 @@ impl<T: ToSchema> SchemaRef for T {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api;
+    use crate::wire;
     use serde_json::Value;
     use trainlog_schema::limits::*;
 
@@ -366,7 +339,7 @@ mod tests {
 
     #[test]
     fn every_hand_written_schema_parses() {
-        assert!(!document().contains(api::INVALID_SCHEMA), "{}", document());
+        assert!(!document().contains(wire::INVALID_SCHEMA), "{}", document());
     }
 
     /// Attribute values must be literals; these tie them to the limits the server enforces.
@@ -375,11 +348,11 @@ mod tests {
         let doc = doc();
         let schema = |name: &str, field: &str| doc["components"]["schemas"][name]["properties"][field].clone();
         let cases = [
-            (schema("CreateProject", "name"), MAX_NAME_CHARS, Some(api::TEXT)),
+            (schema("CreateProject", "name"), MAX_NAME_CHARS, Some(wire::TEXT)),
             (schema("CreateProject", "description"), MAX_TEXT_CHARS, None),
-            (schema("CreateModel", "name"), MAX_NAME_CHARS, Some(api::TEXT)),
-            (schema("MetricPointInput", "key"), MAX_KEY_CHARS, Some(api::TEXT)),
-            (schema("FileEntry", "path"), MAX_ARTIFACT_PATH_CHARS, Some(api::ARTIFACT_PATH)),
+            (schema("CreateModel", "name"), MAX_NAME_CHARS, Some(wire::TEXT)),
+            (schema("MetricPointInput", "key"), MAX_KEY_CHARS, Some(wire::TEXT)),
+            (schema("FileEntry", "path"), MAX_ARTIFACT_PATH_CHARS, Some(wire::ARTIFACT_PATH)),
             (schema("CreateSweep", "name"), MAX_SWEEP_NAME_CHARS, None),
             (schema("SearchRuns", "filter"), MAX_FILTER_BYTES, None),
         ];
@@ -390,26 +363,29 @@ mod tests {
             }
         }
         let alias = &doc["components"]["schemas"]["CreateVersion"]["properties"]["alias"];
-        assert_eq!(alias["pattern"], api::ALIAS);
+        assert_eq!(alias["pattern"], wire::ALIAS);
         let create_run = &doc["components"]["schemas"]["CreateRun"]["allOf"][0]["properties"];
-        assert_eq!(create_run["id"]["pattern"], api::RUN_ID);
+        assert_eq!(create_run["id"]["pattern"], wire::RUN_ID);
         let query = |path: &str, name: &str| {
             let op = &doc["paths"][path]["get"]["parameters"];
             op.as_array().and_then(|ps| ps.iter().find(|p| p["name"] == name)).cloned().unwrap_or_default()
         };
         assert_eq!(query("/api/v1/projects/{name}/runs", "filter")["schema"]["maxLength"], MAX_QUERY_FILTER_CHARS);
         assert_eq!(query("/api/v1/projects/{name}/runs", "order_by")["schema"]["maxLength"], MAX_QUERY_ORDER_BY_CHARS);
-        assert_eq!(query("/api/v1/projects/{name}/runs", "page_token")["schema"]["pattern"], api::PAGE_TOKEN);
+        assert_eq!(query("/api/v1/projects/{name}/runs", "page_token")["schema"]["pattern"], wire::PAGE_TOKEN);
         assert_eq!(query("/api/v1/metrics", "runs")["schema"]["maxLength"], MAX_QUERY_RUN_IDS_CHARS);
-        assert_eq!(query("/api/v1/metrics", "runs")["schema"]["pattern"], api::RUN_IDS);
+        assert_eq!(query("/api/v1/metrics", "runs")["schema"]["pattern"], wire::RUN_IDS);
         assert_eq!(query("/api/v1/models", "search")["schema"]["maxLength"], MAX_MODEL_SEARCH_CHARS);
-        assert_eq!(query("/api/v1/runs/{id}/metrics", "key")["schema"]["pattern"], api::TEXT);
-        assert_eq!(query("/api/v1/runs/{id}", "id")["schema"]["pattern"], api::RUN_ID);
-        assert_eq!(query("/api/v1/models/{name}/versions/{version}", "version")["schema"]["pattern"], api::VERSION_REF);
+        assert_eq!(query("/api/v1/runs/{id}/metrics", "key")["schema"]["pattern"], wire::TEXT);
+        assert_eq!(query("/api/v1/runs/{id}", "id")["schema"]["pattern"], wire::RUN_ID);
+        assert_eq!(
+            query("/api/v1/models/{name}/versions/{version}", "version")["schema"]["pattern"],
+            wire::VERSION_REF
+        );
         let view = query("/api/v1/projects/{name}/views/{view}", "view");
         assert_eq!(
             (&view["schema"]["pattern"], &view["schema"]["maxLength"]),
-            (&api::VIEW_NAME.into(), &MAX_VIEW_NAME_CHARS.into())
+            (&super::super::views::VIEW_NAME.into(), &MAX_VIEW_NAME_CHARS.into())
         );
     }
 

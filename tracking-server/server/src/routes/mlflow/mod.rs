@@ -4,24 +4,24 @@
 //! `/ajax-api/2.0/mlflow`, with MLflow's error bodies and codes.
 
 mod artifacts;
+mod experiments;
 mod filter;
 mod logged_models;
 mod registry;
-mod tracking;
+mod runs;
 
+use crate::error::MLFLOW_API_PREFIXES as PREFIXES;
 use crate::error::{mlflow_response, ApiError};
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use serde_json::{Map, Value};
-
-/// The prefixes MLflow's clients call.
-pub const PREFIXES: [&str; 2] = ["/api/2.0/mlflow", "/ajax-api/2.0/mlflow"];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     artifacts::configure(cfg);
     for prefix in PREFIXES {
         cfg.service(
             web::scope(prefix)
-                .configure(tracking::configure)
+                .configure(experiments::configure)
+                .configure(runs::configure)
                 .configure(registry::configure)
                 .configure(logged_models::configure)
                 .default_service(web::to(|req: HttpRequest| async move {
@@ -33,11 +33,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 })),
         );
     }
-}
-
-/// Whether a path is one of the MLflow door's.
-pub fn is_mlflow_path(path: &str) -> bool {
-    PREFIXES.iter().chain(artifacts::PREFIXES.iter()).any(|p| path.starts_with(p))
 }
 
 /// An error as MLflow's server would answer it.
@@ -102,7 +97,7 @@ type Result<T, E = MlflowError> = std::result::Result<T, E>;
 /// A request's arguments: the query of a GET, the JSON object of anything else.
 async fn arguments(req: &HttpRequest, payload: web::Payload) -> Result<Value> {
     if req.method() == actix_web::http::Method::GET {
-        let pairs = crate::routes::query_pairs(req)?;
+        let pairs = crate::query::query_pairs(req)?;
         let mut object = Map::new();
         for (k, v) in pairs {
             match object.get_mut(&k) {
@@ -164,7 +159,7 @@ fn integer(args: &Value, name: &str) -> Result<Option<i64>> {
     let bad = || wrong_type(name, &args[name]);
     match &args[name] {
         Value::Null => Ok(None),
-        Value::Number(n) => n.as_i64().or_else(|| crate::api::integer::of(n)).map(Some).ok_or_else(bad),
+        Value::Number(n) => n.as_i64().or_else(|| crate::wire::integer::of(n)).map(Some).ok_or_else(bad),
         Value::String(s) if s.is_empty() => Ok(None),
         Value::String(s) => s.trim().parse().map(Some).map_err(|_| bad()),
         _ => Err(bad()),
@@ -265,6 +260,42 @@ fn split_outside_quotes<'a>(text: &'a str, keyword: &str) -> Vec<&'a str> {
     }
     parts.push(&text[start..]);
     parts
+}
+
+/// MLflow's rule for metric, param and tag keys: letters, digits, `_ - . / : ` and spaces.
+pub(super) fn mlflow_key(field: &str, key: &str) -> Result<()> {
+    let ok = !key.is_empty()
+        && key.chars().count() <= 250
+        && key.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ' ' | '/' | ':'))
+        && !key.starts_with('/')
+        && !key.split('/').any(|part| part == "..");
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            field,
+            format!(
+                "Invalid value {key:?} for parameter '{field}' supplied: names may only contain alphanumerics, \
+                 underscores (_), dashes (-), periods (.), spaces ( ), colon(:) and slashes (/)"
+            ),
+        )
+        .into())
+    }
+}
+
+pub(super) fn tag_pairs(args: &Value, name: &str) -> Result<Vec<(String, String)>> {
+    match &args[name] {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items
+            .iter()
+            .map(|t| {
+                let key = required_text(t, "key")?.to_owned();
+                let value = text(t, "value")?.unwrap_or_default().to_owned();
+                Ok((key, value))
+            })
+            .collect(),
+        other => Err(wrong_type(name, other)),
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,15 @@
 //! Routes of the model registry: models, versions with lineage, aliases, tags, archive, delete.
 
-use crate::api;
+mod wire;
+
+pub(crate) use wire::CreateVersion;
+
 use crate::auth::role_on;
 use crate::body::json_body;
 use crate::error::{ApiError, Result};
-use crate::routes::{meta, query_one, query_pairs, State};
+use crate::query::{query_one, query_pairs};
+use crate::state::{meta, State};
+use crate::wire::{integer, NameText, StatusOk, OK};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -29,6 +34,24 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/models/{name}/aliases/{alias}", web::put().to(set_alias))
         .route("/models/{name}/aliases/{alias}", web::delete().to(delete_alias));
 }
+
+/// This resource's operations in the API document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(
+    create_model,
+    list_models,
+    get_model,
+    update_model,
+    delete_model,
+    create_version,
+    list_versions,
+    get_version,
+    update_version,
+    delete_version,
+    set_alias,
+    delete_alias,
+))]
+pub(super) struct Api;
 
 fn model_name(s: &str) -> Result<String> {
     check_len("name", "a model name", s, MAX_NAME_CHARS)?;
@@ -89,10 +112,10 @@ pub(crate) async fn model_access(state: &State, req: &HttpRequest, name: &str, n
     crate::auth::require(req, Scope::Model, id, name, need).await
 }
 
-async fn version_view(state: &State, v: VersionRow) -> Result<api::VersionView> {
+async fn version_view(state: &State, v: VersionRow) -> Result<wire::VersionView> {
     let (run_id, files) = (v.run_id.clone(), v.files.clone());
     let missing = meta(state, move |m| m.missing_files(&run_id, &files)).await?;
-    Ok(api::VersionView {
+    Ok(wire::VersionView {
         model: v.model,
         version: v.version,
         run_id: v.run_id,
@@ -111,22 +134,22 @@ async fn version_view(state: &State, v: VersionRow) -> Result<api::VersionView> 
 }
 
 /// Register a model.
-#[utoipa::path(post, path = "/api/v1/models", tag = "registry", request_body = api::CreateModel,
-    responses((status = 201, description = "The new model.", body = api::ModelView)))]
+#[utoipa::path(post, path = "/api/v1/models", tag = "registry", request_body = wire::CreateModel,
+    responses((status = 201, description = "The new model.", body = wire::ModelView)))]
 pub(crate) async fn create_model(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
-    let body: api::CreateModel = json_body(&req, payload).await?;
+    let body: wire::CreateModel = json_body(&req, payload).await?;
     let name = model_name(&body.name)?;
     description(&body.description)?;
     let (tags, _) = string_map("tags", &body.tags)?;
     let creator = crate::auth::actor(&req);
     let model = meta(&state, move |m| m.create_model(&name, &body.description, &tags, creator.as_ref())).await?;
     let role = role_on(&req, Scope::Model, model.id).await?;
-    Ok(HttpResponse::Created().json(api::ModelView::new(&model, role)))
+    Ok(HttpResponse::Created().json(wire::ModelView::new(&model, role)))
 }
 
 /// List models.
 #[utoipa::path(get, path = "/api/v1/models", tag = "registry", params(("search" = Option<String>, Query, max_length = 4000, description = "Only names containing this.")),
-    responses((status = 200, description = "The models.", body = api::ModelList)))]
+    responses((status = 200, description = "The models.", body = wire::ModelList)))]
 pub(crate) async fn list_models(state: State, req: HttpRequest) -> Result<HttpResponse> {
     let pairs = query_pairs(&req)?;
     let search = query_one(&pairs, "search").unwrap_or_default().to_owned();
@@ -135,25 +158,25 @@ pub(crate) async fn list_models(state: State, req: HttpRequest) -> Result<HttpRe
     let models = meta(&state, move |m| m.models(&search)).await?;
     let mut views = Vec::with_capacity(models.len());
     for model in models.iter().filter(|m| visible.allows(m.id)) {
-        views.push(api::ModelView::new(model, role_on(&req, Scope::Model, model.id).await?));
+        views.push(wire::ModelView::new(model, role_on(&req, Scope::Model, model.id).await?));
     }
-    Ok(HttpResponse::Ok().json(api::ModelList { models: views }))
+    Ok(HttpResponse::Ok().json(wire::ModelList { models: views }))
 }
 
 /// Get a model.
-#[utoipa::path(get, path = "/api/v1/models/{name}", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name.")),
-    responses((status = 200, description = "The model.", body = api::ModelView)))]
+#[utoipa::path(get, path = "/api/v1/models/{name}", tag = "registry", params(("name" = inline(NameText), Path, description = "The model's name.")),
+    responses((status = 200, description = "The model.", body = wire::ModelView)))]
 pub(crate) async fn get_model(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
     model_access(&state, &req, &name, Role::Read).await?;
     let model = meta(&state, move |m| m.model(&name)).await?;
     let role = role_on(&req, Scope::Model, model.id).await?;
-    Ok(HttpResponse::Ok().json(api::ModelView::new(&model, role)))
+    Ok(HttpResponse::Ok().json(wire::ModelView::new(&model, role)))
 }
 
 /// Change a model's description or tags.
-#[utoipa::path(patch, path = "/api/v1/models/{name}", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name.")), request_body = api::UpdateModel,
-    responses((status = 200, description = "The model as it is now.", body = api::ModelView)))]
+#[utoipa::path(patch, path = "/api/v1/models/{name}", tag = "registry", params(("name" = inline(NameText), Path, description = "The model's name.")), request_body = wire::UpdateModel,
+    responses((status = 200, description = "The model as it is now.", body = wire::ModelView)))]
 pub(crate) async fn update_model(
     state: State,
     path: web::Path<String>,
@@ -162,28 +185,28 @@ pub(crate) async fn update_model(
 ) -> Result<HttpResponse> {
     let name = path.into_inner();
     model_access(&state, &req, &name, Role::Write).await?;
-    let body: api::UpdateModel = json_body(&req, payload).await?;
+    let body: wire::UpdateModel = json_body(&req, payload).await?;
     if let Some(text) = &body.description {
         description(text)?;
     }
     let (set, delete) = string_map("tags", &body.tags)?;
     let model = meta(&state, move |m| m.update_model(&name, body.description.as_deref(), &set, &delete)).await?;
     let role = role_on(&req, Scope::Model, model.id).await?;
-    Ok(HttpResponse::Ok().json(api::ModelView::new(&model, role)))
+    Ok(HttpResponse::Ok().json(wire::ModelView::new(&model, role)))
 }
 
 /// Delete a model and its versions (their files stay with their runs).
-#[utoipa::path(delete, path = "/api/v1/models/{name}", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name.")),
-    responses((status = 200, description = "Deleted.", body = api::StatusOk)))]
+#[utoipa::path(delete, path = "/api/v1/models/{name}", tag = "registry", params(("name" = inline(NameText), Path, description = "The model's name.")),
+    responses((status = 200, description = "Deleted.", body = StatusOk)))]
 pub(crate) async fn delete_model(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
     model_access(&state, &req, &name, Role::Admin).await?;
     meta(&state, move |m| m.delete_model(&name)).await?;
-    Ok(HttpResponse::Ok().json(api::OK))
+    Ok(HttpResponse::Ok().json(OK))
 }
 
 /// The files a version points at, and what they were, from a checkpoint or an artifact path.
-async fn version_source(state: &State, run: &RunId, body: &api::CreateVersion) -> Result<(Value, Value)> {
+async fn version_source(state: &State, run: &RunId, body: &wire::CreateVersion) -> Result<(Value, Value)> {
     if let Some(path) = &body.artifact {
         let (id, prefix) = (run.clone(), path.clone());
         let rows = meta(state, move |m| m.artifacts(&id, &prefix)).await?;
@@ -205,7 +228,7 @@ async fn version_source(state: &State, run: &RunId, body: &api::CreateVersion) -
     let chosen = match &body.checkpoint {
         None => checkpoints.first(),
         Some(Value::String(name)) => checkpoints.iter().find(|c| &c.name == name),
-        Some(Value::Number(n)) => checkpoints.iter().find(|c| Some(c.step) == api::integer::of(n)),
+        Some(Value::Number(n)) => checkpoints.iter().find(|c| Some(c.step) == integer::of(n)),
         Some(_) => return Err(ApiError::invalid("checkpoint", "a checkpoint name or step")),
     };
     // The model and the run exist; the run does not hold (yet) what the version is to be made of.
@@ -227,8 +250,8 @@ async fn version_source(state: &State, run: &RunId, body: &api::CreateVersion) -
 }
 
 /// Register a new version from a run's checkpoint or artifact, with the run's lineage.
-#[utoipa::path(post, path = "/api/v1/models/{name}/versions", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name.")), request_body = api::CreateVersion,
-    responses((status = 201, description = "The new version.", body = api::VersionView)))]
+#[utoipa::path(post, path = "/api/v1/models/{name}/versions", tag = "registry", params(("name" = inline(NameText), Path, description = "The model's name.")), request_body = wire::CreateVersion,
+    responses((status = 201, description = "The new version.", body = wire::VersionView)))]
 pub(crate) async fn create_version(
     state: State,
     path: web::Path<String>,
@@ -236,7 +259,7 @@ pub(crate) async fn create_version(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let name = model_name(&path)?;
-    let body: api::CreateVersion = json_body(&req, payload).await?;
+    let body: wire::CreateVersion = json_body(&req, payload).await?;
     let row = register_version(&state, &req, name, body).await?;
     Ok(HttpResponse::Created().json(version_view(&state, row).await?))
 }
@@ -247,23 +270,23 @@ pub(crate) async fn register_version(
     state: &State,
     req: &HttpRequest,
     name: String,
-    body: api::CreateVersion,
+    body: wire::CreateVersion,
 ) -> Result<VersionRow> {
-    model_access(&state, &req, &name, Role::Write).await?;
+    model_access(state, req, &name, Role::Write).await?;
     let run = RunId::parse("run_id", &body.run_id).map_err(|_| ApiError::NotFound(format!("run {:?}", body.run_id)))?;
-    let project_id = crate::routes::run_project(&state, &run).await?;
-    crate::auth::require_run(&req, &run, project_id, Role::Read).await?;
+    let project_id = crate::lookup::run_project(state, &run).await?;
+    crate::auth::require_run(req, &run, project_id, Role::Read).await?;
     let alias = body.alias.as_deref().map(|a| alias("alias", a)).transpose()?;
     description(&body.description)?;
     let (tags, _) = string_map("tags", &body.tags)?;
-    let (source, files) = version_source(&state, &run, &body).await?;
+    let (source, files) = version_source(state, &run, &body).await?;
     // Lineage: the run as it is now, with what it recorded about its code and environment.
     let (run_row, metadata) = {
         let id = run.clone();
-        meta(&state, move |m| Ok((m.run(&id)?, m.metadata(&id)?))).await?
+        meta(state, move |m| Ok((m.run(&id)?, m.metadata(&id)?))).await?
     };
     let summaries = state.store.summaries(&run).await?;
-    let run_view = serde_json::to_value(api::RunView::new(&run_row, &summaries, false))
+    let run_view = serde_json::to_value(crate::routes::runs::RunView::new(&run_row, &summaries, false))
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let lineage = json!({
         "run": {"id": run_view["id"], "project": run_view["project"], "name": run_view["name"], "status": run_view["status"],
@@ -279,13 +302,13 @@ pub(crate) async fn register_version(
     });
     let new =
         NewVersion { run_id: run.to_string(), source, files, description: body.description, tags, lineage, alias };
-    meta(&state, move |m| m.create_version(&name, &new)).await
+    meta(state, move |m| m.create_version(&name, &new)).await
 }
 
 /// A model's versions.
 #[utoipa::path(get, path = "/api/v1/models/{name}/versions", tag = "registry",
-    params(("name" = inline(api::NameText), Path, description = "The model's name."), ("status" = Option<String>, Query, description = "ready or archived.")),
-    responses((status = 200, description = "The versions.", body = api::VersionList)))]
+    params(("name" = inline(NameText), Path, description = "The model's name."), ("status" = Option<String>, Query, description = "ready or archived.")),
+    responses((status = 200, description = "The versions.", body = wire::VersionList)))]
 pub(crate) async fn list_versions(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
     model_access(&state, &req, &name, Role::Read).await?;
@@ -296,12 +319,12 @@ pub(crate) async fn list_versions(state: State, path: web::Path<String>, req: Ht
     for r in rows {
         list.push(version_view(&state, r).await?);
     }
-    Ok(HttpResponse::Ok().json(api::VersionList { versions: list }))
+    Ok(HttpResponse::Ok().json(wire::VersionList { versions: list }))
 }
 
 /// Get a version, by number or alias.
-#[utoipa::path(get, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")),
-    responses((status = 200, description = "The version.", body = api::VersionView)))]
+#[utoipa::path(get, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = inline(NameText), Path, description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")),
+    responses((status = 200, description = "The version.", body = wire::VersionView)))]
 pub(crate) async fn get_version(
     state: State,
     path: web::Path<(String, String)>,
@@ -314,8 +337,8 @@ pub(crate) async fn get_version(
 }
 
 /// Change a version's description, status or tags.
-#[utoipa::path(patch, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")), request_body = api::UpdateVersion,
-    responses((status = 200, description = "The version as it is now.", body = api::VersionView)))]
+#[utoipa::path(patch, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = inline(NameText), Path, description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")), request_body = wire::UpdateVersion,
+    responses((status = 200, description = "The version as it is now.", body = wire::VersionView)))]
 pub(crate) async fn update_version(
     state: State,
     path: web::Path<(String, String)>,
@@ -324,7 +347,7 @@ pub(crate) async fn update_version(
 ) -> Result<HttpResponse> {
     let (name, version) = path.into_inner();
     model_access(&state, &req, &name, Role::Write).await?;
-    let body: api::UpdateVersion = json_body(&req, payload).await?;
+    let body: wire::UpdateVersion = json_body(&req, payload).await?;
     if let Some(text) = &body.description {
         description(text)?;
     }
@@ -340,8 +363,8 @@ pub(crate) async fn update_version(
 }
 
 /// Delete a version.
-#[utoipa::path(delete, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = inline(api::NameText), Path, description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")),
-    responses((status = 200, description = "Deleted.", body = api::StatusOk)))]
+#[utoipa::path(delete, path = "/api/v1/models/{name}/versions/{version}", tag = "registry", params(("name" = inline(NameText), Path, description = "The model's name."), ("version" = String, Path, pattern = "^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$", description = "A version number, or an alias.")),
+    responses((status = 200, description = "Deleted.", body = StatusOk)))]
 pub(crate) async fn delete_version(
     state: State,
     path: web::Path<(String, String)>,
@@ -350,13 +373,13 @@ pub(crate) async fn delete_version(
     let (name, version) = path.into_inner();
     model_access(&state, &req, &name, Role::Write).await?;
     meta(&state, move |m| m.delete_version(&name, &VersionRef::parse(&version))).await?;
-    Ok(HttpResponse::Ok().json(api::OK))
+    Ok(HttpResponse::Ok().json(OK))
 }
 
 /// Point an alias at a version.
 #[utoipa::path(put, path = "/api/v1/models/{name}/aliases/{alias}", tag = "registry",
-    params(("name" = inline(api::NameText), Path, description = "The model's name."), ("alias" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$", description = "An alias.")), request_body = api::SetAlias,
-    responses((status = 200, description = "The version the alias points at.", body = api::VersionView)))]
+    params(("name" = inline(NameText), Path, description = "The model's name."), ("alias" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$", description = "An alias.")), request_body = wire::SetAlias,
+    responses((status = 200, description = "The version the alias points at.", body = wire::VersionView)))]
 pub(crate) async fn set_alias(
     state: State,
     path: web::Path<(String, String)>,
@@ -366,10 +389,10 @@ pub(crate) async fn set_alias(
     let (name, alias_name) = path.into_inner();
     model_access(&state, &req, &name, Role::Write).await?;
     let alias_name = alias("alias", &alias_name)?;
-    let body: api::SetAlias = json_body(&req, payload).await?;
+    let body: wire::SetAlias = json_body(&req, payload).await?;
     let vref = match &body.version {
         Value::Number(n) => {
-            VersionRef::Number(api::integer::of(n).ok_or_else(|| ApiError::invalid("version", "a version number"))?)
+            VersionRef::Number(integer::of(n).ok_or_else(|| ApiError::invalid("version", "a version number"))?)
         }
         Value::String(s) => VersionRef::parse(s),
         _ => return Err(ApiError::invalid("version", "a version number or alias")),
@@ -380,8 +403,8 @@ pub(crate) async fn set_alias(
 
 /// Remove an alias.
 #[utoipa::path(delete, path = "/api/v1/models/{name}/aliases/{alias}", tag = "registry",
-    params(("name" = inline(api::NameText), Path, description = "The model's name."), ("alias" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$")),
-    responses((status = 200, description = "Removed.", body = api::StatusOk)))]
+    params(("name" = inline(NameText), Path, description = "The model's name."), ("alias" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$")),
+    responses((status = 200, description = "Removed.", body = StatusOk)))]
 pub(crate) async fn delete_alias(
     state: State,
     path: web::Path<(String, String)>,
@@ -390,5 +413,5 @@ pub(crate) async fn delete_alias(
     let (name, alias_name) = path.into_inner();
     model_access(&state, &req, &name, Role::Write).await?;
     meta(&state, move |m| m.delete_alias(&name, &alias_name)).await?;
-    Ok(HttpResponse::Ok().json(api::OK))
+    Ok(HttpResponse::Ok().json(OK))
 }

@@ -4,12 +4,12 @@
 //! lineage; aliases and tags are shared. Stages, which MLflow deprecates, are kept in a version
 //! tag of their own (`Archived` is also the version's archived status).
 
-use super::tracking::name_filter;
+use super::experiments::name_filter;
 use super::{arguments, page, paged, required_text, text, MlflowError, Result};
-use crate::api;
 use crate::error::ApiError;
-use crate::registry_routes::{model_access, register_version};
-use crate::routes::{meta, run_project, State};
+use crate::lookup::run_project;
+use crate::routes::registry::{model_access, register_version, CreateVersion};
+use crate::state::{meta, State};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -62,7 +62,7 @@ async fn source_uri(state: &State, v: &VersionRow) -> Result<String> {
         _ => v.source["path"].as_str().unwrap_or_default().to_owned(),
     };
     let run = trainlog_schema::RunId::parse("run_id", &v.run_id)?;
-    let (experiment, _) = super::tracking::experiment_of_run(state, &run).await?;
+    let (experiment, _) = super::experiments::experiment_of_run(state, &run).await?;
     Ok(format!("mlflow-artifacts:/{experiment}/{}/artifacts/{path}", v.run_id))
 }
 
@@ -161,11 +161,14 @@ async fn get_model(state: State, req: HttpRequest, payload: web::Payload) -> Res
     Ok(HttpResponse::Ok().json(json!({"registered_model": model_json(&state, &model).await?})))
 }
 
+/// A model's new description (when given), the tags to set and those to delete.
+type ModelChange = (Option<String>, BTreeMap<String, String>, Vec<String>);
+
 async fn change_model(
     state: State,
     req: HttpRequest,
     payload: web::Payload,
-    change: fn(&Value) -> Result<(Option<String>, BTreeMap<String, String>, Vec<String>)>,
+    change: fn(&Value) -> Result<ModelChange>,
 ) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
     let name = named_model(&state, &req, &args, Role::Write).await?;
@@ -280,7 +283,7 @@ async fn create_version(state: State, req: HttpRequest, payload: web::Payload) -
         }
         None => parse_source(source, text(&args, "run_id")?)?,
     };
-    let body: api::CreateVersion = serde_json::from_value(json!({
+    let body: CreateVersion = serde_json::from_value(json!({
         "run_id": run,
         "artifact": path,
         "description": text(&args, "description")?.unwrap_or_default(),

@@ -2,11 +2,13 @@
 //! on projects and registered models (their admins). Changes hold at once: cached keys and roles
 //! are dropped.
 
-use crate::api;
+mod wire;
+
 use crate::auth::{self, require, require_admin};
 use crate::body::json_body;
 use crate::error::{ApiError, Result};
-use crate::routes::{meta, State};
+use crate::state::{meta, State};
+use crate::wire::{NameText, RoleName, StatusOk, OK};
 use actix_web::{web, HttpRequest, HttpResponse};
 use trainlog_meta::{Role, Scope};
 
@@ -25,6 +27,25 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/models/{name}/members/{user}", web::put().to(set_model_member))
         .route("/models/{name}/members/{user}", web::delete().to(remove_model_member));
 }
+
+/// This resource's operations in the API document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(
+    whoami,
+    list_users,
+    create_user,
+    remove_user,
+    list_keys,
+    create_key,
+    revoke_key,
+    project_members,
+    set_project_member,
+    remove_project_member,
+    model_members,
+    set_model_member,
+    remove_model_member,
+))]
+pub(super) struct Api;
 
 /// Users and roles only mean something on a server that checks keys.
 fn needs_auth(req: &HttpRequest) -> Result<()> {
@@ -48,64 +69,64 @@ fn may_manage_keys_of(req: &HttpRequest, user: &str) -> Result<()> {
 }
 
 /// Who the request's key belongs to (answers without a key when the server checks none).
-#[utoipa::path(get, path = "/api/v1/whoami", tag = "users", responses((status = 200, description = "The caller.", body = api::WhoAmI)))]
+#[utoipa::path(get, path = "/api/v1/whoami", tag = "users", responses((status = 200, description = "The caller.", body = wire::WhoAmI)))]
 pub(crate) async fn whoami(req: HttpRequest) -> HttpResponse {
     let actor = auth::actor(&req);
-    HttpResponse::Ok().json(api::WhoAmI {
+    HttpResponse::Ok().json(wire::WhoAmI {
         auth: auth::enabled(&req),
         admin: actor.as_ref().is_some_and(|a| a.is_admin),
-        default_role: actor.as_ref().map(|a| api::RoleName::of(a.default_role)),
+        default_role: actor.as_ref().map(|a| RoleName::of(a.default_role)),
         user: actor.map(|a| a.name),
     })
 }
 
 /// List users (server admins).
-#[utoipa::path(get, path = "/api/v1/users", tag = "users", responses((status = 200, description = "Every user.", body = api::UserList)))]
+#[utoipa::path(get, path = "/api/v1/users", tag = "users", responses((status = 200, description = "Every user.", body = wire::UserList)))]
 pub(crate) async fn list_users(state: State, req: HttpRequest) -> Result<HttpResponse> {
     needs_auth(&req)?;
     require_admin(&req, "the list of users")?;
     let users = meta(&state, |m| m.users()).await?;
     let users = users
         .into_iter()
-        .map(|u| api::UserView {
+        .map(|u| wire::UserView {
             name: u.name,
             admin: u.is_admin,
             active_keys: u.active_keys,
             created_time: u.created_ms,
         })
         .collect();
-    Ok(HttpResponse::Ok().json(api::UserList { users }))
+    Ok(HttpResponse::Ok().json(wire::UserList { users }))
 }
 
 /// Create a user (server admins); answers its first key, shown this once.
-#[utoipa::path(post, path = "/api/v1/users", tag = "users", request_body = api::CreateUser,
-    responses((status = 201, description = "The user's first key.", body = api::NewKeyView)))]
+#[utoipa::path(post, path = "/api/v1/users", tag = "users", request_body = wire::CreateUser,
+    responses((status = 201, description = "The user's first key.", body = wire::NewKeyView)))]
 pub(crate) async fn create_user(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     needs_auth(&req)?;
     require_admin(&req, "creating users")?;
-    let body: api::CreateUser = json_body(&req, payload).await?;
+    let body: wire::CreateUser = json_body(&req, payload).await?;
     let name = body.name.clone();
     let key = meta(&state, move |m| m.add_user(&body.name, body.admin)).await?;
-    Ok(HttpResponse::Created().json(api::NewKeyView { user: name, key_id: key.id, key: key.key }))
+    Ok(HttpResponse::Created().json(wire::NewKeyView { user: name, key_id: key.id, key: key.key }))
 }
 
 /// Remove a user and their keys (server admins); what they logged stays.
 #[utoipa::path(delete, path = "/api/v1/users/{name}", tag = "users",
-    params(("name" = inline(api::UserNameText), Path, description = "The user's name.")),
-    responses((status = 200, description = "Removed; their keys stop working at once.", body = api::StatusOk)))]
+    params(("name" = inline(wire::UserNameText), Path, description = "The user's name.")),
+    responses((status = 200, description = "Removed; their keys stop working at once.", body = StatusOk)))]
 pub(crate) async fn remove_user(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     needs_auth(&req)?;
     require_admin(&req, "removing users")?;
     let name = path.into_inner();
     meta(&state, move |m| m.remove_user(&name)).await?;
     auth::forget(&req);
-    Ok(HttpResponse::Ok().json(api::OK))
+    Ok(HttpResponse::Ok().json(OK))
 }
 
 /// A user's keys (server admins, or the user).
 #[utoipa::path(get, path = "/api/v1/users/{name}/keys", tag = "users",
-    params(("name" = inline(api::UserNameText), Path, description = "The user's name.")),
-    responses((status = 200, description = "The keys, revoked ones too; never their secrets.", body = api::KeyList)))]
+    params(("name" = inline(wire::UserNameText), Path, description = "The user's name.")),
+    responses((status = 200, description = "The keys, revoked ones too; never their secrets.", body = wire::KeyList)))]
 pub(crate) async fn list_keys(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
     may_manage_keys_of(&req, &name)?;
@@ -123,7 +144,7 @@ pub(crate) async fn list_keys(state: State, path: web::Path<String>, req: HttpRe
     };
     let keys = rows
         .into_iter()
-        .map(|k| api::KeyView {
+        .map(|k| wire::KeyView {
             id: k.id,
             user: k.user,
             created_time: k.created_ms,
@@ -131,25 +152,25 @@ pub(crate) async fn list_keys(state: State, path: web::Path<String>, req: HttpRe
             revoked_time: k.revoked_ms,
         })
         .collect();
-    Ok(HttpResponse::Ok().json(api::KeyList { keys }))
+    Ok(HttpResponse::Ok().json(wire::KeyList { keys }))
 }
 
 /// Make another key for a user (server admins, or the user); shown this once.
 #[utoipa::path(post, path = "/api/v1/users/{name}/keys", tag = "users",
-    params(("name" = inline(api::UserNameText), Path, description = "The user's name.")),
-    responses((status = 201, description = "The new key.", body = api::NewKeyView)))]
+    params(("name" = inline(wire::UserNameText), Path, description = "The user's name.")),
+    responses((status = 201, description = "The new key.", body = wire::NewKeyView)))]
 pub(crate) async fn create_key(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let name = path.into_inner();
     may_manage_keys_of(&req, &name)?;
     let user = name.clone();
     let key = meta(&state, move |m| m.create_key(&user)).await?;
-    Ok(HttpResponse::Created().json(api::NewKeyView { user: name, key_id: key.id, key: key.key }))
+    Ok(HttpResponse::Created().json(wire::NewKeyView { user: name, key_id: key.id, key: key.key }))
 }
 
 /// Revoke a key by its id (server admins, or its user); it stops working at once.
 #[utoipa::path(delete, path = "/api/v1/keys/{id}", tag = "users",
-    params(("id" = inline(api::KeyIdText), Path, description = "The key's id: the 12 hex digits after `tl_`.")),
-    responses((status = 200, description = "Revoked.", body = api::StatusOk)))]
+    params(("id" = inline(wire::KeyIdText), Path, description = "The key's id: the 12 hex digits after `tl_`.")),
+    responses((status = 200, description = "Revoked.", body = StatusOk)))]
 pub(crate) async fn revoke_key(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     needs_auth(&req)?;
     let id = path.into_inner();
@@ -161,7 +182,7 @@ pub(crate) async fn revoke_key(state: State, path: web::Path<String>, req: HttpR
     may_manage_keys_of(&req, &owner)?;
     meta(&state, move |m| m.revoke_key(&id)).await?;
     auth::forget(&req);
-    Ok(HttpResponse::Ok().json(api::OK))
+    Ok(HttpResponse::Ok().json(OK))
 }
 
 /// The caller must be an admin of the project or model, which must exist.
@@ -175,9 +196,9 @@ async fn scope_admin(state: &State, req: &HttpRequest, scope: Scope, name: &str)
 async fn members(state: State, req: HttpRequest, scope: Scope, name: String) -> Result<HttpResponse> {
     scope_admin(&state, &req, scope, &name).await?;
     let rows = meta(&state, move |m| m.members(scope, &name)).await?;
-    let members = rows.into_iter().map(|(user, role)| api::Member { user, role: api::RoleName::of(role) }).collect();
-    let default_role = api::RoleName::of(auth::default_role(&req));
-    Ok(HttpResponse::Ok().json(api::MemberList { members, default_role }))
+    let members = rows.into_iter().map(|(user, role)| wire::Member { user, role: RoleName::of(role) }).collect();
+    let default_role = RoleName::of(auth::default_role(&req));
+    Ok(HttpResponse::Ok().json(wire::MemberList { members, default_role }))
 }
 
 async fn set_member(
@@ -188,11 +209,11 @@ async fn set_member(
     (name, user): (String, String),
 ) -> Result<HttpResponse> {
     scope_admin(&state, &req, scope, &name).await?;
-    let body: api::SetMember = json_body(&req, payload).await?;
+    let body: wire::SetMember = json_body(&req, payload).await?;
     let role = body.role;
     meta(&state, move |m| m.grant(scope, &name, &user, role.role())).await?;
     auth::forget(&req);
-    Ok(HttpResponse::Ok().json(api::OK))
+    Ok(HttpResponse::Ok().json(OK))
 }
 
 async fn remove_member(
@@ -204,13 +225,13 @@ async fn remove_member(
     scope_admin(&state, &req, scope, &name).await?;
     meta(&state, move |m| m.revoke_role(scope, &name, &user)).await?;
     auth::forget(&req);
-    Ok(HttpResponse::Ok().json(api::OK))
+    Ok(HttpResponse::Ok().json(OK))
 }
 
 /// Users holding a role of their own on a project (its admins).
 #[utoipa::path(get, path = "/api/v1/projects/{name}/members", tag = "projects",
-    params(("name" = inline(api::NameText), Path, description = "The project's name.")),
-    responses((status = 200, description = "The members.", body = api::MemberList)))]
+    params(("name" = inline(NameText), Path, description = "The project's name.")),
+    responses((status = 200, description = "The members.", body = wire::MemberList)))]
 pub(crate) async fn project_members(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     members(state, req, Scope::Project, path.into_inner()).await
 }
@@ -218,9 +239,9 @@ pub(crate) async fn project_members(state: State, path: web::Path<String>, req: 
 /// Give a user a role on a project (its admins); `none` keeps them out even when the default
 /// lets everyone read.
 #[utoipa::path(put, path = "/api/v1/projects/{name}/members/{user}", tag = "projects",
-    params(("name" = inline(api::NameText), Path, description = "The project's name."),
-        ("user" = inline(api::UserNameText), Path, description = "The user's name.")),
-    request_body = api::SetMember, responses((status = 200, description = "Granted; it holds at once.", body = api::StatusOk)))]
+    params(("name" = inline(NameText), Path, description = "The project's name."),
+        ("user" = inline(wire::UserNameText), Path, description = "The user's name.")),
+    request_body = wire::SetMember, responses((status = 200, description = "Granted; it holds at once.", body = StatusOk)))]
 pub(crate) async fn set_project_member(
     state: State,
     path: web::Path<(String, String)>,
@@ -232,9 +253,9 @@ pub(crate) async fn set_project_member(
 
 /// Take a user's own role on a project away (its admins); they get the default role.
 #[utoipa::path(delete, path = "/api/v1/projects/{name}/members/{user}", tag = "projects",
-    params(("name" = inline(api::NameText), Path, description = "The project's name."),
-        ("user" = inline(api::UserNameText), Path, description = "The user's name.")),
-    responses((status = 200, description = "Removed.", body = api::StatusOk)))]
+    params(("name" = inline(NameText), Path, description = "The project's name."),
+        ("user" = inline(wire::UserNameText), Path, description = "The user's name.")),
+    responses((status = 200, description = "Removed.", body = StatusOk)))]
 pub(crate) async fn remove_project_member(
     state: State,
     path: web::Path<(String, String)>,
@@ -245,17 +266,17 @@ pub(crate) async fn remove_project_member(
 
 /// Users holding a role of their own on a registered model (its admins).
 #[utoipa::path(get, path = "/api/v1/models/{name}/members", tag = "registry",
-    params(("name" = inline(api::NameText), Path, description = "The model's name.")),
-    responses((status = 200, description = "The members.", body = api::MemberList)))]
+    params(("name" = inline(NameText), Path, description = "The model's name.")),
+    responses((status = 200, description = "The members.", body = wire::MemberList)))]
 pub(crate) async fn model_members(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     members(state, req, Scope::Model, path.into_inner()).await
 }
 
 /// Give a user a role on a registered model (its admins).
 #[utoipa::path(put, path = "/api/v1/models/{name}/members/{user}", tag = "registry",
-    params(("name" = inline(api::NameText), Path, description = "The model's name."),
-        ("user" = inline(api::UserNameText), Path, description = "The user's name.")),
-    request_body = api::SetMember, responses((status = 200, description = "Granted; it holds at once.", body = api::StatusOk)))]
+    params(("name" = inline(NameText), Path, description = "The model's name."),
+        ("user" = inline(wire::UserNameText), Path, description = "The user's name.")),
+    request_body = wire::SetMember, responses((status = 200, description = "Granted; it holds at once.", body = StatusOk)))]
 pub(crate) async fn set_model_member(
     state: State,
     path: web::Path<(String, String)>,
@@ -267,9 +288,9 @@ pub(crate) async fn set_model_member(
 
 /// Take a user's own role on a registered model away (its admins).
 #[utoipa::path(delete, path = "/api/v1/models/{name}/members/{user}", tag = "registry",
-    params(("name" = inline(api::NameText), Path, description = "The model's name."),
-        ("user" = inline(api::UserNameText), Path, description = "The user's name.")),
-    responses((status = 200, description = "Removed.", body = api::StatusOk)))]
+    params(("name" = inline(NameText), Path, description = "The model's name."),
+        ("user" = inline(wire::UserNameText), Path, description = "The user's name.")),
+    responses((status = 200, description = "Removed.", body = StatusOk)))]
 pub(crate) async fn remove_model_member(
     state: State,
     path: web::Path<(String, String)>,

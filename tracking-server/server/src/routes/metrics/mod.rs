@@ -1,0 +1,173 @@
+//! Metric series: appending points to a run (JSON or Arrow, acknowledged once in the
+//! write-ahead log), reading one run's series as points or buckets, the same metric of several
+//! runs, and the grouped query (`grouped`).
+
+mod decode;
+mod grouped;
+mod wire;
+
+use crate::body::read_body;
+use crate::error::{ApiError, Result};
+use crate::lookup;
+use crate::query::{query_int, query_one, query_pairs};
+use crate::respond::wants_arrow;
+use crate::state::State;
+use crate::wire::{KeyText, RunIdText};
+use actix_web::{web, HttpRequest, HttpResponse};
+use decode::{decode_metrics, metrics_encoding};
+use futures::StreamExt;
+use std::sync::Arc;
+use trainlog_meta::Role;
+use trainlog_schema::arrow::ARROW_STREAM_MEDIA_TYPE;
+use trainlog_schema::limits::{check_len, MAX_QUERY_RUN_IDS_CHARS};
+use trainlog_schema::RunId;
+use trainlog_store::StepRange;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/runs/{id}/metrics", web::post().to(log_metrics))
+        .route("/runs/{id}/metrics", web::get().to(get_metrics))
+        .route("/metrics", web::get().to(get_metrics_many))
+        .route("/metrics/query", web::post().to(grouped::query_metrics));
+}
+
+/// This resource's operations in the API document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(log_metrics, get_metrics, get_metrics_many, grouped::query_metrics,))]
+pub(super) struct Api;
+
+/// Append metric points to a run. Answered once the points are in the write-ahead log.
+#[utoipa::path(post, path = "/api/v1/runs/{id}/metrics", tag = "metrics", params(("id" = inline(RunIdText), Path, description = "The run's id.")),
+    request_body(content((wire::LogMetrics = "application/json"), ("application/vnd.apache.arrow.stream")),
+        description = "JSON, or an Arrow IPC stream with columns key (utf8 or dictionary), step (int64), value (float64) and optionally timestamp (int64). Gzip and zstd Content-Encoding are accepted."),
+    responses((status = 200, description = "The points are durable.", body = wire::Accepted)))]
+pub(crate) async fn log_metrics(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let (id, project_id) = lookup::writable(&state, &req, &path).await?;
+    let bytes = read_body(&req, payload).await?;
+    let encoding = metrics_encoding(&req)?;
+    let now = trainlog_meta::now_ms();
+    let batch = decode_metrics(encoding, bytes, now)?;
+    let accepted = batch.points.len();
+    state.store.append(&id, project_id, batch).await?;
+    Ok(HttpResponse::Ok().json(wire::Accepted { accepted }))
+}
+
+struct SeriesQuery {
+    key: trainlog_schema::MetricKey,
+    range: StepRange,
+    buckets: Option<usize>,
+}
+
+fn series_query(pairs: &[(String, String)]) -> Result<SeriesQuery> {
+    let key = query_one(pairs, "key").ok_or_else(|| ApiError::invalid("key", "the query parameter is required"))?;
+    let key = trainlog_schema::MetricKey::parse("key", key)?;
+    let range = StepRange { min: query_int(pairs, "step_min")?, max: query_int(pairs, "step_max")? };
+    let buckets: Option<usize> = query_int(pairs, "buckets")?;
+    if buckets.is_some_and(|n| n == 0 || n > 100_000) {
+        return Err(ApiError::invalid("buckets", "expected 1 to 100000"));
+    }
+    Ok(SeriesQuery { key, range, buckets })
+}
+
+fn arrow_series(series: &trainlog_store::Series) -> Result<HttpResponse> {
+    use arrow_array::{Float64Array, Int64Array, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema};
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("step", DataType::Int64, false),
+        Field::new("timestamp", DataType::Int64, false),
+        Field::new("value", DataType::Float64, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from(series.steps.clone())),
+            Arc::new(Int64Array::from(series.timestamps.clone())),
+            Arc::new(Float64Array::from(series.values.clone())),
+        ],
+    )
+    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let mut buf = Vec::new();
+    {
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut buf, &schema)
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        w.write(&batch).map_err(|e| ApiError::Internal(e.to_string()))?;
+        w.finish().map_err(|e| ApiError::Internal(e.to_string()))?;
+    }
+    Ok(HttpResponse::Ok().content_type(ARROW_STREAM_MEDIA_TYPE).body(buf))
+}
+
+/// One metric of a run: every point in a step range, or buckets for a chart.
+#[utoipa::path(get, path = "/api/v1/runs/{id}/metrics", tag = "metrics",
+    params(("id" = inline(RunIdText), Path, description = "The run's id."), ("key" = inline(KeyText), Query, description = "The metric's key."),
+        ("step_min" = Option<i64>, Query), ("step_max" = Option<i64>, Query),
+        ("buckets" = Option<u32>, Query, minimum = 1, maximum = 100000, description = "Reduce the series to at most this many buckets.")),
+    responses((status = 200, description = "The series. With `Accept: application/vnd.apache.arrow.stream` and no buckets, an Arrow IPC stream of step, timestamp and value.",
+        content((wire::MetricSeries = "application/json"), ("application/vnd.apache.arrow.stream")))))]
+pub(crate) async fn get_metrics(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    let (id, _) = lookup::readable(&state, &req, &path).await?;
+    let q = series_query(&query_pairs(&req)?)?;
+    let series = state.store.series(&id, &q.key, q.range).await?;
+    if q.buckets.is_none() && wants_arrow(&req) {
+        return arrow_series(&series);
+    }
+    let answer = wire::MetricSeries {
+        key: q.key.as_str(),
+        body: wire::SeriesBody::new(&series, q.buckets),
+        missing_files: state.store.missing_files(&id),
+    };
+    let mut out = Vec::with_capacity(series.len() * 48 + 64);
+    serde_json::to_writer(&mut out, &answer).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(HttpResponse::Ok().content_type("application/json").body(out))
+}
+
+/// One metric of several runs.
+#[utoipa::path(get, path = "/api/v1/metrics", tag = "metrics",
+    params(("key" = inline(KeyText), Query, description = "The metric's key."), ("runs" = String, Query, max_length = 50000, pattern = "^[A-Za-z0-9_-]{1,64}(,[A-Za-z0-9_-]{1,64}){0,999}$", description = "1 to 1,000 comma-separated run ids."),
+        ("step_min" = Option<i64>, Query), ("step_max" = Option<i64>, Query),
+        ("buckets" = Option<u32>, Query, minimum = 1, maximum = 100000)),
+    responses((status = 200, description = "The series, in the order of `runs`.", body = wire::MultiRunSeries)))]
+pub(crate) async fn get_metrics_many(state: State, req: HttpRequest) -> Result<HttpResponse> {
+    let pairs = query_pairs(&req)?;
+    let q = series_query(&pairs)?;
+    let runs = query_one(&pairs, "runs").ok_or_else(|| ApiError::invalid("runs", "the query parameter is required"))?;
+    check_len("runs", "the list of run ids", runs, MAX_QUERY_RUN_IDS_CHARS)?;
+    let ids: Vec<RunId> = runs.split(',').filter(|s| !s.is_empty()).map(lookup::run_id).collect::<Result<_>>()?;
+    if ids.is_empty() || ids.len() > 1000 {
+        return Err(ApiError::invalid("runs", "give 1 to 1000 comma-separated run ids"));
+    }
+    let (key, range) = (&q.key, q.range);
+    let all: Vec<trainlog_store::Series> = futures::stream::iter(ids.iter().map(|id| {
+        let (state, req) = (&state, &req);
+        async move {
+            lookup::run_for(state, req, id, Role::Read).await?;
+            Ok::<_, ApiError>(state.store.series(id, key, range).await?)
+        }
+    }))
+    .buffered(SERIES_READS_IN_FLIGHT)
+    .collect::<Vec<_>>()
+    .await
+    .into_iter()
+    .collect::<Result<_>>()?;
+    let answer = wire::MultiRunSeries {
+        key: q.key.as_str(),
+        series: ids
+            .iter()
+            .zip(&all)
+            .map(|(id, series)| wire::RunSeries { run_id: id.as_str(), body: wire::SeriesBody::new(series, q.buckets) })
+            .collect(),
+    };
+    let mut out = Vec::with_capacity(4096);
+    serde_json::to_writer(&mut out, &answer).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(HttpResponse::Ok().content_type("application/json").body(out))
+}
+
+/// Series read at once by the routes that read many: their decoding runs on the blocking pool.
+const SERIES_READS_IN_FLIGHT: usize = 4;
+
+/// Points of series a grouped query keeps between reading its runs' step extents and bucketing
+/// them (24 bytes a point); the series past it are read a second time instead.
+const GROUP_POINTS_KEPT: usize = 2 << 20;

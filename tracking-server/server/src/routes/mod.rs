@@ -1,0 +1,42 @@
+//! The route table: every resource's routes under `/api/v1`, MLflow's under its own prefixes,
+//! `/metrics`, and the answer for a path or method no route takes. A resource is a module here
+//! holding its handlers and its wire types together.
+
+mod artifacts;
+mod metrics;
+mod mlflow;
+pub(crate) mod openapi;
+mod projects;
+mod registry;
+mod runs;
+mod sweeps;
+mod system;
+mod team;
+mod views;
+
+use crate::error::ApiError;
+use actix_web::{web, HttpRequest, HttpResponse};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    mlflow::configure(cfg);
+    cfg.route("/metrics", web::get().to(system::prometheus::prometheus));
+    cfg.service(
+        web::scope("/api/v1")
+            .configure(system::configure)
+            .configure(openapi::configure)
+            .configure(projects::configure)
+            .configure(runs::configure)
+            .configure(metrics::configure)
+            .configure(artifacts::configure)
+            .configure(registry::configure)
+            .configure(sweeps::configure)
+            .configure(team::configure)
+            .configure(views::configure),
+    )
+    .default_service(web::to(|req: HttpRequest| async move {
+        Err::<HttpResponse, _>(match openapi::allowed_methods(req.path()) {
+            Some(allow) => ApiError::MethodNotAllowed { method: req.method().to_string(), allow },
+            None => ApiError::NotFound(format!("route {} {}", req.method(), req.path())),
+        })
+    }));
+}

@@ -1,0 +1,189 @@
+//! Start-up: the server's configuration, opening the stores, binding (with TLS when asked),
+//! serving until SIGINT or SIGTERM, and persisting what is buffered on the way out.
+
+use crate::state::AppState;
+use crate::{auth, guard, routes, ui};
+use actix_web::{web, App, HttpServer};
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use trainlog_meta::MetaStore;
+use trainlog_store::{MetricsStore, StoreConfig};
+
+/// Default port of `trainlog server`.
+pub const DEFAULT_PORT: u16 = 7310;
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub host: String,
+    pub port: u16,
+    pub data_dir: PathBuf,
+    pub store_url: Option<String>,
+    /// The metadata database (`postgres://…`, `sqlite:///…`); default the SQLite file in `data_dir`.
+    pub meta_url: Option<String>,
+    /// A sweep trial whose agent sends no heartbeat for this long is taken as preempted.
+    pub trial_timeout: std::time::Duration,
+    /// Host names served besides the bound address (`*`: any); see `guard::HostPolicy`.
+    pub allowed_hosts: Vec<String>,
+    /// Bytes of buffered points above which ingest answers 503 until persisting catches up.
+    pub max_buffer_bytes: usize,
+    /// Age at which buffered points are written to the object store.
+    pub persist_interval: std::time::Duration,
+    /// Every API route but the health check needs an API key.
+    pub auth: bool,
+    /// Serve a non-loopback address without `auth`, for a server behind its own proxy.
+    pub insecure_no_auth: bool,
+    /// With `auth`: the role users get on projects and models they hold none of their own on.
+    pub default_role: trainlog_meta::Role,
+    /// Serve HTTPS with this certificate chain and private key (PEM files).
+    pub tls: Option<TlsFiles>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// The rustls configuration of a server with a certificate chain and its key.
+fn tls_config(files: &TlsFiles) -> Result<rustls::ServerConfig, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(&files.cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("reading the certificate chain {}: {e}", files.cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no PEM certificate", files.cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .map_err(|e| format!("reading the private key {}: {e}", files.key.display()))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| {
+            format!(
+                "the certificate {} and the key {} do not make a pair: {e}",
+                files.cert.display(),
+                files.key.display()
+            )
+        })
+}
+
+/// Whether a bind address is reachable from this machine only.
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Opens the stores, serves until SIGINT or SIGTERM, then persists what is buffered.
+pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
+    let started = std::time::Instant::now();
+    let to_io = |e: String| std::io::Error::other(e);
+    if !config.auth && !config.insecure_no_auth && !is_loopback(&config.host) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "refusing to serve {} without authentication: anyone who can reach it could read and change every run. \
+                 Add --auth (API keys; see `trainlog users add`), or --insecure-no-auth if a proxy in front of it \
+                 checks who calls",
+                config.host
+            ),
+        ));
+    }
+    let tls = config.tls.as_ref().map(tls_config).transpose().map_err(to_io)?;
+    std::fs::create_dir_all(&config.data_dir)?;
+    let meta_url = match &config.meta_url {
+        Some(url) => trainlog_meta::MetaUrl::parse(url).map_err(|e| to_io(format!("--meta: {e}")))?,
+        None => trainlog_meta::MetaUrl::Sqlite(config.data_dir.join("trainlog.db")),
+    };
+    let meta_shown = meta_url.redacted();
+    let meta = Arc::new(
+        tokio::task::spawn_blocking(move || MetaStore::connect(&meta_url))
+            .await
+            .map_err(|e| to_io(e.to_string()))?
+            .map_err(|e| to_io(format!("opening the metadata store {meta_shown}: {e}")))?,
+    );
+    let store_config = StoreConfig {
+        max_buffer_bytes: config.max_buffer_bytes,
+        rotate_after: config.persist_interval,
+        ..StoreConfig::new(config.data_dir.clone(), config.store_url.clone())
+    };
+    if config.auth {
+        let (m, dir) = (meta.clone(), config.data_dir.clone());
+        let made = tokio::task::spawn_blocking(move || auth::bootstrap_admin(&m, &dir))
+            .await
+            .map_err(|e| to_io(e.to_string()))?
+            .map_err(to_io)?;
+        if let Some(path) = made {
+            println!("trainlog: created user admin; its API key is in {} (readable by you only)", path.display());
+        }
+    }
+    let auth = Arc::new(auth::Auth::new(config.auth, config.default_role, meta.clone()));
+    let store = MetricsStore::open(store_config, meta.clone())
+        .await
+        .map_err(|e| to_io(format!("opening the metrics store: {e}")))?;
+    let state = web::Data::new(AppState {
+        meta,
+        store: store.clone(),
+        run_projects: Mutex::new(HashMap::new()),
+        sweep_lock: tokio::sync::Mutex::new(()),
+        trial_timeout_ms: config.trial_timeout.as_millis() as i64,
+        started_ms: trainlog_meta::now_ms(),
+    });
+    let listener = TcpListener::bind((config.host.as_str(), config.port))?;
+    let addr = listener.local_addr()?;
+    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(2);
+    let host_policy = web::Data::new(guard::HostPolicy::new(&config.host, &config.allowed_hosts));
+    let auth_data = web::Data::new(auth.clone());
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .app_data(host_policy.clone())
+            .app_data(auth_data.clone())
+            .wrap(actix_web::middleware::from_fn(auth::authenticate))
+            .wrap(actix_web::middleware::from_fn(guard::guard))
+            .wrap(guard::security_headers())
+            .configure(ui::configure)
+            .configure(routes::configure)
+    })
+    .workers(workers)
+    .shutdown_timeout(30)
+    .disable_signals();
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let server = match tls {
+        Some(tls) => server.listen_rustls_0_23(listener, tls)?,
+        None => server.listen(listener)?,
+    }
+    .run();
+    // Signal handlers are in place before the ready line, so a SIGTERM sent as soon as the
+    // server says it is ready still stops it gracefully.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    auth.spawn_upkeep();
+    let handle = server.handle();
+    actix_web::rt::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+        handle.stop(true).await;
+    });
+    let replay = store.stats();
+    println!(
+        "trainlog server listening on {scheme}://{addr} (data {}, started in {} ms, replayed {} log records)",
+        config.data_dir.display(),
+        started.elapsed().as_millis(),
+        replay.wal_replayed_records
+    );
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    server.await?;
+    eprintln!("trainlog: stopping; persisting buffered points");
+    store.shutdown().await.map_err(|e| to_io(format!("persisting on shutdown: {e}")))?;
+    eprintln!("trainlog: stopped");
+    Ok(())
+}
