@@ -1,6 +1,6 @@
 //! Run search: the filter and order-by grammar, compiled to one parameterised SQL query in three stages:
 //! `grammar` parses the text into a typed syntax tree, `plan` decides the tables, columns and bound values,
-//! and `sql` writes the plan for a [`Dialect`].
+//! and `sql` writes the plan for a [`Dialect`]. [`mlflow`] rewrites MLflow's filters into this grammar.
 //!
 //! Semantics:
 //! - `metrics.KEY` is the last value, `metrics_min`/`metrics_max` the extremes, `metrics_mean` the mean, `metrics_step` the last step.
@@ -28,6 +28,7 @@
 
 mod error;
 mod grammar;
+pub mod mlflow;
 mod plan;
 mod sql;
 
