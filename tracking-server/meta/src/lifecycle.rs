@@ -114,15 +114,18 @@ impl RunCache {
 /// like `RunCache`.
 #[derive(Default)]
 pub(crate) struct SummaryCache {
-    entries: std::sync::Mutex<HashMap<String, (i64, BTreeMap<String, MetricSummary>)>>,
+    entries: std::sync::Mutex<HashMap<String, (i64, RunSummaries)>>,
 }
+
+/// A run's summaries, by metric key.
+type RunSummaries = BTreeMap<String, MetricSummary>;
+
+/// The cached summaries by run, and the runs (with their revisions) to read.
+type CachedAndMissing = (HashMap<String, RunSummaries>, Vec<(String, i64)>);
 
 impl SummaryCache {
     /// The cached summaries of the runs whose revision matches, and the runs to read.
-    pub(crate) fn hits(
-        &self,
-        revisions: &[(String, i64)],
-    ) -> Result<(HashMap<String, BTreeMap<String, MetricSummary>>, Vec<(String, i64)>)> {
+    pub(crate) fn hits(&self, revisions: &[(String, i64)]) -> Result<CachedAndMissing> {
         let entries = self.entries.lock().map_err(|_| Error::Poisoned)?;
         let mut found = HashMap::with_capacity(revisions.len());
         let mut missing = Vec::new();
@@ -138,11 +141,7 @@ impl SummaryCache {
     }
 
     /// Keeps summaries read at the given revisions (a run without any is kept empty).
-    pub(crate) fn keep(
-        &self,
-        read: &[(String, i64)],
-        loaded: &HashMap<String, BTreeMap<String, MetricSummary>>,
-    ) -> Result<()> {
+    pub(crate) fn keep(&self, read: &[(String, i64)], loaded: &HashMap<String, RunSummaries>) -> Result<()> {
         if read.len() > RUN_CACHE_ENTRIES {
             return Ok(());
         }
