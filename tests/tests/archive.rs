@@ -74,7 +74,7 @@ fn archived_runs_leave_lists_stay_readable_and_come_back() {
     let search = |archived: Value| s.post("/runs/search", &json!({"project": "p", "archived": archived}));
     assert_eq!(ids(&s.post("/runs/search", &json!({"project": "p"})).1), [b.clone(), c.clone()]);
     assert_eq!(ids(&search(json!(false)).1), [b.clone(), c.clone()]);
-    assert_eq!(ids(&search(json!(true)).1), [a.clone()]);
+    assert_eq!(ids(&search(json!(true)).1), std::slice::from_ref(&a));
     assert_eq!(ids(&search(json!("all")).1), [a.clone(), b.clone(), c.clone()]);
     let (status, all) = s.post("/runs/search", &json!({"archived": "all", "filter": "metrics.loss < 1"}));
     assert_eq!((status, ids(&all)), (200, vec![a.clone()]), "filters apply to archived runs: {all}");
@@ -232,7 +232,7 @@ fn a_run_deleted_for_good_leaves_nothing_behind_and_stays_gone_after_a_crash() {
             let (status, body) = s.get(&path);
             assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not_found")), "{path}: {body}");
         }
-        assert_eq!(ids(&s.post("/runs/search", &json!({"archived": "all"})).1), [kept.clone()]);
+        assert_eq!(ids(&s.post("/runs/search", &json!({"archived": "all"})).1), std::slice::from_ref(&kept));
         let (status, body) = s.post("/runs", &json!({"project": "p", "id": gone}));
         assert_eq!((status, field(&body)), (409, "id"), "the id is not given again: {body}");
         assert_eq!(s.log(&gone, json!([{"key": "loss", "step": 5, "value": 0.1}])).0, 404);

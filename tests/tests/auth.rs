@@ -253,7 +253,8 @@ fn permission_matrix(default: &str) {
     let grant = json!({"role": "admin"});
     assert_eq!(call(&s, "PUT", "/api/v1/projects/vision/members/writer", Some(&writer), Some(&grant)).0, 403);
 
-    let ops: Vec<(&str, Box<dyn Fn(&str) -> u16>)> = vec![
+    type Call<'a> = Box<dyn Fn(&str) -> u16 + 'a>;
+    let ops: Vec<(&str, Call)> = vec![
         ("create run", Box::new(|k| call(&s, "POST", "/api/v1/runs", Some(k), Some(&json!({"project": "vision"}))).0)),
         (
             "log metrics",

@@ -217,6 +217,12 @@ impl From<trainlog_meta::Error> for ApiError {
     }
 }
 
+impl From<trainlog_meta::search::mlflow::FilterRewriteError> for ApiError {
+    fn from(e: trainlog_meta::search::mlflow::FilterRewriteError) -> Self {
+        ApiError::invalid(e.field, e.message)
+    }
+}
+
 impl From<trainlog_store::Error> for ApiError {
     fn from(e: trainlog_store::Error) -> Self {
         use trainlog_store::Error as S;

@@ -5,7 +5,6 @@
 
 mod artifacts;
 mod experiments;
-mod filter;
 mod logged_models;
 mod registry;
 mod runs;

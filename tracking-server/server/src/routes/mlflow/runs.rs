@@ -2,7 +2,6 @@
 //! params, tags and batches, read a metric's history, and search runs with MLflow's filter.
 
 use super::experiments::{experiment, forget_run_projects, must_be_active, view_type, DEFAULT_EXPERIMENT};
-use super::filter::{translate_filter, translate_order_by};
 use super::{arguments, double, double_json, integer, page, required_text, text, texts, MlflowError, Result};
 use super::{mlflow_key, tag_pairs};
 use crate::auth::require_run;
@@ -13,6 +12,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use trainlog_meta::search::mlflow::{translate_filter, translate_order_by};
 use trainlog_meta::search::RunScope;
 use trainlog_meta::{NewRun, Role, Run, RunUpdate, Scope};
 use trainlog_schema::limits::{check_len, MAX_PAGE_SIZE, MAX_TAG_VALUE_CHARS};
@@ -554,8 +554,8 @@ async fn log_batch(state: State, req: HttpRequest, payload: web::Payload) -> Res
 
 async fn search_runs(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
-    let filter = translate_filter(text(&args, "filter")?.unwrap_or(""))?;
-    let order_by = translate_order_by(&texts(&args, "order_by")?)?;
+    let filter = translate_filter(text(&args, "filter")?.unwrap_or("")).map_err(ApiError::from)?;
+    let order_by = translate_order_by(&texts(&args, "order_by")?).map_err(ApiError::from)?;
     let (limit, offset) = page(&args, 1000)?;
     let limit = limit.min(MAX_PAGE_SIZE as usize);
     let visible = crate::auth::visibility(&req, Scope::Project).await?;
