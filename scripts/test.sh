@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: Rust unit and end-to-end tests (once on SQLite, again on a throwaway
 # PostgreSQL cluster), the storage tests again against an S3-compatible server on 127.0.0.1,
-# the Python tests and the UI tests. Installs what it needs.
+# the Python tests and the UI tests, after the lints (rustfmt, clippy, ruff). Installs what it
+# needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -11,6 +12,11 @@ if [[ ! -x .venv/bin/python ]]; then
     python3 -m venv .venv
 fi
 .venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+
+echo "== Lint: rustfmt and ruff (the Python package) first, clippy after the build"
+cargo fmt --all -- --check
+.venv/bin/ruff check client-py/python-source
+.venv/bin/ruff format --check client-py/python-source
 
 echo "== MLflow's own server, which the import tests start (and bench/python/bench_mlflow_compat.py)"
 if [[ ! -x .venv-mlflow/bin/python ]]; then
@@ -38,6 +44,9 @@ export TRAINLOG_TEST_PG
 
 echo "== Build (release, once)"
 cargo build --release --workspace --locked
+
+echo "== Clippy, every crate and target, warnings as errors"
+cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== Rust tests (local object store)"
 cargo test --release --workspace --locked

@@ -1,10 +1,10 @@
 """trainlog: experiment tracking for machine-learning training.
 
-    import trainlog
-    run = trainlog.init(project="resnet", config={"lr": 3e-4})
-    for step in range(steps):
-        run.log({"train/loss": loss}, step=step)
-    run.finish()
+import trainlog
+run = trainlog.init(project="resnet", config={"lr": 3e-4})
+for step in range(steps):
+    run.log({"train/loss": loss}, step=step)
+run.finish()
 """
 
 from __future__ import annotations
@@ -170,7 +170,9 @@ def sync(dir: Optional[str] = None, server: Optional[str] = None, include_live: 
     return dict(_sync(dir, server, include_live))
 
 
-def restore_checkpoint(run_id: str, dest: str, name: Optional[str] = None, server: Optional[str] = None) -> Dict[str, Any]:
+def restore_checkpoint(
+    run_id: str, dest: str, name: Optional[str] = None, server: Optional[str] = None
+) -> Dict[str, Any]:
     """Download a run's checkpoint (the latest when `name` is None) into `dest`, every file
     verified against its recorded sha256: a corrupted checkpoint raises ChecksumError, never loads."""
     return dict(Api(server)._native.restore_checkpoint(run_id, os.fspath(dest), name))

@@ -11,7 +11,7 @@ from trainlog._trainlog import NativeApi
 class ApiRun:
     """A run as stored on the server."""
 
-    def __init__(self, api: "Api", data: Dict[str, Any]) -> None:
+    def __init__(self, api: Api, data: Dict[str, Any]) -> None:
         self._api = api
         self._data = data
 
@@ -106,7 +106,7 @@ class ApiRun:
 class ModelVersion:
     """One version of a registered model, with its lineage back to the run."""
 
-    def __init__(self, api: "Api", data: Dict[str, Any]) -> None:
+    def __init__(self, api: Api, data: Dict[str, Any]) -> None:
         self._api = api
         self._data = data
 
@@ -147,16 +147,16 @@ class ModelVersion:
     def source_available(self) -> bool:
         return bool(self._data.get("source_available", False))
 
-    def download(self, dest: str) -> "ModelVersion":
+    def download(self, dest: str) -> ModelVersion:
         """Download the version's files into `dest`, each verified against its sha256."""
         self._api._native.download_model_version(self.model, str(self.version), os.fspath(dest))
         return self
 
-    def set_alias(self, alias: str) -> "ModelVersion":
+    def set_alias(self, alias: str) -> ModelVersion:
         self._data = self._api._native.set_model_alias(self.model, alias, str(self.version))
         return self
 
-    def archive(self) -> "ModelVersion":
+    def archive(self) -> ModelVersion:
         self._data = self._api._native.update_model_version(self.model, str(self.version), {"status": "archived"})
         return self
 
@@ -167,7 +167,7 @@ class ModelVersion:
 class Model:
     """A registered model."""
 
-    def __init__(self, api: "Api", data: Dict[str, Any]) -> None:
+    def __init__(self, api: Api, data: Dict[str, Any]) -> None:
         self._api = api
         self._data = data
 
@@ -190,11 +190,11 @@ class Model:
     def versions(self) -> List[ModelVersion]:
         return [ModelVersion(self._api, v) for v in self._api._native.model_versions(self.name)]
 
-    def version(self, version: "int | str") -> ModelVersion:
+    def version(self, version: int | str) -> ModelVersion:
         """A version by number or alias (`model.version("champion")`)."""
         return ModelVersion(self._api, self._api._native.model_version(self.name, str(version)))
 
-    def set_alias(self, alias: str, version: "int | str") -> ModelVersion:
+    def set_alias(self, alias: str, version: int | str) -> ModelVersion:
         return ModelVersion(self._api, self._api._native.set_model_alias(self.name, alias, str(version)))
 
     def __repr__(self) -> str:

@@ -93,14 +93,14 @@ class Run:
             self._step = max(self._step, step + 1)
         self._native.log(data if isinstance(data, dict) else dict(data), step)
 
-    def log_artifact(self, path: "str | os.PathLike[str]", name: Optional[str] = None) -> Dict[str, Any]:
+    def log_artifact(self, path: str | os.PathLike[str], name: Optional[str] = None) -> Dict[str, Any]:
         """Upload a file as an artifact of the run (blocking); `name` defaults to the file's name."""
         local = os.fspath(path)
         return self._native.log_artifact(local, name or os.path.basename(local))
 
     def log_checkpoint(
         self,
-        path: "str | os.PathLike[str]",
+        path: str | os.PathLike[str],
         step: Optional[int] = None,
         metadata: Optional[Dict[str, Any]] = None,
         keep_last: Optional[int] = None,
@@ -151,7 +151,7 @@ class Run:
         _forget(self)
         return cast(Optional[FinishReport], report)
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:  # noqa: PYI034 (typing.Self is 3.11's; Run is not subclassed)
         return self
 
     def __exit__(
@@ -173,7 +173,7 @@ class Run:
         return f"<trainlog.Run id={self.id!r} project={self.project!r}>"
 
 
-_active: "list[Run]" = []
+_active: list[Run] = []
 _hooks_installed = False
 _previous_excepthook = sys.excepthook
 _previous_sigterm: Any = None
@@ -189,12 +189,16 @@ def _forget(run: Run) -> None:
 
 
 def _finish_all(status: str, timeout: float) -> None:
-    for run in list(_active):
-        try:
-            if not run.finished:
-                run.finish(status, timeout)
-        except Exception as e:  # a tracking problem must not mask the program's own exit
-            print(f"trainlog: could not finish run {run.id}: {e}", file=sys.stderr)
+    for run in _active:
+        _finish_quietly(run, status, timeout)
+
+
+def _finish_quietly(run: Run, status: str, timeout: float) -> None:
+    try:
+        if not run.finished:
+            run.finish(status, timeout)
+    except Exception as e:  # noqa: BLE001 (a tracking problem must not mask the program's own exit)
+        print(f"trainlog: could not finish run {run.id}: {e}", file=sys.stderr)
 
 
 def _at_exit() -> None:
