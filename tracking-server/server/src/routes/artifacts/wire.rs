@@ -1,6 +1,6 @@
 //! The artifacts' and checkpoints' wire types.
 
-use crate::wire::*;
+use crate::wire::{integer, AnyValue, ArtifactPathText, Float};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use trainlog_meta::{ArtifactRow, CheckpointRow};

@@ -1,7 +1,7 @@
 //! The metrics' wire types: batches of points in, series as points or buckets out, and the
 //! grouped query.
 
-use crate::wire::*;
+use crate::wire::{integer, json_schema, Float, KeyText, RUN_ID};
 use serde::{Deserialize, Serialize, Serializer};
 use trainlog_store::{Bucket, Series};
 use utoipa::openapi::schema::Schema;

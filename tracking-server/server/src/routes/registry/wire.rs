@@ -1,7 +1,7 @@
 //! The model registry's wire types: models, versions with their lineage, aliases.
 
 use crate::routes::artifacts::FileEntry;
-use crate::wire::*;
+use crate::wire::{tags_schema, NameText, RoleName, RunIdText, ALIAS};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;

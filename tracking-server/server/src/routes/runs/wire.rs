@@ -1,7 +1,7 @@
 //! The runs' wire types: runs as answered (params, tags, summaries), their creation and changes,
 //! searches and their pages.
 
-use crate::wire::*;
+use crate::wire::{integer, json_schema, tags_schema, Float, ParamValue, TEXT};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -1,6 +1,6 @@
 //! The sweeps' wire types: sweeps, trials, and what agents send and get.
 
-use crate::wire::*;
+use crate::wire::{integer, Float};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;

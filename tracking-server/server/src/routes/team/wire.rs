@@ -1,6 +1,6 @@
 //! The team's wire types: users, API keys and the members of projects and models.
 
-use crate::wire::*;
+use crate::wire::{text_schema, RoleName};
 use serde::{Deserialize, Serialize};
 use utoipa::openapi::schema::Schema;
 use utoipa::openapi::RefOr;
