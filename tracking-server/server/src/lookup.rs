@@ -1,12 +1,20 @@
-//! Runs named by a request: their ids parsed once, the project each belongs to (cached, since a
-//! run never changes project), and the role checks on them that every run route starts with.
+//! What a request names, found once and checked: projects by name, and runs by id (the project
+//! each belongs to cached, since a run never changes project), with the role checks every such
+//! route starts with.
 
-use crate::auth::require_run;
+use crate::auth::{require, require_run};
 use crate::error::{ApiError, Result};
 use crate::state::{meta, State};
 use actix_web::HttpRequest;
-use trainlog_meta::Role;
+use trainlog_meta::{Project, Role, Scope};
 use trainlog_schema::RunId;
+
+/// The active project of that name, once the caller holds `need` on it (404 when they may not read it).
+pub(crate) async fn project(state: &State, req: &HttpRequest, name: String, need: Role) -> Result<Project> {
+    let project = meta(state, move |m| m.project_by_name(&name)).await?;
+    require(req, Scope::Project, project.id, &project.name, need).await?;
+    Ok(project)
+}
 
 /// A run id from a path or a list; one that cannot be an id is a run not found.
 pub(crate) fn run_id(text: &str) -> Result<RunId> {

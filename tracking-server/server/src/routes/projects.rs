@@ -1,9 +1,10 @@
 //! Projects: listing, creating and reading them, and the keys their runs use (params, metrics,
 //! tags), which the UI completes filters from.
 
-use crate::auth::{require, role_on};
+use crate::auth::role_on;
 use crate::body::json_body;
 use crate::error::Result;
+use crate::lookup;
 use crate::state::{meta, State};
 use crate::wire::{NameText, RoleName};
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -54,9 +55,7 @@ pub(crate) async fn create_project(state: State, req: HttpRequest, payload: web:
 #[utoipa::path(get, path = "/api/v1/projects/{name}", tag = "projects", params(("name" = inline(NameText), Path, description = "The project's name.")),
     responses((status = 200, description = "The project.", body = ProjectView)))]
 pub(crate) async fn get_project(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
-    let name = path.into_inner();
-    let project = meta(&state, move |m| m.project_by_name(&name)).await?;
-    require(&req, Scope::Project, project.id, &project.name, Role::Read).await?;
+    let project = lookup::project(&state, &req, path.into_inner(), Role::Read).await?;
     let role = role_on(&req, Scope::Project, project.id).await?;
     Ok(HttpResponse::Ok().json(ProjectView::new(&project, None, role)))
 }
@@ -66,9 +65,7 @@ pub(crate) async fn get_project(state: State, path: web::Path<String>, req: Http
     params(("name" = inline(NameText), Path, description = "The project's name.")),
     responses((status = 200, description = "The keys, each list sorted.", body = ProjectKeys)))]
 pub(crate) async fn project_keys(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
-    let name = path.into_inner();
-    let project = meta(&state, move |m| m.project_by_name(&name)).await?;
-    require(&req, Scope::Project, project.id, &project.name, Role::Read).await?;
+    let project = lookup::project(&state, &req, path.into_inner(), Role::Read).await?;
     state.store.sync_summaries().await?;
     let id = project.id;
     let keys = meta(&state, move |m| m.project_keys(id)).await?;

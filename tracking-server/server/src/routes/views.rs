@@ -1,15 +1,15 @@
 //! Saved views of a project: named UI states (filter, sort, columns, charts) the server keeps as
 //! opaque JSON objects. Reading them needs read on the project, saving and deleting need write.
 
-use crate::auth::require;
 use crate::body::json_body;
 use crate::error::{ApiError, Result};
+use crate::lookup;
 use crate::state::{meta, State};
 use crate::wire::{text_schema, NameText, StatusOk, OK};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use trainlog_meta::{Project, Role, Scope};
+use trainlog_meta::{Project, Role};
 use trainlog_schema::limits::MAX_VIEW_STATE_BYTES;
 use trainlog_schema::ViewName;
 use utoipa::openapi::schema::Schema;
@@ -28,13 +28,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 #[openapi(paths(list_views, get_view, put_view, delete_view,))]
 pub(super) struct Api;
 
-/// The active project of that name, once the caller holds `need` on it (404 when they may not read it).
-async fn project(state: &State, req: &HttpRequest, name: String, need: Role) -> Result<Project> {
-    let project = meta(state, move |m| m.project_by_name(&name)).await?;
-    require(req, Scope::Project, project.id, &project.name, need).await?;
-    Ok(project)
-}
-
 /// Names a missing view by its project's name rather than its id.
 fn not_found(view: &ViewName, project: &Project) -> impl FnOnce(ApiError) -> ApiError {
     let what = format!("view {:?} of project {:?}", view.as_str(), project.name);
@@ -49,7 +42,7 @@ fn not_found(view: &ViewName, project: &Project) -> impl FnOnce(ApiError) -> Api
     params(("name" = inline(NameText), Path, description = "The project's name.")),
     responses((status = 200, description = "The project's views.", body = ViewList)))]
 pub(crate) async fn list_views(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
-    let project = project(&state, &req, path.into_inner(), Role::Read).await?;
+    let project = lookup::project(&state, &req, path.into_inner(), Role::Read).await?;
     let rows = meta(&state, move |m| m.views(project.id)).await?;
     Ok(HttpResponse::Ok().json(ViewList { views: rows.iter().map(ViewSummary::new).collect() }))
 }
@@ -66,7 +59,7 @@ pub(crate) async fn get_view(
 ) -> Result<HttpResponse> {
     let (name, view) = path.into_inner();
     let view = ViewName::parse("view", &view)?;
-    let project = project(&state, &req, name, Role::Read).await?;
+    let project = lookup::project(&state, &req, name, Role::Read).await?;
     let missing = not_found(&view, &project);
     let (row, view_state) = meta(&state, move |m| m.view(project.id, &view)).await.map_err(missing)?;
     Ok(HttpResponse::Ok().json(ViewDetail { view: ViewSummary::new(&row), state: view_state }))
@@ -87,7 +80,7 @@ pub(crate) async fn put_view(
 ) -> Result<HttpResponse> {
     let (name, view) = path.into_inner();
     let view = ViewName::parse("view", &view)?;
-    let project = project(&state, &req, name, Role::Write).await?;
+    let project = lookup::project(&state, &req, name, Role::Write).await?;
     let body: PutView = json_body(&req, payload).await?;
     let view_state = body.state.ok_or_else(|| ApiError::invalid("state", "a view needs its state"))?;
     if !view_state.is_object() {
@@ -119,7 +112,7 @@ pub(crate) async fn delete_view(
 ) -> Result<HttpResponse> {
     let (name, view) = path.into_inner();
     let view = ViewName::parse("view", &view)?;
-    let project = project(&state, &req, name, Role::Write).await?;
+    let project = lookup::project(&state, &req, name, Role::Write).await?;
     let missing = not_found(&view, &project);
     meta(&state, move |m| m.delete_view(project.id, &view)).await.map_err(missing)?;
     Ok(HttpResponse::Ok().json(OK))

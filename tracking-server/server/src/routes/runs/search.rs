@@ -3,9 +3,9 @@
 //! the runs table's layout, with only the params, tags and metrics asked for.
 
 use super::wire;
-use crate::auth::require;
 use crate::body::json_body;
 use crate::error::{ApiError, Result};
+use crate::lookup;
 use crate::query::{page, query_int, query_one, query_pairs};
 use crate::respond::{server_timing, wants_arrow, SERVER_TIMING};
 use crate::state::{meta, State};
@@ -99,11 +99,7 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
     use trainlog_meta::Visibility;
     let started = std::time::Instant::now();
     let scope = match req.project {
-        Some(name) => {
-            let project = meta(state, move |m| m.project_by_name(&name)).await?;
-            require(http, Scope::Project, project.id, &project.name, Role::Read).await?;
-            RunScope::Project(project.id)
-        }
+        Some(name) => RunScope::Project(lookup::project(state, http, name, Role::Read).await?.id),
         None => match crate::auth::visibility(http, Scope::Project).await? {
             Visibility::All => RunScope::All,
             Visibility::Only(ids) => RunScope::Projects(ids),
