@@ -1,4 +1,4 @@
-"""Prints the run palette of ui/charts.js: 50 colours chosen greedily to be as far apart as
+"""Prints the run palette of ui/lib/colors.js: 50 colours chosen greedily to be as far apart as
 possible (CIEDE2000) among sRGB colours of middle lightness, readable on light and dark pages.
 Usage: python3 ui/tests/palette.py"""
 import itertools

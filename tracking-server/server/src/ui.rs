@@ -2,15 +2,49 @@
 //! running it needs nothing but the server. With `TRAINLOG_UI_DIR` set to a checkout's `ui/`
 //! folder, the files are read from there on each request instead, for working on the UI
 //! without rebuilding.
+//!
+//! The UI is native ES modules: `app.js` imports the others by relative paths, so each module is
+//! served at `/ui/` followed by its path under `ui/`. A test below checks that every `.js` and
+//! `.css` file of `ui/` (but its tests) is in [`ASSETS`].
 
 use actix_web::{web, HttpResponse};
+
+/// A file of `ui/` served at `/ui/` followed by its path, with its content type and embedded text.
+macro_rules! ui_file {
+    ($path:literal, $content_type:expr) => {
+        (concat!("/ui/", $path), $path, $content_type, include_str!(concat!("../../../ui/", $path)))
+    };
+}
 
 /// Each served file: its URL path, its path under `ui/`, its content type and its embedded text.
 const ASSETS: &[(&str, &str, &str, &str)] = &[
     ("/", "index.html", "text/html; charset=utf-8", include_str!("../../../ui/index.html")),
-    ("/ui/app.js", "app.js", JS, include_str!("../../../ui/app.js")),
-    ("/ui/charts.js", "charts.js", JS, include_str!("../../../ui/charts.js")),
-    ("/ui/app.css", "app.css", CSS, include_str!("../../../ui/app.css")),
+    ui_file!("app.css", CSS),
+    // The entry module (the router), and the modules it imports.
+    ui_file!("app.js", JS),
+    ui_file!("charts.js", JS),
+    ui_file!("lib/address.js", JS),
+    ui_file!("lib/api.js", JS),
+    ui_file!("lib/bars.js", JS),
+    ui_file!("lib/chart-axes.js", JS),
+    ui_file!("lib/chart-export.js", JS),
+    ui_file!("lib/colors.js", JS),
+    ui_file!("lib/dom.js", JS),
+    ui_file!("lib/downloads.js", JS),
+    ui_file!("lib/format.js", JS),
+    ui_file!("lib/parcoords.js", JS),
+    ui_file!("lib/runs.js", JS),
+    ui_file!("lib/session.js", JS),
+    ui_file!("views/compare.js", JS),
+    ui_file!("views/cost-panel.js", JS),
+    ui_file!("views/models.js", JS),
+    ui_file!("views/projects.js", JS),
+    ui_file!("views/run-artifacts.js", JS),
+    ui_file!("views/run.js", JS),
+    ui_file!("views/runs-columns.js", JS),
+    ui_file!("views/runs-filter.js", JS),
+    ui_file!("views/runs-table.js", JS),
+    ui_file!("views/sweeps.js", JS),
     (
         "/ui/vendor/uPlot.iife.min.js",
         "vendor/uplot/uPlot.iife.min.js",
@@ -23,7 +57,7 @@ const ASSETS: &[(&str, &str, &str, &str)] = &[
         CSS,
         include_str!("../../../ui/vendor/uplot/uPlot.min.css"),
     ),
-    ("/ui/favicon.svg", "favicon.svg", SVG, include_str!("../../../ui/favicon.svg")),
+    ui_file!("favicon.svg", SVG),
     ("/favicon.ico", "favicon.svg", SVG, include_str!("../../../ui/favicon.svg")),
 ];
 
@@ -58,5 +92,59 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 }
             }),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::{test, App};
+    use std::path::{Path, PathBuf};
+
+    /// The `.js` and `.css` files under `dir`, as paths relative to `root` with `/` separators;
+    /// the browser tests (and the packages they install) are not part of the UI.
+    fn scripts_and_styles(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if name != "tests" && name != "node_modules" {
+                    scripts_and_styles(root, &path, out);
+                }
+            } else if name.ends_with(".js") || name.ends_with(".css") {
+                let rel = path.strip_prefix(root).unwrap();
+                out.push(rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/"));
+            }
+        }
+    }
+
+    #[actix_web::test]
+    async fn every_script_and_stylesheet_of_the_ui_is_served() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../ui");
+        let mut files = Vec::new();
+        scripts_and_styles(&root, &root, &mut files);
+        files.sort();
+        assert!(files.iter().any(|f| f == "app.js") && files.iter().any(|f| f.starts_with("views/")), "{files:?}");
+        let app = test::init_service(App::new().configure(configure)).await;
+        for file in &files {
+            let Some(&(route, _, content_type, _)) = ASSETS.iter().find(|a| a.1 == file) else {
+                panic!("ui/{file} is not served: add it to ASSETS in ui.rs");
+            };
+            let want = if file.ends_with(".js") { JS } else { CSS };
+            assert_eq!(content_type, want, "ui/{file}");
+            let res = test::call_service(&app, test::TestRequest::get().uri(route).to_request()).await;
+            assert!(res.status().is_success(), "{route}: {}", res.status());
+            assert_eq!(res.headers().get("content-type").unwrap(), want, "{route}");
+            assert_eq!(res.headers().get("cache-control").unwrap(), "no-cache", "{route}");
+            let body = test::read_body(res).await;
+            let on_disk = std::fs::read(root.join(file)).unwrap();
+            assert!(body == on_disk, "{route} is not ui/{file}");
+        }
+        // Modules are served where their relative imports point: `/ui/` and their path.
+        for &(route, file, content_type, _) in ASSETS {
+            if content_type == JS && !file.starts_with("vendor/") {
+                assert_eq!(route, format!("/ui/{file}"));
+            }
+        }
     }
 }
