@@ -2,7 +2,8 @@
  * selecting all 10,000 and comparing them (as a group), drawing an overlay of 20 runs x 1,000,000
  * points (downsampled by the server), a zoom refetch, and the first screen of a comparison of
  * 300 keys (charts load as they near the viewport).
- * Prints medians; asserts nothing. Usage: node ui/tests/bench.mjs (needs .venv with trainlog). */
+ * Prints medians; asserts nothing. Usage: node ui/tests/bench.mjs (needs .venv with trainlog);
+ * TRAINLOG_BIN names another server binary. */
 
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
@@ -13,7 +14,8 @@ import { chromium } from 'playwright-core';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const data = mkdtempSync(path.join(tmpdir(), 'trainlog-uibench-'));
-const server = spawn(path.join(repo, 'target/release/trainlog'), ['server', '--port', '0', '--data', data], { stdio: ['ignore', 'pipe', 'ignore'] });
+const binary = process.env.TRAINLOG_BIN || path.join(repo, 'target/release/trainlog');
+const server = spawn(binary, ['server', '--port', '0', '--data', data], { stdio: ['ignore', 'pipe', 'ignore'] });
 const base = await new Promise((resolve) => {
   let out = '';
   server.stdout.on('data', (c) => { out += c; const m = out.match(/listening on (http:\S+)/); if (m) resolve(m[1]); });
