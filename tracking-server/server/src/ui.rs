@@ -7,7 +7,9 @@
 //! served at `/ui/` followed by its path under `ui/`. A test below checks that every `.js` and
 //! `.css` file of `ui/` (but its tests) is in [`ASSETS`].
 
-use actix_web::{web, HttpResponse};
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use ring::digest::{digest, SHA256};
 
 /// A file of `ui/` served at `/ui/` followed by its path, with its content type and embedded text.
 macro_rules! ui_file {
@@ -69,10 +71,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     let from_disk = std::env::var_os("TRAINLOG_UI_DIR").map(std::path::PathBuf::from);
     for &(route, file, content_type, embedded) in ASSETS {
         let path = from_disk.as_ref().map(|dir| dir.join(file));
+        // An embedded file never changes while the server runs: a page load revalidates each one
+        // with its tag and gets an empty 304, rather than the whole file again.
+        let tag = format!("\"{}\"", hex_prefix(digest(&SHA256, embedded.as_bytes()).as_ref()));
         cfg.route(
             route,
-            web::get().to(move || {
-                let path = path.clone();
+            web::get().to(move |req: HttpRequest| {
+                let (path, tag) = (path.clone(), tag.clone());
                 async move {
                     let body = match path {
                         Some(path) => match tokio::fs::read_to_string(&path).await {
@@ -83,16 +88,42 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                                     .body(format!("{}: {e}", path.display()))
                             }
                         },
-                        None => embedded.to_owned(),
+                        None if matches_tag(&req, &tag) => {
+                            return HttpResponse::NotModified()
+                                .insert_header((header::ETAG, tag))
+                                .insert_header((header::CACHE_CONTROL, "no-cache"))
+                                .finish()
+                        }
+                        None => {
+                            return HttpResponse::Ok()
+                                .content_type(content_type)
+                                .insert_header((header::ETAG, tag))
+                                .insert_header((header::CACHE_CONTROL, "no-cache"))
+                                .body(embedded)
+                        }
                     };
                     HttpResponse::Ok()
                         .content_type(content_type)
-                        .insert_header(("cache-control", "no-cache"))
+                        .insert_header((header::CACHE_CONTROL, "no-cache"))
                         .body(body)
                 }
             }),
         );
     }
+}
+
+/// Whether the request's `If-None-Match` names this tag (or `*`).
+fn matches_tag(req: &HttpRequest, tag: &str) -> bool {
+    req.headers()
+        .get_all(header::IF_NONE_MATCH)
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim() == tag || t.trim() == "*")
+}
+
+/// The first 16 bytes of a digest in hex: enough to tell two versions of a file apart.
+fn hex_prefix(bytes: &[u8]) -> String {
+    bytes.iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -140,11 +171,34 @@ mod tests {
             let on_disk = std::fs::read(root.join(file)).unwrap();
             assert!(body == on_disk, "{route} is not ui/{file}");
         }
+        // The page asks for every module at once, rather than as each import is found.
+        let index = std::fs::read_to_string(root.join("index.html")).unwrap();
+        for file in files.iter().filter(|f| f.ends_with(".js")) {
+            let preload = format!("<link rel=\"modulepreload\" href=\"/ui/{file}\">");
+            let module = file != "app.js" && !file.starts_with("vendor/");
+            assert!(!module || index.contains(&preload), "index.html lacks {preload}");
+        }
         // Modules are served where their relative imports point: `/ui/` and their path.
         for &(route, file, content_type, _) in ASSETS {
             if content_type == JS && !file.starts_with("vendor/") {
                 assert_eq!(route, format!("/ui/{file}"));
             }
         }
+    }
+
+    #[actix_web::test]
+    async fn a_file_the_browser_holds_is_answered_304_by_its_tag() {
+        let app = test::init_service(App::new().configure(configure)).await;
+        let res = test::call_service(&app, test::TestRequest::get().uri("/ui/app.js").to_request()).await;
+        let tag = res.headers().get("etag").expect("an ETag").to_str().unwrap().to_owned();
+        let again = test::TestRequest::get().uri("/ui/app.js").insert_header(("if-none-match", tag.as_str()));
+        let res = test::call_service(&app, again.to_request()).await;
+        assert_eq!(res.status(), 304);
+        assert!(test::read_body(res).await.is_empty());
+        let stale = test::TestRequest::get().uri("/ui/app.js").insert_header(("if-none-match", "\"other\""));
+        let res = test::call_service(&app, stale.to_request()).await;
+        assert_eq!(res.status(), 200);
+        let other = test::TestRequest::get().uri("/ui/charts.js").insert_header(("if-none-match", tag.as_str()));
+        assert_eq!(test::call_service(&app, other.to_request()).await.status(), 200, "a tag is one file's");
     }
 }
