@@ -9,6 +9,7 @@
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
+use base64::Engine;
 use ring::digest::{digest, SHA256};
 
 /// A file of `ui/` served at `/ui/` followed by its path, with its content type and embedded text.
@@ -71,45 +72,116 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     let from_disk = std::env::var_os("TRAINLOG_UI_DIR").map(std::path::PathBuf::from);
     for &(route, file, content_type, embedded) in ASSETS {
         let path = from_disk.as_ref().map(|dir| dir.join(file));
-        // An embedded file never changes while the server runs: a page load revalidates each one
-        // with its tag and gets an empty 304, rather than the whole file again.
-        let tag = format!("\"{}\"", hex_prefix(digest(&SHA256, embedded.as_bytes()).as_ref()));
         cfg.route(
             route,
             web::get().to(move |req: HttpRequest| {
-                let (path, tag) = (path.clone(), tag.clone());
+                let path = path.clone();
                 async move {
-                    let body = match path {
-                        Some(path) => match tokio::fs::read_to_string(&path).await {
-                            Ok(text) => text,
-                            Err(e) => {
-                                return HttpResponse::NotFound()
-                                    .content_type("text/plain; charset=utf-8")
-                                    .body(format!("{}: {e}", path.display()))
-                            }
-                        },
-                        None if matches_tag(&req, &tag) => {
-                            return HttpResponse::NotModified()
-                                .insert_header((header::ETAG, tag))
-                                .insert_header((header::CACHE_CONTROL, "no-cache"))
-                                .finish()
-                        }
-                        None => {
-                            return HttpResponse::Ok()
-                                .content_type(content_type)
-                                .insert_header((header::ETAG, tag))
-                                .insert_header((header::CACHE_CONTROL, "no-cache"))
-                                .body(embedded)
-                        }
-                    };
-                    HttpResponse::Ok()
-                        .content_type(content_type)
-                        .insert_header((header::CACHE_CONTROL, "no-cache"))
-                        .body(body)
+                    match path {
+                        Some(path) => from_disk_file(&path, content_type).await,
+                        None => embedded_file(&req, route, content_type, embedded),
+                    }
                 }
             }),
         );
     }
+}
+
+/// A file read from `TRAINLOG_UI_DIR` on each request, never cached.
+async fn from_disk_file(path: &std::path::Path, content_type: &'static str) -> HttpResponse {
+    match tokio::fs::read_to_string(path).await {
+        Ok(text) => {
+            HttpResponse::Ok().content_type(content_type).insert_header((header::CACHE_CONTROL, NO_CACHE)).body(text)
+        }
+        Err(e) => {
+            HttpResponse::NotFound().content_type("text/plain; charset=utf-8").body(format!("{}: {e}", path.display()))
+        }
+    }
+}
+
+const NO_CACHE: &str = "no-cache";
+/// For a file asked for by its content's hash (`?v=`): that URL's bytes never change.
+const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+
+/// An embedded file. The page (`/`) names every file by its content's hash, so a browser keeps
+/// those for good and asks again only for what changed; a file asked for without the hash is
+/// revalidated on each use by its tag (an empty 304 when the browser holds it).
+fn embedded_file(req: &HttpRequest, route: &str, content_type: &'static str, embedded: &'static str) -> HttpResponse {
+    let versions = versions();
+    let body = if route == "/" { versions.page.as_str() } else { embedded };
+    let tag = format!("\"{}\"", versions.of(route).unwrap_or_default());
+    // The page is always sent whole: it carries its own Content-Security-Policy, which a 304
+    // would replace with the server's default.
+    if route != "/" && matches_tag(req, &tag) {
+        return HttpResponse::NotModified()
+            .insert_header((header::ETAG, tag))
+            .insert_header((header::CACHE_CONTROL, NO_CACHE))
+            .finish();
+    }
+    let versioned = route != "/" && req.query_string().split('&').any(|pair| pair.starts_with("v="));
+    let mut answer = HttpResponse::Ok();
+    if route == "/" {
+        answer.insert_header((header::CONTENT_SECURITY_POLICY, versions.page_policy.as_str()));
+    }
+    answer
+        .content_type(content_type)
+        .insert_header((header::ETAG, tag))
+        .insert_header((header::CACHE_CONTROL, if versioned { IMMUTABLE } else { NO_CACHE }))
+        .body(body)
+}
+
+/// Each embedded file's version (the start of its SHA-256, in hex), and the page rewritten to
+/// name every file by it: `src` and `href` get `?v=`, and an import map sends each module's
+/// plain URL (what relative imports resolve to) to its versioned one, with a modulepreload link
+/// per module so the browser asks for them at once rather than import by import.
+struct Versions {
+    by_route: Vec<(&'static str, String)>,
+    page: String,
+    /// The page's Content-Security-Policy: the server's, with the import map allowed by its hash.
+    page_policy: String,
+}
+
+impl Versions {
+    fn of(&self, route: &str) -> Option<&str> {
+        self.by_route.iter().find(|(r, _)| *r == route).map(|(_, v)| v.as_str())
+    }
+}
+
+fn versions() -> &'static Versions {
+    static VERSIONS: std::sync::OnceLock<Versions> = std::sync::OnceLock::new();
+    VERSIONS.get_or_init(|| {
+        let hash = |text: &str| hex_prefix(digest(&SHA256, text.as_bytes()).as_ref());
+        let by_route: Vec<(&'static str, String)> =
+            ASSETS.iter().filter(|a| a.0 != "/").map(|&(route, _, _, text)| (route, hash(text))).collect();
+        let mut page = ASSETS.iter().find(|a| a.0 == "/").map_or("", |a| a.3).to_owned();
+        for (route, version) in &by_route {
+            for attribute in ["src", "href"] {
+                page =
+                    page.replace(&format!("{attribute}=\"{route}\""), &format!("{attribute}=\"{route}?v={version}\""));
+            }
+        }
+        let modules: Vec<&(&str, String)> =
+            by_route.iter().filter(|(route, _)| route.ends_with(".js") && !route.starts_with("/ui/vendor/")).collect();
+        let map: serde_json::Map<String, serde_json::Value> =
+            modules.iter().map(|(route, version)| (route.to_string(), format!("{route}?v={version}").into())).collect();
+        let import_map = serde_json::json!({ "imports": map }).to_string();
+        let map_hash = base64::engine::general_purpose::STANDARD.encode(digest(&SHA256, import_map.as_bytes()));
+        let page_policy = crate::guard::CONTENT_SECURITY_POLICY.replacen(
+            "script-src 'self'",
+            &format!("script-src 'self' 'sha256-{map_hash}'"),
+            1,
+        );
+        let mut head = format!("<script type=\"importmap\">{import_map}</script>\n");
+        for (route, version) in &modules {
+            head.push_str(&format!("  <link rel=\"modulepreload\" href=\"{route}?v={version}\">\n"));
+        }
+        head.push_str("  <script type=\"module\"");
+        let page = page.replacen("<script type=\"module\"", &head, 1);
+        let page_version = hash(&page);
+        let mut by_route = by_route;
+        by_route.push(("/", page_version));
+        Versions { by_route, page, page_policy }
+    })
 }
 
 /// Whether the request's `If-None-Match` names this tag (or `*`).
@@ -121,9 +193,9 @@ fn matches_tag(req: &HttpRequest, tag: &str) -> bool {
         .any(|t| t.trim() == tag || t.trim() == "*")
 }
 
-/// The first 16 bytes of a digest in hex: enough to tell two versions of a file apart.
+/// The first 12 bytes of a digest in hex: enough to tell two versions of a file apart.
 fn hex_prefix(bytes: &[u8]) -> String {
-    bytes.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    bytes.iter().take(12).map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -166,18 +238,21 @@ mod tests {
             let res = test::call_service(&app, test::TestRequest::get().uri(route).to_request()).await;
             assert!(res.status().is_success(), "{route}: {}", res.status());
             assert_eq!(res.headers().get("content-type").unwrap(), want, "{route}");
-            assert_eq!(res.headers().get("cache-control").unwrap(), "no-cache", "{route}");
+            assert_eq!(res.headers().get("cache-control").unwrap(), NO_CACHE, "{route}");
             let body = test::read_body(res).await;
             let on_disk = std::fs::read(root.join(file)).unwrap();
             assert!(body == on_disk, "{route} is not ui/{file}");
         }
-        // The page asks for every module at once, rather than as each import is found.
-        let index = std::fs::read_to_string(root.join("index.html")).unwrap();
-        for file in files.iter().filter(|f| f.ends_with(".js")) {
-            let preload = format!("<link rel=\"modulepreload\" href=\"/ui/{file}\">");
-            let module = file != "app.js" && !file.starts_with("vendor/");
-            assert!(!module || index.contains(&preload), "index.html lacks {preload}");
+        // The page names every module by its version, in the import map and a preload link.
+        let res = test::call_service(&app, test::TestRequest::get().uri("/").to_request()).await;
+        let page = String::from_utf8(test::read_body(res).await.to_vec()).unwrap();
+        for file in files.iter().filter(|f| f.ends_with(".js") && !f.starts_with("vendor/")) {
+            let version = versions().of(&format!("/ui/{file}")).unwrap().to_owned();
+            let versioned = format!("/ui/{file}?v={version}");
+            assert!(page.contains(&format!("\"/ui/{file}\":\"{versioned}\"")), "the import map lacks {file}: {page}");
+            assert!(page.contains(&format!("<link rel=\"modulepreload\" href=\"{versioned}\">")) || file == "app.js");
         }
+        assert!(page.find("importmap") < page.find("<script type=\"module\""), "the map comes before the first module");
         // Modules are served where their relative imports point: `/ui/` and their path.
         for &(route, file, content_type, _) in ASSETS {
             if content_type == JS && !file.starts_with("vendor/") {
@@ -187,7 +262,7 @@ mod tests {
     }
 
     #[actix_web::test]
-    async fn a_file_the_browser_holds_is_answered_304_by_its_tag() {
+    async fn a_file_the_browser_holds_is_answered_304_and_a_versioned_one_is_kept_for_good() {
         let app = test::init_service(App::new().configure(configure)).await;
         let res = test::call_service(&app, test::TestRequest::get().uri("/ui/app.js").to_request()).await;
         let tag = res.headers().get("etag").expect("an ETag").to_str().unwrap().to_owned();
@@ -200,5 +275,26 @@ mod tests {
         assert_eq!(res.status(), 200);
         let other = test::TestRequest::get().uri("/ui/charts.js").insert_header(("if-none-match", tag.as_str()));
         assert_eq!(test::call_service(&app, other.to_request()).await.status(), 200, "a tag is one file's");
+        let version = versions().of("/ui/lib/api.js").unwrap().to_owned();
+        let uri = format!("/ui/lib/api.js?v={version}");
+        let res = test::call_service(&app, test::TestRequest::get().uri(&uri).to_request()).await;
+        assert_eq!(res.headers().get("cache-control").unwrap(), IMMUTABLE);
+        let page = test::call_service(&app, test::TestRequest::get().uri("/").to_request()).await;
+        assert_eq!(page.headers().get("cache-control").unwrap(), NO_CACHE, "the page itself is always asked again");
+        let policy = page.headers().get("content-security-policy").unwrap().to_str().unwrap().to_owned();
+        let page_tag = page.headers().get("etag").unwrap().to_str().unwrap().to_owned();
+        let again = test::TestRequest::get().uri("/").insert_header(("if-none-match", page_tag.as_str()));
+        assert_eq!(
+            test::call_service(&app, again.to_request()).await.status(),
+            200,
+            "the page is sent whole, with its policy"
+        );
+        let page = String::from_utf8(test::read_body(page).await.to_vec()).unwrap();
+        assert!(page.contains(&format!("href=\"/ui/app.css?v={}\"", versions().of("/ui/app.css").unwrap())), "{page}");
+        // The import map is the page's one inline script, allowed by its hash.
+        let map =
+            page.split("<script type=\"importmap\">").nth(1).and_then(|rest| rest.split("</script>").next()).unwrap();
+        let hash = base64::engine::general_purpose::STANDARD.encode(digest(&SHA256, map.as_bytes()));
+        assert!(policy.contains(&format!("script-src 'self' 'sha256-{hash}'")), "{policy}");
     }
 }
