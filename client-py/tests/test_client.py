@@ -380,6 +380,32 @@ def test_a_server_with_auth_takes_the_key_from_the_environment(tmp_path: Path, c
         guarded.stop()
 
 
+def test_init_trusts_the_certificate_openssl_makes_by_default(tmp_path: Path, client_env: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`openssl req -x509` makes a certificate that calls itself a CA; named in SSL_CERT_FILE, it
+    is trusted as itself, as curl and requests trust it, and a run logs over HTTPS."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "30", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True, capture_output=True, timeout=60,
+    )
+    server = Server(tmp_path / "tls")
+    server.start(extra_args=("--tls-cert", str(cert), "--tls-key", str(key)))
+    try:
+        monkeypatch.setenv("TRAINLOG_SERVER", server.url)
+        monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+        with pytest.raises(trainlog.TrainlogError, match="certificate"):
+            trainlog.init(project="tls", system_metrics_interval=None)
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        with trainlog.init(project="tls", system_metrics_interval=None) as run:
+            for step in range(20):
+                run.log({"loss": 1 / (step + 1)}, step=step)
+        assert trainlog.Api().run(run.id).summary["loss"]["count"] == 20
+    finally:
+        server.stop()
+
+
 def test_https_and_roles_on_a_team_server(tmp_path: Path, client_env: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """A server with --auth and a self-signed certificate: trusted through SSL_CERT_FILE (or
     REQUESTS_CA_BUNDLE), and a key without write is a clear error at init."""

@@ -14,34 +14,6 @@ fn env_api_key() -> Option<String> {
     std::env::var("TRAINLOG_API_KEY").ok().map(|k| k.trim().to_owned()).filter(|k| !k.is_empty())
 }
 
-/// Bundles of system roots where Linux distributions keep them, for when `SSL_CERT_FILE` makes
-/// the platform's verifier read that file instead.
-const SYSTEM_BUNDLES: [&str; 3] =
-    ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
-
-/// Certificates trusted besides the system's roots: the PEM bundles named by `SSL_CERT_FILE` and
-/// `REQUESTS_CA_BUNDLE` (and then the system bundle too, which `SSL_CERT_FILE` would replace).
-fn extra_roots() -> Result<Vec<reqwest::Certificate>> {
-    let named: Vec<(&str, String)> = ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"]
-        .into_iter()
-        .filter_map(|var| std::env::var(var).ok().filter(|v| !v.trim().is_empty()).map(|v| (var, v)))
-        .collect();
-    let mut roots = Vec::new();
-    for (var, path) in &named {
-        let pem = std::fs::read(path)
-            .map_err(|e| Error::Invalid(format!("{var} names {path}, which cannot be read: {e}")))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem)
-            .map_err(|e| Error::Invalid(format!("{var} names {path}, which holds no PEM certificates: {e}")))?;
-        roots.extend(certs);
-    }
-    if !named.is_empty() {
-        if let Some(pem) = SYSTEM_BUNDLES.iter().find_map(|p| std::fs::read(p).ok()) {
-            roots.extend(reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default());
-        }
-    }
-    Ok(roots)
-}
-
 /// Whether a failed request failed on the server's certificate, which no retry will fix.
 fn is_certificate_error(error: &reqwest::Error) -> bool {
     let mut source: Option<&dyn std::error::Error> = Some(error);
@@ -70,7 +42,7 @@ fn build_client(timeout: Duration, key: Option<&str>) -> Result<reqwest::blockin
         headers.insert(reqwest::header::AUTHORIZATION, value);
     }
     let client = reqwest::blocking::Client::builder()
-        .tls_certs_merge(extra_roots()?)
+        .tls_backend_preconfigured(crate::tls::client_config()?)
         .default_headers(headers)
         .timeout(timeout)
         .connect_timeout(Duration::from_secs(3))

@@ -28,6 +28,7 @@ mod sampler;
 mod sender;
 pub mod slurm;
 pub mod spool;
+mod tls;
 
 pub use api::{Api, HistoryPoint, RunInfo};
 pub use artifacts::Retention;
