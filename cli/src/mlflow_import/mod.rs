@@ -125,12 +125,13 @@ pub fn import(options: &Options) -> std::result::Result<String, String> {
     let mut import =
         Import { source: source.as_ref(), target, report: Report::default(), last_progress: Instant::now() };
     eprintln!("copying {} into {}", import.source.describe(), options.server);
-    match import.everything() {
-        Ok(()) => Ok(import.report.text()),
-        Err(e) => Err(format!(
-            "{e}\nthe import stopped; run it again to go on from where it stopped\nso far:\n{}",
-            import.report.text()
-        )),
+    let outcome = import.everything();
+    let report = format!("{}\nrequests to trainlog: {}", import.report.text(), import.target.requests_sent());
+    match outcome {
+        Ok(()) => Ok(report),
+        Err(e) => {
+            Err(format!("{e}\nthe import stopped; run it again to go on from where it stopped\nso far:\n{report}"))
+        }
     }
 }
 
@@ -230,7 +231,7 @@ impl Import<'_> {
         let total = runs.len();
         for (i, run) in runs.iter().enumerate() {
             let models = models_by_run.remove(&run.id).unwrap_or_default();
-            match self.run(run, &target_id, &models) {
+            match self.run(run, experiment, &target_id, &models) {
                 Ok(true) => self.report.runs.copied += 1,
                 Ok(false) => self.report.runs.skipped += 1,
                 Err(e) => {
@@ -287,29 +288,34 @@ impl Import<'_> {
         Ok(Some((id, created)))
     }
 
-    fn found(&self, run: &SourceRun, experiment_id: &str) -> Result<Found> {
-        let got = match self.target.get(&format!("{DOOR}/runs/get"), &[("run_id", &run.id)]) {
-            Ok(got) => got,
+    /// Where a run stands, in one request: trainlog's own answer holds the run's project (an
+    /// experiment is the project of the same name), whether it is archived (deleted, in MLflow's
+    /// words) and the import's mark.
+    fn found(&self, run: &SourceRun, experiment: &str) -> Result<Found> {
+        let detail = match self.target.get(&format!("/api/v1/runs/{}", run.id), &[]) {
+            Ok(detail) => detail,
             Err(e) if e.is_not_found() => return Ok(Found::Missing),
             Err(e) => return Err(e),
         };
-        let info = &got["run"]["info"];
-        if text(&info["experiment_id"]) != experiment_id {
-            return Err(Error::Source(format!(
-                "trainlog already holds a run with this id, in experiment {}",
-                info["experiment_id"]
-            )));
+        let project = &detail["project"];
+        if project != experiment {
+            return Err(Error::Source(format!("trainlog already holds a run with this id, in experiment {project}")));
         }
-        if info["lifecycle_stage"] == "deleted" {
+        if detail["archived"] == true || detail["metadata"]["import"]["done"] == true {
             return Ok(Found::Done);
         }
-        let detail = self.target.get(&format!("/api/v1/runs/{}", run.id), &[])?;
-        Ok(if detail["metadata"]["import"]["done"] == true { Found::Done } else { Found::Unfinished })
+        Ok(Found::Unfinished)
     }
 
     /// Copies one run; false when an earlier import already did.
-    fn run(&mut self, run: &SourceRun, experiment_id: &str, models: &[LoggedModel]) -> Result<bool> {
-        match self.found(run, experiment_id)? {
+    fn run(
+        &mut self,
+        run: &SourceRun,
+        experiment: &Experiment,
+        experiment_id: &str,
+        models: &[LoggedModel],
+    ) -> Result<bool> {
+        match self.found(run, &experiment.name)? {
             Found::Done => return Ok(false),
             Found::Unfinished => {}
             Found::Missing => {

@@ -11,6 +11,8 @@ pub struct Rest {
     pub base: String,
     client: reqwest::blocking::Client,
     credentials: Option<Credentials>,
+    /// Requests sent, retries included.
+    sent: std::sync::atomic::AtomicU64,
 }
 
 enum Credentials {
@@ -71,7 +73,12 @@ fn backoff() -> ExponentialBuilder {
 
 impl Rest {
     pub fn new(base: &str, client: reqwest::blocking::Client) -> Self {
-        Self { base: base.trim_end_matches('/').to_owned(), client, credentials: None }
+        Self { base: base.trim_end_matches('/').to_owned(), client, credentials: None, sent: Default::default() }
+    }
+
+    /// How many requests this client has sent, retries included.
+    pub fn requests_sent(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A client for an MLflow server, with the credentials MLflow's own client reads
@@ -95,6 +102,7 @@ impl Rest {
     }
 
     fn request(&self, method: reqwest::Method, url: &url::Url) -> reqwest::blocking::RequestBuilder {
+        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let request = self.client.request(method, url.clone());
         match &self.credentials {
             None => request,
