@@ -396,3 +396,16 @@ pub fn arrow_stream(keys: &[&str], steps: &[i64], values: &[f64], timestamps: Op
     drop(w);
     buf
 }
+
+/// Logs 100 points through the Rust SDK to `url`, finishes the run, and checks every point
+/// was acknowledged and reads back; the SDK's environment (`SSL_CERT_FILE`, keys) is the caller's.
+pub fn log_a_run_and_read_it_back(url: &str) {
+    let run = trainlog::Run::builder("tls").server(url).system_metrics(None).start().expect("a run over https");
+    for step in 0..100 {
+        run.log(step, &[("loss", 1.0 / (step + 1) as f64)]);
+    }
+    let summary = run.finish().expect("finished");
+    assert_eq!((summary.acknowledged, summary.spooled, summary.unsaved), (100, 0, 0), "{summary:?}");
+    let stored = trainlog::Api::new(Some(url)).expect("an API client").run(run.id()).expect("the run reads back");
+    assert_eq!((stored.status(), &stored.summary()["loss"]["count"]), ("finished", &serde_json::json!(100)));
+}

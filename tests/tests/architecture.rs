@@ -10,9 +10,9 @@ fn root() -> PathBuf {
 }
 
 /// Every file under `dir` whose name ends with one of `extensions`, skipping build output,
-/// dependencies and virtual environments.
+/// dependencies, vendored code and hidden folders (virtual environments, `.git`).
 fn files(dir: &Path, extensions: &[&str]) -> Vec<PathBuf> {
-    const SKIPPED: [&str; 6] = ["target", "node_modules", ".git", ".venv", ".venv-mlflow", "vendor"];
+    const SKIPPED: [&str; 3] = ["target", "node_modules", "vendor"];
     let mut found = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -20,7 +20,7 @@ fn files(dir: &Path, extensions: &[&str]) -> Vec<PathBuf> {
             let path = entry.expect("a folder entry").path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
             if path.is_dir() {
-                if !SKIPPED.contains(&name.as_str()) && !name.starts_with('.') && !name.starts_with("tgt") {
+                if !SKIPPED.contains(&name.as_str()) && !name.starts_with('.') {
                     pending.push(path);
                 }
             } else if extensions.iter().any(|e| name.ends_with(e)) {

@@ -68,13 +68,5 @@ fn https_with_a_self_signed_certificate_for_curl_the_cli_and_the_sdk() {
     let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(message.contains("certificate"), "{message}");
     std::env::set_var("SSL_CERT_FILE", &cert);
-    let run = trainlog::Run::builder("tls").server(&s.url).system_metrics(None).start().expect("a run over https");
-    for step in 0..100 {
-        run.log(step, &[("loss", 1.0 / (step + 1) as f64)]);
-    }
-    let summary = run.finish().expect("finished");
-    assert_eq!((summary.acknowledged, summary.spooled, summary.unsaved), (100, 0, 0), "{summary:?}");
-    let api = trainlog::Api::new(Some(&s.url)).unwrap();
-    let stored = api.run(run.id()).expect("the run reads back");
-    assert_eq!((stored.status(), &stored.summary()["loss"]["count"]), ("finished", &serde_json::json!(100)));
+    trainlog_tests::log_a_run_and_read_it_back(&s.url);
 }
