@@ -2,6 +2,7 @@
 pub mod cost;
 pub mod environment;
 pub mod git;
+pub mod job;
 pub mod gpu;
 pub mod redact;
 pub mod system;
