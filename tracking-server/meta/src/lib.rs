@@ -7,6 +7,7 @@ mod catalog;
 mod checkpoints;
 mod copy;
 mod db;
+pub mod jobs;
 mod keys;
 mod lifecycle;
 mod logged_models;

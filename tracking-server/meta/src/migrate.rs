@@ -25,6 +25,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (13, include_str!("migrations/0013_run_revision.sql"), include_str!("migrations/postgres/0013_run_revision.sql")),
     (14, include_str!("migrations/0014_run_purges.sql"), include_str!("migrations/postgres/0014_run_purges.sql")),
     (15, include_str!("migrations/0015_replicas.sql"), include_str!("migrations/postgres/0015_replicas.sql")),
+    (16, include_str!("migrations/0016_jobs.sql"), include_str!("migrations/postgres/0016_jobs.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -23,6 +23,10 @@ const RUN_TABLES: &[&str] = &[
     "checkpoints",
     "run_metadata",
     "logged_models",
+    "run_attempts",
+    "run_processes",
+    "run_nodes",
+    "run_jobs",
 ];
 
 /// Whether `id` names a run deleted for good.

@@ -66,6 +66,8 @@ pub struct NewRun {
     pub overwrite_params: bool,
     /// Who creates or resumes it, when keys are checked: needs write on the project, or creates it.
     pub actor: Option<crate::Actor>,
+    /// The process creating or resuming it, as one rank of its job: it joins the run's attempt.
+    pub process: Option<crate::jobs::ProcessJoin>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -364,6 +366,13 @@ pub(crate) fn create_run_in(tx: &dyn Db, new: &NewRun) -> Result<(RunId, bool)> 
             "UPDATE runs SET status = 'running', end_ms = NULL, updated_ms = ?2 WHERE id = ?1",
             vals![id.as_str(), now_ms()],
         )?;
+        if let Some(process) = &new.process {
+            if process.rank == 0 {
+                // Another rank may have created the run: rank 0's name, group and notes are the run's.
+                name_by_rank_zero(tx, id.as_str(), new)?;
+            }
+            crate::jobs::join_in(tx, id.as_str(), process)?;
+        }
         return Ok((id.clone(), false));
     }
     let project = match (&new.project, &new.id) {
@@ -406,7 +415,22 @@ pub(crate) fn create_run_in(tx: &dyn Db, new: &NewRun) -> Result<(RunId, bool)> 
     )?;
     write_params(tx, id.as_str(), &new.params, true)?;
     write_tags(tx, id.as_str(), &new.tags)?;
+    if let Some(process) = &new.process {
+        crate::jobs::join_in(tx, id.as_str(), process)?;
+    }
     Ok((id, true))
+}
+
+fn name_by_rank_zero(tx: &dyn Db, id: &str, new: &NewRun) -> Result<()> {
+    if let Some(name) = new.name.as_ref().filter(|n| !n.is_empty()) {
+        tx.exec("UPDATE runs SET name = ?2 WHERE id = ?1", vals![id, name])?;
+    }
+    for (column, value) in [("group_name", &new.group), ("notes", &new.notes)] {
+        if !value.is_empty() {
+            tx.exec(&format!("UPDATE runs SET {column} = ?2 WHERE id = ?1"), vals![id, value])?;
+        }
+    }
+    Ok(())
 }
 
 /// A deleted project keeps its name until it is restored or renamed.
@@ -556,6 +580,9 @@ impl MetaStore {
                 "UPDATE runs SET status = ?2, end_ms = ?3 WHERE id = ?1",
                 vals![id.as_str(), status.as_str(), end],
             )?;
+            if let Some(end) = end {
+                crate::jobs::finish_running_attempt(tx, id.as_str(), status.as_str(), end)?;
+            }
             Ok(())
         })
     }

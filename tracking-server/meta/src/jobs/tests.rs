@@ -1,0 +1,154 @@
+//! The join rules and the ends of attempts, on the test database.
+
+use super::*;
+use crate::NewRun;
+use trainlog_schema::ProjectName;
+
+fn process(rank: i64, world: i64, per_node: i64, restart: &str) -> ProcessJoin {
+    let node_rank = rank / per_node;
+    ProcessJoin {
+        rank,
+        local_rank: rank % per_node,
+        world_size: world,
+        node_rank,
+        node_count: world / per_node,
+        host: format!("node-{node_rank}"),
+        launcher: "torchrun".into(),
+        job_id: Some("job-1".into()),
+        restart: Some(restart.into()),
+        context: "{}".into(),
+        node: (rank % per_node == 0).then(|| NodeInfo {
+            gpus: per_node,
+            usd_per_hour: Some(2.0 * per_node as f64),
+            ..NodeInfo::default()
+        }),
+        ..ProcessJoin::default()
+    }
+}
+
+fn join(m: &MetaStore, run: &RunId, p: ProcessJoin) -> Joined {
+    let new = NewRun {
+        id: Some(run.clone()),
+        project: Some(ProjectName::parse("project", "jobs").expect("name")),
+        resume: true,
+        process: Some(p),
+        ..NewRun::default()
+    };
+    m.write(|tx| {
+        crate::runs::create_run_in(tx, &new)?;
+        let (attempt, new_attempt): (i64, i64) = tx
+            .row(
+                "SELECT MAX(attempt), COUNT(*) FROM run_processes WHERE run_id = ?1 AND attempt = (SELECT MAX(number) FROM run_attempts WHERE run_id = ?1)",
+                vals![run.as_str()],
+            )?
+            .map(|r| Ok::<_, Error>((r.get(0)?, r.get(1)?)))
+            .transpose()?
+            .unwrap_or((0, 0));
+        Ok(Joined { attempt, new_attempt: new_attempt == 1 })
+    })
+    .expect("join")
+}
+
+fn end(m: &MetaStore, run: &RunId, attempt: i64, rank: i64, status: RunStatus) -> bool {
+    let report = ProcessReport { attempt, rank, ..ProcessReport::default() };
+    m.end_process(run, &report, status, None).expect("end")
+}
+
+#[test]
+fn ranks_in_any_order_join_one_attempt_and_the_run_ends_when_every_rank_did() {
+    let dir = tempfile::tempdir().expect("dir");
+    let m = crate::test_store(dir.path());
+    let run = RunId::parse("id", "job-ranks").expect("id");
+    for rank in [5, 0, 7, 3, 1, 2, 6, 4] {
+        assert_eq!(join(&m, &run, process(rank, 8, 4, "0")).attempt, 1);
+    }
+    let (job, attempts) = m.job(&run).expect("job").expect("a job");
+    assert_eq!((job.attempts, job.world_size, job.node_count, job.gpus), (1, 8, 2, 8));
+    assert_eq!(attempts[0].ranks, 8);
+    assert_eq!(job.usd_per_hour, 16.0);
+    for rank in 0..7 {
+        assert!(!end(&m, &run, 1, rank, RunStatus::Finished), "rank {rank} is not the last");
+        assert_eq!(m.run(&run).expect("run").status, RunStatus::Running);
+    }
+    assert!(end(&m, &run, 1, 7, RunStatus::Finished));
+    assert_eq!(m.run(&run).expect("run").status, RunStatus::Finished);
+    let (job, attempts) = m.job(&run).expect("job").expect("a job");
+    assert_eq!(attempts[0].status, "finished");
+    assert_eq!(job.usd_per_hour, 0.0);
+}
+
+#[test]
+fn a_failed_rank_fails_the_attempt_even_when_the_others_were_told_to_stop() {
+    let dir = tempfile::tempdir().expect("dir");
+    let m = crate::test_store(dir.path());
+    let run = RunId::parse("id", "job-failed").expect("id");
+    for rank in 0..4 {
+        join(&m, &run, process(rank, 4, 4, "0"));
+    }
+    let report =
+        ProcessReport { attempt: 1, rank: 2, reason: Some("CUDA out of memory".into()), ..ProcessReport::default() };
+    m.end_process(&run, &report, RunStatus::Failed, None).expect("end");
+    for rank in [0, 1, 3] {
+        end(&m, &run, 1, rank, RunStatus::Preempted);
+    }
+    assert_eq!(m.run(&run).expect("run").status, RunStatus::Failed);
+    let (_, attempts) = m.job(&run).expect("job").expect("a job");
+    assert_eq!(attempts[0].reason.as_deref(), Some("rank 2 failed: CUDA out of memory"));
+}
+
+#[test]
+fn a_restart_or_a_rank_starting_again_is_a_new_attempt_and_the_old_one_is_kept() {
+    let dir = tempfile::tempdir().expect("dir");
+    let m = crate::test_store(dir.path());
+    let run = RunId::parse("id", "job-restarts").expect("id");
+    for rank in 0..2 {
+        join(&m, &run, process(rank, 2, 1, "0"));
+    }
+    // The launcher says it restarted the job: a new attempt; the first ends lost.
+    let second = join(&m, &run, process(1, 2, 1, "1"));
+    assert_eq!(second, Joined { attempt: 2, new_attempt: true });
+    assert_eq!(join(&m, &run, process(0, 2, 1, "1")).attempt, 2);
+    // The same restart count, but rank 0 starts again (a resubmitted job): a third attempt.
+    assert_eq!(join(&m, &run, process(0, 2, 1, "1")).attempt, 3);
+    let (job, attempts) = m.job(&run).expect("job").expect("a job");
+    assert_eq!(job.attempts, 3);
+    let statuses: Vec<&str> = attempts.iter().map(|a| a.status.as_str()).collect();
+    assert_eq!(statuses, ["lost", "lost", "running"]);
+    assert!(attempts[0].end_ms.is_some() && attempts[1].end_ms.is_some());
+    // A process of a superseded attempt ending does not end the run.
+    assert!(!end(&m, &run, 2, 1, RunStatus::Finished));
+    assert_eq!(m.run(&run).expect("run").status, RunStatus::Running);
+}
+
+#[test]
+fn a_preempted_attempt_keeps_its_status_when_the_next_starts() {
+    let dir = tempfile::tempdir().expect("dir");
+    let m = crate::test_store(dir.path());
+    let run = RunId::parse("id", "job-preempted").expect("id");
+    join(&m, &run, process(0, 1, 1, ""));
+    assert!(end(&m, &run, 1, 0, RunStatus::Preempted));
+    assert_eq!(m.run(&run).expect("run").status, RunStatus::Preempted);
+    assert_eq!(join(&m, &run, process(0, 1, 1, "")).attempt, 2);
+    assert_eq!(m.run(&run).expect("run").status, RunStatus::Running);
+    let (_, attempts) = m.job(&run).expect("job").expect("a job");
+    assert_eq!(attempts[0].status, "preempted");
+}
+
+#[test]
+fn a_join_out_of_range_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().expect("dir");
+    let m = crate::test_store(dir.path());
+    let run = RunId::parse("id", "job-bad").expect("id");
+    let new = NewRun {
+        id: Some(run.clone()),
+        project: Some(ProjectName::parse("project", "jobs").expect("name")),
+        resume: true,
+        process: Some(ProcessJoin { rank: 4, ..process(0, 4, 4, "") }),
+        ..NewRun::default()
+    };
+    match m.create_run(&new) {
+        Err(Error::Invalid { field, .. }) => assert_eq!(field, "process.rank"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(m.run(&run).is_err(), "nothing is half-written");
+}
