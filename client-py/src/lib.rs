@@ -120,7 +120,7 @@ impl NativeRun {
     #[pyo3(signature = (project, *, name=None, run_id=None, config=None, tags=None, group=None, notes=None,
         server=None, resume="never", mode="online", spool_dir=None, metadata=None,
         system_interval=10.0, capture_environment=true, capture_code=true, capture_code_diff=true, cost=true,
-        cost_per_hour=None))]
+        cost_per_hour=None, cost_per_gpu_hour=None, job=None, rank_metrics=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -142,6 +142,9 @@ impl NativeRun {
         capture_code_diff: bool,
         cost: bool,
         cost_per_hour: Option<f64>,
+        cost_per_gpu_hour: Option<f64>,
+        job: Option<&Bound<'_, PyDict>>,
+        rank_metrics: bool,
     ) -> PyResult<Self> {
         let mut b = trainlog::Run::builder(project)
             .resume(trainlog::Resume::parse(resume).map_err(to_py_err)?)
@@ -189,6 +192,15 @@ impl NativeRun {
         if let Some(v) = cost_per_hour {
             b = b.cost_per_hour(v);
         }
+        if let Some(v) = cost_per_gpu_hour {
+            b = b.cost_per_gpu_hour(v);
+        }
+        if let Some(overrides) = job {
+            let mut context = trainlog::collect::job::detect_from_process();
+            trainlog::membership::apply_overrides(&mut context, &to_json(overrides.as_any())?).map_err(to_py_err)?;
+            b = b.job(context);
+        }
+        b = b.rank_metrics(rank_metrics);
         if let Some(m) = metadata {
             for (k, v) in m.iter() {
                 b = b.metadata(k.str()?.to_cow()?.into_owned(), to_json(&v)?);
@@ -213,6 +225,22 @@ impl NativeRun {
         self.run.server()
     }
 
+    /// This process's place in its job: launcher, job id, rank, world size, node, restart,
+    /// placement, and where each value was read from.
+    fn job(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_py(py, &self.run.job().to_json())
+    }
+
+    /// The attempt of the job this process joined (0 while the server has not answered).
+    fn attempt(&self) -> i64 {
+        self.run.attempt()
+    }
+
+    /// Whether `log` records anything in this process (rank 0, or per-rank series).
+    fn logs_metrics(&self) -> bool {
+        self.run.logs_metrics()
+    }
+
     /// Whether the sweep this run is a trial of wants it to stop (asks at most once a second).
     fn should_stop(&self, py: Python<'_>) -> bool {
         py.detach(|| self.run.should_stop())
@@ -231,6 +259,9 @@ impl NativeRun {
     /// Enqueues `{key: number}` at `step`. Values that are not numbers are skipped and reported
     /// once; this never raises for a tracking problem and never waits on the network.
     fn log(&self, data: &Bound<'_, PyDict>, step: i64) -> PyResult<()> {
+        if !self.run.logs_metrics() {
+            return Ok(());
+        }
         let mut items: Vec<(String, f64)> = Vec::with_capacity(data.len());
         flatten_numbers(data, "", &mut items)?;
         let refs: Vec<(&str, f64)> = items.iter().map(|(k, v)| (k.as_str(), *v)).collect();
@@ -296,9 +327,19 @@ impl NativeRun {
     /// Ends the run; sends what is queued for at most `timeout` seconds, then spools the rest.
     /// Answers how its points ended up; the same again once finished, None while another
     /// thread is still finishing it.
-    #[pyo3(signature = (status="finished", timeout=60.0))]
-    fn finish(&self, py: Python<'_>, status: &str, timeout: f64) -> PyResult<Py<PyAny>> {
-        let summary = match py.detach(|| self.run.finish_with(status, Duration::from_secs_f64(timeout.max(0.0)))) {
+    /// `reason` and `last_lines` say why this process ended (shown for a failed rank).
+    #[pyo3(signature = (status="finished", timeout=60.0, reason=None, last_lines=None))]
+    fn finish(
+        &self,
+        py: Python<'_>,
+        status: &str,
+        timeout: f64,
+        reason: Option<String>,
+        last_lines: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let timeout = Duration::from_secs_f64(timeout.max(0.0));
+        let finished = py.detach(|| self.run.finish_because(status, timeout, reason.as_deref(), last_lines.as_deref()));
+        let summary = match finished {
             Ok(summary) => Some(summary),
             Err(trainlog::Error::Finished) => self.run.finish_summary(),
             Err(e) => return Err(to_py_err(e)),

@@ -22,6 +22,7 @@ pub mod collect;
 pub mod credentials;
 mod http;
 pub mod k8s;
+pub mod membership;
 mod registry;
 mod run;
 mod sampler;

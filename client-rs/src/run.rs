@@ -1,7 +1,9 @@
 //! `Run` and its builder: creating or resuming a run, enqueueing points without blocking, and
 //! finishing within a bounded time.
 
+use crate::collect::job::JobContext;
 use crate::http::Http;
+use crate::membership::{run_id_for_job, Membership, NodeDescription};
 use crate::sender::{FinishSummary, Sender, Shared};
 use crate::spool::Spool;
 use crate::{Error, Result};
@@ -74,7 +76,10 @@ pub struct RunBuilder {
     capture_code: bool,
     capture_code_diff: bool,
     cost_per_hour: Option<f64>,
+    cost_per_gpu_hour: Option<f64>,
     cost: bool,
+    job: Option<JobContext>,
+    rank_metrics: bool,
 }
 
 impl RunBuilder {
@@ -164,9 +169,26 @@ impl RunBuilder {
         self.cost_per_hour = Some(usd);
         self
     }
+    /// Price per hour of one GPU: the node costs this times its GPUs.
+    pub fn cost_per_gpu_hour(mut self, usd: f64) -> Self {
+        self.cost_per_gpu_hour = Some(usd);
+        self
+    }
     /// Account cost at all. Default on.
     pub fn cost(mut self, on: bool) -> Self {
         self.cost = on;
+        self
+    }
+    /// The job this process is a rank of; by default read from the launcher's environment
+    /// ([`crate::collect::job::detect_from_process`]). Every process of one job joins one run.
+    pub fn job(mut self, job: JobContext) -> Self {
+        self.job = Some(job);
+        self
+    }
+    /// Every rank logs its own series under `rank/{r}/…` (rank 0 also logs the plain keys).
+    /// Default off: only rank 0's `log` records anything.
+    pub fn rank_metrics(mut self, on: bool) -> Self {
+        self.rank_metrics = on;
         self
     }
 
@@ -190,15 +212,18 @@ impl RunBuilder {
         }
     }
 
-    fn create_body(&self, id: &str, resume: bool) -> Value {
+    fn create_body(&self, id: &str, resume: bool, process: &Value) -> Value {
+        // Rank 0 speaks for the run: the other ranks only join it.
+        let speaks = process["rank"].as_u64().unwrap_or(0) == 0;
         let mut body = json!({
             "project": self.project,
             "id": id,
-            "params": self.config,
-            "tags": Value::Object(self.tags.clone()),
+            "params": if speaks { self.config.clone() } else { json!({}) },
+            "tags": if speaks { Value::Object(self.tags.clone()) } else { json!({}) },
             "user": std::env::var("USER").unwrap_or_default(),
             "host": hostname(),
             "resume": resume,
+            "process": process,
         });
         for (field, value) in
             [("name", &self.name), ("group", &self.group), ("notes", &self.notes), ("parent_id", &self.parent_id)]
@@ -215,12 +240,18 @@ impl RunBuilder {
     /// unreachable server is not an error: the run spools and sends later.
     pub fn start(mut self) -> Result<Run> {
         self.join_sweep_trial();
-        let id = self
-            .id
-            .clone()
-            .or_else(|| std::env::var("TRAINLOG_RUN_ID").ok().filter(|s| !s.is_empty()))
-            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        let job = self.job.clone().unwrap_or_else(crate::collect::job::detect_from_process);
+        let given = self.id.clone().or_else(|| std::env::var("TRAINLOG_RUN_ID").ok().filter(|s| !s.is_empty()));
+        let derived = given.is_none().then(|| job.job_key()).flatten().map(|key| run_id_for_job(&self.project, &key));
+        if (derived.is_some() || job.world_size > 1) && self.resume == Resume::Never {
+            // Every rank, and every restart of the job, joins the one run.
+            self.resume = Resume::Allow;
+        }
+        let id = given.or(derived).unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
         trainlog_schema::RunId::parse("id", &id).map_err(|e| Error::Invalid(e.to_string()))?;
+        let membership = Arc::new(Membership::new(job, self.rank_metrics));
+        let (gpus, node) = self.describe_node(&membership.job);
+        let process = membership.join_body(node.as_ref());
         let url = crate::server_url(self.server.as_deref());
         let http = Http::new(&url, Duration::from_secs(10))?;
         let offline = self.mode == Mode::Offline;
@@ -234,25 +265,26 @@ impl RunBuilder {
             shared.spooling.store(true, Ordering::Relaxed);
         }
         let resume = self.resume != Resume::Never;
+        let spooled_create = json!({"op": "create", "body": self.create_body(&id, true, &process)});
         let mut run_json = Value::Null;
         if offline {
-            spool.append(&json!({"op": "create", "body": self.create_body(&id, true)}))?;
+            spool.append(&spooled_create)?;
         } else {
             let reached = (|| {
                 if self.resume == Resume::Must {
                     http.get(&format!("/runs/{id}"))?;
                 }
-                http.post("/runs", &self.create_body(&id, resume))
+                http.post("/runs", &self.create_body(&id, resume, &process))
             })();
             match reached {
                 Ok(run) if inherited => {
                     run_json = run;
                     // Order: the create answered, but the inherited records go before new ones.
-                    spool.append(&json!({"op": "create", "body": self.create_body(&id, true)}))?;
+                    spool.append(&spooled_create)?;
                 }
                 Ok(run) => run_json = run,
                 Err(Error::Unreachable { reason, .. }) => {
-                    spool.append(&json!({"op": "create", "body": self.create_body(&id, true)}))?;
+                    spool.append(&spooled_create)?;
                     shared.spooling.store(true, Ordering::Relaxed);
                     shared.warn_once(&format!("the server at {url} cannot be reached ({reason})"));
                 }
@@ -266,17 +298,23 @@ impl RunBuilder {
                 }
             }
         }
+        membership.heard(&run_json);
         let sender = Sender::new(shared.clone(), http, spool);
         let sender_thread = std::thread::Builder::new()
             .name("trainlog-sender".into())
             .spawn(move || sender.run())
             .map_err(crate::io_err("starting the sender thread"))?;
+        if !offline {
+            let beat = Http::new(&url, Duration::from_secs(5))?;
+            crate::membership::start_heartbeats(membership.clone(), shared.clone(), beat, &id);
+        }
         let run = Run {
             shared,
             id,
             project: self.project.clone(),
             server: url,
             json: run_json,
+            membership: membership.clone(),
             sender: Mutex::new(Some(sender_thread)),
             finished: AtomicBool::new(false),
             summary: Mutex::new(None),
@@ -284,24 +322,38 @@ impl RunBuilder {
             stop_flag: Arc::new(AtomicBool::new(false)),
             stop_poller: std::sync::Once::new(),
         };
-        let mut metadata = self.metadata.clone();
-        if self.capture_environment {
+        let rank_zero = membership.job.rank == 0;
+        let mut metadata = if rank_zero { self.metadata.clone() } else { BTreeMap::new() };
+        if rank_zero && self.capture_environment {
             metadata.insert("environment".into(), crate::collect::environment::capture());
         }
-        if self.capture_code {
+        if rank_zero && self.capture_code {
             let cwd = std::env::current_dir().unwrap_or_default();
             let diff_cap_bytes = (self.capture_code_diff && !code_diff_switched_off_by_env()).then_some(1 << 20);
             if let Some(code) = crate::collect::git::capture(&cwd, diff_cap_bytes) {
                 metadata.insert("code".into(), code);
             }
         }
+        let price = node.as_ref().and_then(|n| n.price.clone());
+        if let (true, Some((usd_per_hour, source))) = (rank_zero, &price) {
+            let names = node.as_ref().map(|n| n.gpu_names.clone()).unwrap_or_default();
+            metadata.insert("cost".into(), json!({"usd_per_hour": usd_per_hour, "source": source, "gpus": names}));
+        }
         for (section, value) in metadata {
             run.set_metadata(&section, value);
         }
-        if self.system_interval.is_some() || self.cost {
-            let resumed = Resumed::from_summary(&run.json["summary"]);
-            let cost = self.cost.then_some(self.cost_per_hour);
-            match crate::sampler::Sampler::start(&run, self.system_interval, cost, resumed) {
+        let leader = membership.job.is_node_leader();
+        let system_every = if leader { self.system_interval } else { None };
+        let cost = (rank_zero && self.cost).then(|| (price.map(|p| p.0), membership.clone()));
+        if system_every.is_some() || cost.is_some() {
+            let plan = crate::sampler::SamplerPlan {
+                system_every,
+                gpus: if system_every.is_some() { gpus } else { None },
+                system_prefix: membership.system_prefix(),
+                cost,
+                resumed: Resumed::from_summary(&run.json["summary"]),
+            };
+            match crate::sampler::Sampler::start(run.shared.clone(), plan) {
                 Ok(sampler) => *lock(&run.sampler) = Some(sampler),
                 Err(e) => run.shared.report_problem(format!(
                     "run {} records no system metrics or cost: the sampler thread did not start ({e})",
@@ -310,6 +362,40 @@ impl RunBuilder {
             }
         }
         Ok(run)
+    }
+
+    /// A node leader (local rank 0) opens the node's GPUs and prices the node; other processes
+    /// describe nothing.
+    fn describe_node(&self, job: &JobContext) -> (Option<crate::collect::gpu::GpuSampler>, Option<NodeDescription>) {
+        if !job.is_node_leader() || (self.system_interval.is_none() && !self.cost) {
+            return (None, None);
+        }
+        let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        let gpus = match crate::collect::gpu::GpuSampler::open(visible.as_deref()) {
+            Ok(g) => Some(g),
+            Err(reason) => {
+                if self.system_interval.is_some() {
+                    eprintln!("trainlog: no GPU readings ({reason}); recording CPU and memory only");
+                }
+                None
+            }
+        };
+        let gpu_names = gpus.as_ref().map(|g| g.gpu_names()).unwrap_or_default();
+        let count = if gpu_names.is_empty() { job.gpus_per_node.unwrap_or(0) } else { gpu_names.len() as u32 };
+        let price = if self.cost {
+            let explicit = self.cost_per_hour.or(self.cost_per_gpu_hour.map(|p| p * f64::from(count)));
+            let spot = job.spot.unwrap_or(false);
+            let explicit_source = self
+                .cost_per_gpu_hour
+                .filter(|_| self.cost_per_hour.is_none())
+                .map(|p| format!("{p} USD per GPU-hour given to the SDK, {count} GPUs"));
+            crate::collect::cost::resolve_price(explicit, job.cloud.as_deref(), spot, &gpu_names)
+                .map(|(usd, source)| (usd, explicit_source.unwrap_or(source)))
+        } else {
+            None
+        };
+        let driver = gpus.as_ref().and_then(|g| g.driver_version());
+        (gpus, Some(NodeDescription { gpus: count, gpu_names, driver, price }))
     }
 }
 
@@ -378,6 +464,7 @@ pub struct Run {
     project: String,
     server: String,
     json: Value,
+    membership: Arc<Membership>,
     sender: Mutex<Option<JoinHandle<FinishSummary>>>,
     finished: AtomicBool,
     summary: Mutex<Option<FinishSummary>>,
@@ -408,7 +495,10 @@ impl Run {
             capture_code: true,
             capture_code_diff: true,
             cost_per_hour: None,
+            cost_per_gpu_hour: None,
             cost: true,
+            job: None,
+            rank_metrics: false,
         }
     }
 
@@ -475,10 +565,35 @@ impl Run {
 
     /// Logs values at `step` with an explicit timestamp (ms since the epoch). Only enqueues.
     pub fn log_at(&self, step: i64, timestamp_ms: i64, values: &[(&str, f64)]) {
-        if self.is_finished() {
+        let m = &self.membership;
+        if !m.logs || self.is_finished() {
             return;
         }
-        self.shared.enqueue(step, timestamp_ms, values);
+        m.saw_step(step);
+        if m.job.rank == 0 {
+            self.shared.enqueue(step, timestamp_ms, values);
+        }
+        if let Some(prefix) = &m.rank_prefix {
+            let keys: Vec<String> = values.iter().map(|(k, _)| format!("{prefix}{k}")).collect();
+            let mine: Vec<(&str, f64)> = keys.iter().zip(values).map(|(k, (_, v))| (k.as_str(), *v)).collect();
+            self.shared.enqueue(step, timestamp_ms, &mine);
+        }
+    }
+
+    /// This process's place in its job (rank, world, node, launcher).
+    pub fn job(&self) -> &JobContext {
+        &self.membership.job
+    }
+
+    /// The attempt of the job this process joined (1 for the first start); 0 while the server
+    /// has not answered.
+    pub fn attempt(&self) -> i64 {
+        self.membership.attempt()
+    }
+
+    /// Whether this process's `log` records anything (rank 0, or every rank with per-rank series).
+    pub fn logs_metrics(&self) -> bool {
+        self.membership.logs
     }
 
     /// Stores a metadata section with the run (sent in order with the points).
@@ -515,15 +630,28 @@ impl Run {
     /// how many points were acknowledged, spooled, rejected and unsaved; anything rejected or
     /// unsaved is also reported on stderr.
     pub fn finish_with(&self, status: &str, timeout: Duration) -> Result<FinishSummary> {
+        self.finish_because(status, timeout, None, None)
+    }
+
+    /// [`finish_with`](Self::finish_with), saying why this process ended (an exception, a
+    /// signal) and the last lines it printed: the run's attempt shows them for a failed rank.
+    pub fn finish_because(
+        &self,
+        status: &str,
+        timeout: Duration,
+        reason: Option<&str>,
+        last_lines: Option<&str>,
+    ) -> Result<FinishSummary> {
         trainlog_schema::RunStatus::parse("status", status).map_err(|e| Error::Invalid(e.to_string()))?;
         if self.finished.swap(true, Ordering::SeqCst) {
             return Err(Error::Finished);
         }
         if let Some(sampler) = lock(&self.sampler).take() {
-            sampler.stop(self);
+            sampler.stop();
         }
         let deadline = Instant::now() + timeout;
-        let op = json!({"op": "finish", "body": {"status": status, "end_time": crate::now_ms()}});
+        let process = self.membership.report_body(reason, last_lines);
+        let op = json!({"op": "finish", "body": {"status": status, "end_time": crate::now_ms(), "process": process}});
         lock(&self.shared.pending).finish = Some((op, deadline));
         self.shared.wake.notify_one();
         let handle = lock(&self.sender).take();

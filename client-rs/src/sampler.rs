@@ -1,15 +1,30 @@
 //! The sampler thread: system and GPU metrics every interval, and the accumulated cost, logged
-//! as `sys/…` and `cost/usd` series of the run.
+//! as `sys/…` series of the run (`sys/node/{n}/…` in a job of several nodes), and the job's
+//! cost so far as `cost/usd` and `cost/lost_usd`.
 
 use crate::collect::{cost, gpu, system};
-use crate::run::Run;
+use crate::membership::Membership;
 use crate::sender::Shared;
-use serde_json::json;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const COST_ONLY_INTERVAL: Duration = Duration::from_secs(10);
+
+/// What one process samples: its node's system series (a node leader), and the job's cost
+/// (rank 0).
+pub struct SamplerPlan {
+    /// How often to read the system; None: no system series.
+    pub system_every: Option<Duration>,
+    /// The node's GPUs, opened before the run joined (their names priced the node).
+    pub gpus: Option<gpu::GpuSampler>,
+    /// `sys/`, or `sys/node/{n}/` in a job of several nodes.
+    pub system_prefix: String,
+    /// Log the job's cost: from the server's figures when it gave some, else at this node's
+    /// price (when known) on top of what the run had cost before.
+    pub cost: Option<(Option<f64>, Arc<Membership>)>,
+    pub resumed: crate::run::Resumed,
+}
 
 pub struct Sampler {
     stop: Arc<(Mutex<bool>, Condvar)>,
@@ -17,47 +32,20 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling: system metrics every `interval` (None: off), and cost when `cost` is
-    /// `Some(explicit price per hour or None to look it up)`. Fails when the thread cannot start.
-    pub fn start(
-        run: &Run,
-        interval: Option<Duration>,
-        cost: Option<Option<f64>>,
-        resumed: crate::run::Resumed,
-    ) -> crate::Result<Self> {
+    /// Starts the sampling thread; fails only when the thread cannot start.
+    pub fn start(shared: Arc<Shared>, plan: SamplerPlan) -> crate::Result<Self> {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let shared = run.shared.clone();
-        let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-        let gpus = match gpu::GpuSampler::open(visible.as_deref()) {
-            Ok(g) => Some(g),
-            Err(reason) => {
-                if interval.is_some() {
-                    eprintln!("trainlog: no GPU readings ({reason}); recording CPU and memory only");
-                }
-                None
-            }
-        };
-        let gpu_names = gpus.as_ref().map(|g| g.gpu_names()).unwrap_or_default();
-        let spot = std::env::var("TRAINLOG_SPOT").is_ok_and(|v| v == "1" || v == "true");
-        let provider = std::env::var("TRAINLOG_CLOUD_PROVIDER").ok();
-        let price = cost.and_then(|explicit| cost::resolve_price(explicit, provider.as_deref(), spot, &gpu_names));
-        if let Some((usd_per_hour, source)) = &price {
-            run.set_metadata("cost", json!({"usd_per_hour": usd_per_hour, "source": source, "gpus": gpu_names}));
-        }
-        let every = interval.unwrap_or(COST_ONLY_INTERVAL);
+        let every = plan.system_every.unwrap_or(COST_ONLY_INTERVAL);
         let stop2 = stop.clone();
         let handle = std::thread::Builder::new()
             .name("trainlog-sampler".into())
-            .spawn(move || {
-                let meter = price.map(|p| cost::CostMeter::new(p.0));
-                sample_loop(shared, interval.is_some(), gpus, meter, resumed, every, stop2)
-            })
+            .spawn(move || sample_loop(shared, plan, every, stop2))
             .map_err(crate::io_err("starting the sampler thread"))?;
         Ok(Self { stop, handle })
     }
 
     /// Stops the thread after a last sample, so the recorded cost covers the whole run.
-    pub fn stop(self, _run: &Run) {
+    pub fn stop(self) {
         let (flag, cv) = &*self.stop;
         *flag.lock().unwrap_or_else(|p| p.into_inner()) = true;
         cv.notify_all();
@@ -65,32 +53,49 @@ impl Sampler {
     }
 }
 
-fn sample_loop(
-    shared: Arc<Shared>,
-    system_on: bool,
-    mut gpus: Option<gpu::GpuSampler>,
-    meter: Option<cost::CostMeter>,
-    resumed: crate::run::Resumed,
-    every: Duration,
-    stop: Arc<(Mutex<bool>, Condvar)>,
-) {
+/// The job's cost now: the server's figure carried forward, else this node's price since the
+/// sampler started on top of the run's earlier cost.
+fn cost_now(plan: &SamplerPlan, started: Instant) -> Vec<(String, f64)> {
+    let Some((local_price, membership)) = &plan.cost else { return Vec::new() };
+    match membership.cost_base() {
+        Some(base) => {
+            vec![("cost/usd".to_owned(), base.cost_at(crate::now_ms())), ("cost/lost_usd".to_owned(), base.lost_usd)]
+        }
+        None => match local_price {
+            Some(price) => {
+                let meter = cost::CostMeter::new(*price);
+                vec![(
+                    "cost/usd".to_owned(),
+                    plan.resumed.cost_usd + meter.accumulated_usd(started.elapsed().as_secs_f64()),
+                )]
+            }
+            None => Vec::new(),
+        },
+    }
+}
+
+fn sample_loop(shared: Arc<Shared>, mut plan: SamplerPlan, every: Duration, stop: Arc<(Mutex<bool>, Condvar)>) {
     let started = Instant::now();
-    let mut sys = system_on.then(system::SystemSampler::new);
-    let mut step = resumed.sampler_step;
-    let cost_at = |elapsed: f64, m: &cost::CostMeter| resumed.cost_usd + m.accumulated_usd(elapsed);
+    let mut sys = plan.system_every.is_some().then(system::SystemSampler::new);
+    let mut step = plan.resumed.sampler_step;
+    let prefix = plan.system_prefix.clone();
+    let renamed = |(key, value): (String, f64)| match key.strip_prefix(trainlog_schema::SYSTEM_PREFIX) {
+        Some(rest) if prefix != trainlog_schema::SYSTEM_PREFIX => (format!("{prefix}{rest}"), value),
+        _ => (key, value),
+    };
     loop {
         let mut values: Vec<(String, f64)> = Vec::new();
         if let Some(s) = sys.as_mut() {
-            values.extend(s.sample());
-            if let Some(g) = gpus.as_mut() {
-                values.extend(g.sample());
+            values.extend(s.sample().into_iter().map(renamed));
+            if let Some(g) = plan.gpus.as_mut() {
+                values.extend(g.sample().into_iter().map(renamed));
             }
         }
-        if let Some(m) = &meter {
-            values.push(("cost/usd".to_owned(), cost_at(started.elapsed().as_secs_f64(), m)));
-        }
+        values.extend(cost_now(&plan, started));
         let refs: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-        shared.enqueue(step, crate::now_ms(), &refs);
+        if !refs.is_empty() {
+            shared.enqueue(step, crate::now_ms(), &refs);
+        }
         step += 1;
         let (flag, cv) = &*stop;
         let guard = flag.lock().unwrap_or_else(|p| p.into_inner());
@@ -101,8 +106,10 @@ fn sample_loop(
         if *guard {
             // One last reading at the end.
             drop(guard);
-            if let Some(m) = &meter {
-                shared.enqueue(step, crate::now_ms(), &[("cost/usd", cost_at(started.elapsed().as_secs_f64(), m))]);
+            let last = cost_now(&plan, started);
+            let refs: Vec<(&str, f64)> = last.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            if !refs.is_empty() {
+                shared.enqueue(step, crate::now_ms(), &refs);
             }
             return;
         }

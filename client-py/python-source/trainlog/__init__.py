@@ -83,6 +83,8 @@ def init(
     cost: Union[bool, Mapping[str, float]] = True,
     spool_dir: Optional[str] = None,
     handle_sigterm: bool = True,
+    job: Optional[Mapping[str, Any]] = None,
+    rank_metrics: bool = False,
 ) -> Run:
     """Start a run (or continue one) and make it `trainlog.run`.
 
@@ -96,8 +98,16 @@ def init(
       `--api-key`, ...) and the credentials in URLs replaced by `***`.
     - `cost={"per_hour": 2.5}` sets the price (else `TRAINLOG_COST_PER_HOUR`, else the shipped
       price table for the detected GPUs); `cost=False` turns cost accounting off.
+    - `cost={"per_gpu_hour": 2.5}` prices each GPU of the node instead.
     - On SIGTERM (a preemption notice) the run is flushed for a bounded time and marked `preempted`,
       then the process's own SIGTERM handling goes on.
+    - A job of several processes is one run: the launcher's environment (torchrun, Slurm, MPI,
+      SkyPilot, Kubernetes, SageMaker, Vertex AI, or `TRAINLOG_JOB_ID`, `TRAINLOG_RANK`, ...)
+      gives the job and this process's rank; every rank and every restart of the job joins the
+      run whose id the job derives. Only rank 0's `log` records, unless `rank_metrics=True`
+      (every rank's series under `rank/{r}/`). `job={"job_id": ..., "rank": ..., ...}` sets
+      what the environment does not say; it wins over it. Each start of the job is an attempt
+      of the run, with its nodes, prices and how it ended.
     """
     project = project or os.environ.get("TRAINLOG_PROJECT") or "default"
     sweep_params = os.environ.get("TRAINLOG_SWEEP_PARAMS") if os.environ.get("TRAINLOG_SWEEP_ID") else None
@@ -112,8 +122,10 @@ def init(
         metadata["python"] = python_info()
         if capture_packages:
             metadata["packages"] = installed_packages()
+    per_gpu_hour: Optional[float] = None
     if isinstance(cost, Mapping):
         per_hour: Optional[float] = float(cost["per_hour"]) if "per_hour" in cost else None
+        per_gpu_hour = float(cost["per_gpu_hour"]) if "per_gpu_hour" in cost else None
         cost_on = True
     else:
         per_hour = None
@@ -138,6 +150,9 @@ def init(
         capture_code_diff=capture_code_diff,
         cost=cost_on,
         cost_per_hour=per_hour,
+        cost_per_gpu_hour=per_gpu_hour,
+        job=dict(job) if job is not None else None,
+        rank_metrics=rank_metrics,
     )
     new_run = Run(native, name, dict(config or {}))
     _register(new_run, handle_sigterm)

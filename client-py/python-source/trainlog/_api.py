@@ -56,6 +56,21 @@ class ApiRun:
     def metadata(self) -> Dict[str, Any]:
         return dict(self._data.get("metadata", {}))
 
+    @property
+    def job(self) -> Optional[Dict[str, Any]]:
+        """The job the run follows: launcher, job id, world size, node count, attempts, GPUs,
+        cost so far across nodes and attempts (`cost_usd`), lost work (`lost_usd`,
+        `lost_gpu_hours`) and `steps_replayed`; None when no process joined it as a job."""
+        job = self._data.get("job")
+        return dict(job) if job else None
+
+    @property
+    def attempts(self) -> List[Dict[str, Any]]:
+        """Each start of the job, oldest first: number, status, start/end time, world size,
+        nodes (host, GPUs, price), placement (cloud, region, zone, instance type, spot), price
+        and cost, last step and last checkpoint step, lost work and replayed steps."""
+        return [dict(a) for a in self._data.get("attempts", [])]
+
     def artifacts(self, prefix: str = "") -> List[Dict[str, Any]]:
         """The run's artifacts: `[{"path", "size", "sha256", "created_time"}]`."""
         return list(self._api._native.artifacts(self.id, prefix))

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from types import TracebackType
 from typing import Any, Dict, List, Mapping, Optional, Type, TypedDict, cast
 
@@ -62,6 +63,8 @@ class Run:
         # A resumed run continues after the steps an earlier process logged.
         self._step = native.next_step()
         self._lock = threading.Lock()
+        # Only rank 0 of a job logs, unless every rank keeps its own series.
+        self._logs = native.logs_metrics()
 
     @property
     def id(self) -> str:
@@ -74,6 +77,22 @@ class Run:
     @property
     def server(self) -> str:
         return self._native.server
+
+    @property
+    def job(self) -> Dict[str, Any]:
+        """This process's place in its job: `launcher`, `job_id`, `rank`, `local_rank`,
+        `world_size`, `node_rank`, `node_count`, `restart`, placement (`cloud`, `region`,
+        `zone`, ...), and `detected_from` (which variable gave each value)."""
+        return dict(self._native.job())
+
+    @property
+    def rank(self) -> int:
+        return int(self._native.job()["rank"])
+
+    @property
+    def attempt(self) -> int:
+        """The attempt of the job this process joined (1 for its first start; 0 while unknown)."""
+        return self._native.attempt()
 
     def should_stop(self) -> bool:
         """True when the sweep this run is a trial of pruned it (or was stopped): save and exit.
@@ -91,7 +110,8 @@ class Run:
             if step is None:
                 step = self._step
             self._step = max(self._step, step + 1)
-        self._native.log(data if isinstance(data, dict) else dict(data), step)
+        if self._logs:
+            self._native.log(data if isinstance(data, dict) else dict(data), step)
 
     def log_artifact(self, path: str | os.PathLike[str], name: Optional[str] = None) -> Dict[str, Any]:
         """Upload a file as an artifact of the run (blocking); `name` defaults to the file's name."""
@@ -140,14 +160,24 @@ class Run:
     def flush(self, timeout: float = 60.0) -> bool:
         return self._native.flush(timeout)
 
-    def finish(self, status: str = "finished", timeout: float = 60.0) -> Optional[FinishReport]:
+    def finish(
+        self,
+        status: str = "finished",
+        timeout: float = 60.0,
+        reason: Optional[str] = None,
+        last_lines: Optional[str] = None,
+    ) -> Optional[FinishReport]:
         """End the run (`finished`, `failed`, `killed`, `preempted`); waits at most `timeout` seconds.
+
+        In a job of several processes this ends this process's part: the run ends when its last
+        rank does (failed if any rank failed). `reason` and `last_lines` say why this process
+        ended; the run's attempt shows them for a failed rank.
 
         Returns how the run's points ended up: acknowledged, spooled, rejected or unsaved (see
         `FinishReport`); anything rejected or unsaved is also printed to stderr. Finishing again
         returns the same report (None while another thread is still finishing the run).
         """
-        report = self._native.finish(status, timeout)
+        report = self._native.finish(status, timeout, reason, last_lines)
         _forget(self)
         return cast(Optional[FinishReport], report)
 
@@ -188,15 +218,17 @@ def _forget(run: Run) -> None:
         trainlog._set_current(None)
 
 
-def _finish_all(status: str, timeout: float) -> None:
-    for run in _active:
-        _finish_quietly(run, status, timeout)
+def _finish_all(status: str, timeout: float, reason: Optional[str] = None, last_lines: Optional[str] = None) -> None:
+    for run in list(_active):
+        _finish_quietly(run, status, timeout, reason, last_lines)
 
 
-def _finish_quietly(run: Run, status: str, timeout: float) -> None:
+def _finish_quietly(
+    run: Run, status: str, timeout: float, reason: Optional[str] = None, last_lines: Optional[str] = None
+) -> None:
     try:
         if not run.finished:
-            run.finish(status, timeout)
+            run.finish(status, timeout, reason, last_lines)
     except Exception as e:  # noqa: BLE001 (a tracking problem must not mask the program's own exit)
         print(f"trainlog: could not finish run {run.id}: {e}", file=sys.stderr)
 
@@ -205,13 +237,20 @@ def _at_exit() -> None:
     _finish_all("finished", 60.0)
 
 
+#: How many of the last lines of a traceback a failed process sends with its end.
+LAST_LINES = 20
+
+
 def _excepthook(exc_type: Type[BaseException], exc: BaseException, tb: Optional[TracebackType]) -> None:
-    _finish_all("killed" if issubclass(exc_type, KeyboardInterrupt) else "failed", 30.0)
+    lines = "".join(traceback.format_exception(exc_type, exc, tb)).splitlines()[-LAST_LINES:]
+    reason = f"{exc_type.__name__}: {exc}" if str(exc) else exc_type.__name__
+    status = "killed" if issubclass(exc_type, KeyboardInterrupt) else "failed"
+    _finish_all(status, 30.0, reason, "\n".join(lines))
     _previous_excepthook(exc_type, exc, tb)
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    _finish_all("preempted", PREEMPT_FLUSH_SECONDS)
+    _finish_all("preempted", PREEMPT_FLUSH_SECONDS, "SIGTERM")
     previous = _previous_sigterm
     if callable(previous):
         previous(signum, frame)

@@ -424,6 +424,11 @@ impl GpuSampler {
             .collect()
     }
 
+    /// The driver's version, when it answers.
+    pub fn driver_version(&self) -> Option<String> {
+        self.backend.driver_version().ok()
+    }
+
     fn describe_value(&self) -> Value {
         json!({
             "available": true,

@@ -2,7 +2,7 @@
 pub mod cost;
 pub mod environment;
 pub mod git;
-pub mod job;
 pub mod gpu;
+pub mod job;
 pub mod redact;
 pub mod system;

@@ -317,7 +317,7 @@ pub(crate) fn one(row: Option<Row>, what: &str) -> Result<Row> {
 }
 
 /// `create_run` inside a transaction the caller commits.
-pub(crate) fn create_run_in(tx: &dyn Db, new: &NewRun) -> Result<(RunId, bool)> {
+pub(crate) fn create_run_in(tx: &dyn Db, new: &NewRun) -> Result<(RunId, bool, Option<crate::jobs::Joined>)> {
     let existing: Option<(i64, i64)> = match &new.id {
         Some(id) => tx
             .row("SELECT project_id, deleted FROM runs WHERE id = ?1", vals![id.as_str()])?
@@ -371,9 +371,10 @@ pub(crate) fn create_run_in(tx: &dyn Db, new: &NewRun) -> Result<(RunId, bool)> 
                 // Another rank may have created the run: rank 0's name, group and notes are the run's.
                 name_by_rank_zero(tx, id.as_str(), new)?;
             }
-            crate::jobs::join_in(tx, id.as_str(), process)?;
+            let joined = crate::jobs::join_in(tx, id.as_str(), process)?;
+            return Ok((id.clone(), false, Some(joined)));
         }
-        return Ok((id.clone(), false));
+        return Ok((id.clone(), false, None));
     }
     let project = match (&new.project, &new.id) {
         (Some(project), _) => project,
@@ -415,10 +416,8 @@ pub(crate) fn create_run_in(tx: &dyn Db, new: &NewRun) -> Result<(RunId, bool)> 
     )?;
     write_params(tx, id.as_str(), &new.params, true)?;
     write_tags(tx, id.as_str(), &new.tags)?;
-    if let Some(process) = &new.process {
-        crate::jobs::join_in(tx, id.as_str(), process)?;
-    }
-    Ok((id, true))
+    let joined = new.process.as_ref().map(|process| crate::jobs::join_in(tx, id.as_str(), process)).transpose()?;
+    Ok((id, true, joined))
 }
 
 fn name_by_rank_zero(tx: &dyn Db, id: &str, new: &NewRun) -> Result<()> {
@@ -522,8 +521,14 @@ impl MetaStore {
 
     /// Creates a run, or with `resume` continues an existing one. Answers the run and whether it is new.
     pub fn create_run(&self, new: &NewRun) -> Result<(Run, bool)> {
-        let (id, created) = self.write(|tx| create_run_in(tx, new))?;
-        Ok((self.run(&id)?, created))
+        let (run, created, _) = self.create_run_joining(new)?;
+        Ok((run, created))
+    }
+
+    /// [`create_run`](Self::create_run), also answering where `new.process` joined.
+    pub fn create_run_joining(&self, new: &NewRun) -> Result<(Run, bool, Option<crate::jobs::Joined>)> {
+        let (id, created, joined) = self.write(|tx| create_run_in(tx, new))?;
+        Ok((self.run(&id)?, created, joined))
     }
 
     pub fn run(&self, id: &RunId) -> Result<Run> {

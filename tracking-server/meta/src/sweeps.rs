@@ -241,7 +241,7 @@ impl MetaStore {
                     reason: format!("trial {index} is not the next one: the sweep has {trials}"),
                 });
             }
-            let (run_id, _) = create_run_in(tx, run)?;
+            let (run_id, _, _) = create_run_in(tx, run)?;
             let now = now_ms();
             tx.exec(
                 "INSERT INTO sweep_trials (sweep_id, trial_index, run_id, params, state, agent, slot, gpus, bracket,

@@ -66,6 +66,8 @@ pub struct Joined {
 /// A process's heartbeat or end: the steps it logged so far.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ProcessReport {
+    /// 0 when the process does not know (its run's creation was spooled): the latest attempt
+    /// it joined.
     pub attempt: i64,
     pub rank: i64,
     pub first_step: Option<i64>,
@@ -311,16 +313,29 @@ fn close_attempt(tx: &dyn Db, run: &str, number: i64, status: Option<(&str, i64)
     Ok(())
 }
 
+/// The attempt a report names, or for 0 the latest attempt its rank joined.
+fn attempt_of(tx: &dyn Db, run: &str, report: &ProcessReport) -> Result<Option<i64>> {
+    if report.attempt > 0 {
+        return Ok(Some(report.attempt));
+    }
+    Ok(tx
+        .row("SELECT MAX(attempt) FROM run_processes WHERE run_id = ?1 AND rank = ?2", vals![run, report.rank])?
+        .map(|r| r.get::<Option<i64>>(0))
+        .transpose()?
+        .flatten())
+}
+
 impl MetaStore {
     /// Records a process's heartbeat; answers the job's figures now.
     pub fn process_heartbeat(&self, run: &RunId, report: &ProcessReport) -> Result<JobFigures> {
         self.in_run_tx(run, |tx| {
+            let attempt = attempt_of(tx, run.as_str(), report)?.unwrap_or(0);
             let changed = tx.exec(
                 "UPDATE run_processes SET seen_ms = ?4,
                     first_step = CASE WHEN first_step IS NULL OR ?5 < first_step THEN ?5 ELSE first_step END,
                     last_step = CASE WHEN last_step IS NULL OR ?6 > last_step THEN ?6 ELSE last_step END
                  WHERE run_id = ?1 AND attempt = ?2 AND rank = ?3",
-                vals![run.as_str(), report.attempt, report.rank, now_ms(), report.first_step, report.last_step],
+                vals![run.as_str(), attempt, report.rank, now_ms(), report.first_step, report.last_step],
             )?;
             if changed == 0 {
                 return Err(not_found(format!("rank {} of attempt {} of run {run}", report.rank, report.attempt)));
@@ -343,6 +358,12 @@ impl MetaStore {
         self.in_run_tx(run, |tx| {
             lock_run(tx, run.as_str())?;
             let end = end_ms.unwrap_or_else(now_ms);
+            let Some(attempt) = attempt_of(tx, run.as_str(), report)? else {
+                // A process that never joined (its run came from elsewhere) ends the run as a whole.
+                finish_whole_run(tx, run.as_str(), status, end)?;
+                return Ok(true);
+            };
+            let report = &ProcessReport { attempt, ..report.clone() };
             let changed = tx.exec(
                 "UPDATE run_processes SET status = ?4, end_ms = ?5, seen_ms = ?5, reason = ?6, last_lines = ?7,
                     first_step = CASE WHEN first_step IS NULL OR ?8 < first_step THEN ?8 ELSE first_step END,
@@ -361,7 +382,8 @@ impl MetaStore {
                 ],
             )?;
             if changed == 0 {
-                return Err(not_found(format!("rank {} of attempt {} of run {run}", report.rank, report.attempt)));
+                finish_whole_run(tx, run.as_str(), status, end)?;
+                return Ok(true);
             }
             let Some(current) = current_attempt(tx, run.as_str())? else { return Ok(false) };
             let head = tx
@@ -633,6 +655,11 @@ fn attempt_from_row(r: &Row) -> Result<AttemptFigures> {
         lost_steps: 0,
         nodes: Vec::new(),
     })
+}
+
+fn finish_whole_run(tx: &dyn Db, run: &str, status: RunStatus, end: i64) -> Result<()> {
+    tx.exec("UPDATE runs SET status = ?2, end_ms = ?3 WHERE id = ?1", vals![run, status.as_str(), end])?;
+    finish_running_attempt(tx, run, status.as_str(), end)
 }
 
 /// A run finished as a whole (not by its processes): its running attempt ends with it.

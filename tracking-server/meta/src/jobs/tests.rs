@@ -34,19 +34,7 @@ fn join(m: &MetaStore, run: &RunId, p: ProcessJoin) -> Joined {
         process: Some(p),
         ..NewRun::default()
     };
-    m.write(|tx| {
-        crate::runs::create_run_in(tx, &new)?;
-        let (attempt, new_attempt): (i64, i64) = tx
-            .row(
-                "SELECT MAX(attempt), COUNT(*) FROM run_processes WHERE run_id = ?1 AND attempt = (SELECT MAX(number) FROM run_attempts WHERE run_id = ?1)",
-                vals![run.as_str()],
-            )?
-            .map(|r| Ok::<_, Error>((r.get(0)?, r.get(1)?)))
-            .transpose()?
-            .unwrap_or((0, 0));
-        Ok(Joined { attempt, new_attempt: new_attempt == 1 })
-    })
-    .expect("join")
+    m.create_run_joining(&new).expect("join").2.expect("joined")
 }
 
 fn end(m: &MetaStore, run: &RunId, attempt: i64, rank: i64, status: RunStatus) -> bool {

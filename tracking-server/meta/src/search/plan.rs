@@ -73,6 +73,8 @@ pub(crate) enum Column {
     Runs(&'static str),
     /// How long a run ran: up to its end, or up to now while it runs.
     Duration,
+    /// A column of the run's row in `run_jobs` (NULL without one).
+    Job(&'static str),
     /// A column of a per-run table.
     Keyed { alias: Alias, name: &'static str },
 }
@@ -278,11 +280,18 @@ fn attribute_column(attribute: Attribute) -> Column {
         Attribute::StartTime => "start_ms",
         Attribute::EndTime => "end_ms",
         Attribute::Duration => return Column::Duration,
+        Attribute::Attempts => return Column::Job("attempts"),
+        Attribute::Gpus => return Column::Job("gpus"),
+        Attribute::WorldSize => return Column::Job("world_size"),
+        Attribute::Nodes => return Column::Job("node_count"),
+        Attribute::LostUsd => return Column::Job("lost_usd"),
+        Attribute::LostGpuHours => return Column::Job("lost_gpu_hours"),
+        Attribute::StepsReplayed => return Column::Job("steps_replayed"),
     })
 }
 
 fn attribute_is_nullable(attribute: Attribute) -> bool {
-    matches!(attribute, Attribute::ParentId | Attribute::EndTime)
+    matches!(attribute, Attribute::ParentId | Attribute::EndTime) || matches!(attribute_column(attribute), Column::Job(_))
 }
 
 fn keyed(alias: Alias, name: &'static str) -> Column {

@@ -24,6 +24,15 @@ pub(crate) enum Attribute {
     StartTime,
     EndTime,
     Duration,
+    /// The run's job: how many times it started, its GPUs, ranks and nodes, and its work lost
+    /// to preemptions. NULL for a run no process joined as a job.
+    Attempts,
+    Gpus,
+    WorldSize,
+    Nodes,
+    LostUsd,
+    LostGpuHours,
+    StepsReplayed,
 }
 
 impl Attribute {
@@ -40,12 +49,31 @@ impl Attribute {
             "start_time" => Attribute::StartTime,
             "end_time" => Attribute::EndTime,
             "duration" => Attribute::Duration,
+            "attempts" => Attribute::Attempts,
+            "gpus" => Attribute::Gpus,
+            "world_size" => Attribute::WorldSize,
+            "nodes" | "node_count" => Attribute::Nodes,
+            "lost_usd" => Attribute::LostUsd,
+            "lost_gpu_hours" => Attribute::LostGpuHours,
+            "steps_replayed" => Attribute::StepsReplayed,
             _ => return None,
         })
     }
 
     pub(crate) fn is_numeric(self) -> bool {
-        matches!(self, Attribute::StartTime | Attribute::EndTime | Attribute::Duration)
+        matches!(
+            self,
+            Attribute::StartTime
+                | Attribute::EndTime
+                | Attribute::Duration
+                | Attribute::Attempts
+                | Attribute::Gpus
+                | Attribute::WorldSize
+                | Attribute::Nodes
+                | Attribute::LostUsd
+                | Attribute::LostGpuHours
+                | Attribute::StepsReplayed
+        )
     }
 }
 

@@ -155,6 +155,7 @@ impl Writer {
             Column::Runs(name) => format!("runs.{name}"),
             Column::Duration => format!("(COALESCE(runs.end_ms, {}) - runs.start_ms)", self.dialect.now_ms()),
             Column::Keyed { alias: table, name } => format!("{}.{name}", alias(*table)),
+            Column::Job(name) => format!("(SELECT run_jobs.{name} FROM run_jobs WHERE run_jobs.run_id = runs.id)"),
         }
     }
 

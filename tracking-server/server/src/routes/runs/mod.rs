@@ -2,6 +2,7 @@
 //! notes, group, params and tags, finishing, archiving, restoring and deleting them for good,
 //! and searching them (`search`).
 
+mod job;
 mod search;
 mod wire;
 
@@ -16,6 +17,8 @@ use crate::wire::{RunIdText, StatusOk, OK};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use trainlog_meta::{MetaStore, NewRun, Role, Run, RunUpdate};
 use trainlog_schema::limits::{
     check_count, check_len, MAX_NAME_CHARS, MAX_TAGS_PER_REQUEST, MAX_TAG_VALUE_CHARS, MAX_TEXT_CHARS,
@@ -33,6 +36,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/runs/{id}/metadata/{section}", web::put().to(put_metadata))
         .route("/runs/{id}/tags", web::post().to(set_tags))
         .route("/runs/{id}/finish", web::post().to(finish_run))
+        .route("/runs/{id}/heartbeat", web::post().to(job::heartbeat))
         .route("/runs/{id}/archive", web::post().to(archive_run))
         .route("/runs/{id}/restore", web::post().to(restore_run));
 }
@@ -49,6 +53,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     put_metadata,
     set_tags,
     finish_run,
+    job::heartbeat,
     archive_run,
     delete_run,
     restore_run,
@@ -126,7 +131,7 @@ fn check_run_text(fields: &[(&str, Option<&str>)]) -> Result<()> {
 
 /// Create a run, or resume one (`resume` with its `id`).
 #[utoipa::path(post, path = "/api/v1/runs", tag = "runs", request_body = wire::CreateRun,
-    responses((status = 201, description = "The new run.", body = wire::RunView), (status = 200, description = "The resumed run.", body = wire::RunView)))]
+    responses((status = 201, description = "The new run.", body = wire::CreatedRun), (status = 200, description = "The resumed run.", body = wire::CreatedRun)))]
 pub(crate) async fn create_run(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let mut body: wire::CreateRun = json_body(&req, payload).await?;
     // With keys, a run's user is the key's, whatever the client says.
@@ -157,13 +162,24 @@ pub(crate) async fn create_run(state: State, req: HttpRequest, payload: web::Pay
         resume: body.resume,
         overwrite_params: body.overwrite_params,
         actor: crate::auth::actor(&req),
+        process: body.process.map(job::ProcessInput::into_join).transpose()?,
     };
+    let rank = new.process.as_ref().map(|p| p.rank);
     if new.project.is_none() && !(new.resume && new.id.is_some()) {
         return Err(ApiError::invalid("project", "a new run needs a project"));
     }
-    let (run, created) = meta(&state, move |m| m.create_run(&new)).await?;
+    let (run, created, joined) = meta(&state, move |m| m.create_run_joining(&new)).await?;
     state.store.project_changed(run.project_id);
-    let body = run_view(&state, &run, false).await?;
+    let (job, _) = if joined.is_some() { job::job_of(&state, &run.id).await? } else { (None, Vec::new()) };
+    let body = wire::CreatedRun {
+        run: run_view(&state, &run, false).await?,
+        job,
+        joined: joined.zip(rank).map(|(j, rank)| job::JoinedView {
+            attempt: j.attempt,
+            rank,
+            new_attempt: j.new_attempt,
+        }),
+    };
     Ok(if created { HttpResponse::Created().json(body) } else { HttpResponse::Ok().json(body) })
 }
 
@@ -173,8 +189,9 @@ pub(crate) async fn create_run(state: State, req: HttpRequest, payload: web::Pay
 pub(crate) async fn get_run(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let (id, _) = lookup::readable(&state, &req, &path).await?;
     let ((run, archived), metadata) = meta(&state, move |m| Ok((m.run_any(&id)?, m.metadata(&id)?))).await?;
+    let (job, attempts) = job::job_of(&state, &run.id).await?;
     let run = run_view(&state, &run, archived).await?;
-    Ok(HttpResponse::Ok().json(wire::RunDetail { run, metadata }))
+    Ok(HttpResponse::Ok().json(wire::RunDetail { run, metadata, job, attempts }))
 }
 
 /// Largest metadata document accepted, so a huge git diff cannot bloat the database.
@@ -278,8 +295,28 @@ pub(crate) async fn finish_run(
         _ => crate::body::parse_json_object(&bytes)?,
     };
     let status = body.status.unwrap_or(wire::FinalStatus::Finished).run_status();
-    let run = change_run(&state, &req, &path, move |m, id| m.set_status(id, status, body.end_time)).await?;
-    state.store.run_finished(&run.id).await?;
+    let end_time = body.end_time;
+    let run = match body.process.map(job::ProcessReportInput::into_report).transpose()? {
+        // One process of the job ended: the run ends when its last rank does.
+        Some(report) => {
+            let ended = Arc::new(AtomicBool::new(false));
+            let seen = ended.clone();
+            let run = change_run(&state, &req, &path, move |m, id| {
+                seen.store(m.end_process(id, &report, status, end_time)?, Ordering::Relaxed);
+                Ok(())
+            })
+            .await?;
+            if ended.load(Ordering::Relaxed) {
+                state.store.run_finished(&run.id).await?;
+            }
+            run
+        }
+        None => {
+            let run = change_run(&state, &req, &path, move |m, id| m.set_status(id, status, end_time)).await?;
+            state.store.run_finished(&run.id).await?;
+            run
+        }
+    };
     Ok(HttpResponse::Ok().json(run_view(&state, &run, false).await?))
 }
 

@@ -186,6 +186,22 @@ pub struct RunDetail {
     /// Sections by name, each a JSON object.
     #[schema(value_type = BTreeMap<String, Object>)]
     pub metadata: BTreeMap<String, Value>,
+    /// The job the run follows (its ranks, nodes and attempts), when processes joined it.
+    pub job: Option<super::job::JobView>,
+    /// Each start of the job, oldest first.
+    pub attempts: Vec<super::job::AttemptView>,
+}
+
+/// A created or resumed run; with the job when a process joined it.
+#[derive(Serialize, ToSchema)]
+pub struct CreatedRun {
+    #[serde(flatten)]
+    pub run: RunView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<super::job::JobView>,
+    /// Where the joining process landed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub joined: Option<super::job::JoinedView>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -304,6 +320,8 @@ pub struct CreateRun {
     /// Let the given params replace differing values already stored.
     #[serde(default)]
     pub overwrite_params: bool,
+    /// The process creating or resuming the run, as one rank of its job: it joins the run.
+    pub process: Option<super::job::ProcessInput>,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -356,6 +374,8 @@ pub struct FinishRun {
     /// Milliseconds since the Unix epoch; now when absent.
     #[serde(default, deserialize_with = "integer::optional")]
     pub end_time: Option<i64>,
+    /// One process of the run's job ended: the run ends when its last rank does.
+    pub process: Option<super::job::ProcessReportInput>,
 }
 
 #[derive(Deserialize, ToSchema)]

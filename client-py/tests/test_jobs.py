@@ -1,0 +1,245 @@
+"""One run per training job: ranks started as torchrun starts them, and a spot job preempted and
+restarted elsewhere, each process a fresh interpreter against the real server."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+import trainlog
+
+RANK_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    import trainlog
+    time.sleep(float(os.environ["START_DELAY"]))
+    run = trainlog.init(project="ddp", name="resnet-ddp", config={"lr": 0.1, "batch": 64},
+                        cost={"per_gpu_hour": 2.0}, system_metrics_interval=0.3)
+    for step in range(20):
+        run.log({"loss": 1.0 / (step + 1), "rank_seen": run.rank}, step=step)
+    time.sleep(1.5)
+    report = run.finish()
+    assert report is not None and report["unsaved"] == 0, report
+    print("RANK", run.rank, "RUN", run.id, "ATTEMPT", run.attempt, flush=True)
+    """
+)
+
+
+def torchrun_env(base: Dict[str, str], rank: int, per_node: int, nodes: int, run_id: str) -> Dict[str, str]:
+    """Exactly the variables torchrun sets for one worker."""
+    node = rank // per_node
+    return dict(
+        base,
+        RANK=str(rank),
+        LOCAL_RANK=str(rank % per_node),
+        WORLD_SIZE=str(per_node * nodes),
+        LOCAL_WORLD_SIZE=str(per_node),
+        GROUP_RANK=str(node),
+        GROUP_WORLD_SIZE=str(nodes),
+        ROLE_RANK=str(rank),
+        ROLE_WORLD_SIZE=str(per_node * nodes),
+        ROLE_NAME="default",
+        TORCHELASTIC_RUN_ID=run_id,
+        TORCHELASTIC_RESTART_COUNT="0",
+        TORCHELASTIC_MAX_RESTARTS="0",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT="29500",
+    )
+
+
+def run_detail(env: Dict[str, str], run_id: str) -> Dict[str, Any]:
+    return trainlog.Api(env["TRAINLOG_SERVER"])._native.run(run_id)
+
+
+def keys_of(detail: Dict[str, Any]) -> List[str]:
+    return sorted(detail["summary"])
+
+
+@pytest.mark.timeout(240)
+def test_eight_ranks_on_two_nodes_started_in_random_order_are_one_run(client_env: dict, tmp_path: Path) -> None:
+    script = tmp_path / "rank.py"
+    script.write_text(RANK_SCRIPT)
+    base = dict(os.environ, **client_env, TRAINLOG_HEARTBEAT_SECONDS="0.3", TRAINLOG_GPUS_PER_NODE="4")
+    job = uuid.uuid4().hex
+    order = list(range(8))
+    random.Random(7).shuffle(order)
+    procs = []
+    for position, rank in enumerate(order):
+        env = torchrun_env(base, rank, per_node=4, nodes=2, run_id=job)
+        env["START_DELAY"] = f"{random.Random(rank).uniform(0.0, 1.5) + 0.05 * position:.3f}"
+        procs.append((rank, subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    runs = set()
+    for rank, proc in procs:
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, f"rank {rank}: {out}\n{err}"
+        words = out.split()
+        runs.add(words[words.index("RUN") + 1])
+        assert words[words.index("ATTEMPT") + 1] == "1", out
+    assert len(runs) == 1, runs
+    run_id = runs.pop()
+    listed = trainlog.Api(client_env["TRAINLOG_SERVER"]).runs("ddp")
+    assert [r.id for r in listed] == [run_id], "every rank joined the one run"
+
+    detail = run_detail(client_env, run_id)
+    assert detail["status"] == "finished"
+    assert detail["name"] == "resnet-ddp"
+    assert detail["params"]["lr"] == 0.1
+    job_view = detail["job"]
+    assert (job_view["launcher"], job_view["job_id"]) == ("torchrun", job)
+    assert (job_view["world_size"], job_view["node_count"], job_view["attempts"], job_view["gpus"]) == (8, 2, 1, 8)
+    [attempt] = detail["attempts"]
+    assert attempt["status"] == "finished" and attempt["ranks"] == 8
+    assert [n["node_rank"] for n in attempt["nodes"]] == [0, 1]
+    assert [n["processes"] for n in attempt["nodes"]] == [4, 4]
+    assert [n["usd_per_hour"] for n in attempt["nodes"]] == [8.0, 8.0], "4 GPUs × 2.0 per node"
+    assert (attempt["first_step"], attempt["last_step"]) == (0, 19)
+
+    # Only rank 0 logged: 20 points of loss, all written by rank 0.
+    api = trainlog.Api(client_env["TRAINLOG_SERVER"])
+    loss = api.run(run_id).history("loss")
+    assert [p["step"] for p in loss] == list(range(20))
+    assert {p["value"] for p in api.run(run_id).history("rank_seen")} == {0.0}
+    keys = keys_of(detail)
+    assert not [k for k in keys if k.startswith("rank/")]
+    # Each node's system series once, under its node's keys.
+    for node in (0, 1):
+        assert f"sys/node/{node}/cpu.percent" in keys, keys
+    assert "sys/cpu.percent" not in keys
+
+    # The cost: each node's price × how long it ran, summed; the live series ends near it.
+    by_hand = sum(n["usd_per_hour"] * (n["end_time"] - n["start_time"]) / 3.6e6 for n in attempt["nodes"])
+    assert job_view["cost_usd"] == pytest.approx(by_hand, rel=1e-9)
+    assert attempt["cost_usd"] == pytest.approx(by_hand, rel=1e-9)
+    assert job_view["cost_usd"] > 0
+    series_last = detail["summary"]["cost/usd"]["last"]
+    assert series_last == pytest.approx(by_hand, rel=0.25), (series_last, by_hand)
+
+
+SPOT_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    import trainlog
+    attempt = int(os.environ["ATTEMPT"])
+    total, extra = 60, int(os.environ["EXTRA_STEPS"])
+    run = trainlog.init(project="spot", name="llm-spot", config={"lr": 3e-4})
+    checkpoint = run.latest_checkpoint()
+    start = checkpoint["step"] + 1 if checkpoint else 0
+    print("RESUMED", start, flush=True)
+    ckpt = os.path.join(os.environ["WORK"], f"ckpt-{attempt}")
+    os.makedirs(ckpt, exist_ok=True)
+    step = start
+    saved = None
+    while step < total:
+        run.log({"loss": step + 1000 * attempt}, step=step)
+        if step % 10 == 9:
+            with open(os.path.join(ckpt, "model.bin"), "w") as f:
+                f.write(str(step))
+            run.log_checkpoint(ckpt, step=step)
+            saved = step
+            if extra >= 0 and step >= start + 10:
+                break
+        step += 1
+    if extra >= 0:
+        for more in range(1, extra + 1):
+            run.log({"loss": saved + more + 1000 * attempt}, step=saved + more)
+        run.flush(30)
+        # Two heartbeats carry the last step before the end comes.
+        time.sleep(1.5)
+        print("READY", saved, flush=True)
+        time.sleep(600)
+    run.finish()
+    print("DONE", flush=True)
+    """
+)
+
+
+@pytest.mark.timeout(300)
+def test_a_spot_job_preempted_three_times_is_one_run_of_four_attempts(client_env: dict, tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SPOT_SCRIPT)
+    task_id = "sky-managed-2026_11_24-10-00-00-000000_llm_7-0"
+    # Each attempt: zone, price per hour, steps logged after the last checkpoint, how it ends.
+    plan = [("us-east-1a", 3.0, 4, signal.SIGTERM), ("us-east-1c", 2.5, 6, signal.SIGKILL), ("us-west-2b", 4.0, 3, signal.SIGTERM), ("us-west-2a", 2.0, -1, None)]
+    base = dict(os.environ, **client_env, TRAINLOG_HEARTBEAT_SECONDS="0.3", WORK=str(tmp_path))
+    measured = []
+    for attempt, (zone, price, extra, sig) in enumerate(plan, start=1):
+        region = zone[:-1]
+        env = dict(
+            base,
+            ATTEMPT=str(attempt),
+            EXTRA_STEPS=str(extra),
+            SKYPILOT_TASK_ID=task_id,
+            SKYPILOT_NODE_RANK="0",
+            SKYPILOT_NUM_NODES="1",
+            SKYPILOT_NODE_IPS="10.0.0.1",
+            SKYPILOT_NUM_GPUS_PER_NODE="1",
+            SKYPILOT_CLUSTER_INFO=json.dumps({"cluster_name": f"llm-{attempt}", "cloud": "AWS", "region": region, "zone": zone, "num_nodes": 1, "provider_name": "aws"}),
+            TRAINLOG_COST_PER_HOUR=str(price),
+            TRAINLOG_SPOT="1",
+        )
+        started = time.time()
+        proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        lines = []
+        while True:
+            line = proc.stdout.readline()
+            assert line, f"attempt {attempt} ended early: {''.join(lines)} {proc.stderr.read() if proc.stderr else ''}"
+            lines.append(line)
+            if line.startswith(("READY", "DONE")):
+                break
+        if sig is not None:
+            proc.send_signal(sig)
+        proc.wait(timeout=60)
+        measured.append(time.time() - started)
+        assert lines[0].split() == ["RESUMED", "0" if attempt == 1 else lines[0].split()[1]]
+
+    [listed] = trainlog.Api(client_env["TRAINLOG_SERVER"]).runs("spot")
+    detail = run_detail(client_env, listed.id)
+    assert detail["status"] == "finished"
+    attempts = detail["attempts"]
+    assert [a["status"] for a in attempts] == ["preempted", "lost", "preempted", "finished"]
+    assert [a["zone"] for a in attempts] == [p[0] for p in plan]
+    assert [a["cloud"] for a in attempts] == ["aws"] * 4
+    assert [a["usd_per_hour"] for a in attempts] == [p[1] for p in plan], "each attempt keeps its own price"
+    assert all(a["spot"] is True for a in attempts)
+    for a, seconds in zip(attempts, measured):
+        assert a["end_time"] is not None
+        # The recorded span is the attempt's own, within the time a process takes to start and stop.
+        assert abs((a["end_time"] - a["start_time"]) / 1000 - seconds) < 5, (a, seconds)
+
+    # Cost: the sum over attempts of each one's price × its duration.
+    by_hand = sum(a["usd_per_hour"] * (a["end_time"] - a["start_time"]) / 3.6e6 for a in attempts)
+    job = detail["job"]
+    assert job["attempts"] == 4
+    assert job["cost_usd"] == pytest.approx(by_hand, rel=1e-9)
+    # Lost work: the steps after each interrupted attempt's last checkpoint, redone by the next.
+    for a, (_, _, extra, _) in zip(attempts[:3], plan):
+        assert a["lost_steps"] == extra, a
+        assert a["last_step"] - a["last_checkpoint_step"] == extra
+        lost_hours = (a["end_time"] - a["last_checkpoint_time"]) / 3.6e6
+        assert a["lost_usd"] == pytest.approx(a["usd_per_hour"] * lost_hours, rel=1e-9)
+        assert a["lost_gpu_hours"] == pytest.approx(lost_hours, rel=1e-9), "one GPU"
+    assert [a["steps_replayed"] for a in attempts] == [0] + [p[2] for p in plan[:3]]
+    assert job["steps_replayed"] == sum(p[2] for p in plan[:3])
+    assert job["lost_usd"] == pytest.approx(sum(a["lost_usd"] for a in attempts), rel=1e-9)
+    assert detail["summary"]["cost/lost_usd"]["last"] == pytest.approx(job["lost_usd"], rel=1e-6)
+
+    # The metric continues without duplicates: one point per step, the latest attempt's value.
+    loss = trainlog.Api(client_env["TRAINLOG_SERVER"]).run(listed.id).history("loss")
+    assert [p["step"] for p in loss] == list(range(60))
+    last_writer = {}
+    for number, a in enumerate(attempts, start=1):
+        for step in range(a["first_step"], a["last_step"] + 1):
+            last_writer[step] = number
+    assert [p["value"] for p in loss] == [step + 1000 * last_writer[step] for step in range(60)]
