@@ -57,7 +57,9 @@ impl Sampler {
 /// sampler started on top of the run's earlier cost.
 fn cost_now(plan: &SamplerPlan, started: Instant) -> Vec<(String, f64)> {
     let Some((local_price, membership)) = &plan.cost else { return Vec::new() };
-    match membership.cost_base() {
+    // A job none of whose nodes has a price has no cost series (not a series of zeros).
+    let priced = |b: &crate::membership::CostBase| local_price.is_some() || b.usd_per_hour > 0.0 || b.cost_usd > 0.0;
+    match membership.cost_base().filter(priced) {
         Some(base) => {
             vec![("cost/usd".to_owned(), base.cost_at(crate::now_ms())), ("cost/lost_usd".to_owned(), base.lost_usd)]
         }

@@ -113,7 +113,7 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
     let columns = req.columns;
     // One blocking call: the page of runs (params and tags loaded per table, not per run, and
     // kept between answers while a run is unchanged) and, when asked, the number of matches.
-    let (mut runs, more, total) = meta(state, move |m| {
+    let (mut runs, more, total, mut jobs) = meta(state, move |m| {
         let mut runs = m.search_in(scope.clone(), lifecycle, &filter, &order_by, limit + 1, offset)?;
         let more = runs.len() > limit as usize;
         runs.truncate(limit as usize);
@@ -122,7 +122,9 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
             (true, false) if !runs.is_empty() || offset == 0 => Some(offset + runs.len() as u64),
             (true, _) => Some(m.search_count(scope, lifecycle, &filter)?),
         };
-        Ok((runs, more, total))
+        let ids: Vec<&str> = runs.iter().map(|(run, _)| run.id.as_str()).collect();
+        let jobs = m.job_rows(&ids)?;
+        Ok((runs, more, total, jobs))
     })
     .await?;
     // Summaries as stored, with the points this server took and has not written yet.
@@ -149,7 +151,8 @@ async fn search(state: &State, http: &HttpRequest, req: SearchRequest) -> Result
         .into_iter()
         .map(|(run, archived)| {
             let summaries = summaries.remove(run.id.as_str()).unwrap_or_default();
-            wire::RunView::from_owned(run, summaries, archived)
+            let job = jobs.remove(run.id.as_str()).map(wire::JobBrief::from);
+            wire::RunView { job, ..wire::RunView::from_owned(run, summaries, archived) }
         })
         .collect();
     let list = wire::RunList { runs: list, next_page_token: next, total };

@@ -130,6 +130,40 @@ pub struct RunView {
     /// Archived runs are left out of lists and searches unless asked for, and take no changes
     /// until restored; their data stays readable.
     pub archived: bool,
+    /// In lists: the run's job in brief, when processes joined it as one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobBrief>,
+}
+
+/// A run's job as lists show it: its shape, how often it started, and the work lost.
+#[derive(Serialize, ToSchema)]
+pub struct JobBrief {
+    pub launcher: String,
+    pub job_id: Option<String>,
+    pub world_size: i64,
+    pub node_count: i64,
+    pub attempts: i64,
+    /// GPUs of the latest attempt.
+    pub gpus: i64,
+    pub lost_usd: f64,
+    pub lost_gpu_hours: f64,
+    pub steps_replayed: i64,
+}
+
+impl From<trainlog_meta::jobs::JobRow> for JobBrief {
+    fn from(j: trainlog_meta::jobs::JobRow) -> Self {
+        JobBrief {
+            launcher: j.launcher,
+            job_id: j.job_id,
+            world_size: j.world_size,
+            node_count: j.node_count,
+            attempts: j.attempts,
+            gpus: j.gpus,
+            lost_usd: j.lost_usd,
+            lost_gpu_hours: j.lost_gpu_hours,
+            steps_replayed: j.steps_replayed,
+        }
+    }
 }
 
 /// A run's status.
@@ -174,6 +208,7 @@ impl RunView {
             tags: run.tags,
             summary: SummariesView(summaries),
             archived,
+            job: None,
         }
     }
 }
