@@ -3,6 +3,7 @@
 
 pub mod client;
 pub mod data;
+pub mod jobs;
 pub mod measure;
 pub mod on_postgres;
 pub mod replicas;

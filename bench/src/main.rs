@@ -277,6 +277,83 @@ fn ingest_bench(
     IngestOutcome { runs, points: r.points, rate }
 }
 
+/// J1-J3: 64 ranks of one job joining its run at once, and rank 0's ingest with and without 63
+/// other ranks sending heartbeats (every second, 30 times the SDK's default rate).
+fn job_bench(rt: &tokio::runtime::Runtime, scale: &Scale, report: &mut Report) {
+    const WORLD: usize = 64;
+    let reps = scale.restarts;
+    println!("\n== One job of {WORLD} ranks on {} nodes ==", WORLD / 8);
+    let server = bench_server();
+    let api = server.api("");
+    let mut joins = Vec::new();
+    for rep in 0..reps {
+        let run = format!("bench-job-{rep}");
+        joins.push(rt.block_on(trainlog_bench::jobs::join_all(&api, "bench-jobs", &run, WORLD)));
+        rt.block_on(trainlog_bench::jobs::check_joined(&api, &run, WORLD));
+    }
+    info(format!("{WORLD} ranks joining at once, ms: {joins:.1?}"));
+    report.add(
+        "J1",
+        format!("{WORLD} ranks of one job joining its run at once (median of {reps})"),
+        median(&joins),
+        1,
+        "ms",
+        Goal::None,
+        "",
+    );
+    let batches = scale.batches_per_client / 2;
+    let (mut alone, mut beside, mut beats) = (Vec::new(), Vec::new(), 0);
+    for rep in 0..reps {
+        // Alternating, so both see the same server state as it grows.
+        let solo = format!("bench-solo-{rep}");
+        rt.block_on(trainlog_bench::jobs::join_all(&api, "bench-jobs", &solo, 1));
+        let (rate, _) = rt.block_on(trainlog_bench::jobs::rank0_ingest(
+            &api,
+            &solo,
+            1,
+            false,
+            Duration::from_secs(1),
+            batches,
+            scale.steps_per_batch,
+        ));
+        alone.push(rate);
+        let run = format!("bench-job-{rep}");
+        let (rate, sent) = rt.block_on(trainlog_bench::jobs::rank0_ingest(
+            &api,
+            &run,
+            WORLD,
+            true,
+            Duration::from_secs(1),
+            batches,
+            scale.steps_per_batch,
+        ));
+        beside.push(rate);
+        beats += sent;
+    }
+    info(format!(
+        "rank 0 alone, points/s: {alone:.0?}; beside {} other ranks: {beside:.0?} ({beats} heartbeats)",
+        WORLD - 1
+    ));
+    report.add(
+        "J2",
+        format!("Rank 0's Arrow ingest, alone in its job (median of {reps})"),
+        median(&alone),
+        0,
+        "points/s",
+        Goal::None,
+        "",
+    );
+    report.add(
+        "J3",
+        format!("Rank 0's Arrow ingest, {} other ranks heartbeating every 1 s (median of {reps})", WORLD - 1),
+        median(&beside),
+        0,
+        "points/s",
+        Goal::None,
+        "",
+    );
+}
+
 /// Latency summary line and (p50, p90).
 fn summarize(label: &str, samples: &[f64]) -> (f64, f64) {
     let (p50, p90) = (percentile(samples, 50.0), percentile(samples, 90.0));
@@ -315,13 +392,17 @@ fn bench_server() -> TestServer {
 
 fn main() {
     let mut quick = false;
+    let mut jobs_only = false;
     let mut postgres: Option<String> = None;
-    let usage = "usage: trainlog-bench [--quick] [--postgres URL]   (--quick scales sizes down ~10x for a smoke run; \
+    let usage =
+        "usage: trainlog-bench [--quick] [--jobs] [--postgres URL]   (--quick scales sizes down ~10x for a smoke run; \
+                 --jobs measures only the job figures (J1-J3); \
                  --postgres measures a server on PostgreSQL instead, making databases on the server URL names)";
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => quick = true,
+            "--jobs" => jobs_only = true,
             "--postgres" => postgres = args.next(),
             "-h" | "--help" => {
                 println!("{usage}");
@@ -372,6 +453,13 @@ fn main() {
     }
     let mut report = Report::default();
     let n_points = scale.total_points();
+    if jobs_only {
+        job_bench(&rt, &scale, &mut report);
+        println!("\n## trainlog benchmark, jobs ({} cores shared by client and server)\n", cores);
+        print!("{}", report.table());
+        println!("\ntotal benchmark time {:.1} s", started.elapsed().as_secs_f64());
+        return;
+    }
 
     // 2. JSON ingest, on its own server; then bytes per point with all values full-precision f64.
     println!("\n== JSON ingest ({} points, all values full-precision f64) ==", thousands(n_points as f64, 0));
@@ -767,6 +855,7 @@ fn main() {
         "",
     );
     report.add("8b", "Start-up on an empty folder (median of 5)", median(&empty), 0, "ms", Goal::AtMost(1000.0), "");
+    job_bench(&rt, &scale, &mut report);
 
     println!(
         "\n## trainlog benchmark ({} mode, {} points per ingest, {} cores shared by client and server)\n",

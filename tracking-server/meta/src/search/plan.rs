@@ -291,7 +291,8 @@ fn attribute_column(attribute: Attribute) -> Column {
 }
 
 fn attribute_is_nullable(attribute: Attribute) -> bool {
-    matches!(attribute, Attribute::ParentId | Attribute::EndTime) || matches!(attribute_column(attribute), Column::Job(_))
+    matches!(attribute, Attribute::ParentId | Attribute::EndTime)
+        || matches!(attribute_column(attribute), Column::Job(_))
 }
 
 fn keyed(alias: Alias, name: &'static str) -> Column {
