@@ -71,7 +71,8 @@ pub async fn check_joined(api: &str, run: &str, world: usize) {
     assert_eq!((attempts, detail["attempts"][0]["ranks"].as_u64()), (1, Some(world as u64)), "{}", detail["job"]);
 }
 
-/// Heartbeats of ranks 1..world every `every` until `stop`; answers how many were sent.
+/// Heartbeats of ranks 1..world every `every` (each rank at its own phase, as ranks that
+/// started at different moments) until `stop`; answers how many were sent.
 fn heartbeats(
     api: &str,
     run: &str,
@@ -84,9 +85,11 @@ fn heartbeats(
             let http = client::client();
             let url = format!("{api}/runs/{run}/heartbeat");
             let stop = stop.clone();
+            let phase = every.mul_f64(data::XorShift::new(rank as u64 + 1).unit());
             tokio::spawn(async move {
                 let mut sent = 0;
                 let mut step = 0;
+                tokio::time::sleep(phase).await;
                 while !stop.load(Ordering::Relaxed) {
                     let body = json!({"attempt": 1, "rank": rank, "first_step": 0, "last_step": step});
                     let resp = http.post(&url).json(&body).send().await.expect("a heartbeat reaches the server");

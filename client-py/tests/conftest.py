@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from helpers import Server
+from helpers import REPO, Server
+
+
+@pytest.fixture(scope="session")
+def slurm_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A single-node Slurm cluster on 127.0.0.1 with two fake GPUs (installed and started here)."""
+    folder = tmp_path_factory.mktemp("slurm")
+    started = subprocess.run([str(REPO / "tests/slurm/start-local-slurm.sh"), str(folder)], capture_output=True, text=True, timeout=900)
+    assert started.returncode == 0, started.stdout + started.stderr
+    yield str(folder / "slurm.conf")
+    subprocess.run([str(REPO / "tests/slurm/stop-local-slurm.sh"), str(folder)], timeout=60)
 
 
 @pytest.fixture

@@ -243,3 +243,84 @@ def test_a_spot_job_preempted_three_times_is_one_run_of_four_attempts(client_env
         for step in range(a["first_step"], a["last_step"] + 1):
             last_writer[step] = number
     assert [p["value"] for p in loss] == [step + 1000 * last_writer[step] for step in range(60)]
+
+
+SLURM_TASK = textwrap.dedent(
+    """
+    import os, sys, time
+    import trainlog
+    run = trainlog.init(project="slurm-jobs", name="bert-slurm", config={"lr": 0.01}, cost={"per_gpu_hour": 1.5})
+    restart = os.environ.get("SLURM_RESTART_COUNT", "0")
+    for step in range(10):
+        run.log({"loss": 1.0 / (step + 1), "restart": float(restart)}, step=step)
+    run.flush(30)
+    if restart == "0":
+        # The first start waits to be requeued (bounded: the test requeues it).
+        print("JOINED", run.rank, run.id, flush=True)
+        time.sleep(300)
+    run.finish()
+    print("DONE", run.rank, run.id, run.attempt, flush=True)
+    """
+)
+
+
+def slurm(env: Dict[str, str], *args: str) -> str:
+    done = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"{args}: {done.stdout} {done.stderr}"
+    return done.stdout
+
+
+def wait_for(what: str, check: Any, seconds: float = 120) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+# Its fixture may install Slurm's packages first (up to 900 s).
+@pytest.mark.timeout(1200)
+def test_srun_tasks_are_one_run_and_a_requeue_is_its_second_attempt(client_env: dict, tmp_path: Path, slurm_conf: str) -> None:
+    task = tmp_path / "task.py"
+    task.write_text(SLURM_TASK)
+    batch = tmp_path / "job.sh"
+    batch.write_text(
+        "#!/bin/bash\n"
+        f"#SBATCH --ntasks=4 --overcommit --requeue -o {tmp_path}/out-%j.txt\n"
+        f"srun --ntasks=4 --overcommit {sys.executable} {task}\n"
+    )
+    env = dict(os.environ, **client_env, SLURM_CONF=slurm_conf, TRAINLOG_HEARTBEAT_SECONDS="0.5", TRAINLOG_GPUS_PER_NODE="2")
+    job = slurm(env, "sbatch", "--parsable", str(batch)).strip().split(";")[0]
+    api = trainlog.Api(client_env["TRAINLOG_SERVER"])
+
+    def joined_run() -> Any:
+        runs = api.runs("slurm-jobs")
+        if len(runs) != 1:
+            return None
+        detail = run_detail(client_env, runs[0].id)
+        return detail if detail["attempts"] and detail["attempts"][-1]["ranks"] == 4 else None
+
+    first = wait_for("4 tasks to join", joined_run)
+    assert first["job"]["launcher"] == "slurm" and first["job"]["world_size"] == 4 and first["job"]["node_count"] == 1
+    assert first["job"]["job_id"].endswith(job), first["job"]
+    # Requeue: Slurm stops the tasks (SIGTERM) and starts the job again with SLURM_RESTART_COUNT=1.
+    slurm(env, "scontrol", "requeue", job)
+    wait_for("the requeued job to be pending", lambda: "PENDING" in slurm(env, "squeue", "-h", "-o", "%T", "-j", job) or None)
+    # A requeued job waits a while before it may start again; let it start now.
+    slurm(env, "scontrol", "update", f"jobid={job}", "StartTime=now")
+    done = wait_for("the second attempt to finish", lambda: (d := run_detail(client_env, first["id"]))["status"] == "finished" and d, 180)
+
+    assert [r.id for r in api.runs("slurm-jobs")] == [first["id"]], "one run for the job and its requeue"
+    attempts = done["attempts"]
+    assert [a["status"] for a in attempts] == ["preempted", "finished"]
+    assert [a["ranks"] for a in attempts] == [4, 4]
+    assert [len(a["nodes"]) for a in attempts] == [1, 1]
+    assert attempts[0]["nodes"][0]["gpus"] == 2 and attempts[0]["nodes"][0]["usd_per_hour"] == 3.0
+    assert done["job"]["attempts"] == 2
+    # Rank 0's metrics only, the second attempt's values over the first's; one node's system series.
+    history = api.run(first["id"]).history("restart")
+    assert [(p["step"], p["value"]) for p in history] == [(s, 1.0) for s in range(10)]
+    keys = sorted(done["summary"])
+    assert "sys/cpu.percent" in keys and not [k for k in keys if k.startswith(("sys/node/", "rank/"))], keys

@@ -222,14 +222,6 @@ def test_kubernetes_manifests_validate_offline(sweep_env: dict, tmp_path: Path, 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def slurm_conf(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A single-node Slurm cluster on 127.0.0.1 with two fake GPUs (installed and started here)."""
-    folder = tmp_path_factory.mktemp("slurm")
-    started = subprocess.run([str(REPO / "tests/slurm/start-local-slurm.sh"), str(folder)], capture_output=True, text=True, timeout=900)
-    assert started.returncode == 0, started.stdout + started.stderr
-    yield str(folder / "slurm.conf")
-    subprocess.run([str(REPO / "tests/slurm/stop-local-slurm.sh"), str(folder)], timeout=60)
 
 
 # Its fixture may install Slurm's packages first (up to 900 s), then three sweeps of up to 240 s.

@@ -326,9 +326,15 @@ fn attempt_of(tx: &dyn Db, run: &str, report: &ProcessReport) -> Result<Option<i
 }
 
 impl MetaStore {
-    /// Records a process's heartbeat; answers the job's figures now.
-    pub fn process_heartbeat(&self, run: &RunId, report: &ProcessReport) -> Result<JobFigures> {
-        self.in_run_tx(run, |tx| {
+    /// Records a process's heartbeat; answers the job's latest attempt, and with `figures` the
+    /// job's figures now (rank 0 continues the cost series from them; other ranks need none).
+    pub fn process_heartbeat(
+        &self,
+        run: &RunId,
+        report: &ProcessReport,
+        figures: bool,
+    ) -> Result<(i64, Option<JobFigures>)> {
+        let latest = self.in_run_tx(run, |tx| {
             let attempt = attempt_of(tx, run.as_str(), report)?.unwrap_or(0);
             let changed = tx.exec(
                 "UPDATE run_processes SET seen_ms = ?4,
@@ -340,9 +346,10 @@ impl MetaStore {
             if changed == 0 {
                 return Err(not_found(format!("rank {} of attempt {} of run {run}", report.rank, report.attempt)));
             }
-            Ok(())
+            Ok(current_attempt(tx, run.as_str())?.map_or(attempt, |a| a.number))
         })?;
-        self.job(run)?.map(|(figures, _)| figures).ok_or_else(|| not_found(format!("the job of run {run}")))
+        let figures = if figures { self.job(run)?.map(|(figures, _)| figures) } else { None };
+        Ok((latest, figures))
     }
 
     /// Ends one process of the run. When every rank of its attempt has ended, the attempt ends

@@ -379,19 +379,21 @@ pub struct JoinedView {
     pub new_attempt: bool,
 }
 
-/// A heartbeat's answer: the job's figures now, for the live cost series.
+/// A heartbeat's answer: the job's latest attempt, and for rank 0 the job's figures now (its
+/// live cost series continues from them).
 #[derive(Serialize, ToSchema)]
 pub struct HeartbeatAnswer {
     /// The job's latest attempt; when it is not the sender's, the sender's attempt was superseded.
     pub current_attempt: i64,
-    pub job: JobView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobView>,
 }
 
 /// Tell the server this process of the run's job is alive, with the steps it logged so far.
 #[utoipa::path(post, path = "/api/v1/runs/{id}/heartbeat", tag = "runs",
     params(("id" = inline(RunIdText), Path, description = "The run's id.")),
     request_body = ProcessReportInput,
-    responses((status = 200, description = "The job's figures now.", body = HeartbeatAnswer)))]
+    responses((status = 200, description = "The job's latest attempt, and its figures for rank 0.", body = HeartbeatAnswer)))]
 pub(crate) async fn heartbeat(
     state: State,
     path: web::Path<String>,
@@ -401,7 +403,7 @@ pub(crate) async fn heartbeat(
     let body: ProcessReportInput = json_body(&req, payload).await?;
     let report = body.into_report()?;
     let (id, _) = lookup::writable(&state, &req, &path).await?;
-    let figures = meta(&state, move |m| m.process_heartbeat(&id, &report)).await?;
-    let current_attempt = figures.attempts;
-    Ok(HttpResponse::Ok().json(HeartbeatAnswer { current_attempt, job: figures.into() }))
+    let figures = report.rank == 0;
+    let (current_attempt, job) = meta(&state, move |m| m.process_heartbeat(&id, &report, figures)).await?;
+    Ok(HttpResponse::Ok().json(HeartbeatAnswer { current_attempt, job: job.map(JobView::from) }))
 }
