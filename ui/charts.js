@@ -12,6 +12,7 @@ import { downloadIcon, exportChart } from './lib/chart-export.js';
 import { runColor } from './lib/colors.js';
 import { el } from './lib/dom.js';
 import { toNum } from './lib/format.js';
+import { systemKeyGroups } from './lib/runs.js';
 
 /** Up to this many runs, a chart reads its series with one GET; above, with one POST. */
 const GET_RUNS_MAX = 40;
@@ -631,5 +632,29 @@ export function mountCharts(container, keys, series, settings, initialSearch) {
     /** Re-fetches the charts started so far; the others fetch current data when they start. */
     refresh: () => charts.forEach((c) => c.refresh()),
     destroy: () => { if (observer) observer.disconnect(); charts.forEach((c) => c.destroy()); },
+  };
+}
+
+/**
+ * System charts: a run's own `sys/…` keys, then those of each node of a job of several nodes
+ * (`sys/node/N/…`) under a heading per node, `nodeLabel(n)` adding what is known of node n (its
+ * host). All share `settings`; returns {refresh, destroy} as mountCharts does.
+ */
+export function mountSystemCharts(container, keys, series, settings, nodeLabel) {
+  const groups = systemKeyGroups(keys);
+  const boxes = groups.map((g) => {
+    const charts = el('div', { 'data-testid': 'node-charts', 'data-node': g.node === null ? null : String(g.node) });
+    const label = g.node === null ? null : nodeLabel && nodeLabel(g.node);
+    const heading = g.node === null
+      ? (groups.length > 1 ? el('h3', { class: 'node-heading', 'data-testid': 'node-heading' }, 'run') : null)
+      : el('h3', { class: 'node-heading', 'data-testid': 'node-heading', 'data-node': String(g.node) },
+        `node ${g.node}`, label ? el('span', { class: 'muted' }, ' · ', label) : null);
+    return { group: g, node: el('div', { class: 'node-group' }, heading, charts), charts };
+  });
+  container.replaceChildren(...boxes.map((b) => b.node));
+  const mounted = boxes.map((b) => mountCharts(b.charts, b.group.keys, series, settings));
+  return {
+    refresh: () => mounted.forEach((m) => m.refresh()),
+    destroy: () => mounted.forEach((m) => m.destroy()),
   };
 }

@@ -1206,3 +1206,121 @@ test('with --auth the UI asks for a key once, shows who is signed in, hides unre
     proc.kill('SIGTERM');
   }
 });
+
+test('a job\'s run shows its attempts on a timeline and in a table, its system charts by node, and its attempts in the runs table', async () => {
+  const project = 'jobs', id = 'job-' + Date.now().toString(36);
+  // Eight ranks on two nodes join the run as the SDK does; local rank 0 describes its node.
+  const join = (rank, restart, zone, started) => post('/runs', { project, id, resume: true, params: {}, process: {
+    rank, local_rank: rank % 4, world_size: 8, node_rank: Math.floor(rank / 4), node_count: 2, host: 'node-' + Math.floor(rank / 4),
+    launcher: 'skypilot', job_id: 'sky-1', restart, zone, region: zone.slice(0, -1), cloud: 'aws', spot: true, started_ms: started,
+    ...(rank % 4 === 0 ? { node: { gpus: 4, usd_per_hour: 8.0, price_source: 'test' } } : {}),
+  } });
+  for (let r = 0; r < 8; r++) await join(r, '0', 'us-east-1a', Date.now() - 2 * 3600e3);
+  for (let r = 0; r < 8; r++) await post(`/runs/${id}/finish`, { status: 'preempted', process: { rank: r } });
+  const restarted = Date.now();
+  for (let r = 0; r < 8; r++) await join(r, '1', 'us-west-2b', restarted);
+  const points = [];
+  for (let s = 0; s < 20; s++) {
+    const timestamp = restarted + s * 1000;
+    points.push({ key: 'loss', step: s, value: 1 / (s + 1), timestamp });
+    points.push({ key: 'sys/node/0/cpu.percent', step: s, value: 10 + s, timestamp });
+    points.push({ key: 'sys/node/1/cpu.percent', step: s, value: 30 + s, timestamp });
+    points.push({ key: 'sys/node/1/gpu.0.util', step: s, value: 90, timestamp });
+  }
+  await post(`/runs/${id}/metrics`, { points });
+  const plain = await post('/runs', { project, name: 'plain', params: {} });
+  await post(`/runs/${plain.id}/finish`, { status: 'finished' });
+
+  // The run's page: the job in a line, its two attempts on one time axis, and in a table.
+  await page.goto(`${base}/#/run/${id}`);
+  await page.getByTestId('job-section').waitFor();
+  assert.match(await page.getByTestId('job-summary').innerText(),
+    /^skypilot job sky-1 · 8 ranks on 2 nodes · 8 GPUs · 2 attempts · cost \$\d+\.\d\d \(now \$16\.00\/h\) · .* · lost \$\d+\.\d\d and [\d.]+ GPU-h · 0 steps replayed$/);
+  const bars = page.getByTestId('timeline-attempt');
+  assert.equal(await bars.count(), 2);
+  assert.deepEqual(await bars.evaluateAll((rs) => rs.map((r) => [r.dataset.attempt, r.dataset.status])), [['1', 'preempted'], ['2', 'running']]);
+  const labels = await bars.allInnerTexts();
+  assert.match(labels[0], /#1 preempted · aws us-east-1a · spot · \$16\.00\/h · \$\d+\.\d\d/);
+  assert.match(labels[1], /#2 running · aws us-west-2b · spot · \$16\.00\/h · \$\d+\.\d\d/);
+  const [first, second] = await page.getByTestId('timeline-bar').evaluateAll((bs) => bs.map((b) => {
+    const r = b.getBoundingClientRect();
+    return { left: r.left, right: r.right, color: getComputedStyle(b).backgroundColor };
+  }));
+  assert.ok(first.left < second.left && first.right <= second.left + 2, `the first attempt ends before the second starts: ${JSON.stringify([first, second])}`);
+  assert.ok(second.right - second.left >= 1 && first.right - first.left > 100, 'two hours, then a running attempt up to now');
+  assert.notEqual(first.color, second.color, 'coloured by how each ended');
+  const rows = page.getByTestId('attempt-row');
+  assert.equal(await rows.count(), 2);
+  const firstRow = await rows.nth(0).innerText();
+  assert.match(firstRow, /preempted/);
+  assert.match(firstRow, /aws \/ us-east-1 \/ us-east-1a/);
+  assert.match(firstRow, /8\/8/);
+  assert.match(await rows.nth(1).innerText(), /aws \/ us-west-2 \/ us-west-2b/);
+  assert.deepEqual(await rows.nth(0).getByTestId('attempt-node').allInnerTexts(),
+    ['0: node-0 · 4× GPU · $8.00/h · 4 processes', '1: node-1 · 4× GPU · $8.00/h · 4 processes']);
+  assert.equal(await page.getByTestId('attempt-reason').count(), 0, 'no rank failed');
+
+  // System charts: a heading per node, each over its own node's charts.
+  const headings = page.getByTestId('node-heading');
+  await headings.first().waitFor();
+  assert.deepEqual(await headings.allInnerTexts(), ['node 0 · node-0 · 4 GPUs', 'node 1 · node-1 · 4 GPUs']);
+  const chartsOf = (n) => page.locator(`[data-testid=node-charts][data-node="${n}"] [data-testid=chart-slot]`)
+    .evaluateAll((cs) => cs.map((c) => c.dataset.chartKey));
+  assert.deepEqual(await chartsOf(0), ['sys/node/0/cpu.percent']);
+  assert.deepEqual(await chartsOf(1), ['sys/node/1/gpu.0.util', 'sys/node/1/cpu.percent']);
+  await page.locator('[data-testid=chart-slot][data-chart-key="sys/node/1/cpu.percent"]').scrollIntoViewIfNeeded();
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key="sys/node/1/cpu.percent"]')?.getAttribute('data-y-max') === '49');
+  await page.screenshot({ path: path.join(shots, 'run-job.png'), fullPage: true });
+
+  // The runs table: the job's attempts, GPUs and lost dollars; empty for the plain run.
+  await page.goto(`${base}/#/p/${project}`);
+  await page.getByTestId('row-count').filter({ hasText: '2 runs' }).waitFor();
+  const order = () => page.locator('[data-testid=run-row]').evaluateAll((rs) => rs
+    .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top)).map((r) => r.dataset.runId));
+  assert.deepEqual(await order(), [plain.id, id], 'newest first');
+  const cell = (run, column) => page.locator(`[data-testid=run-row][data-run-id="${run}"] .cell[data-column=${column}]`).innerText();
+  assert.equal(await cell(id, 'attempts'), '2');
+  assert.equal(await cell(id, 'gpus'), '8');
+  assert.match(await cell(id, 'lost_usd'), /^\$\d+\.\d\d$/);
+  assert.equal(await cell(plain.id, 'attempts'), '');
+  await page.locator('.thead .cell[data-column=attempts]').click();
+  await page.locator('.thead .cell[data-column=attempts]').filter({ hasText: '▲' }).waitFor();
+  await page.waitForFunction((want) => document.querySelector('[data-testid=run-row]')?.dataset.runId === want, id);
+  assert.deepEqual(await order(), [id, plain.id], 'sorted by attempts, the run without a job last');
+  assert.match(decodeURIComponent(await page.evaluate(() => location.hash)), /sort=attempts/);
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.locator('.toolbar [data-testid=export-csv]').click()]);
+  const csv = parseCsv(readFileSync(await dl.path(), 'utf8'));
+  const at = (name) => csv[0].indexOf(name);
+  assert.ok(at('attempts') > 0 && at('gpus') > 0 && at('lost_usd') > 0, csv[0].join(','));
+  assert.deepEqual(csv.slice(1).map((r) => [r[0], r[at('attempts')], r[at('gpus')]]), [[id, '2', '8'], [plain.id, '', '']]);
+
+  // The filter box completes the job's attributes.
+  const box = page.getByTestId('filter-input');
+  await box.fill('');
+  await box.pressSequentially('attem');
+  assert.deepEqual(await page.getByTestId('filter-completion').allInnerTexts(), ['attempts']);
+  await box.press('Tab');
+  await box.pressSequentially(' > 1');
+  await box.press('Enter');
+  await page.getByTestId('row-count').filter({ hasText: '1 run' }).waitFor();
+  assert.deepEqual(await order(), [id]);
+
+  // A failed attempt tells why, and its last lines, folded.
+  const failed = 'failed-' + id;
+  await post('/runs', { project: 'jobs-failed', id: failed, resume: true, params: {}, process: {
+    rank: 0, world_size: 1, host: 'box', launcher: 'torchrun', job_id: 'tr-7', restart: '0', instance_type: 'p4d.24xlarge', spot: false,
+    node: { gpus: 8, gpu_names: ['NVIDIA A100-SXM4-40GB'], usd_per_hour: 32.77, price_source: 'test' },
+  } });
+  await post(`/runs/${failed}/finish`, { status: 'failed', process: { rank: 0, reason: 'CUDA out of memory', last_lines: 'step 41 loss 0.52\nstep 42 loss 0.51' } });
+  await page.goto(`${base}/#/run/${failed}`);
+  const one = page.getByTestId('timeline-attempt');
+  await one.waitFor();
+  assert.match(await one.innerText(), /#1 failed · p4d\.24xlarge · on-demand · \$32\.77\/h/);
+  assert.match(await page.getByTestId('attempt-node').innerText(), /^0: box · 8× NVIDIA A100-SXM4-40GB · \$32\.77\/h · 1 process$/);
+  const reason = page.locator('[data-testid=attempt-reason][data-attempt="1"]');
+  assert.match(await reason.locator('summary').innerText(), /why attempt 1 ended: rank 0 failed: CUDA out of memory/);
+  assert.equal(await reason.getByTestId('attempt-last-lines').isVisible(), false, 'folded');
+  await reason.locator('summary').click();
+  assert.match(await reason.getByTestId('attempt-last-lines').innerText(), /step 42 loss 0\.51/);
+  assert.equal(await page.getByTestId('node-heading').count(), 0, 'no system series, no node headings');
+});

@@ -1,8 +1,9 @@
 /* #/compare/NAME/ID,ID,… or #/compare/NAME?filter=… a comparison of runs: the legend, metric
  * charts (above COMPARE_LINES_MAX runs, groups of runs), parallel coordinates, the differences in
- * params, code and environment, the system charts and the cost panel. */
+ * params, code and environment, the system charts (by node for jobs of several nodes) and the
+ * cost panel. */
 
-import { chartControls, chartSettings, mountCharts, runLegend, seriesState } from '../charts.js';
+import { chartControls, chartSettings, mountCharts, mountSystemCharts, runLegend, seriesState } from '../charts.js';
 import { enc, setHashQuery, tableHref } from '../lib/address.js';
 import { api, settleLimited } from '../lib/api.js';
 import { X_MODES } from '../lib/chart-axes.js';
@@ -144,7 +145,7 @@ export function compareView(project, ids, params) {
       el('h2', {}, 'Cost'),
       grouped ? upTo(COMPARE_LINES_MAX, '') : costPanel(runs, series, metricKeys));
     if (metricKeys.length) mounted.push(mountCharts(chartsEl, metricKeys, series, settings, settings.search));
-    if (systemKeys.length) mounted.push(mountCharts(systemEl, systemKeys, series, systemSettings));
+    if (systemKeys.length) mounted.push(mountSystemCharts(systemEl, systemKeys, series, systemSettings));
   }
   load().catch((e) => { if (alive) body.replaceChildren(errorEl(e)); });
   return { node, title: `Compare · ${project}`, cleanup: () => { alive = false; mounted.forEach((m) => m.destroy()); } };

@@ -1,12 +1,13 @@
-/* #/run/ID a run's page: its info, params, tags, metrics and charts (live while the run is
- * running), metadata, artifacts and checkpoints; edit, archive, restore and delete. */
+/* #/run/ID a run's page: its info, the job it follows (its attempts on a timeline and in a
+ * table), params, tags, metrics and charts (live while the run is running; system charts by
+ * node), metadata, artifacts and checkpoints; edit, archive, restore and delete. */
 
-import { chartControls, chartSettings, mountCharts, seriesState } from '../charts.js';
+import { chartControls, chartSettings, mountCharts, mountSystemCharts, seriesState } from '../charts.js';
 import { enc, tableHref } from '../lib/address.js';
 import { api } from '../lib/api.js';
 import { runColor } from '../lib/colors.js';
 import { el, errorEl, kvTable, statusEl } from '../lib/dom.js';
-import { fmtDuration, fmtNum, fmtTime, toNum } from '../lib/format.js';
+import { fmtDuration, fmtNum, fmtTime, fmtUsd, toNum } from '../lib/format.js';
 import { COST_KEY, isSystemKey, LIVE_MS, orderSystemKeys, runDuration } from '../lib/runs.js';
 import { mayAdmin, mayWrite } from '../lib/session.js';
 import { artifactPreviews, artifactsTable, checkpointsTable } from './run-artifacts.js';
@@ -23,6 +24,137 @@ function summaryTable(run, keys) {
         el('td', { class: 'num' }, fmtNum(s.mean)),
         el('td', { class: 'num' }, fmtNum(s.last_step)), el('td', { class: 'num' }, fmtNum(s.count)));
     })));
+}
+
+/** "N things", or "1 thing". */
+const plural = (n, one, many = one + 's') => `${fmtNum(n)} ${n === 1 ? one : many}`;
+
+/** GPU-hours as text. */
+const fmtGpuHours = (h) => (Number.isFinite(h) ? `${h >= 100 ? h.toFixed(0) : h.toFixed(1)} GPU-h` : '');
+
+/** Where an attempt ran, short (cloud and zone, else region) or whole (cloud / region / zone). */
+const attemptPlace = (a, whole) => (whole ? [a.cloud, a.region, a.zone] : [a.cloud, a.zone || a.region]).filter(Boolean).join(whole ? ' / ' : ' ');
+
+/** Spot or on-demand, when the attempt said. */
+const attemptMarket = (a) => (a.spot === true ? 'spot' : a.spot === false ? 'on-demand' : '');
+
+/** An attempt's price per hour, or why it has none. */
+const attemptPrice = (a) => (a.usd_per_hour === null || a.usd_per_hour === undefined ? 'unpriced' : fmtUsd(a.usd_per_hour) + '/h');
+
+/** The end of an attempt on the timeline: its end, or now while it runs. */
+const attemptEnd = (a, now) => a.end_time ?? (a.status === 'running' ? Math.max(now, a.start_time) : a.start_time);
+
+/** The job in one line: launcher and id, ranks and nodes, GPUs, attempts, cost and what was lost. */
+function jobSummary(job) {
+  const parts = [
+    [job.launcher, job.job_id ? `job ${job.job_id}` : 'job'].filter(Boolean).join(' '),
+    `${plural(job.world_size, 'rank')} on ${plural(job.node_count, 'node')}`,
+    plural(job.gpus, 'GPU'),
+    plural(job.attempts, 'attempt'),
+    `cost ${fmtUsd(job.cost_usd)}` + (job.usd_per_hour > 0 ? ` (now ${fmtUsd(job.usd_per_hour)}/h)` : '') +
+      (job.unpriced_nodes > 0 ? `, ${plural(job.unpriced_nodes, 'node')} unpriced` : ''),
+    fmtGpuHours(job.gpu_hours),
+    `lost ${fmtUsd(job.lost_usd)} and ${fmtGpuHours(job.lost_gpu_hours)}`,
+    `${plural(job.steps_replayed, 'step')} replayed`,
+  ];
+  return el('p', { class: 'job-summary', 'data-testid': 'job-summary' }, parts.filter(Boolean).join(' · '));
+}
+
+/** A time on the timeline's axis: the time of day when it spans less than a day, else the date too. */
+function axisTime(ms, span) {
+  const d = new Date(ms);
+  return span < 86400000 ? d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })
+    : d.toLocaleString([], { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+}
+
+/**
+ * The attempts as bars on one time axis (start to end, a running one up to now), coloured by how
+ * each ended; the work lost after the last checkpoint is hatched, the checkpoint marked.
+ */
+function attemptsTimeline(attempts, now) {
+  const ends = attempts.map((a) => attemptEnd(a, now));
+  const t0 = Math.min(...attempts.map((a) => a.start_time));
+  const t1 = Math.max(t0 + 1000, ...ends);
+  const at = (t) => (100 * (t - t0)) / (t1 - t0);
+  const rows = attempts.map((a, i) => {
+    const end = ends[i], span = Math.max(1, end - a.start_time);
+    const inBar = (t) => `${Math.min(100, Math.max(0, (100 * (t - a.start_time)) / span)).toFixed(2)}%`;
+    const ckpt = a.last_checkpoint_time;
+    const bar = el('div', {
+      class: 'tl-bar attempt-' + a.status, 'data-testid': 'timeline-bar',
+      style: `left:${at(a.start_time).toFixed(2)}%;width:${Math.max(0.4, at(end) - at(a.start_time)).toFixed(2)}%`,
+      title: `attempt ${a.number}: ${fmtTime(a.start_time)} – ${a.end_time ? fmtTime(a.end_time) : 'now'} (${fmtDuration(end - a.start_time)})`,
+    },
+    a.lost_gpu_hours > 0 ? el('div', { class: 'tl-lost', style: `left:${ckpt ? inBar(ckpt) : '0%'}`,
+      title: `lost after the last checkpoint: ${fmtUsd(a.lost_usd)}, ${fmtGpuHours(a.lost_gpu_hours)}, ${plural(a.lost_steps, 'step')}` }) : null,
+    ckpt ? el('div', { class: 'tl-ckpt', style: `left:${inBar(ckpt)}`,
+      title: `last checkpoint: step ${fmtNum(a.last_checkpoint_step)} at ${fmtTime(ckpt)}` }) : null);
+    const label = [attemptPlace(a), a.instance_type, attemptMarket(a), attemptPrice(a), fmtUsd(a.cost_usd)].filter(Boolean);
+    return el('div', { class: 'tl-row', 'data-testid': 'timeline-attempt', 'data-attempt': String(a.number), 'data-status': a.status },
+      el('div', { class: 'tl-label' }, el('b', {}, `#${a.number}`), ' ', statusEl(a.status),
+        el('span', { 'data-testid': 'timeline-label' }, label.map((t) => ' · ' + t).join(''))),
+      el('div', { class: 'tl-track' }, bar));
+  });
+  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => el('span', { class: 'tl-tick', style: `left:${(100 * f).toFixed(0)}%` },
+    axisTime(t0 + f * (t1 - t0), t1 - t0)));
+  return el('div', { class: 'job-timeline', 'data-testid': 'job-timeline' }, rows, el('div', { class: 'tl-axis' }, ticks));
+}
+
+/** One attempt's nodes: node rank, host, GPUs and price. */
+function attemptNodes(a) {
+  return (a.nodes || []).map((n) => {
+    const gpus = n.gpus ? `${n.gpus}× ${n.gpu_names && n.gpu_names.length ? [...new Set(n.gpu_names)].join(', ') : 'GPU'}` : 'no GPU';
+    const price = n.usd_per_hour === null || n.usd_per_hour === undefined ? 'unpriced' : fmtUsd(n.usd_per_hour) + '/h';
+    return el('div', { class: 'mono', 'data-testid': 'attempt-node', title: [n.driver ? 'driver ' + n.driver : '', n.price_source ? 'price from ' + n.price_source : ''].filter(Boolean).join('; ') || null },
+      `${n.node_rank}: ${n.host || '?'} · ${gpus} · ${price} · ${plural(n.processes, 'process', 'processes')}`);
+  });
+}
+
+/** The attempts in a table; why one ended and its last lines, when known, in a row below it. */
+function attemptsTable(attempts, now, open) {
+  const head = ['#', 'status', 'started', 'ended', 'duration', 'where', 'instance', 'market', 'nodes', 'ranks', 'GPUs', 'price', 'cost', 'GPU-hours', 'steps', 'last checkpoint', 'lost'];
+  const num = (v) => el('td', { class: 'num' }, v === null || v === undefined ? '' : v);
+  const rows = [];
+  for (const a of attempts) {
+    const steps = a.first_step === null && a.last_step === null ? '' : `${fmtNum(a.first_step)}–${fmtNum(a.last_step)}` +
+      (a.steps_replayed > 0 ? ` (${fmtNum(a.steps_replayed)} replayed)` : '');
+    const lost = a.lost_gpu_hours > 0 || a.lost_steps > 0
+      ? `${fmtUsd(a.lost_usd)} · ${fmtGpuHours(a.lost_gpu_hours)} · ${plural(a.lost_steps, 'step')}` : '';
+    rows.push(el('tr', { 'data-testid': 'attempt-row', 'data-attempt': String(a.number) },
+      num(a.number), el('td', {}, statusEl(a.status)), el('td', {}, fmtTime(a.start_time)),
+      el('td', {}, a.end_time ? fmtTime(a.end_time) : ''), num(fmtDuration(attemptEnd(a, now) - a.start_time)),
+      el('td', {}, attemptPlace(a, true)), el('td', {}, a.instance_type || ''), el('td', {}, attemptMarket(a)), el('td', {}, attemptNodes(a)),
+      el('td', { class: 'num', title: `${a.ranks} of ${a.world_size} ranks joined, on ${plural(a.node_count, 'node')}` }, `${a.ranks}/${a.world_size}`),
+      num(a.gpus), el('td', { class: 'num', title: (a.price_sources || []).join(', ') || null }, attemptPrice(a)),
+      num(fmtUsd(a.cost_usd) + (a.unpriced_nodes > 0 ? ` (+${plural(a.unpriced_nodes, 'node')} unpriced)` : '')), num(fmtGpuHours(a.gpu_hours)),
+      num(steps), el('td', {}, a.last_checkpoint_step === null ? '' : `step ${fmtNum(a.last_checkpoint_step)}, ${fmtTime(a.last_checkpoint_time)}`),
+      el('td', { class: 'num' }, lost)));
+    if (a.reason || a.last_lines) {
+      const details = el('details', { 'data-testid': 'attempt-reason', 'data-attempt': String(a.number), open: open.has(String(a.number)) },
+        el('summary', {}, `why attempt ${a.number} ended: `, el('span', { class: 'mono' }, (a.reason || 'its last lines').split('\n')[0])),
+        a.reason ? el('pre', { class: 'json' }, a.reason) : null,
+        a.last_lines ? el('pre', { class: 'json', 'data-testid': 'attempt-last-lines' }, a.last_lines) : null);
+      rows.push(el('tr', { class: 'attempt-reason' }, el('td', { colspan: String(head.length) }, details)));
+    }
+  }
+  return el('div', { class: 'wide-table' }, el('table', { class: 'list', 'data-testid': 'attempts-table' },
+    el('thead', {}, el('tr', {}, head.map((h) => el('th', {}, h)))), el('tbody', {}, rows)));
+}
+
+/** The job a run follows: its summary line, its attempts on a timeline and in a table. `open`:
+ * the attempts whose reason is unfolded (kept across live updates). */
+function jobSection(run, open = new Set()) {
+  const now = run.job.at_ms || Date.now();
+  const attempts = run.attempts || [];
+  return el('div', { 'data-testid': 'job-section' }, el('h2', {}, 'Job'), jobSummary(run.job),
+    attempts.length ? attemptsTimeline(attempts, now) : null,
+    attempts.length ? attemptsTable(attempts, now, open) : el('p', { class: 'muted' }, 'No attempt recorded.'));
+}
+
+/** What the page knows of node n of a job (its host and GPUs, in the latest attempt that had it). */
+function nodeLabel(run, n) {
+  const node = [...(run.attempts || [])].reverse().map((a) => (a.nodes || []).find((x) => x.node_rank === n)).find(Boolean);
+  return node ? [node.host, node.gpus ? plural(node.gpus, 'GPU') : ''].filter(Boolean).join(' · ') : '';
 }
 
 /** A run's metadata, a section each: the environment, the code (with its diff), and the rest. */
@@ -132,7 +264,7 @@ export function runView(id) {
     return kvTable({
       id: run.id, user: run.user, host: run.host, group: run.group,
       started: fmtTime(run.start_time), ended: fmtTime(run.end_time), duration: fmtDuration(runDuration(run)),
-      cost: (run.summary || {})[COST_KEY] ? '$' + toNum(run.summary[COST_KEY].last).toFixed(2) : null,
+      cost: (run.summary || {})[COST_KEY] ? '$' + toNum(run.summary[COST_KEY].last).toFixed(2) : run.job ? fmtUsd(run.job.cost_usd) : null,
     }, 'run-info', true);
   }
 
@@ -158,16 +290,18 @@ export function runView(id) {
       info: el('div', {}, runInfo(run)),
       summary: el('div', {}, summaryTable(run, metricKeys)),
       live: el('span', { class: 'muted live', 'data-testid': 'live-status' }),
+      job: el('div', {}, run.job ? jobSection(run) : null),
     };
     const md = run.metadata || {};
     const meta = metadataSections(md);
-    body.replaceChildren(
+    body.replaceChildren(...[
       el('div', { class: 'breadcrumb' }, el('a', { href: '#/' }, 'Projects'), ' / ',
         el('a', { href: '#/p/' + enc(run.project) }, run.project), ' / '),
       el('h1', { 'data-testid': 'run-title' }, run.name || run.id, ' ', parts.status, ' ', parts.live,
         run.archived ? el('span', { class: 'badge', 'data-testid': 'archived' }, 'archived') : ''),
       runActions(run, role, () => { clearTimeout(liveTimer); liveTimer = null; load(); }),
       el('div', { class: 'panel' }, parts.info, run.notes ? el('p', { class: 'notes', 'data-testid': 'run-notes' }, run.notes) : null),
+      parts.job,
       el('div', { class: 'grid2' },
         el('div', {}, el('h2', {}, 'Parameters'), kvTable(run.params, 'params-table')),
         el('div', {}, el('h2', {}, 'Tags'), kvTable(run.tags, 'tags-table'))),
@@ -179,9 +313,9 @@ export function runView(id) {
       el('h2', {}, 'Metadata'),
       meta.length ? el('div', { class: 'grid2' }, meta) : el('p', { class: 'muted' }, 'No metadata.'),
       el('h2', {}, 'Artifacts'), artifactsTable(id, arts), artifactPreviews(id, arts),
-      el('h2', {}, 'Checkpoints'), checkpointsTable(id, ckpts));
+      el('h2', {}, 'Checkpoints'), checkpointsTable(id, ckpts)].filter(Boolean));
     if (metricKeys.length) mounted.push(mountCharts(chartsEl, metricKeys, series, settings));
-    if (systemKeys.length) mounted.push(mountCharts(systemEl, systemKeys, series, systemSettings));
+    if (systemKeys.length) mounted.push(mountSystemCharts(systemEl, systemKeys, series, systemSettings, (n) => nodeLabel(run, n)));
     follow(run);
   }
 
@@ -205,9 +339,13 @@ export function runView(id) {
       return;
     }
     if (!alive) return;
-    if (Object.keys(run.summary || {}).sort().join('\n') !== shownKeys) { await render(run); return; }
+    if (Object.keys(run.summary || {}).sort().join('\n') !== shownKeys || !run.job !== !parts.job.firstChild) { await render(run); return; }
     parts.status.replaceChildren(statusEl(run.status));
     parts.info.replaceChildren(runInfo(run));
+    if (run.job) {
+      const open = new Set([...parts.job.querySelectorAll('details[open]')].map((d) => d.dataset.attempt));
+      parts.job.replaceChildren(jobSection(run, open));
+    }
     parts.summary.replaceChildren(summaryTable(run, Object.keys(run.summary || {}).sort().filter((k) => !isSystemKey(k))));
     mounted.forEach((m) => m.refresh());
     follow(run);

@@ -54,11 +54,12 @@ export function columnFormatter(values) {
   return (v) => (Number.isFinite(v) ? v.toFixed(dec) : fmtNum(v));
 }
 
-/** Mean GPU utilization of a run: the mean over its GPUs of each one's mean `sys/gpu.N.util`. */
+/** Mean GPU utilization of a run: the mean over its GPUs (of every node) of each one's mean
+ * `sys/gpu.N.util` (`sys/node/M/gpu.N.util` for a job of several nodes). */
 export function gpuUtil(run) {
   const means = [];
   for (const [k, s] of Object.entries(run.summary || {})) {
-    if (/^sys\/gpu\.\d+\.util$/.test(k) && s.mean !== null && s.mean !== undefined) means.push(toNum(s.mean));
+    if (/^sys\/(?:node\/\d+\/)?gpu\.\d+\.util$/.test(k) && s.mean !== null && s.mean !== undefined) means.push(toNum(s.mean));
   }
   const ok = means.filter(Number.isFinite);
   return ok.length ? ok.reduce((a, b) => a + b, 0) / ok.length : null;
@@ -70,6 +71,15 @@ export function runCost(run) {
   return s ? toNum(s.last) : null;
 }
 
+/** The job figures the runs table has columns for (a run's `job`, absent when it is not a job). */
+export const JOB_COLUMNS = { attempts: 'attempts', gpus: 'GPUs', lost_usd: 'lost $' };
+
+/** A job figure of a run, or null for a run that is not a job. */
+export function jobValue(run, key) {
+  const v = run.job ? run.job[key] : null;
+  return typeof v === 'number' ? v : null;
+}
+
 /** A metric's columns: each statistic of its summary, and the prefix that sorts by it. */
 export const METRIC_COLUMNS = { last: 'metrics', min: 'metrics_min', max: 'metrics_max', mean: 'metrics_mean' };
 
@@ -79,6 +89,7 @@ export function columnValue(c, r) {
     case 'duration': return runDuration(r);
     case 'cost': return runCost(r);
     case 'gpu_util': return gpuUtil(r);
+    case 'attempts': case 'gpus': case 'lost_usd': return jobValue(r, c.id);
     default:
       if (c.group === 'param') return (r.params || {})[c.key];
       if (c.group === 'metric') { const s = (r.summary || {})[c.key]; return s ? toNum(s[c.stat]) : null; }

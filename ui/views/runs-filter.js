@@ -4,7 +4,9 @@
 import { el } from '../lib/dom.js';
 
 /** The run attributes a filter can name. */
-const FILTER_ATTRIBUTES = ['status', 'name', 'user', 'host', 'group', 'id', 'parent_id', 'notes', 'start_time', 'end_time', 'duration'];
+const FILTER_ATTRIBUTES = ['status', 'name', 'user', 'host', 'group', 'id', 'parent_id', 'notes', 'start_time', 'end_time', 'duration',
+  // A job's figures (null for a run that is not a job).
+  'attempts', 'gpus', 'world_size', 'nodes', 'lost_usd', 'lost_gpu_hours', 'steps_replayed'];
 /** Each prefix a filter key can take, and the kind of key (of the project's keys) it names. */
 const FILTER_PREFIXES = { params: 'params', tags: 'tags', metrics: 'metrics', metrics_min: 'metrics', metrics_max: 'metrics', metrics_mean: 'metrics', metrics_step: 'metrics' };
 

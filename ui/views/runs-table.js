@@ -9,7 +9,7 @@ import { el, errorEl, statusEl } from '../lib/dom.js';
 import { csvField, downloadText } from '../lib/downloads.js';
 import { fmtDuration, fmtNum, fmtValue, toNum } from '../lib/format.js';
 import { COMPARE_LINES_MAX, COST_KEY, groupValue, isSystemKey, runDuration } from '../lib/runs.js';
-import { columnFormatter, columnPrefsFrom, columnPrefsJson, columnValue, gpuUtil, loadColumnPrefs, METRIC_COLUMNS, runCost, saveColumnPrefs } from './runs-columns.js';
+import { columnFormatter, columnPrefsFrom, columnPrefsJson, columnValue, gpuUtil, JOB_COLUMNS, jobValue, loadColumnPrefs, METRIC_COLUMNS, runCost, saveColumnPrefs } from './runs-columns.js';
 import { filterCompleter, filterKeys } from './runs-filter.js';
 
 /** The height of a row of the table, in px. */
@@ -47,6 +47,7 @@ export function runsView(project, params) {
   let columns = [];
   let loadGen = 0;
   let rafPending = false;
+  let sawJobs = false;     // a run of a job was shown: the job columns are shown unless hidden
 
   const filterInput = el('input', {
     type: 'text', class: 'filter', 'data-testid': 'filter-input', spellcheck: 'false',
@@ -215,6 +216,8 @@ export function runsView(project, params) {
       { id: 'cost', label: 'cost', sort: 'metrics.' + COST_KEY, width: 80, num: true },
       { id: 'gpu_util', label: 'GPU util', sort: 'gpu_util', clientSort: true, width: 80, num: true },
     ];
+    sawJobs = sawJobs || loadedRuns().some((r) => r.job);
+    for (const [id, label] of Object.entries(JOB_COLUMNS)) base.push({ id, label, sort: id, width: 80, num: true, defaultHidden: !sawJobs });
     const p = [...params].sort().map((k) => ({ id: 'params.' + k, key: k, group: 'param', label: k, sort: 'params.' + k, width: 110 }));
     const m = [];
     for (const k of [...metrics].sort()) {
@@ -413,6 +416,16 @@ export function runsView(project, params) {
         const v = gpuUtil(r);
         return el('div', { class: 'cell num' }, v === null ? '' : v.toFixed(0) + '%');
       }
+      case 'attempts': case 'gpus': {
+        const v = jobValue(r, c.id);
+        const title = r.job ? `${r.job.launcher}${r.job.job_id ? ' job ' + r.job.job_id : ''}: ${r.job.world_size} ranks on ${r.job.node_count} nodes` : null;
+        return el('div', { class: 'cell num', 'data-column': c.id, title }, v === null ? '' : String(v));
+      }
+      case 'lost_usd': {
+        const v = jobValue(r, 'lost_usd');
+        const title = r.job ? `lost after checkpoints: $${v.toFixed(2)}, ${fmtNum(r.job.lost_gpu_hours)} GPU-hours; ${r.job.steps_replayed} steps replayed` : null;
+        return el('div', { class: 'cell num', 'data-column': c.id, title }, v === null ? '' : '$' + v.toFixed(2));
+      }
       default:
         if (c.group === 'param') {
           const raw = (r.params || {})[c.key];
@@ -456,7 +469,7 @@ export function runsView(project, params) {
         const vals = g.runs.map((r) => columnValue(c, r)).map((v) => (typeof v === 'number' ? v : NaN)).filter(Number.isFinite);
         if (!vals.length) return el('div', { class: 'cell num' });
         const mean = vals.reduce((a, b) => a + b, 0) / vals.length;
-        const text = c.id === 'duration' ? fmtDuration(mean) : c.id === 'cost' ? '$' + mean.toFixed(2) : c.id === 'gpu_util' ? mean.toFixed(0) + '%' : (c.fmt || fmtNum)(mean);
+        const text = c.id === 'duration' ? fmtDuration(mean) : c.id === 'cost' || c.id === 'lost_usd' ? '$' + mean.toFixed(2) : c.id === 'gpu_util' ? mean.toFixed(0) + '%' : (c.fmt || fmtNum)(mean);
         return el('div', { class: 'cell num group-mean', title: `mean of ${vals.length}` }, text);
       }
       return el('div', { class: 'cell' });
