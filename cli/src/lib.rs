@@ -147,6 +147,10 @@ enum Command {
         /// Server URL; default TRAINLOG_SERVER, else the local default.
         #[arg(long, env = "TRAINLOG_SERVER")]
         server: Option<String>,
+        /// The agent's name in the sweep's trials, HOST:ID (default: this host's name and the
+        /// agent's pid); the part before the first `:` is recorded as the trials' host.
+        #[arg(long)]
+        name: Option<String>,
         #[command(flatten)]
         slots: SlotArgs,
     },
@@ -577,7 +581,7 @@ fn create_sweep(server: Option<&str>, sweep: &SweepFileArgs) -> Result<String, S
     Ok(id)
 }
 
-fn agent(server: Option<&str>, sweep_id: &str, slots: &SlotArgs) -> Result<String, String> {
+fn agent(server: Option<&str>, sweep_id: &str, slots: &SlotArgs, name: Option<String>) -> Result<String, String> {
     let list = if slots.slurm {
         (0..slots.max_concurrent.max(1))
             .map(|k| trainlog::agent::Slot {
@@ -602,6 +606,7 @@ fn agent(server: Option<&str>, sweep_id: &str, slots: &SlotArgs) -> Result<Strin
     config.server = server.map(str::to_owned);
     config.grace = std::time::Duration::from_secs(slots.grace);
     config.max_trials = slots.max_trials;
+    config.name = name;
     let report = trainlog::agent::run_agent(&config).map_err(|e| e.to_string())?;
     Ok(format!("agent done: {} trial(s) run here; {}", report.trials.len(), report.reason))
 }
@@ -709,17 +714,19 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
         }
     };
     match cli.command {
-        Command::Agent { sweep_id, server, slots } => print_result(agent(server.as_deref(), &sweep_id, &slots)),
+        Command::Agent { sweep_id, server, name, slots } => {
+            print_result(agent(server.as_deref(), &sweep_id, &slots, name))
+        }
         Command::Sweep { server, action } => {
             let server = server.as_deref();
             match action {
                 SweepCommand::Create { sweep } => print_result(create_sweep(server, &sweep)),
                 SweepCommand::Run { sweep, slots } => {
-                    print_result(create_sweep(server, &sweep).and_then(|id| agent(server, &id, &slots)))
+                    print_result(create_sweep(server, &sweep).and_then(|id| agent(server, &id, &slots, None)))
                 }
                 SweepCommand::Submit { sweep, mut slots } => {
                     slots.slurm = true;
-                    print_result(create_sweep(server, &sweep).and_then(|id| agent(server, &id, &slots)))
+                    print_result(create_sweep(server, &sweep).and_then(|id| agent(server, &id, &slots, None)))
                 }
                 SweepCommand::Status { id } => print_result(sweep_status(server, &id).map_err(|e| e.to_string())),
                 SweepCommand::Stop { id } => print_result(set_running(server, &id, false)),
