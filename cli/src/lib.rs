@@ -147,6 +147,10 @@ enum Command {
         /// Server URL; default TRAINLOG_SERVER, else the local default.
         #[arg(long, env = "TRAINLOG_SERVER")]
         server: Option<String>,
+        /// The agent's name in the sweep's trials, HOST:ID (default: this host's name and the
+        /// agent's pid); the part before the first `:` is recorded as the trials' host.
+        #[arg(long)]
+        name: Option<String>,
         #[command(flatten)]
         slots: SlotArgs,
     },
@@ -464,6 +468,13 @@ enum SweepCommand {
         #[command(flatten)]
         options: K8sArgs,
     },
+    /// Print a SkyPilot task that runs a sweep agent as a managed job; launch it with
+    /// `sky jobs launch --num-jobs N` (one agent and cluster per job; recovered after preemption).
+    Skypilot {
+        id: String,
+        #[command(flatten)]
+        options: SkypilotArgs,
+    },
 }
 
 /// A sweep file and where its trials go.
@@ -501,6 +512,48 @@ struct K8sArgs {
     /// Failed pods per trial before it is given up; preemptions do not count.
     #[arg(long, default_value_t = 3)]
     retries: u32,
+}
+
+#[derive(clap::Args)]
+struct SkypilotArgs {
+    /// Accelerators of each job's node, as SkyPilot names them: NAME:COUNT (A100:1, H100:8);
+    /// none runs trials on CPU.
+    #[arg(long, value_parser = clap::value_parser!(trainlog::skypilot::Accelerators))]
+    gpus: Option<trainlog::skypilot::Accelerators>,
+    /// Devices each trial gets (a node runs COUNT / N trials at once); default all of the node's.
+    #[arg(long, requires = "gpus", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    gpus_per_trial: Option<u32>,
+    /// Spot instances (`use_spot`): SkyPilot recovers a preempted job on a new one.
+    #[arg(long)]
+    spot: bool,
+    /// Cloud to run on (aws, gcp, azure, k8s, ...); default: SkyPilot picks among those enabled.
+    #[arg(long, value_parser = trainlog::skypilot::parse_infra_part)]
+    cloud: Option<String>,
+    /// Region (or Kubernetes context) to run in; default: any.
+    #[arg(long, value_parser = trainlog::skypilot::parse_infra_part)]
+    region: Option<String>,
+    /// Container image with the trial's code and trainlog (`image_id: docker:IMAGE`).
+    #[arg(long)]
+    image: Option<String>,
+    /// Setup commands that install trainlog and the trial's dependencies; default
+    /// `pip install trainlog`, or none with --image.
+    #[arg(long)]
+    setup: Option<String>,
+    /// Folder with the trial's code, uploaded by SkyPilot; the agent runs in it.
+    #[arg(long)]
+    workdir: Option<String>,
+    /// Agents to launch, one managed job and cluster each (`sky jobs launch --num-jobs N`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    workers: u32,
+    /// The server's URL as the jobs' machines reach it; default: the one this command talks to.
+    #[arg(long)]
+    job_server: Option<String>,
+    /// The server runs without --auth: the task asks for no TRAINLOG_API_KEY at launch.
+    #[arg(long)]
+    no_api_key: bool,
+    /// Write the task to this file instead of printing it.
+    #[arg(long)]
+    output: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -577,7 +630,7 @@ fn create_sweep(server: Option<&str>, sweep: &SweepFileArgs) -> Result<String, S
     Ok(id)
 }
 
-fn agent(server: Option<&str>, sweep_id: &str, slots: &SlotArgs) -> Result<String, String> {
+fn agent(server: Option<&str>, sweep_id: &str, slots: &SlotArgs, name: Option<String>) -> Result<String, String> {
     let list = if slots.slurm {
         (0..slots.max_concurrent.max(1))
             .map(|k| trainlog::agent::Slot {
@@ -602,6 +655,7 @@ fn agent(server: Option<&str>, sweep_id: &str, slots: &SlotArgs) -> Result<Strin
     config.server = server.map(str::to_owned);
     config.grace = std::time::Duration::from_secs(slots.grace);
     config.max_trials = slots.max_trials;
+    config.name = name;
     let report = trainlog::agent::run_agent(&config).map_err(|e| e.to_string())?;
     Ok(format!("agent done: {} trial(s) run here; {}", report.trials.len(), report.reason))
 }
@@ -632,6 +686,42 @@ fn k8s_manifest(server: Option<&str>, id: &str, o: K8sArgs) -> Result<String, St
         retries: o.retries,
     };
     Ok(trainlog::k8s::manifest_yaml(&options))
+}
+
+fn skypilot_task(server: Option<&str>, id: &str, o: SkypilotArgs) -> Result<String, String> {
+    let api = trainlog::Api::new(server).map_err(|e| e.to_string())?;
+    let s = api.sweep(id).map_err(|e| e.to_string())?;
+    let job_server = o.job_server.unwrap_or_else(|| trainlog::server_url(server));
+    if ["://127.", "://localhost", "://[::1]", "://0.0.0.0"].iter().any(|h| job_server.contains(h)) {
+        eprintln!("trainlog: warning: the jobs would reach the server at {job_server}, on their own machine; give --job-server");
+    }
+    if o.spot {
+        let retries =
+            s["config"].as_str().and_then(|text| trainlog_sweep::config::parse(text).ok()).map_or(2, |c| c.max_retries);
+        eprintln!("trainlog: note: on spot instances each preemption of a trial counts against the sweep's max_retries ({retries})");
+    }
+    let options = trainlog::skypilot::TaskOptions {
+        sweep_id: s["id"].as_str().unwrap_or(id).to_owned(),
+        server: job_server,
+        accelerators: o.gpus,
+        gpus_per_trial: o.gpus_per_trial,
+        use_spot: o.spot,
+        cloud: o.cloud,
+        region: o.region,
+        image: o.image,
+        setup: o.setup,
+        workdir: o.workdir,
+        workers: o.workers,
+        api_key: !o.no_api_key,
+    };
+    let text = trainlog::skypilot::task_yaml(&options)?;
+    let Some(path) = o.output else { return Ok(text) };
+    std::fs::write(&path, &text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(format!(
+        "wrote {}; launch with:\n{}",
+        path.display(),
+        trainlog::skypilot::launch_command(&options, &path.display().to_string())
+    ))
 }
 
 fn money(v: &serde_json::Value) -> String {
@@ -709,22 +799,25 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
         }
     };
     match cli.command {
-        Command::Agent { sweep_id, server, slots } => print_result(agent(server.as_deref(), &sweep_id, &slots)),
+        Command::Agent { sweep_id, server, name, slots } => {
+            print_result(agent(server.as_deref(), &sweep_id, &slots, name))
+        }
         Command::Sweep { server, action } => {
             let server = server.as_deref();
             match action {
                 SweepCommand::Create { sweep } => print_result(create_sweep(server, &sweep)),
                 SweepCommand::Run { sweep, slots } => {
-                    print_result(create_sweep(server, &sweep).and_then(|id| agent(server, &id, &slots)))
+                    print_result(create_sweep(server, &sweep).and_then(|id| agent(server, &id, &slots, None)))
                 }
                 SweepCommand::Submit { sweep, mut slots } => {
                     slots.slurm = true;
-                    print_result(create_sweep(server, &sweep).and_then(|id| agent(server, &id, &slots)))
+                    print_result(create_sweep(server, &sweep).and_then(|id| agent(server, &id, &slots, None)))
                 }
                 SweepCommand::Status { id } => print_result(sweep_status(server, &id).map_err(|e| e.to_string())),
                 SweepCommand::Stop { id } => print_result(set_running(server, &id, false)),
                 SweepCommand::Resume { id } => print_result(set_running(server, &id, true)),
                 SweepCommand::K8sManifest { id, options } => print_result(k8s_manifest(server, &id, options)),
+                SweepCommand::Skypilot { id, options } => print_result(skypilot_task(server, &id, options)),
             }
         }
         Command::Models { server, action } => match models(server.as_deref(), action) {

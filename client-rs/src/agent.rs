@@ -89,6 +89,9 @@ pub struct AgentConfig {
     /// Submit trials to Slurm with `sbatch` instead of running them here; the slots then only
     /// bound how many trials are queued or running at once.
     pub slurm: Option<crate::slurm::SlurmOptions>,
+    /// The agent's name in the sweep's trials, `HOST:ID`; None: this host's name and the
+    /// agent's pid. The server records the part before the first `:` as the trials' host.
+    pub name: Option<String>,
 }
 
 impl AgentConfig {
@@ -101,6 +104,7 @@ impl AgentConfig {
             heartbeat: Duration::from_secs(2),
             max_trials: None,
             slurm: None,
+            name: None,
         }
     }
 }
@@ -261,7 +265,11 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
     let url = crate::server_url(config.server.as_deref());
     let http = Http::new(&url, Duration::from_secs(30))?;
     let sweep = crate::api::encode(&config.sweep_id);
-    let agent_name = format!("{}:{}", crate::run::hostname(), std::process::id());
+    let agent_name = match config.name.as_deref().map(str::trim) {
+        Some("") => return Err(Error::Invalid("the agent's name is empty".into())),
+        Some(name) => name.to_owned(),
+        None => format!("{}:{}", crate::run::hostname(), std::process::id()),
+    };
     let mut running: Vec<Running> = Vec::new();
     let mut report = AgentReport::default();
     let mut claimed = 0u64;

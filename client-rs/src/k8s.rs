@@ -25,7 +25,7 @@ pub struct ManifestOptions {
     pub retries: u32,
 }
 
-fn name_of(sweep_id: &str) -> String {
+pub(crate) fn name_of(sweep_id: &str) -> String {
     let clean: String =
         sweep_id.to_ascii_lowercase().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
     format!("trainlog-sweep-{}", clean.trim_matches('-'))

@@ -27,6 +27,7 @@ mod registry;
 mod run;
 mod sampler;
 mod sender;
+pub mod skypilot;
 pub mod slurm;
 pub mod spool;
 mod tls;
