@@ -256,7 +256,7 @@ impl RunBuilder {
         let http = Http::new(&url, Duration::from_secs(10))?;
         let offline = self.mode == Mode::Offline;
         let spool_dir = self.spool_dir.clone().unwrap_or_else(crate::spool::default_dir);
-        let mut spool = Spool::open(&spool_dir, &id, &url)?;
+        let mut spool = Spool::open_for_rank(&spool_dir, &id, membership.job.rank, &url)?;
         // A spool left by an earlier process of this run (it died during an outage) is sent
         // before anything new, so its older points never land after newer ones.
         let inherited = !spool.is_empty();

@@ -34,7 +34,11 @@ pub(crate) fn with_retries<T>(mut write: impl FnMut() -> Result<T>) -> Result<T>
 /// A run's spool, open for appending by the process that owns the run.
 pub struct Spool {
     dir: PathBuf,
+    /// The files' name: the run id, or for a rank other than 0 of a job `{run id}~rank{r}`
+    /// (the ranks of a job on one machine share its run, each with a spool of its own).
+    name: String,
     run_id: String,
+    rank: u32,
     file: File,
     len: u64,
 }
@@ -51,15 +55,18 @@ pub fn default_dir() -> PathBuf {
 impl Spool {
     /// Opens (creating) the spool of `run_id`, noting the server it belongs to and this process as its owner.
     pub fn open(dir: &Path, run_id: &str, server: &str) -> Result<Self> {
+        Self::open_for_rank(dir, run_id, 0, server)
+    }
+
+    /// Opens the spool of one rank of a job's run.
+    pub fn open_for_rank(dir: &Path, run_id: &str, rank: u32, server: &str) -> Result<Self> {
+        let name = if rank == 0 { run_id.to_owned() } else { format!("{run_id}~rank{rank}") };
         std::fs::create_dir_all(dir).map_err(io_err(format!("creating the spool folder {}", dir.display())))?;
-        let owner = json!({"server": server, "pid": std::process::id()});
-        write_atomic(&path(dir, run_id, "json"), owner.to_string().as_bytes())?;
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path(dir, run_id, "spool"))
-            .map_err(io_err("opening the spool"))?;
-        let spool_path = path(dir, run_id, "spool");
+        let owner = json!({"server": server, "pid": std::process::id(), "run_id": run_id, "rank": rank});
+        write_atomic(&path(dir, &name, "json"), owner.to_string().as_bytes())?;
+        let spool_path = path(dir, &name, "spool");
+        let file =
+            OpenOptions::new().create(true).append(true).open(&spool_path).map_err(io_err("opening the spool"))?;
         // A process killed mid-append leaves a torn record: cut it, or records appended after
         // it could never be read back.
         let whole = read_records(&spool_path, 0)?.last().map_or(0, |(_, end)| *end);
@@ -67,14 +74,14 @@ impl Spool {
         if len > whole {
             file.set_len(whole).map_err(io_err("cutting a torn spool tail"))?;
         }
-        if read_offset(dir, run_id) > whole {
-            write_offset(dir, run_id, whole)?;
+        if read_offset(dir, &name) > whole {
+            write_offset(dir, &name, whole)?;
         }
-        Ok(Self { dir: dir.to_owned(), run_id: run_id.to_owned(), file, len: whole })
+        Ok(Self { dir: dir.to_owned(), name, run_id: run_id.to_owned(), rank, file, len: whole })
     }
 
     pub fn path(&self) -> PathBuf {
-        path(&self.dir, &self.run_id, "spool")
+        path(&self.dir, &self.name, "spool")
     }
 
     /// The folder holding the spools (and their `rejected/` folder).
@@ -104,12 +111,12 @@ impl Spool {
 
     /// Whether some appended request has not been acknowledged by the server yet.
     pub fn has_unsent(&self) -> bool {
-        read_offset(&self.dir, &self.run_id) < self.len
+        read_offset(&self.dir, &self.name) < self.len
     }
 
     /// Points and other requests appended and not acknowledged yet.
     pub fn unsent(&self) -> Result<(u64, u64)> {
-        let records = read_records(&self.path(), read_offset(&self.dir, &self.run_id))?;
+        let records = read_records(&self.path(), read_offset(&self.dir, &self.name))?;
         let points = records.iter().map(|(op, _)| points_in(op)).sum();
         let requests = records.iter().filter(|(op, _)| op["op"] != "points").count() as u64;
         Ok((points, requests))
@@ -124,11 +131,11 @@ impl Spool {
         rejected: &mut Rejected,
         settled: &mut Settled,
     ) -> Result<()> {
-        send_from_offset(&self.dir, &self.run_id, http, deadline, rejected, settled)?;
+        send_from_offset(&self.dir, &self.name, &self.run_id, http, deadline, rejected, settled)?;
         if self.len > 0 {
             // The offset goes back to 0 before the file empties: a crash in between resends
             // (harmless: last write wins) instead of skipping.
-            write_offset(&self.dir, &self.run_id, 0)?;
+            write_offset(&self.dir, &self.name, 0)?;
             self.file.set_len(0).map_err(io_err("emptying the spool"))?;
             self.len = 0;
         }
@@ -143,12 +150,13 @@ impl Spool {
     /// Gives the spool up: this process will not send it any more, so `trainlog sync` may.
     pub fn release(&mut self, server: &str) -> Result<()> {
         self.sync()?;
-        write_atomic(&path(&self.dir, &self.run_id, "json"), json!({"server": server, "pid": 0}).to_string().as_bytes())
+        let owner = json!({"server": server, "pid": 0, "run_id": self.run_id, "rank": self.rank});
+        write_atomic(&path(&self.dir, &self.name, "json"), owner.to_string().as_bytes())
     }
 
     /// Removes the spool's files once everything in it is sent.
     pub fn remove(&self) {
-        remove_files(&self.dir, &self.run_id);
+        remove_files(&self.dir, &self.name);
     }
 }
 
@@ -352,14 +360,15 @@ fn send_op(http: &Http, run_id: &str, op: &Value) -> Result<Value> {
 /// offset moves past it only once it is written there.
 fn send_from_offset(
     dir: &Path,
+    name: &str,
     run_id: &str,
     http: &Http,
     deadline: Option<std::time::Instant>,
     rejected: &mut Rejected,
     settled: &mut Settled,
 ) -> Result<()> {
-    let offset = read_offset(dir, run_id);
-    let records = read_records(&path(dir, run_id, "spool"), offset)?;
+    let offset = read_offset(dir, name);
+    let records = read_records(&path(dir, name, "spool"), offset)?;
     for (op, end) in records {
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             return Err(Error::Unreachable {
@@ -373,7 +382,7 @@ fn send_from_offset(
             Err(transient @ Error::Unreachable { .. }) => return Err(transient),
             Err(refusal) => rejected.keep(&op, &refusal)?,
         }
-        write_offset(dir, run_id, end)?;
+        write_offset(dir, name, end)?;
         settled.requests += 1;
     }
     Ok(())
@@ -405,9 +414,11 @@ pub fn sync_all(dir: &Path, server: Option<&str>, include_live: bool) -> Result<
         entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
     owners.sort();
     for owner in owners {
-        let Some(run_id) = owner.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else { continue };
+        let Some(name) = owner.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else { continue };
         let info: Value =
             std::fs::read_to_string(&owner).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+        let run_id = info["run_id"].as_str().map_or_else(|| name.clone(), str::to_owned);
+        let rank = info["rank"].as_u64().unwrap_or(0);
         let pid = info["pid"].as_u64().unwrap_or(0) as u32;
         let alive = pid != 0 && process_alive(pid);
         if alive && !include_live {
@@ -417,19 +428,21 @@ pub fn sync_all(dir: &Path, server: Option<&str>, include_live: bool) -> Result<
         let url = crate::server_url(server.or(info["server"].as_str()));
         let mut rejected = Rejected::new(dir, &run_id);
         let outcome = Http::new(&url, Duration::from_secs(60)).and_then(|http| {
-            let records = read_records(&path(dir, &run_id, "spool"), 0)?;
+            let records = read_records(&path(dir, &name, "spool"), 0)?;
             let finished = records.iter().any(|(op, _)| op["op"] == "finish");
             let mut settled = Settled::default();
-            send_from_offset(dir, &run_id, &http, None, &mut rejected, &mut settled)?;
+            send_from_offset(dir, &name, &run_id, &http, None, &mut rejected, &mut settled)?;
             if !finished && !alive {
-                http.post(&format!("/runs/{run_id}/finish"), &json!({"status": "failed"}))?;
+                // Only this rank's part of the run ends: the run ends with its last rank.
+                let body = json!({"status": "failed", "process": {"rank": rank, "reason": "its process ended without finishing"}});
+                http.post(&format!("/runs/{run_id}/finish"), &body)?;
             }
             Ok(settled.requests)
         });
         match outcome {
             Ok(n) => {
                 report.requests += n;
-                remove_files(dir, &run_id);
+                remove_files(dir, &name);
                 report.synced.push(run_id);
             }
             Err(e) => report.failed.push((run_id, e.to_string())),
@@ -441,6 +454,21 @@ pub fn sync_all(dir: &Path, server: Option<&str>, include_live: bool) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranks_of_one_run_on_one_machine_keep_spools_of_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut zero = Spool::open_for_rank(dir.path(), "job-1", 0, "http://127.0.0.1:1").unwrap();
+        let mut three = Spool::open_for_rank(dir.path(), "job-1", 3, "http://127.0.0.1:1").unwrap();
+        zero.append(&json!({"op": "params", "body": {"a": 1}})).unwrap();
+        three.append(&json!({"op": "params", "body": {"b": 1}})).unwrap();
+        three.append(&json!({"op": "params", "body": {"c": 1}})).unwrap();
+        assert_eq!((zero.unsent().unwrap().1, three.unsent().unwrap().1), (1, 2));
+        assert_eq!(three.path(), dir.path().join("job-1~rank3.spool"));
+        let owner: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("job-1~rank3.json")).unwrap()).unwrap();
+        assert_eq!((&owner["run_id"], &owner["rank"]), (&json!("job-1"), &json!(3)));
+    }
 
     #[test]
     fn a_refused_request_is_kept_as_one_json_line_with_the_servers_answer() {
