@@ -334,3 +334,40 @@ def test_srun_tasks_are_one_run_and_a_requeue_is_its_second_attempt(client_env: 
     assert [(p["step"], p["value"]) for p in history] == [(s, 1.0) for s in range(10)]
     keys = sorted(done["summary"])
     assert "sys/cpu.percent" in keys and not [k for k in keys if k.startswith(("sys/node/", "rank/"))], keys
+
+
+PER_RANK_SCRIPT = textwrap.dedent(
+    """
+    import trainlog
+    run = trainlog.init(project="per-rank", rank_metrics=True, system_metrics_interval=None, cost=False)
+    for step in range(5):
+        run.log({"grad_norm": 10.0 * run.rank + step}, step=step)
+    run.finish()
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_per_rank_series_and_trainlog_variables(client_env: dict, tmp_path: Path) -> None:
+    script = tmp_path / "per_rank.py"
+    script.write_text(PER_RANK_SCRIPT)
+    base = dict(os.environ, **client_env, TRAINLOG_JOB_ID="my-job-7", TRAINLOG_WORLD_SIZE="2")
+    procs = [subprocess.Popen([sys.executable, str(script)], env=dict(base, TRAINLOG_RANK=str(r)), stderr=subprocess.PIPE, text=True) for r in (1, 0)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    [run] = trainlog.Api(client_env["TRAINLOG_SERVER"]).runs("per-rank")
+    detail = run_detail(client_env, run.id)
+    assert (detail["job"]["launcher"], detail["job"]["job_id"], detail["job"]["world_size"]) == ("trainlog", "my-job-7", 2)
+    assert detail["status"] == "finished"
+    keys = [k for k in keys_of(detail) if not k.startswith(("sys/", "cost/"))]
+    assert keys == ["grad_norm", "rank/0/grad_norm", "rank/1/grad_norm"]
+    api = trainlog.Api(client_env["TRAINLOG_SERVER"])
+    assert [p["value"] for p in api.run(run.id).history("rank/1/grad_norm")] == [10.0, 11.0, 12.0, 13.0, 14.0]
+    assert [p["value"] for p in api.run(run.id).history("grad_norm")] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    # What was detected, and from where, is recorded with each process.
+    processes = detail["attempts"][0]["processes"]
+    assert [p["rank"] for p in processes] == [0, 1]
+    assert all(p["status"] == "finished" for p in processes)
+    context = processes[1]["context"]
+    assert (context["rank"], context["job_id"], context["detected_from"]["rank"]) == (1, "my-job-7", "TRAINLOG_RANK")

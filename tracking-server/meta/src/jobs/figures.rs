@@ -20,6 +20,23 @@ pub struct NodeFigures {
     pub gpu_hours: f64,
 }
 
+/// One process of an attempt: its rank, where it ran, how it ended, and the job context it
+/// detected (JSON, with where each value came from).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessFigures {
+    pub rank: i64,
+    pub local_rank: i64,
+    pub node_rank: i64,
+    pub host: String,
+    pub pid: Option<i64>,
+    pub status: String,
+    pub start_ms: i64,
+    pub seen_ms: i64,
+    pub end_ms: Option<i64>,
+    pub reason: Option<String>,
+    pub context: String,
+}
+
 /// One attempt with its figures.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttemptFigures {
@@ -64,6 +81,7 @@ pub struct AttemptFigures {
     pub lost_gpu_hours: f64,
     pub lost_steps: i64,
     pub nodes: Vec<NodeFigures>,
+    pub processes: Vec<ProcessFigures>,
 }
 
 /// The whole job: its attempts and their totals.
@@ -211,6 +229,7 @@ mod tests {
             lost_gpu_hours: 0.0,
             lost_steps: 0,
             nodes,
+            processes: vec![],
         }
     }
 

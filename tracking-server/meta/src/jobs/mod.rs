@@ -10,7 +10,7 @@
 
 mod figures;
 
-pub use figures::{AttemptFigures, CheckpointMark, JobFigures, NodeFigures};
+pub use figures::{AttemptFigures, CheckpointMark, JobFigures, NodeFigures, ProcessFigures};
 
 use crate::db::{vals, Db, Dialect, Row};
 use crate::{not_found, now_ms, Error, MetaStore, Result};
@@ -525,7 +525,8 @@ fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigures, Vec<At
         return Ok(None);
     }
     let process_rows = db.rows(
-        "SELECT attempt, node_rank, host, start_ms, seen_ms, end_ms, first_step, last_step, status, last_lines
+        "SELECT attempt, node_rank, host, start_ms, seen_ms, end_ms, first_step, last_step, status, last_lines,
+            rank, local_rank, pid, reason, context
          FROM run_processes WHERE run_id = ?1 ORDER BY attempt, rank",
         vals![run],
     )?;
@@ -565,6 +566,19 @@ fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigures, Vec<At
             if status == "failed" && a.last_lines.is_none() {
                 a.last_lines = lines;
             }
+            a.processes.push(ProcessFigures {
+                rank: p.get(10)?,
+                local_rank: p.get(11)?,
+                node_rank: node,
+                host: p.get(2)?,
+                pid: p.get(12)?,
+                status,
+                start_ms: start,
+                seen_ms: seen,
+                end_ms: end,
+                reason: p.get(13)?,
+                context: p.get(14)?,
+            });
         }
         for (node_rank, (host, start, stop, processes)) in spans {
             let info = node_rows
@@ -661,6 +675,7 @@ fn attempt_from_row(r: &Row) -> Result<AttemptFigures> {
         lost_gpu_hours: 0.0,
         lost_steps: 0,
         nodes: Vec::new(),
+        processes: Vec::new(),
     })
 }
 

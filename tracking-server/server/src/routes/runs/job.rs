@@ -284,6 +284,47 @@ pub struct AttemptView {
     pub lost_gpu_hours: f64,
     pub lost_steps: i64,
     pub nodes: Vec<NodeView>,
+    /// Its processes, by rank.
+    pub processes: Vec<ProcessView>,
+}
+
+/// One process of an attempt.
+#[derive(Serialize, ToSchema)]
+pub struct ProcessView {
+    pub rank: i64,
+    pub local_rank: i64,
+    pub node_rank: i64,
+    pub host: String,
+    pub pid: Option<i64>,
+    /// running, finished, failed, killed, preempted, or lost.
+    pub status: String,
+    pub start_time: i64,
+    /// Its last heartbeat.
+    pub seen_time: i64,
+    pub end_time: Option<i64>,
+    pub reason: Option<String>,
+    /// The job context as the process detected it, with `detected_from`: which variable gave
+    /// each value.
+    #[schema(value_type = Object)]
+    pub context: Value,
+}
+
+impl From<trainlog_meta::jobs::ProcessFigures> for ProcessView {
+    fn from(p: trainlog_meta::jobs::ProcessFigures) -> Self {
+        ProcessView {
+            rank: p.rank,
+            local_rank: p.local_rank,
+            node_rank: p.node_rank,
+            host: p.host,
+            pid: p.pid,
+            status: p.status,
+            start_time: p.start_ms,
+            seen_time: p.seen_ms,
+            end_time: p.end_ms,
+            reason: p.reason,
+            context: serde_json::from_str(&p.context).unwrap_or(Value::Null),
+        }
+    }
 }
 
 /// A node of an attempt.
@@ -357,6 +398,7 @@ impl From<AttemptFigures> for AttemptView {
             lost_gpu_hours: a.lost_gpu_hours,
             lost_steps: a.lost_steps,
             nodes: a.nodes.into_iter().map(NodeView::from).collect(),
+            processes: a.processes.into_iter().map(ProcessView::from).collect(),
         }
     }
 }
