@@ -27,7 +27,7 @@ fn join_body(project: &str, run: &str, job: &str, rank: usize, world: usize) -> 
         "restart": "0",
         "context": {"launcher": "torchrun"},
     });
-    if rank % PER_NODE == 0 {
+    if rank.is_multiple_of(PER_NODE) {
         process["node"] = json!({"gpus": PER_NODE, "usd_per_hour": 8.0 * PER_NODE as f64, "price_source": "bench"});
     }
     let params = if rank == 0 { json!({"lr": 0.001, "batch": 64}) } else { json!({}) };

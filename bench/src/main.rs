@@ -360,7 +360,7 @@ fn job_bench(rt: &tokio::runtime::Runtime, scale: &Scale, report: &mut Report) {
             beats[i].0 as f64 / beats[i].1
         ));
         report.add(
-            *id,
+            id,
             format!("Rank 0's Arrow ingest, {} other ranks heartbeating {label} (median of {reps})", WORLD - 1),
             median(&beside[i]),
             0,

@@ -219,7 +219,8 @@ def _forget(run: Run) -> None:
 
 
 def _finish_all(status: str, timeout: float, reason: Optional[str] = None, last_lines: Optional[str] = None) -> None:
-    for run in list(_active):
+    # A copy: finishing a run removes it from `_active`.
+    for run in _active.copy():
         _finish_quietly(run, status, timeout, reason, last_lines)
 
 

@@ -241,10 +241,11 @@ fn read_ranks(r: &mut Reader) {
         one_process_per_node(r, "kubernetes");
     }
     // Slurm also says where the task runs, whoever started the processes.
-    if r.has("SLURM_JOB_ID") && !r.job.detected_from.contains_key("node_rank") {
-        if !r.nodes("SLURM_NODEID", "SLURM_NNODES") {
-            r.nodes("SLURM_NODEID", "SLURM_JOB_NUM_NODES");
-        }
+    if r.has("SLURM_JOB_ID")
+        && !r.job.detected_from.contains_key("node_rank")
+        && !r.nodes("SLURM_NODEID", "SLURM_NNODES")
+    {
+        r.nodes("SLURM_NODEID", "SLURM_JOB_NUM_NODES");
     }
     if r.job.local_world_size.is_none() && r.job.launcher == "slurm" {
         if let Some(per_node) = r.text("SLURM_TASKS_PER_NODE").and_then(|t| tasks_on_node(&t, r.job.node_rank)) {
@@ -443,7 +444,8 @@ fn read_placement(r: &mut Reader) {
 
 /// `TRAINLOG_*` variables: they win over what the launcher said.
 fn read_trainlog(r: &mut Reader) {
-    let counts: [(&str, fn(&mut JobContext, u32)); 6] = [
+    type Setter = fn(&mut JobContext, u32);
+    let counts: [(&str, Setter); 6] = [
         ("TRAINLOG_RANK", |j, v| j.rank = v),
         ("TRAINLOG_LOCAL_RANK", |j, v| j.local_rank = v),
         ("TRAINLOG_WORLD_SIZE", |j, v| j.world_size = v),
