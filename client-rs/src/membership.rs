@@ -175,6 +175,16 @@ impl Membership {
         }
     }
 
+    /// Takes the server's answer to this process's join when the join went through the spool.
+    pub fn hear_spooled_join(&self, shared: &Shared) {
+        if self.attempt() == 0 {
+            let answer = shared.joined.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(answer) = answer {
+                self.heard(&answer);
+            }
+        }
+    }
+
     /// The `process` object of the run's creation.
     pub fn join_body(&self, node: Option<&NodeDescription>) -> Value {
         let j = &self.job;
@@ -247,6 +257,7 @@ pub fn start_heartbeats(membership: Arc<Membership>, shared: Arc<Shared>, http: 
                 continue;
             }
             waited = Duration::ZERO;
+            membership.hear_spooled_join(&shared);
             if membership.attempt() == 0 {
                 continue;
             }

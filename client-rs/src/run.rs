@@ -265,7 +265,8 @@ impl RunBuilder {
             shared.spooling.store(true, Ordering::Relaxed);
         }
         let resume = self.resume != Resume::Never;
-        let spooled_create = json!({"op": "create", "body": self.create_body(&id, true, &process)});
+        let spooled_create =
+            json!({"op": "create", "body": self.create_body(&id, true, &process), "token": shared.join_token});
         let mut run_json = Value::Null;
         if offline {
             spool.append(&spooled_create)?;
@@ -274,7 +275,14 @@ impl RunBuilder {
                 if self.resume == Resume::Must {
                     http.get(&format!("/runs/{id}"))?;
                 }
-                http.post("/runs", &self.create_body(&id, resume, &process))
+                let mut body = self.create_body(&id, resume, &process);
+                if inherited {
+                    // This process joins after the inherited records (the earlier process's
+                    // join and end), through the spool; joining first would make the earlier
+                    // process's late join look like a new start of the job.
+                    body.as_object_mut().map(|b| b.remove("process"));
+                }
+                http.post("/runs", &body)
             })();
             match reached {
                 Ok(run) if inherited => {
@@ -588,6 +596,7 @@ impl Run {
     /// The attempt of the job this process joined (1 for the first start); 0 while the server
     /// has not answered.
     pub fn attempt(&self) -> i64 {
+        self.membership.hear_spooled_join(&self.shared);
         self.membership.attempt()
     }
 

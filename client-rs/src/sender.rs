@@ -72,6 +72,12 @@ pub struct Shared {
     pub warned: AtomicBool,
     /// Problems met outside the sender (a sampler that did not start), for the finish summary.
     pub problems: Mutex<Vec<String>>,
+    /// Marks this process's join in the spool, where an earlier process of the run may have
+    /// left joins of its own.
+    pub join_token: String,
+    /// The server's answer to this process's join when it went through the spool (the server
+    /// was down at the start, or an earlier process's spool had to go first).
+    pub joined: Mutex<Option<Value>>,
 }
 
 impl Shared {
@@ -87,6 +93,8 @@ impl Shared {
             waiting: AtomicU64::new(0),
             warned: AtomicBool::new(false),
             problems: Mutex::new(Vec::new()),
+            join_token: uuid::Uuid::new_v4().simple().to_string(),
+            joined: Mutex::new(None),
         }
     }
 
@@ -522,6 +530,9 @@ impl Sender {
             let mut settled = Settled::default();
             let sent = self.spool.send(&self.http, deadline, &mut self.rejected, &mut settled);
             self.points_acknowledged += settled.points_acknowledged;
+            if let Some((_, answer)) = settled.joins.into_iter().rfind(|(token, _)| *token == self.shared.join_token) {
+                *lock(&self.shared.joined) = Some(answer);
+            }
             if let Err(e) = sent {
                 return self.enter_spooling(&e.to_string(), retry_after_of(&e));
             }

@@ -166,11 +166,13 @@ pub fn rejected_path(spool_dir: &Path, run_id: &str) -> PathBuf {
 }
 
 /// What sending a spool settled.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Settled {
     /// Requests acknowledged or refused (and kept in the rejected file).
     pub requests: usize,
     pub points_acknowledged: u64,
+    /// The answers to joins sent from the spool, by the token of the process that spooled each.
+    pub joins: Vec<(String, Value)>,
 }
 
 /// A run's rejected file: one JSON line per refused request, `{"rejected_at", "status", "code",
@@ -378,7 +380,12 @@ fn send_from_offset(
             });
         }
         match send_op(http, run_id, &op) {
-            Ok(_) => settled.points_acknowledged += points_in(&op),
+            Ok(answer) => {
+                settled.points_acknowledged += points_in(&op);
+                if let (Some("create"), Some(token)) = (op["op"].as_str(), op["token"].as_str()) {
+                    settled.joins.push((token.to_owned(), answer));
+                }
+            }
             Err(transient @ Error::Unreachable { .. }) => return Err(transient),
             Err(refusal) => rejected.keep(&op, &refusal)?,
         }
