@@ -286,7 +286,8 @@ fn close_attempt(tx: &dyn Db, run: &str, number: i64, status: Option<(&str, i64)
         )?,
     };
     let rows = tx.rows(
-        "SELECT status, end_ms, rank, reason FROM run_processes WHERE run_id = ?1 AND attempt = ?2",
+        // By end, so the reason is the first failure's: the other ranks' errors often follow it.
+        "SELECT status, end_ms, rank, reason FROM run_processes WHERE run_id = ?1 AND attempt = ?2 ORDER BY end_ms, rank",
         vals![run, number],
     )?;
     let mut worst = status.map_or("finished", |(s, _)| s).to_owned();
@@ -546,6 +547,7 @@ fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigures, Vec<At
         let mut a = attempt_from_row(r)?;
         let mine: Vec<&Row> = process_rows.iter().filter(|p| p.get::<i64>(0).ok() == Some(a.number)).collect();
         a.ranks = mine.len() as i64;
+        let mut first_failure: Option<i64> = None;
         // Spans of each node from its processes.
         let mut spans: BTreeMap<i64, (String, i64, i64, i64)> = BTreeMap::new();
         for p in &mine {
@@ -563,8 +565,11 @@ fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigures, Vec<At
                 (x, y) => x.or(y),
             };
             a.last_step = a.last_step.max(last);
-            if status == "failed" && a.last_lines.is_none() {
+            // The last lines of the first rank to fail, as the attempt's reason names it.
+            let failed_at = end.unwrap_or(i64::MAX);
+            if status == "failed" && first_failure.is_none_or(|f| failed_at < f) {
                 a.last_lines = lines;
+                first_failure = Some(failed_at);
             }
             a.processes.push(ProcessFigures {
                 rank: p.get(10)?,

@@ -140,3 +140,33 @@ fn a_join_out_of_range_is_refused_naming_the_field() {
     }
     assert!(m.run(&run).is_err(), "nothing is half-written");
 }
+
+#[test]
+fn the_attempt_names_the_first_rank_to_fail_not_the_lowest() {
+    let dir = tempfile::tempdir().expect("dir");
+    let m = crate::test_store(dir.path());
+    let run = RunId::parse("id", "job-first-failure").expect("id");
+    for rank in 0..4 {
+        join(&m, &run, process(rank, 4, 4, "0"));
+    }
+    let failed = |rank: i64, reason: &str, end_ms: i64| {
+        let report = ProcessReport {
+            attempt: 1,
+            rank,
+            reason: Some(reason.into()),
+            last_lines: Some(format!("lines of rank {rank}")),
+            ..ProcessReport::default()
+        };
+        m.end_process(&run, &report, RunStatus::Failed, Some(end_ms)).expect("end");
+    };
+    let now = now_ms();
+    // Rank 3 dies first; the collectives of ranks 1 and 0 fail after it, as DDP's do.
+    failed(1, "RuntimeError: Connection closed by peer", now + 20);
+    failed(3, "CUDA out of memory", now);
+    failed(0, "RuntimeError: Connection closed by peer", now + 30);
+    end(&m, &run, 1, 2, RunStatus::Preempted);
+    let (_, attempts) = m.job(&run).expect("job").expect("a job");
+    assert_eq!(attempts[0].status, "failed");
+    assert_eq!(attempts[0].reason.as_deref(), Some("rank 3 failed: CUDA out of memory"));
+    assert_eq!(attempts[0].last_lines.as_deref(), Some("lines of rank 3"));
+}
