@@ -31,6 +31,15 @@ impl RunInfo {
     pub fn tags(&self) -> &Value {
         &self.json["tags"]
     }
+    /// The job the run follows (launcher, job id, world size, nodes, attempts, cost, lost
+    /// work); null when no process joined it as a job.
+    pub fn job(&self) -> &Value {
+        &self.json["job"]
+    }
+    /// Each start of the job, oldest first, with its nodes and processes.
+    pub fn attempts(&self) -> &[Value] {
+        self.json["attempts"].as_array().map_or(&[], Vec::as_slice)
+    }
 }
 
 /// One point of a metric's history; `value` is NaN or infinite where the run logged so.

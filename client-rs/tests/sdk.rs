@@ -4,6 +4,7 @@ use serde_json::json;
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
+use trainlog::collect::job::JobContext;
 use trainlog::{Api, HistoryPoint, Mode, Resume, Run};
 use trainlog_tests::TestServer;
 
@@ -333,6 +334,11 @@ fn a_spool_left_by_a_dead_process_is_sent_before_the_new_processs_points() {
     assert_eq!(h.len(), 150);
     assert_eq!((h[49].value, h[50].value, h[149].value), (1.0, 2.0, 2.0), "the newer process's values win");
     assert_eq!(api.run("job-9").unwrap().status(), "finished");
+    // The earlier process's attempt, then this one's: its join went after the inherited records.
+    let info = api.run("job-9").unwrap();
+    let statuses: Vec<&str> = info.attempts().iter().map(|a| a["status"].as_str().unwrap_or("?")).collect();
+    assert_eq!(statuses, ["preempted", "finished"]);
+    assert_eq!(second.attempt(), 2, "the process learned its attempt from the spooled join's answer");
     assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 0);
 }
 
@@ -395,4 +401,48 @@ fn checkpoints_are_kept_by_retention_restored_verified_and_corruption_is_reporte
     let gone = api.restore_checkpoint(run.id(), &work.path().join("gone"), Some("step-000000000020"));
     assert!(matches!(gone, Err(trainlog::Error::Server { status: 404, .. })), "{gone:?}");
     run.finish().unwrap();
+}
+
+#[test]
+fn ranks_given_their_job_by_the_builder_join_one_run() {
+    let s = TestServer::spawn_local();
+    let spool = tempfile::tempdir().unwrap();
+    let context = |rank: u32| JobContext {
+        launcher: "trainlog".into(),
+        job_id: Some("rust-ddp-1".into()),
+        rank,
+        local_rank: rank,
+        world_size: 3,
+        node_count: 1,
+        ..JobContext::default()
+    };
+    // Ranks start in reverse order, each on its own thread, and know nothing of one another.
+    let ranks: Vec<_> = [2, 1, 0]
+        .into_iter()
+        .map(|rank| {
+            let run =
+                builder(&s, "rust-jobs", spool.path()).config(json!({"lr": 0.01})).job(context(rank)).start().unwrap();
+            std::thread::spawn(move || {
+                for step in 0..10 {
+                    run.log(step, &[("loss", f64::from(rank) * 100.0 + step as f64)]);
+                }
+                run.finish().unwrap();
+                (run.id().to_owned(), run.attempt())
+            })
+        })
+        .collect();
+    let ended: Vec<(String, i64)> = ranks.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(ended.iter().all(|e| e == &ended[0]), "one run, one attempt: {ended:?}");
+    assert_eq!(ended[0], (trainlog::membership::run_id_for_job("rust-jobs", "trainlog:rust-ddp-1"), 1));
+    let api = Api::new(Some(&s.url)).unwrap();
+    assert_eq!(api.runs("rust-jobs", "", None).unwrap().len(), 1);
+    let info = api.run(&ended[0].0).unwrap();
+    assert_eq!(info.status(), "finished");
+    assert_eq!(info.params()["lr"], 0.01);
+    assert_eq!((info.job()["launcher"].as_str(), info.job()["world_size"].as_i64()), (Some("trainlog"), Some(3)));
+    let [attempt] = info.attempts() else { panic!("one attempt: {:?}", info.attempts()) };
+    assert_eq!((attempt["status"].as_str(), attempt["ranks"].as_i64()), (Some("finished"), Some(3)));
+    // Only rank 0's log records.
+    let loss: Vec<f64> = api.history(&ended[0].0, "loss").unwrap().iter().map(|p| p.value).collect();
+    assert_eq!(loss, (0..10).map(f64::from).collect::<Vec<_>>());
 }
