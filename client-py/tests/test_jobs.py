@@ -234,6 +234,11 @@ def test_a_spot_job_preempted_three_times_is_one_run_of_four_attempts(client_env
     assert job["steps_replayed"] == sum(p[2] for p in plan[:3])
     assert job["lost_usd"] == pytest.approx(sum(a["lost_usd"] for a in attempts), rel=1e-9)
     assert detail["summary"]["cost/lost_usd"]["last"] == pytest.approx(job["lost_usd"], rel=1e-6)
+    # Search reads the same figures.
+    api = trainlog.Api(client_env["TRAINLOG_SERVER"])
+    assert [r.id for r in api.runs("spot", filter="attempts > 1 and lost_usd > 0")] == [listed.id]
+    assert [r.id for r in api.runs("spot", filter=f"steps_replayed = {job['steps_replayed']} and gpus = 1")] == [listed.id]
+    assert api.runs("spot", filter="attempts > 4") == []
 
     # The metric continues without duplicates: one point per step, the latest attempt's value.
     loss = trainlog.Api(client_env["TRAINLOG_SERVER"]).run(listed.id).history("loss")
@@ -371,3 +376,47 @@ def test_per_rank_series_and_trainlog_variables(client_env: dict, tmp_path: Path
     assert all(p["status"] == "finished" for p in processes)
     context = processes[1]["context"]
     assert (context["rank"], context["job_id"], context["detected_from"]["rank"]) == (1, "my-job-7", "TRAINLOG_RANK")
+
+
+FAILING_RANK_SCRIPT = textwrap.dedent(
+    """
+    import os, time
+    import trainlog
+    run = trainlog.init(project="failing", system_metrics_interval=None, cost={"per_gpu_hour": 1.0})
+    for step in range(8):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+        if run.rank == int(os.environ["FAILING_RANK"]) and step == 4:
+            run.flush(30)
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    run.finish()
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_a_failed_rank_fails_the_run_and_its_attempt_says_which_and_why(client_env: dict, tmp_path: Path) -> None:
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING_RANK_SCRIPT)
+    base = dict(os.environ, **client_env, TRAINLOG_JOB_ID="bert-ft-3", TRAINLOG_WORLD_SIZE="4", TRAINLOG_GPUS_PER_NODE="4", FAILING_RANK="2")
+    procs = [(r, subprocess.Popen([sys.executable, str(script)], env=dict(base, TRAINLOG_RANK=str(r), TRAINLOG_LOCAL_RANK=str(r)), stderr=subprocess.PIPE, text=True)) for r in (3, 0, 2, 1)]
+    codes = {}
+    for rank, proc in procs:
+        _, err = proc.communicate(timeout=90)
+        codes[rank] = (proc.returncode, err)
+    assert codes[2][0] != 0 and "illegal memory access" in codes[2][1], "rank 2 died of its exception"
+    assert all(codes[r][0] == 0 for r in (0, 1, 3)), codes
+
+    # Read through the public API, as a user would.
+    [listed] = trainlog.Api(client_env["TRAINLOG_SERVER"]).runs("failing")
+    run = trainlog.Api(client_env["TRAINLOG_SERVER"]).run(listed.id)
+    assert run.status == "failed"
+    assert run.job is not None and (run.job["launcher"], run.job["job_id"], run.job["world_size"]) == ("trainlog", "bert-ft-3", 4)
+    [attempt] = run.attempts
+    assert attempt["status"] == "failed"
+    assert attempt["reason"] == "rank 2 failed: RuntimeError: CUDA error: an illegal memory access was encountered", attempt
+    assert "Traceback" in attempt["last_lines"] and attempt["last_lines"].rstrip().endswith("illegal memory access was encountered")
+    statuses = {p["rank"]: p["status"] for p in attempt["processes"]}
+    assert statuses == {0: "finished", 1: "finished", 2: "failed", 3: "finished"}
+    failed = next(p for p in attempt["processes"] if p["rank"] == 2)
+    assert failed["reason"].startswith("RuntimeError")
+    assert [p["step"] for p in run.history("loss")] == list(range(8)), "rank 0 logged every step"

@@ -1,0 +1,108 @@
+"""One run per training job, launched by torchrun itself: four DDP processes on the gloo backend,
+one of which fails on the first start, and torchrun's restart of the whole group."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import trainlog
+
+torch = pytest.importorskip("torch", reason="the test command installs PyTorch; this test needs it")
+
+DDP_SCRIPT = textwrap.dedent(
+    """
+    import os
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    import trainlog
+
+    restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+    # A store of its own per start: gloo's mesh did not always form again through the agent's
+    # store after torchrun restarted the workers.
+    dist.init_process_group("gloo", init_method=f"file://{os.environ['WORK']}/store-{restart}",
+                            rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+    run = trainlog.init(project="torchrun", name="ddp-gloo", config={"lr": 0.05}, cost={"per_gpu_hour": 2.0},
+                        system_metrics_interval=0.3)
+    torch.manual_seed(0)
+    model = DistributedDataParallel(torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    generator = torch.Generator().manual_seed(dist.get_rank())
+    x = torch.randn(64, 8, generator=generator)
+    y = x.sum(dim=1, keepdim=True)
+    for step in range(20):
+        if restart == 0 and step == 10 and dist.get_rank() == int(os.environ["FAILING_RANK"]):
+            raise RuntimeError("injected failure on the first start")
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        run.log({"loss": loss.item(), "restart": float(restart)}, step=step)
+    with open(os.path.join(os.environ["WORK"], f"done-{run.rank}"), "w") as f:
+        f.write(f"{run.id} {run.attempt}")
+    run.finish()
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.timeout(300)
+def test_torchrun_four_processes_one_failing_then_restarted_are_one_run_of_two_attempts(client_env: dict, tmp_path: Path) -> None:
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT)
+    env = dict(
+        os.environ,
+        **client_env,
+        FAILING_RANK="2",
+        WORK=str(tmp_path),
+        GLOO_SOCKET_IFNAME="lo",
+        OMP_NUM_THREADS="1",
+        TRAINLOG_HEARTBEAT_SECONDS="0.3",
+        TRAINLOG_GPUS_PER_NODE="4",
+    )
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "4", "--max-restarts", "1", "--monitor-interval", "0.2", str(script)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "injected failure on the first start" in done.stderr, "the first start failed as planned"
+    finished = {rank: (tmp_path / f"done-{rank}").read_text().split() for rank in range(4)}
+    run_id = finished[0][0]
+    assert set(map(tuple, finished.values())) == {(run_id, "2")}, "every rank of the restart joined attempt 2 of one run"
+
+    api = trainlog.Api(client_env["TRAINLOG_SERVER"])
+    [listed] = api.runs("torchrun")
+    run = api.run(listed.id)
+    assert run.id == run_id
+    assert run.status == "finished"
+    assert run.params["lr"] == 0.05
+    job = run.job
+    assert job is not None
+    assert (job["launcher"], job["world_size"], job["node_count"], job["attempts"], job["gpus"]) == ("torchrun", 4, 1, 2, 4)
+    assert job["job_id"], "torchrun's rendezvous id names the job"
+
+    first, second = run.attempts
+    assert first["status"] == "failed" and second["status"] == "finished"
+    assert first["reason"].startswith("rank 2 failed: RuntimeError: injected failure on the first start"), first["reason"]
+    assert "injected failure" in first["last_lines"]
+    assert [p["rank"] for p in first["processes"]] == [0, 1, 2, 3]
+    assert [p["rank"] for p in second["processes"]] == [0, 1, 2, 3]
+    assert all(p["status"] == "finished" for p in second["processes"])
+    assert [p["context"]["detected_from"]["rank"] for p in second["processes"]] == ["RANK"] * 4
+    assert [p["context"]["restart"] for p in second["processes"]] == ["torchelastic=1"] * 4
+    assert [n["usd_per_hour"] for n in second["nodes"]] == [8.0], "4 GPUs at 2.0 each"
+    assert first["end_time"] <= second["start_time"]
+
+    # Rank 0's loss only, one point per step; the restart replayed the steps the first start logged.
+    history = api.run(run.id).history("restart")
+    assert [(p["step"], p["value"]) for p in history] == [(s, 1.0) for s in range(20)]
+    assert first["last_step"] is not None and first["last_step"] <= 9, first
+    assert second["steps_replayed"] == first["last_step"] + 1
+    assert job["steps_replayed"] == first["last_step"] + 1
+    assert "sys/cpu.percent" in run.summary, "one node's system series"
+    by_hand = sum(n["usd_per_hour"] * (n["end_time"] - n["start_time"]) / 3.6e6 for a in run.attempts for n in a["nodes"])
+    assert job["cost_usd"] == pytest.approx(by_hand, rel=1e-9)
