@@ -122,6 +122,7 @@ impl MetaStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jobs::{NodeInfo, ProcessJoin};
     use crate::{NewRun, NewVersion};
     use serde_json::json;
     use trainlog_schema::ProjectName;
@@ -134,9 +135,20 @@ mod tests {
     fn a_purge_takes_every_row_of_an_archived_run_and_keeps_its_id_from_coming_back() {
         let dir = tempfile::tempdir().unwrap();
         let meta = crate::test_store(dir.path());
+        // Each run is joined by a process of its job, so the job's tables hold rows of it too.
+        let process = ProcessJoin {
+            world_size: 1,
+            node_count: 1,
+            host: "node-0".into(),
+            launcher: "trainlog".into(),
+            context: "{}".into(),
+            node: Some(NodeInfo { gpus: 1, ..NodeInfo::default() }),
+            ..ProcessJoin::default()
+        };
         let new = |id: &str| NewRun {
             project: Some(ProjectName::parse("project", "p").unwrap()),
             id: Some(RunId::parse("id", id).unwrap()),
+            process: Some(process.clone()),
             ..NewRun::default()
         };
         let (gone, _) = meta.create_run(&new("gone")).unwrap();
