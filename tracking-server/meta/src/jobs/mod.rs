@@ -285,22 +285,14 @@ fn close_attempt(tx: &dyn Db, run: &str, number: i64, status: Option<(&str, i64)
             vals![run, number],
         )?,
     };
-    let rows = tx.rows(
-        // By end, so the reason is the first failure's: the other ranks' errors often follow it.
-        "SELECT status, end_ms, rank, reason FROM run_processes WHERE run_id = ?1 AND attempt = ?2 ORDER BY end_ms, rank",
-        vals![run, number],
-    )?;
+    let rows =
+        tx.rows("SELECT status, end_ms FROM run_processes WHERE run_id = ?1 AND attempt = ?2", vals![run, number])?;
     let mut worst = status.map_or("finished", |(s, _)| s).to_owned();
     let mut end = status.map(|(_, e)| e);
-    let mut reason = None;
     for r in &rows {
-        let (s, e, rank, why): (String, Option<i64>, i64, Option<String>) =
-            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+        let (s, e): (String, Option<i64>) = (r.get(0)?, r.get(1)?);
         if status.is_none() && outcome_rank(&s) > outcome_rank(&worst) {
-            worst = s.clone();
-        }
-        if s == "failed" && reason.is_none() {
-            reason = Some(format!("rank {rank} failed{}", why.map(|w| format!(": {w}")).unwrap_or_default()));
+            worst = s;
         }
         end = end.max(e);
     }
@@ -308,8 +300,8 @@ fn close_attempt(tx: &dyn Db, run: &str, number: i64, status: Option<(&str, i64)
         worst = "lost".into();
     }
     tx.exec(
-        "UPDATE run_attempts SET status = ?3, end_ms = ?4, reason = COALESCE(reason, ?5) WHERE run_id = ?1 AND number = ?2",
-        vals![run, number, worst, end.unwrap_or_else(now_ms), reason],
+        "UPDATE run_attempts SET status = ?3, end_ms = ?4 WHERE run_id = ?1 AND number = ?2",
+        vals![run, number, worst, end.unwrap_or_else(now_ms)],
     )?;
     Ok(())
 }
@@ -518,7 +510,7 @@ fn span_end(end_ms: Option<i64>, seen_ms: i64, now: i64) -> i64 {
 fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigures, Vec<AttemptFigures>)>> {
     let attempt_rows = db.rows(
         "SELECT number, status, start_ms, end_ms, launcher, job_id, world_size, node_count, cloud, region, zone,
-            instance_type, cluster, spot, reason
+            instance_type, cluster, spot
          FROM run_attempts WHERE run_id = ?1 ORDER BY number",
         vals![run],
     )?;
@@ -565,9 +557,12 @@ fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigures, Vec<At
                 (x, y) => x.or(y),
             };
             a.last_step = a.last_step.max(last);
-            // The last lines of the first rank to fail, as the attempt's reason names it.
+            // The first rank to fail, by its end (the lowest rank of a tie), names the attempt's
+            // reason: in DDP the other ranks' collectives fail after it.
             let failed_at = end.unwrap_or(i64::MAX);
             if status == "failed" && first_failure.is_none_or(|f| failed_at < f) {
+                let (rank, why): (i64, Option<String>) = (p.get(10)?, p.get(13)?);
+                a.reason = Some(format!("rank {rank} failed{}", why.map(|w| format!(": {w}")).unwrap_or_default()));
                 a.last_lines = lines;
                 first_failure = Some(failed_at);
             }
@@ -663,7 +658,7 @@ fn attempt_from_row(r: &Row) -> Result<AttemptFigures> {
         instance_type: r.get(11)?,
         cluster: r.get(12)?,
         spot: spot.map(|s| s != 0),
-        reason: r.get(14)?,
+        reason: None,
         last_lines: None,
         gpus: 0,
         usd_per_hour: None,

@@ -23,7 +23,6 @@ CREATE TABLE run_attempts (
     instance_type TEXT,
     cluster       TEXT,
     spot          INTEGER,
-    reason        TEXT,
     PRIMARY KEY (run_id, number)
 ) WITHOUT ROWID;
 

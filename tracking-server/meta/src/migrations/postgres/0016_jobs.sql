@@ -25,7 +25,6 @@ CREATE TABLE run_attempts (
     instance_type TEXT,
     cluster       TEXT,
     spot          BIGINT ,
-    reason        TEXT,
     PRIMARY KEY (run_id, number)
 );
 
