@@ -204,7 +204,8 @@ def test_a_spot_job_preempted_three_times_is_one_run_of_four_attempts(client_env
         measured.append(time.time() - started)
         assert lines[0].split() == ["RESUMED", "0" if attempt == 1 else lines[0].split()[1]]
 
-    [listed] = trainlog.Api(client_env["TRAINLOG_SERVER"]).runs("spot")
+    api = trainlog.Api(client_env["TRAINLOG_SERVER"])
+    [listed] = api.runs("spot")
     detail = run_detail(client_env, listed.id)
     assert detail["status"] == "finished"
     attempts = detail["attempts"]
@@ -235,13 +236,12 @@ def test_a_spot_job_preempted_three_times_is_one_run_of_four_attempts(client_env
     assert job["lost_usd"] == pytest.approx(sum(a["lost_usd"] for a in attempts), rel=1e-9)
     assert detail["summary"]["cost/lost_usd"]["last"] == pytest.approx(job["lost_usd"], rel=1e-6)
     # Search reads the same figures.
-    api = trainlog.Api(client_env["TRAINLOG_SERVER"])
     assert [r.id for r in api.runs("spot", filter="attempts > 1 and lost_usd > 0")] == [listed.id]
     assert [r.id for r in api.runs("spot", filter=f"steps_replayed = {job['steps_replayed']} and gpus = 1")] == [listed.id]
     assert api.runs("spot", filter="attempts > 4") == []
 
     # The metric continues without duplicates: one point per step, the latest attempt's value.
-    loss = trainlog.Api(client_env["TRAINLOG_SERVER"]).run(listed.id).history("loss")
+    loss = api.run(listed.id).history("loss")
     assert [p["step"] for p in loss] == list(range(60))
     last_writer = {}
     for number, a in enumerate(attempts, start=1):
@@ -380,7 +380,7 @@ def test_per_rank_series_and_trainlog_variables(client_env: dict, tmp_path: Path
 
 FAILING_RANK_SCRIPT = textwrap.dedent(
     """
-    import os, time
+    import os
     import trainlog
     run = trainlog.init(project="failing", system_metrics_interval=None, cost={"per_gpu_hour": 1.0})
     for step in range(8):
@@ -407,8 +407,9 @@ def test_a_failed_rank_fails_the_run_and_its_attempt_says_which_and_why(client_e
     assert all(codes[r][0] == 0 for r in (0, 1, 3)), codes
 
     # Read through the public API, as a user would.
-    [listed] = trainlog.Api(client_env["TRAINLOG_SERVER"]).runs("failing")
-    run = trainlog.Api(client_env["TRAINLOG_SERVER"]).run(listed.id)
+    api = trainlog.Api(client_env["TRAINLOG_SERVER"])
+    [listed] = api.runs("failing")
+    run = api.run(listed.id)
     assert run.status == "failed"
     assert run.job is not None and (run.job["launcher"], run.job["job_id"], run.job["world_size"]) == ("trainlog", "bert-ft-3", 4)
     [attempt] = run.attempts
