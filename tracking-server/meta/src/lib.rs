@@ -16,6 +16,7 @@ mod postgres;
 pub use postgres::create_database as create_postgres_database;
 mod purge;
 mod registry;
+pub mod report;
 pub mod roles;
 mod runs;
 pub mod search;

@@ -27,6 +27,8 @@ const RUN_TABLES: &[&str] = &[
     "run_processes",
     "run_nodes",
     "run_jobs",
+    "run_usage",
+    "checkpoint_restores",
 ];
 
 /// Whether `id` names a run deleted for good.

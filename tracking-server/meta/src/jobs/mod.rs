@@ -39,6 +39,8 @@ pub struct ProcessJoin {
     pub spot: Option<bool>,
     /// When the process started (its clock), else when it joined.
     pub started_ms: Option<i64>,
+    /// When the launcher says the job was submitted (a Slurm job's submit time).
+    pub submitted_ms: Option<i64>,
     /// The context as detected (JSON text), kept as sent.
     pub context: String,
     /// The node, described by its first process.
@@ -75,6 +77,15 @@ pub struct ProcessReport {
     /// At the end: why it ended (an exception, a signal) and the last lines it printed.
     pub reason: Option<String>,
     pub last_lines: Option<String>,
+    /// When the process took this report (its clock); when the server heard it if absent, and
+    /// never later than that.
+    pub at_ms: Option<i64>,
+}
+
+/// When a report was taken: the process's own time, never later than now.
+fn heard_at(report: &ProcessReport) -> i64 {
+    let now = now_ms();
+    report.at_ms.map_or(now, |at| at.min(now))
 }
 
 /// After this long without a heartbeat from any of its processes, an attempt counts as gone:
@@ -152,8 +163,8 @@ pub(crate) fn join_in(tx: &dyn Db, run: &str, p: &ProcessJoin) -> Result<Joined>
         let number = current.as_ref().map_or(1, |a| a.number + 1);
         tx.exec(
             "INSERT INTO run_attempts (run_id, number, key, status, start_ms, launcher, job_id, world_size, node_count,
-                cloud, region, zone, instance_type, cluster, spot)
-             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                cloud, region, zone, instance_type, cluster, spot, submitted_ms)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             vals![
                 run,
                 number,
@@ -168,7 +179,8 @@ pub(crate) fn join_in(tx: &dyn Db, run: &str, p: &ProcessJoin) -> Result<Joined>
                 p.zone.as_deref(),
                 p.instance_type.as_deref(),
                 p.cluster.as_deref(),
-                p.spot
+                p.spot,
+                p.submitted_ms
             ],
         )?;
         number
@@ -180,7 +192,8 @@ pub(crate) fn join_in(tx: &dyn Db, run: &str, p: &ProcessJoin) -> Result<Joined>
             &format!(
                 "UPDATE run_attempts SET cloud = COALESCE(cloud, ?3), region = COALESCE(region, ?4),
                     zone = COALESCE(zone, ?5), instance_type = COALESCE(instance_type, ?6), spot = COALESCE(spot, ?7),
-                    job_id = COALESCE(job_id, ?8), start_ms = {least}(start_ms, ?9)
+                    job_id = COALESCE(job_id, ?8), start_ms = {least}(start_ms, ?9),
+                    submitted_ms = COALESCE(submitted_ms, ?10)
                  WHERE run_id = ?1 AND number = ?2"
             ),
             vals![
@@ -192,7 +205,8 @@ pub(crate) fn join_in(tx: &dyn Db, run: &str, p: &ProcessJoin) -> Result<Joined>
                 p.instance_type.as_deref(),
                 p.spot,
                 p.job_id.as_deref(),
-                p.started_ms.unwrap_or(now)
+                p.started_ms.unwrap_or(now),
+                p.submitted_ms
             ],
         )?;
         number
@@ -334,7 +348,7 @@ impl MetaStore {
                     first_step = CASE WHEN first_step IS NULL OR ?5 < first_step THEN ?5 ELSE first_step END,
                     last_step = CASE WHEN last_step IS NULL OR ?6 > last_step THEN ?6 ELSE last_step END
                  WHERE run_id = ?1 AND attempt = ?2 AND rank = ?3",
-                vals![run.as_str(), attempt, report.rank, now_ms(), report.first_step, report.last_step],
+                vals![run.as_str(), attempt, report.rank, heard_at(report), report.first_step, report.last_step],
             )?;
             if changed == 0 {
                 return Err(not_found(format!("rank {} of attempt {} of run {run}", report.rank, report.attempt)));
@@ -507,7 +521,7 @@ fn span_end(end_ms: Option<i64>, seen_ms: i64, now: i64) -> i64 {
     }
 }
 
-fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigures, Vec<AttemptFigures>)>> {
+pub(crate) fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigures, Vec<AttemptFigures>)>> {
     let attempt_rows = db.rows(
         "SELECT number, status, start_ms, end_ms, launcher, job_id, world_size, node_count, cloud, region, zone,
             instance_type, cluster, spot

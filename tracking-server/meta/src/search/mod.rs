@@ -84,6 +84,18 @@ pub(crate) fn build_count_in(
     Ok(sql::write_count(dialect, &plan))
 }
 
+/// A query selecting the ids of the runs `filter` matches in `scope`, for other queries to join.
+pub(crate) fn build_ids_in(
+    dialect: Dialect,
+    scope: impl Into<RunScope>,
+    lifecycle: Lifecycle,
+    filter: &str,
+) -> Result<SearchQuery, SearchError> {
+    let request = grammar::parse_search(filter, &[])?;
+    let plan = plan::plan_search(scope.into(), lifecycle, &request)?;
+    Ok(sql::write_ids(dialect, &plan))
+}
+
 #[cfg(test)]
 mod tests {
     use super::error::{FILTER, ORDER_BY};

@@ -8,6 +8,7 @@ mod mlflow;
 pub(crate) mod openapi;
 mod projects;
 mod registry;
+mod report;
 mod runs;
 mod sweeps;
 mod system;
@@ -29,6 +30,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(metrics::configure)
             .configure(artifacts::configure)
             .configure(registry::configure)
+            .configure(report::configure)
             .configure(sweeps::configure)
             .configure(team::configure)
             .configure(views::configure),

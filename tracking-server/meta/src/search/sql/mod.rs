@@ -72,6 +72,15 @@ pub(crate) fn write_count(dialect: Dialect, plan: &SearchPlan) -> SearchQuery {
     SearchQuery { sql, params: writer.params(&plan.bindings) }
 }
 
+/// The query selecting the ids of the runs the plan matches, in no order: a scope for other
+/// queries to join.
+pub(crate) fn write_ids(dialect: Dialect, plan: &SearchPlan) -> SearchQuery {
+    let writer = Writer { dialect: dialect_sql(dialect) };
+    let sql =
+        format!("SELECT runs.id FROM runs{} WHERE {}", writer.joins(&plan.joins), writer.conditions(&plan.conditions));
+    SearchQuery { sql, params: writer.params(&plan.bindings) }
+}
+
 /// The pattern for `LIKE … ESCAPE '\'`.
 fn like_pattern(pieces: &[PatternPiece]) -> String {
     let mut like = String::new();

@@ -61,6 +61,10 @@ pub struct ProcessInput {
     /// When the process started, ms since the Unix epoch; when it joined if absent.
     #[serde(default, deserialize_with = "integer::optional")]
     pub started_ms: Option<i64>,
+    /// When the launcher says the job was submitted (a Slurm job's submit time), ms since the
+    /// Unix epoch: the first attempt's queue wait is from then to its start.
+    #[serde(default, deserialize_with = "integer::optional")]
+    pub submitted_ms: Option<i64>,
     /// The job context as the process detected it, with where each value came from.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
@@ -150,6 +154,7 @@ impl ProcessInput {
             cluster: self.cluster,
             spot: self.spot,
             started_ms: self.started_ms,
+            submitted_ms: self.submitted_ms,
             context,
             node,
         })
@@ -177,6 +182,10 @@ pub struct ProcessReportInput {
     /// At its end: the last lines it printed.
     #[schema(max_length = 1048576)]
     pub last_lines: Option<String>,
+    /// When the process took this report, ms since the Unix epoch (a heartbeat's time of life);
+    /// when the server hears it if absent, and never later than that.
+    #[serde(default, deserialize_with = "integer::optional")]
+    pub time: Option<i64>,
 }
 
 impl ProcessReportInput {
@@ -194,6 +203,7 @@ impl ProcessReportInput {
             last_step: self.last_step,
             reason: self.reason,
             last_lines: self.last_lines,
+            at_ms: self.time,
         })
     }
 }

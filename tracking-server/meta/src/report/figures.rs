@@ -1,0 +1,237 @@
+//! The report's figures from one group's sums, with a reason for each figure that cannot be
+//! computed and the runs each one covers: pure arithmetic, no SQL.
+
+use std::collections::BTreeMap;
+
+/// What the report's SQL adds up over one group of runs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupSums {
+    pub runs: i64,
+    pub users: i64,
+    pub first_start_ms: Option<i64>,
+    pub last_start_ms: Option<i64>,
+    pub finished: i64,
+    pub code_failures: i64,
+    pub infra_failures: i64,
+    pub killed: i64,
+    pub running: i64,
+    /// Provisioned GPU-hours of every run.
+    pub gpu_hours: f64,
+    pub spot_gpu_hours: f64,
+    /// Runs with GPUs, and those of them with a GPU utilization series.
+    pub gpu_runs: i64,
+    pub sampled_runs: i64,
+    /// Provisioned and active GPU-hours of the runs with a series.
+    pub sampled_gpu_hours: f64,
+    pub active_gpu_hours: f64,
+    pub priced_runs: i64,
+    pub cost_usd: f64,
+    /// Of the runs both priced and sampled: how many, their cost, active GPU-hours and the cost
+    /// of their idle GPU-hours.
+    pub priced_sampled_runs: i64,
+    pub priced_sampled_cost_usd: f64,
+    pub priced_active_gpu_hours: f64,
+    pub idle_usd: f64,
+    pub queued_runs: i64,
+    pub queue_wait_ms_sum: i64,
+    pub queue_wait_ms_max: Option<i64>,
+    pub restores: i64,
+    pub restores_ok: i64,
+}
+
+/// The figures of one group, as the report answers them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupFigures {
+    pub gpu_utilization_rate: Option<f64>,
+    pub idle_gpu_hours: Option<f64>,
+    pub queue_wait_s: Option<f64>,
+    pub cost_usd: Option<f64>,
+    pub cost_per_gpu_hour_usd: Option<f64>,
+    pub cost_per_experiment_usd: Option<f64>,
+    pub spot_savings_rate: Option<f64>,
+    pub job_success_rate: Option<f64>,
+    pub infra_failures: i64,
+    pub code_failures: i64,
+    pub checkpoint_restore_rate: Option<f64>,
+    pub experiments_per_user_week: Option<f64>,
+    /// Why a figure is null, or what it leaves out, by figure name.
+    pub reasons: BTreeMap<&'static str, String>,
+    /// How many runs each figure is computed from, by figure name.
+    pub covers: BTreeMap<&'static str, i64>,
+}
+
+/// The names of the figures, in the order the report lists them.
+pub const FIGURES: [&str; 12] = [
+    "gpu_utilization_rate",
+    "idle_gpu_hours",
+    "queue_wait_s",
+    "cost_usd",
+    "cost_per_gpu_hour_usd",
+    "cost_per_experiment_usd",
+    "spot_savings_rate",
+    "job_success_rate",
+    "infra_failures",
+    "code_failures",
+    "checkpoint_restore_rate",
+    "experiments_per_user_week",
+];
+
+/// How each figure is defined, as the README and the OpenAPI document say it.
+pub fn definitions(threshold: u32) -> BTreeMap<&'static str, String> {
+    let d = [
+        ("gpu_utilization_rate", format!("Active GPU-hours / provisioned GPU-hours, over the runs with a GPU utilization series. A GPU-second is active when the GPU's utilization sample is above {threshold} % (`active_above`); each sample stands for the time to the next one (at most three times the series' median gap).")),
+        ("idle_gpu_hours", "Provisioned GPU-hours − active GPU-hours, over the runs with a GPU utilization series. Provisioned: each node's GPUs × how long it ran, over every attempt of the run's job.".to_owned()),
+        ("queue_wait_s", "Mean seconds from submission to start: a sweep trial's creation to its run's first start, or the launcher's submit time (a Slurm job's, from sacct) to the first attempt's start, over the runs that have one.".to_owned()),
+        ("cost_usd", "Sum of the cost of the runs whose every node had a price: each node's price per hour × how long it ran, over every attempt. Unpriced runs are counted, not added as zero.".to_owned()),
+        ("cost_per_gpu_hour_usd", "Effective cost per GPU-hour: the cost of the priced runs with a GPU series / their active GPU-hours, so spot prices lower it and idle GPUs raise it.".to_owned()),
+        ("cost_per_experiment_usd", "cost_usd / the number of priced runs (an experiment is a run, whatever its attempts).".to_owned()),
+        ("spot_savings_rate", "Share of provisioned GPU-hours that ran on spot (or preemptible) capacity.".to_owned()),
+        ("job_success_rate", "Finished runs / ended runs (finished, failed, preempted, lost); runs stopped by their user (killed) and running runs are left out.".to_owned()),
+        ("infra_failures", "Ended runs that failed because of the infrastructure: the run or its last attempt ended preempted or lost (no heartbeat), or a process was killed by SIGKILL or the OOM killer.".to_owned()),
+        ("code_failures", "Ended runs that failed on their own: a process exited non-zero or raised.".to_owned()),
+        ("checkpoint_restore_rate", "Restores of the runs' checkpoints that succeeded / restores attempted (a restore fails when a file is missing, does not match its recorded sha256, or the loader reported it failed).".to_owned()),
+        ("experiments_per_user_week", "Runs / distinct users / weeks in the period (the report's time range, or the group's week or day within it).".to_owned()),
+    ];
+    d.into_iter().collect()
+}
+
+fn ratio(top: f64, bottom: f64) -> Option<f64> {
+    (bottom > 0.0).then(|| top / bottom)
+}
+
+/// The figures from a group's sums; `weeks` is the length of the group's period in weeks.
+pub fn figures(s: &GroupSums, weeks: f64) -> GroupFigures {
+    let mut f = GroupFigures { infra_failures: s.infra_failures, code_failures: s.code_failures, ..Default::default() };
+    let mut why = |figure: &'static str, reason: String| {
+        f.reasons.insert(figure, reason);
+    };
+    let without_series = s.gpu_runs - s.sampled_runs;
+    if s.sampled_runs > 0 {
+        f.gpu_utilization_rate = ratio(s.active_gpu_hours, s.sampled_gpu_hours);
+        f.idle_gpu_hours = Some((s.sampled_gpu_hours - s.active_gpu_hours).max(0.0));
+        if without_series > 0 {
+            let note = format!("{without_series} run(s) with GPUs have no GPU utilization series and are left out");
+            why("gpu_utilization_rate", note.clone());
+            why("idle_gpu_hours", note);
+        }
+    } else {
+        let reason = if s.gpu_runs == 0 {
+            "no run in this group had GPUs".to_owned()
+        } else {
+            format!("none of the {} run(s) with GPUs has a GPU utilization series", s.gpu_runs)
+        };
+        why("gpu_utilization_rate", reason.clone());
+        why("idle_gpu_hours", reason);
+    }
+    if s.queued_runs > 0 {
+        f.queue_wait_s = Some(s.queue_wait_ms_sum as f64 / s.queued_runs as f64 / 1000.0);
+    } else {
+        why("queue_wait_s", "no run has a submit time (a sweep trial's or a launcher's)".into());
+    }
+    let unpriced = s.runs - s.priced_runs;
+    if s.priced_runs > 0 {
+        f.cost_usd = Some(s.cost_usd);
+        f.cost_per_experiment_usd = Some(s.cost_usd / s.priced_runs as f64);
+        if unpriced > 0 {
+            let note = format!("{unpriced} run(s) have no price and are left out");
+            why("cost_usd", note.clone());
+            why("cost_per_experiment_usd", note);
+        }
+    } else {
+        why("cost_usd", "no run in this group has a price".into());
+        why("cost_per_experiment_usd", "no run in this group has a price".into());
+    }
+    match ratio(s.priced_sampled_cost_usd, s.priced_active_gpu_hours) {
+        Some(v) => f.cost_per_gpu_hour_usd = Some(v),
+        None if s.priced_sampled_runs > 0 => {
+            why("cost_per_gpu_hour_usd", "the priced runs with a GPU series have no active GPU-hour".into())
+        }
+        None => why("cost_per_gpu_hour_usd", "no run has both a price and a GPU utilization series".into()),
+    }
+    match ratio(s.spot_gpu_hours, s.gpu_hours) {
+        Some(v) => f.spot_savings_rate = Some(v),
+        None => why("spot_savings_rate", "no run in this group had GPUs".into()),
+    }
+    let ended = s.finished + s.code_failures + s.infra_failures;
+    match ratio(s.finished as f64, ended as f64) {
+        Some(v) => f.job_success_rate = Some(v),
+        None => why("job_success_rate", "no run in this group has ended".into()),
+    }
+    match ratio(s.restores_ok as f64, s.restores as f64) {
+        Some(v) => f.checkpoint_restore_rate = Some(v),
+        None => why("checkpoint_restore_rate", "no checkpoint of these runs was restored".into()),
+    }
+    match (s.users > 0 && weeks > 0.0).then(|| s.runs as f64 / s.users as f64 / weeks) {
+        Some(v) => f.experiments_per_user_week = Some(v),
+        None => why("experiments_per_user_week", "no run, or a period of no length".into()),
+    }
+    let covers = [
+        ("gpu_utilization_rate", s.sampled_runs),
+        ("idle_gpu_hours", s.sampled_runs),
+        ("queue_wait_s", s.queued_runs),
+        ("cost_usd", s.priced_runs),
+        ("cost_per_gpu_hour_usd", s.priced_sampled_runs),
+        ("cost_per_experiment_usd", s.priced_runs),
+        ("spot_savings_rate", s.gpu_runs),
+        ("job_success_rate", ended),
+        ("infra_failures", ended),
+        ("code_failures", ended),
+        ("checkpoint_restore_rate", s.restores),
+        ("experiments_per_user_week", s.runs),
+    ];
+    f.covers = covers.into_iter().collect();
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_divide_what_they_cover_and_say_what_they_cannot() {
+        let s = GroupSums {
+            runs: 10,
+            users: 2,
+            finished: 6,
+            code_failures: 1,
+            infra_failures: 2,
+            killed: 1,
+            gpu_hours: 100.0,
+            spot_gpu_hours: 25.0,
+            gpu_runs: 8,
+            sampled_runs: 6,
+            sampled_gpu_hours: 80.0,
+            active_gpu_hours: 60.0,
+            priced_runs: 9,
+            cost_usd: 300.0,
+            priced_sampled_runs: 5,
+            priced_sampled_cost_usd: 240.0,
+            priced_active_gpu_hours: 48.0,
+            queued_runs: 4,
+            queue_wait_ms_sum: 4 * 90_000,
+            restores: 4,
+            restores_ok: 3,
+            ..Default::default()
+        };
+        let f = figures(&s, 2.0);
+        assert_eq!(f.gpu_utilization_rate, Some(0.75));
+        assert_eq!(f.idle_gpu_hours, Some(20.0));
+        assert!(f.reasons["gpu_utilization_rate"].starts_with("2 run(s)"));
+        assert_eq!(f.queue_wait_s, Some(90.0));
+        assert_eq!(f.cost_usd, Some(300.0));
+        assert!(f.reasons["cost_usd"].starts_with("1 run(s)"));
+        assert_eq!(f.cost_per_experiment_usd, Some(300.0 / 9.0));
+        assert_eq!(f.cost_per_gpu_hour_usd, Some(5.0));
+        assert_eq!(f.spot_savings_rate, Some(0.25));
+        assert_eq!(f.job_success_rate, Some(6.0 / 9.0));
+        assert_eq!(f.checkpoint_restore_rate, Some(0.75));
+        assert_eq!(f.experiments_per_user_week, Some(2.5));
+        assert_eq!(f.covers["job_success_rate"], 9);
+
+        let empty = figures(&GroupSums::default(), 1.0);
+        for name in FIGURES.iter().filter(|n| !n.ends_with("_failures")) {
+            assert!(empty.reasons.contains_key(name), "{name} says why it is null");
+        }
+        assert_eq!(empty.cost_usd, None);
+    }
+}

@@ -1,0 +1,629 @@
+//! The training report: what the runs in a scope cost, how busy their GPUs were, how long they
+//! waited and how often they failed for reasons that were not their code, in groups.
+//!
+//! Each run's contribution is a row of `run_usage` (`usage.rs`, pure), computed by the caller
+//! from [`UsageInputs`] and the run's GPU series and written back with the revisions it was
+//! computed at; the report adds the rows up in one SQL statement per question and turns the
+//! sums into figures (`figures.rs`, pure).
+
+mod figures;
+mod usage;
+
+pub use figures::{definitions, figures, GroupFigures, GroupSums, FIGURES};
+pub use usage::{activity, usage, Activity, RunBasics, RunUsage, Samples, DEFAULT_THRESHOLD, THRESHOLDS};
+
+use crate::db::{vals, Db, Row, Value};
+use crate::jobs::{AttemptFigures, JobFigures};
+use crate::search::{self, Lifecycle, RunScope};
+use crate::{not_found, Error, MetaStore, Result};
+
+const DAY_MS: i64 = 86_400_000;
+const WEEK_MS: i64 = 7 * DAY_MS;
+
+/// What the report's groups are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Breakdown {
+    Whole,
+    Project,
+    User,
+    Group,
+    Tag(String),
+    Gpu,
+    Provider,
+    Pricing,
+    Week,
+    Day,
+}
+
+impl Breakdown {
+    /// `project`, `user`, `group`, `tag:KEY`, `gpu`, `provider`, `pricing` (spot or on-demand),
+    /// `week`, `day`, or empty for one group of everything.
+    pub fn parse(text: &str) -> Result<Breakdown> {
+        Ok(match text.trim() {
+            "" | "all" => Breakdown::Whole,
+            "project" => Breakdown::Project,
+            "user" => Breakdown::User,
+            "group" => Breakdown::Group,
+            "gpu" => Breakdown::Gpu,
+            "provider" => Breakdown::Provider,
+            "pricing" | "spot" => Breakdown::Pricing,
+            "week" => Breakdown::Week,
+            "day" => Breakdown::Day,
+            other => match other.strip_prefix("tag:") {
+                Some(key) if !key.is_empty() => Breakdown::Tag(key.to_owned()),
+                _ => {
+                    return Err(Error::Invalid {
+                        field: "by".into(),
+                        reason: format!(
+                            "expected project, user, group, tag:KEY, gpu, provider, pricing, week or day, got {other:?}"
+                        ),
+                    })
+                }
+            },
+        })
+    }
+
+    /// The breakdown as `parse` reads it.
+    pub fn name(&self) -> String {
+        match self {
+            Breakdown::Whole => "all".into(),
+            Breakdown::Project => "project".into(),
+            Breakdown::User => "user".into(),
+            Breakdown::Group => "group".into(),
+            Breakdown::Tag(key) => format!("tag:{key}"),
+            Breakdown::Gpu => "gpu".into(),
+            Breakdown::Provider => "provider".into(),
+            Breakdown::Pricing => "pricing".into(),
+            Breakdown::Week => "week".into(),
+            Breakdown::Day => "day".into(),
+        }
+    }
+
+    fn period_ms(&self) -> Option<i64> {
+        match self {
+            Breakdown::Week => Some(WEEK_MS),
+            Breakdown::Day => Some(DAY_MS),
+            _ => None,
+        }
+    }
+}
+
+/// Which runs a report covers and how it groups them.
+#[derive(Debug, Clone)]
+pub struct ReportRequest {
+    /// The projects the caller may read (and asked for).
+    pub scope: RunScope,
+    /// A run-search filter (the search grammar); empty for none.
+    pub filter: String,
+    /// Runs that started in [since, until), ms since the epoch.
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+    pub by: Breakdown,
+    /// A GPU-second is active above this utilization, percent: one of [`THRESHOLDS`].
+    pub threshold: u32,
+    pub now_ms: i64,
+}
+
+/// One group of the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportGroup {
+    /// The project, user, tag value, GPU model… it groups by; a week or day as its first date.
+    pub group: String,
+    /// The period its figures per week count: the report's range, or the group's week or day in it.
+    pub since_ms: i64,
+    pub until_ms: i64,
+    pub sums: GroupSums,
+    pub figures: GroupFigures,
+}
+
+/// A run as the report's lists show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunBrief {
+    pub id: String,
+    pub name: String,
+    pub project: String,
+    pub user: String,
+    pub outcome: String,
+    pub start_ms: i64,
+    /// None when not every node had a price.
+    pub cost_usd: Option<f64>,
+    pub gpu_hours: f64,
+    /// None without a GPU utilization series.
+    pub idle_gpu_hours: Option<f64>,
+    pub failure: Option<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub since_ms: i64,
+    pub until_ms: i64,
+    pub total: ReportGroup,
+    pub groups: Vec<ReportGroup>,
+    /// Runs in scope whose contribution could not be brought up to date for this answer (they
+    /// count with their last computed one, or not at all when they have none).
+    pub pending: i64,
+    pub most_expensive: Vec<RunBrief>,
+    pub idlest: Vec<RunBrief>,
+    pub infra_failures: Vec<RunBrief>,
+}
+
+/// What a run's row of the report is computed from, besides its GPU series (which the caller
+/// reads from the metrics store: `gpu_keys`).
+#[derive(Debug, Clone)]
+pub struct UsageInputs {
+    pub run: String,
+    pub basics: RunBasics,
+    pub job: Option<(JobFigures, Vec<AttemptFigures>)>,
+    /// Its GPU utilization series: `sys/gpu.{i}.util` and `sys/node/{n}/gpu.{i}.util`.
+    pub gpu_keys: Vec<String>,
+    revision: i64,
+    summaries_revision: i64,
+}
+
+/// Whether a metric key is a GPU utilization series of the SDK's sampler.
+pub fn is_gpu_utilization_key(key: &str) -> bool {
+    let Some(rest) = key.strip_prefix("sys/") else { return false };
+    let rest = match rest.strip_prefix("node/") {
+        Some(node) => match node.split_once('/') {
+            Some((n, rest)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => rest,
+            _ => return false,
+        },
+        None => rest,
+    };
+    rest.strip_prefix("gpu.")
+        .and_then(|r| r.strip_suffix(".util"))
+        .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn threshold_column(threshold: u32) -> Result<String> {
+    if THRESHOLDS.contains(&threshold) {
+        Ok(format!("u.active_s_{threshold}"))
+    } else {
+        Err(Error::Invalid {
+            field: "active_above".into(),
+            reason: format!("the threshold is a multiple of 5 from 0 to 95 (percent), got {threshold}"),
+        })
+    }
+}
+
+/// The scope as a `WITH` clause, its parameters, and the range condition on `r.start_ms`.
+struct Scoped {
+    with: String,
+    params: Vec<Value>,
+    range: String,
+}
+
+impl Scoped {
+    fn new(db: &dyn Db, req: &ReportRequest) -> Result<Scoped> {
+        let query = search::build_ids_in(db.dialect(), req.scope.clone(), Lifecycle::Active, &req.filter)
+            .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
+        let mut scoped =
+            Scoped { with: format!("WITH scope AS ({})", query.sql), params: query.params, range: String::new() };
+        let since = scoped.bind(req.since_ms.unwrap_or(i64::MIN));
+        let until = scoped.bind(req.until_ms.unwrap_or(i64::MAX));
+        scoped.range = format!("r.start_ms >= {since} AND r.start_ms < {until}");
+        Ok(scoped)
+    }
+
+    /// Adds a parameter; answers its placeholder.
+    fn bind(&mut self, value: impl Into<Value>) -> String {
+        self.params.push(value.into());
+        format!("?{}", self.params.len())
+    }
+}
+
+const FROM_USAGE: &str = "FROM scope s JOIN runs r ON r.id = s.id JOIN run_usage u ON u.run_id = r.id
+     JOIN projects p ON p.id = r.project_id";
+
+fn group_expression(by: &Breakdown, scoped: &mut Scoped) -> String {
+    let day = format!("(r.start_ms / {DAY_MS})");
+    match by {
+        Breakdown::Whole => "''".into(),
+        Breakdown::Project => "p.name".into(),
+        Breakdown::User => "r.\"user\"".into(),
+        Breakdown::Group => "r.group_name".into(),
+        Breakdown::Tag(key) => {
+            let key = scoped.bind(key.as_str());
+            format!("COALESCE((SELECT t.value FROM tags t WHERE t.run_id = r.id AND t.key = {key}), '')")
+        }
+        Breakdown::Gpu => "u.gpu_model".into(),
+        Breakdown::Provider => "u.provider".into(),
+        Breakdown::Pricing => "u.pricing".into(),
+        // 1970-01-01 was a Thursday: a week starts on the Monday 3 days before day 0's weekday.
+        Breakdown::Week => format!("({day} - (({day} + 3) % 7))"),
+        Breakdown::Day => day,
+    }
+}
+
+fn sums_sql(active: &str) -> String {
+    let int = |e: &str| format!("CAST(SUM({e}) AS BIGINT)");
+    let real = |e: &str| format!("CAST(SUM({e}) AS DOUBLE PRECISION)");
+    let sampled = "u.gpu_series > 0 AND u.gpu_hours > 0";
+    let priced_sampled = format!("u.priced = 1 AND {sampled}");
+    [
+        "COUNT(*)".to_owned(),
+        "COUNT(DISTINCT r.\"user\")".to_owned(),
+        "MIN(r.start_ms)".to_owned(),
+        "MAX(r.start_ms)".to_owned(),
+        int("CASE WHEN u.outcome = 'finished' THEN 1 ELSE 0 END"),
+        int("CASE WHEN u.outcome = 'code' THEN 1 ELSE 0 END"),
+        int("CASE WHEN u.outcome = 'infra' THEN 1 ELSE 0 END"),
+        int("CASE WHEN u.outcome = 'killed' THEN 1 ELSE 0 END"),
+        int("CASE WHEN u.outcome = 'running' THEN 1 ELSE 0 END"),
+        real("u.gpu_hours"),
+        real("u.spot_gpu_hours"),
+        int("CASE WHEN u.gpu_hours > 0 THEN 1 ELSE 0 END"),
+        int(&format!("CASE WHEN {sampled} THEN 1 ELSE 0 END")),
+        real(&format!("CASE WHEN {sampled} THEN u.gpu_hours ELSE 0 END")),
+        real(&format!("CASE WHEN {sampled} THEN {active} / 3600.0 ELSE 0 END")),
+        int("u.priced"),
+        real("CASE WHEN u.priced = 1 THEN u.cost_usd ELSE 0 END"),
+        int(&format!("CASE WHEN {priced_sampled} THEN 1 ELSE 0 END")),
+        real(&format!("CASE WHEN {priced_sampled} THEN u.cost_usd ELSE 0 END")),
+        real(&format!("CASE WHEN {priced_sampled} THEN {active} / 3600.0 ELSE 0 END")),
+        real(&format!(
+            "CASE WHEN {priced_sampled} THEN u.cost_usd * (1 - {active} / (u.gpu_hours * 3600.0)) ELSE 0 END"
+        )),
+        int("CASE WHEN u.queue_wait_ms IS NULL THEN 0 ELSE 1 END"),
+        int("COALESCE(u.queue_wait_ms, 0)"),
+        "MAX(u.queue_wait_ms)".to_owned(),
+        int("COALESCE(cr.n, 0)"),
+        int("COALESCE(cr.ok, 0)"),
+    ]
+    .join(",\n        ")
+}
+
+/// Reads the sums from columns `first..`.
+fn sums_from(r: &Row, first: usize) -> Result<GroupSums> {
+    let f = |i: usize| r.get::<Option<f64>>(first + i).map(Option::unwrap_or_default);
+    let n = |i: usize| r.get::<Option<i64>>(first + i).map(Option::unwrap_or_default);
+    Ok(GroupSums {
+        runs: n(0)?,
+        users: n(1)?,
+        first_start_ms: r.get(first + 2)?,
+        last_start_ms: r.get(first + 3)?,
+        finished: n(4)?,
+        code_failures: n(5)?,
+        infra_failures: n(6)?,
+        killed: n(7)?,
+        running: n(8)?,
+        gpu_hours: f(9)?,
+        spot_gpu_hours: f(10)?,
+        gpu_runs: n(11)?,
+        sampled_runs: n(12)?,
+        sampled_gpu_hours: f(13)?,
+        active_gpu_hours: f(14)?,
+        priced_runs: n(15)?,
+        cost_usd: f(16)?,
+        priced_sampled_runs: n(17)?,
+        priced_sampled_cost_usd: f(18)?,
+        priced_active_gpu_hours: f(19)?,
+        idle_usd: f(20)?,
+        queued_runs: n(21)?,
+        queue_wait_ms_sum: n(22)?,
+        queue_wait_ms_max: r.get(first + 23)?,
+        restores: n(24)?,
+        restores_ok: n(25)?,
+    })
+}
+
+/// A day number (days since 1970-01-01) as its date.
+pub fn day_text(day: i64) -> String {
+    let julian = day + 2_440_588;
+    i32::try_from(julian)
+        .ok()
+        .and_then(|j| time::Date::from_julian_day(j).ok())
+        .map_or_else(|| format!("day {day}"), |d| d.to_string())
+}
+
+fn weeks(since: i64, until: i64) -> f64 {
+    (until - since).max(0) as f64 / WEEK_MS as f64
+}
+
+impl MetaStore {
+    /// Runs in the report's scope whose row is missing or older than the run (and running runs
+    /// not computed in the last minute), newest first, at most `limit`; and how many there are.
+    pub fn report_stale(&self, req: &ReportRequest, limit: i64) -> Result<(Vec<String>, i64)> {
+        self.read(|db| {
+            let mut scoped = Scoped::new(db, req)?;
+            let stale = stale_condition(&mut scoped, req.now_ms);
+            let limit = scoped.bind(limit);
+            let ids = db
+                .rows(
+                    &format!(
+                        "{} SELECT r.id {FROM_MAYBE_USAGE} WHERE {} AND ({stale}) ORDER BY r.start_ms DESC, r.id LIMIT {limit}",
+                        scoped.with, scoped.range
+                    ),
+                    &scoped.params,
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect::<Result<Vec<String>>>()?;
+            Ok((ids, stale_count(db, req)?))
+        })
+    }
+
+    /// What run `run`'s row of the report is computed from; None when the run does not exist.
+    pub fn usage_inputs(&self, run: &str, now_ms: i64) -> Result<Option<UsageInputs>> {
+        self.snapshot(|db| {
+            let Some(head) = db.row(
+                "SELECT status, start_ms, end_ms, revision, summaries_revision FROM runs WHERE id = ?1",
+                vals![run],
+            )?
+            else {
+                return Ok(None);
+            };
+            let job = crate::jobs::job_in(db, run, now_ms)?;
+            let cost_series_usd: Option<f64> = db
+                .row("SELECT last FROM metric_summaries WHERE run_id = ?1 AND key = 'cost/usd'", vals![run])?
+                .map(|r| r.get::<Option<f64>>(0))
+                .transpose()?
+                .flatten();
+            let trial = db.row("SELECT created_ms, started_ms FROM sweep_trials WHERE run_id = ?1", vals![run])?;
+            let submitted_ms: Option<i64> = db
+                .row("SELECT submitted_ms FROM run_attempts WHERE run_id = ?1 ORDER BY number LIMIT 1", vals![run])?
+                .map(|r| r.get::<Option<i64>>(0))
+                .transpose()?
+                .flatten();
+            let gpu_keys = db
+                .rows("SELECT key FROM metric_summaries WHERE run_id = ?1 AND key LIKE 'sys/%'", vals![run])?
+                .iter()
+                .map(|r| r.get::<String>(0))
+                .filter(|k| k.as_ref().map_or(true, |k| is_gpu_utilization_key(k)))
+                .collect::<Result<Vec<String>>>()?;
+            Ok(Some(UsageInputs {
+                run: run.to_owned(),
+                basics: RunBasics {
+                    status: head.get(0)?,
+                    start_ms: head.get(1)?,
+                    end_ms: head.get(2)?,
+                    cost_series_usd,
+                    trial_created_ms: trial.as_ref().map(|t| t.get(0)).transpose()?,
+                    trial_started_ms: trial.as_ref().map(|t| t.get(1)).transpose()?,
+                    submitted_ms,
+                },
+                job,
+                gpu_keys,
+                revision: head.get(3)?,
+                summaries_revision: head.get(4)?,
+            }))
+        })
+    }
+
+    /// Writes a run's row of the report, marked with the revisions its inputs were read at (a
+    /// run changed since is computed again by the next report).
+    pub fn write_usage(&self, inputs: &UsageInputs, u: &RunUsage, now_ms: i64) -> Result<()> {
+        let active: Vec<String> = THRESHOLDS.iter().map(|t| format!("active_s_{t}")).collect();
+        let slots: Vec<String> = (18..18 + active.len()).map(|i| format!("?{i}")).collect();
+        let sql = format!(
+            "INSERT INTO run_usage (run_id, revision, summaries_revision, computed_ms, outcome, failure, gpus, gpu_model,
+                provider, pricing, gpu_hours, spot_gpu_hours, priced, cost_usd, gpu_series, queue_wait_ms, queue_source,
+                {})
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, {})",
+            active.join(", "),
+            slots.join(", ")
+        );
+        let mut params: Vec<Value> = vals![
+            inputs.run.as_str(),
+            inputs.revision,
+            inputs.summaries_revision,
+            now_ms,
+            u.outcome,
+            u.failure.as_deref(),
+            u.gpus,
+            u.gpu_model.as_str(),
+            u.provider.as_str(),
+            u.pricing,
+            u.gpu_hours,
+            u.spot_gpu_hours,
+            u.priced,
+            u.cost_usd,
+            u.gpu_series,
+            u.queue_wait_ms,
+            u.queue_source
+        ]
+        .to_vec();
+        params.extend(u.active_s.iter().map(|s| Value::Real(*s)));
+        self.write(|tx| {
+            if !tx.exists("SELECT 1 FROM runs WHERE id = ?1", vals![inputs.run.as_str()])? {
+                return Ok(());
+            }
+            tx.exec("DELETE FROM run_usage WHERE run_id = ?1", vals![inputs.run.as_str()])?;
+            tx.exec(&sql, &params)?;
+            Ok(())
+        })
+    }
+
+    /// The report: every group's sums and figures, the total, and the runs behind the figures.
+    pub fn report(&self, req: &ReportRequest) -> Result<Report> {
+        let active = threshold_column(req.threshold)?;
+        self.snapshot(|db| {
+            let restores =
+                "LEFT JOIN (SELECT run_id, COUNT(*) AS n, SUM(ok) AS ok FROM checkpoint_restores GROUP BY run_id) cr
+                 ON cr.run_id = r.id";
+            let sums = sums_sql(&active);
+            let mut scoped = Scoped::new(db, req)?;
+            let group = group_expression(&req.by, &mut scoped);
+            let grouped = db.rows(
+                &format!(
+                    "{} SELECT {group} AS g, {sums} {FROM_USAGE} {restores} WHERE {} GROUP BY {group} ORDER BY {group}",
+                    scoped.with, scoped.range
+                ),
+                &scoped.params,
+            )?;
+            let scoped = Scoped::new(db, req)?;
+            let total_sums = db
+                .row(
+                    &format!("{} SELECT {sums} {FROM_USAGE} {restores} WHERE {}", scoped.with, scoped.range),
+                    &scoped.params,
+                )?
+                .map(|r| sums_from(&r, 0))
+                .transpose()?
+                .unwrap_or_default();
+            let since = req.since_ms.or(total_sums.first_start_ms).unwrap_or(req.now_ms);
+            let until = req.until_ms.unwrap_or(req.now_ms).max(since);
+            let total = ReportGroup {
+                group: String::new(),
+                since_ms: since,
+                until_ms: until,
+                figures: figures(&total_sums, weeks(since, until)),
+                sums: total_sums,
+            };
+            let mut groups = Vec::with_capacity(grouped.len());
+            for r in &grouped {
+                let sums = sums_from(r, 1)?;
+                let (label, from, to) = match req.by.period_ms() {
+                    Some(period) => {
+                        let day: i64 = r.get(0)?;
+                        let start = day * DAY_MS;
+                        (day_text(day), start.max(since), (start + period).min(until))
+                    }
+                    None => (r.get::<Option<String>>(0)?.unwrap_or_default(), since, until),
+                };
+                let to = to.max(from);
+                groups.push(ReportGroup {
+                    group: label,
+                    since_ms: from,
+                    until_ms: to,
+                    figures: figures(&sums, weeks(from, to)),
+                    sums,
+                });
+            }
+            let pending = stale_count(db, req)?;
+            Ok(Report {
+                since_ms: since,
+                until_ms: until,
+                total,
+                groups,
+                pending,
+                most_expensive: top_runs(db, req, &active, "u.priced = 1", "u.cost_usd DESC")?,
+                idlest: top_runs(
+                    db,
+                    req,
+                    &active,
+                    "u.gpu_series > 0 AND u.gpu_hours > 0",
+                    &format!("(u.gpu_hours - {active} / 3600.0) DESC"),
+                )?,
+                infra_failures: top_runs(db, req, &active, "u.outcome = 'infra'", "r.start_ms DESC")?,
+            })
+        })
+    }
+
+    /// Records one restore of checkpoint `name` of run `run`: whether it worked, and why not.
+    pub fn record_restore(
+        &self,
+        run: &str,
+        name: &str,
+        ok: bool,
+        error: Option<&str>,
+        restored_by: Option<&str>,
+        at_ms: i64,
+    ) -> Result<()> {
+        self.write(|tx| {
+            if !tx.exists("SELECT 1 FROM checkpoints WHERE run_id = ?1 AND name = ?2", vals![run, name])? {
+                return Err(not_found(format!("checkpoint {name:?} of run {run}")));
+            }
+            let seq: i64 = tx
+                .row(
+                    "SELECT COALESCE(MAX(seq), 0) + 1 FROM checkpoint_restores WHERE run_id = ?1 AND name = ?2 AND at_ms = ?3",
+                    vals![run, name, at_ms],
+                )?
+                .map(|r| r.get(0))
+                .transpose()?
+                .unwrap_or(1);
+            tx.exec(
+                "INSERT INTO checkpoint_restores (run_id, name, at_ms, seq, ok, error, restored_by)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                vals![run, name, at_ms, seq, ok, error, restored_by],
+            )?;
+            Ok(())
+        })
+    }
+}
+
+const FROM_MAYBE_USAGE: &str = "FROM scope s JOIN runs r ON r.id = s.id LEFT JOIN run_usage u ON u.run_id = r.id";
+
+/// A run's row is stale when missing, older than the run, or a running run's older than a minute.
+fn stale_condition(scoped: &mut Scoped, now_ms: i64) -> String {
+    let fresh_before = scoped.bind(now_ms - 60_000);
+    format!(
+        "u.run_id IS NULL OR u.revision <> r.revision OR u.summaries_revision <> r.summaries_revision
+         OR (r.status = 'running' AND u.computed_ms < {fresh_before})"
+    )
+}
+
+fn stale_count(db: &dyn Db, req: &ReportRequest) -> Result<i64> {
+    let mut scoped = Scoped::new(db, req)?;
+    let stale = stale_condition(&mut scoped, req.now_ms);
+    Ok(db
+        .row(
+            &format!("{} SELECT COUNT(*) {FROM_MAYBE_USAGE} WHERE {} AND ({stale})", scoped.with, scoped.range),
+            &scoped.params,
+        )?
+        .map(|r| r.get(0))
+        .transpose()?
+        .unwrap_or(0))
+}
+
+fn top_runs(db: &dyn Db, req: &ReportRequest, active: &str, condition: &str, order: &str) -> Result<Vec<RunBrief>> {
+    let scoped = Scoped::new(db, req)?;
+    let rows = db.rows(
+        &format!(
+            "{} SELECT r.id, r.name, p.name, r.\"user\", u.outcome, r.start_ms, u.priced, u.cost_usd, u.gpu_hours,
+                u.gpu_series, {active}, u.failure
+             {FROM_USAGE} WHERE {} AND {condition} ORDER BY {order}, r.id LIMIT 10",
+            scoped.with, scoped.range
+        ),
+        &scoped.params,
+    )?;
+    rows.iter()
+        .map(|r| {
+            let (priced, cost, gpu_hours, series, active_s): (bool, f64, f64, i64, f64) =
+                (r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?);
+            Ok(RunBrief {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                project: r.get(2)?,
+                user: r.get(3)?,
+                outcome: r.get(4)?,
+                start_ms: r.get(5)?,
+                cost_usd: priced.then_some(cost),
+                gpu_hours,
+                idle_gpu_hours: (series > 0 && gpu_hours > 0.0).then(|| (gpu_hours - active_s / 3600.0).max(0.0)),
+                failure: r.get(11)?,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_utilization_keys() {
+        for key in ["sys/gpu.0.util", "sys/gpu.12.util", "sys/node/3/gpu.1.util"] {
+            assert!(is_gpu_utilization_key(key), "{key}");
+        }
+        for key in ["sys/gpu.0.power_w", "sys/gpu..util", "gpu.0.util", "sys/node/x/gpu.0.util", "sys/node//gpu.0.util"]
+        {
+            assert!(!is_gpu_utilization_key(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn breakdowns_parse_and_name_themselves() {
+        for text in ["project", "user", "group", "tag:team", "gpu", "provider", "pricing", "week", "day", "all"] {
+            assert_eq!(Breakdown::parse(text).unwrap().name(), text);
+        }
+        assert!(Breakdown::parse("tag:").is_err());
+        assert!(Breakdown::parse("month").is_err());
+    }
+
+    #[test]
+    fn days_read_as_dates() {
+        assert_eq!(day_text(0), "1970-01-01");
+        assert_eq!(day_text(20_780), "2026-11-23");
+    }
+}
