@@ -3,6 +3,7 @@
 //! and the SDK.
 
 mod mlflow_import;
+mod report;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -170,6 +171,8 @@ enum Command {
         #[command(subcommand)]
         what: ImportCommand,
     },
+    /// The training report: cost, GPU utilization, queue wait and failures of the runs, grouped.
+    Report(report::ReportArgs),
     /// Send the spools that runs left on this machine (offline runs, or runs whose process died
     /// while the server was unreachable).
     Sync {
@@ -860,6 +863,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 }
             }
         }
+        Command::Report(args) => report::run(args),
         Command::Users { data, meta, action } => print_result(users(&data, meta.as_deref(), action)),
         Command::Login { server, key } => print_result(login(server.as_deref(), key)),
         Command::Keys { data, meta, action } => print_result(keys(&data, meta.as_deref(), action)),

@@ -434,16 +434,31 @@ impl NativeApi {
     }
 
     /// Restores a checkpoint (the latest when `name` is None) into `dest`, every file verified.
-    #[pyo3(signature = (run_id, dest, name=None))]
+    #[pyo3(signature = (run_id, dest, name=None, restored_by=None))]
     fn restore_checkpoint(
         &self,
         py: Python<'_>,
         run_id: &str,
         dest: std::path::PathBuf,
         name: Option<&str>,
+        restored_by: Option<&str>,
     ) -> PyResult<Py<PyAny>> {
-        let restored = py.detach(|| self.api.restore_checkpoint(run_id, &dest, name)).map_err(to_py_err)?;
+        let restored =
+            py.detach(|| self.api.restore_checkpoint(run_id, &dest, name, restored_by)).map_err(to_py_err)?;
         to_py(py, &restored)
+    }
+
+    /// Records one restore of a checkpoint: it worked (`error` None) or failed, and why.
+    #[pyo3(signature = (run_id, name, error=None, restored_by=None))]
+    fn record_restore(
+        &self,
+        py: Python<'_>,
+        run_id: &str,
+        name: &str,
+        error: Option<&str>,
+        restored_by: Option<&str>,
+    ) -> PyResult<()> {
+        py.detach(|| self.api.record_restore(run_id, name, error, restored_by)).map_err(to_py_err)
     }
 
     /// Adds a version of model `name` from a run's checkpoint (a name or a step; the latest

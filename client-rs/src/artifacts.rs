@@ -163,8 +163,17 @@ impl Api {
     /// Downloads a checkpoint (the latest when `name` is None) into `dest`, every file verified
     /// against the checksum recorded with the checkpoint. Answers the checkpoint, or
     /// `Error::Corrupt` for a file that does not match (and `Error::Server` 404 for one that is gone).
-    pub fn restore_checkpoint(&self, run_id: &str, dest: &Path, name: Option<&str>) -> Result<Value> {
-        let checkpoint = match name {
+    /// The outcome is recorded with the checkpoint (for the report's restore rate), with the run
+    /// that restored it when `restored_by` names one; `restore_recorded` in the answer says
+    /// whether the server took the record.
+    pub fn restore_checkpoint(
+        &self,
+        run_id: &str,
+        dest: &Path,
+        name: Option<&str>,
+        restored_by: Option<&str>,
+    ) -> Result<Value> {
+        let mut checkpoint = match name {
             Some(n) => self
                 .checkpoints(run_id)?
                 .into_iter()
@@ -174,6 +183,16 @@ impl Api {
                 .latest_checkpoint(run_id)?
                 .ok_or_else(|| Error::Invalid(format!("run {run_id} has no checkpoint")))?,
         };
+        let checkpoint_name = checkpoint["name"].as_str().unwrap_or_default().to_owned();
+        let outcome = self.download_checkpoint(run_id, &checkpoint, dest);
+        let error = outcome.as_ref().err().map(ToString::to_string);
+        let recorded = self.record_restore(run_id, &checkpoint_name, error.as_deref(), restored_by).is_ok();
+        outcome?;
+        checkpoint["restore_recorded"] = Value::Bool(recorded);
+        Ok(checkpoint)
+    }
+
+    fn download_checkpoint(&self, run_id: &str, checkpoint: &Value, dest: &Path) -> Result<()> {
         let prefix = checkpoint["prefix"].as_str().unwrap_or_default().to_owned();
         for file in checkpoint["files"].as_array().into_iter().flatten() {
             let rel = file["path"].as_str().unwrap_or_default();
@@ -182,7 +201,21 @@ impl Api {
             }
             self.download_artifact(run_id, &format!("{prefix}{rel}"), &dest.join(rel), file["sha256"].as_str())?;
         }
-        Ok(checkpoint)
+        Ok(())
+    }
+
+    /// Records one restore of a checkpoint: it worked (`error` None) or failed, and why (a loader
+    /// that could not read the files reports it so too).
+    pub fn record_restore(
+        &self,
+        run_id: &str,
+        name: &str,
+        error: Option<&str>,
+        restored_by: Option<&str>,
+    ) -> Result<()> {
+        let body = serde_json::json!({"ok": error.is_none(), "error": error, "restored_by": restored_by});
+        self.http.post(&format!("/runs/{}/checkpoints/{}/restores", encode(run_id), encode(name)), &body)?;
+        Ok(())
     }
 }
 

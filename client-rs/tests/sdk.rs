@@ -379,7 +379,7 @@ fn checkpoints_are_kept_by_retention_restored_verified_and_corruption_is_reporte
     let latest = run.latest_checkpoint().unwrap().unwrap();
     assert_eq!((latest["step"].as_i64(), latest["metadata"]["epoch"].as_i64()), (Some(40), Some(4)));
     let dest = work.path().join("restored");
-    api.restore_checkpoint(run.id(), &dest, None).unwrap();
+    api.restore_checkpoint(run.id(), &dest, None, None).unwrap();
     assert_eq!(std::fs::read(dest.join("model.bin")).unwrap(), vec![40u8; 100_000]);
     assert_eq!(std::fs::read_to_string(dest.join("optimizer/state.json")).unwrap(), "{\"step\": 40}");
 
@@ -390,7 +390,7 @@ fn checkpoints_are_kept_by_retention_restored_verified_and_corruption_is_reporte
     bytes[500] ^= 0xFF;
     std::fs::write(&stored, bytes).unwrap();
     let bad = work.path().join("bad");
-    match api.restore_checkpoint(run.id(), &bad, Some("step-000000000030")) {
+    match api.restore_checkpoint(run.id(), &bad, Some("step-000000000030"), None) {
         Err(trainlog::Error::Corrupt { path, .. }) => assert!(path.ends_with("model.bin")),
         other => panic!("expected a corrupt checkpoint, got {other:?}"),
     }
@@ -398,7 +398,7 @@ fn checkpoints_are_kept_by_retention_restored_verified_and_corruption_is_reporte
 
     // A checkpoint whose file was deleted says so.
     api.delete_artifact(run.id(), "checkpoints/step-000000000020/model.bin").unwrap();
-    let gone = api.restore_checkpoint(run.id(), &work.path().join("gone"), Some("step-000000000020"));
+    let gone = api.restore_checkpoint(run.id(), &work.path().join("gone"), Some("step-000000000020"), None);
     assert!(matches!(gone, Err(trainlog::Error::Server { status: 404, .. })), "{gone:?}");
     run.finish().unwrap();
 }

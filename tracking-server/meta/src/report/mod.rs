@@ -447,7 +447,7 @@ impl MetaStore {
             let group = group_expression(&req.by, &mut scoped);
             let grouped = db.rows(
                 &format!(
-                    "{} SELECT {group} AS g, {sums} {FROM_USAGE} {restores} WHERE {} GROUP BY {group} ORDER BY {group}",
+                    "{} SELECT {group} AS g, {sums} {FROM_USAGE} {restores} WHERE {} GROUP BY 1 ORDER BY 1",
                     scoped.with, scoped.range
                 ),
                 &scoped.params,

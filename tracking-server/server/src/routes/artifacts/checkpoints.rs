@@ -100,3 +100,58 @@ pub(crate) async fn latest_checkpoint(state: State, path: web::Path<String>, req
     let latest = rows.first().ok_or_else(|| ApiError::NotFound(format!("a checkpoint of run {id}")))?;
     Ok(HttpResponse::Ok().json(wire::CheckpointView::new(latest)))
 }
+
+/// How one restore of a checkpoint went.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreInput {
+    /// Whether the checkpoint restored: its files were there, matched their sha256, and loaded.
+    pub ok: bool,
+    /// Why it did not.
+    #[schema(max_length = 1048576)]
+    pub error: Option<String>,
+    /// The run that restored it, when one did (a resumed or fine-tuning run).
+    #[schema(max_length = 64)]
+    pub restored_by: Option<String>,
+}
+
+/// Record that a checkpoint was restored, or failed to restore: the training report's
+/// checkpoint restore rate counts these. Reading the run is enough, as restoring it is.
+#[utoipa::path(post, path = "/api/v1/runs/{id}/checkpoints/{name}/restores", tag = "runs",
+    params(("id" = inline(RunIdText), Path, description = "The run's id."),
+        ("name" = String, Path, description = "The checkpoint's name.")),
+    request_body = RestoreInput,
+    responses((status = 201, description = "Recorded.", body = crate::wire::StatusOk)))]
+pub(crate) async fn record_restore(
+    state: State,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let (run, name) = path.into_inner();
+    let (id, _) = lookup::readable(&state, &req, &run).await?;
+    let body: RestoreInput = json_body(&req, payload).await?;
+    trainlog_schema::limits::check_len(
+        "error",
+        "an error",
+        body.error.as_deref().unwrap_or_default(),
+        trainlog_schema::limits::MAX_TEXT_CHARS,
+    )?;
+    let restored_by =
+        body.restored_by.as_deref().map(|r| trainlog_schema::RunId::parse("restored_by", r)).transpose()?;
+    if body.ok && body.error.is_some() {
+        return Err(ApiError::invalid("error", "a restore that worked has no error"));
+    }
+    meta(&state, move |m| {
+        m.record_restore(
+            id.as_str(),
+            &name,
+            body.ok,
+            body.error.as_deref(),
+            restored_by.as_ref().map(|r| r.as_str()),
+            trainlog_meta::now_ms(),
+        )
+    })
+    .await?;
+    Ok(HttpResponse::Created().json(crate::wire::OK))
+}

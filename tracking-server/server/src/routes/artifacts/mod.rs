@@ -20,6 +20,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/runs/{id}/checkpoints", web::post().to(checkpoints::put_checkpoint))
         .route("/runs/{id}/checkpoints", web::get().to(checkpoints::list_checkpoints))
         .route("/runs/{id}/checkpoints/latest", web::get().to(checkpoints::latest_checkpoint))
+        .route("/runs/{id}/checkpoints/{name}/restores", web::post().to(checkpoints::record_restore))
         .route("/runs/{id}/artifacts", web::get().to(list_artifacts))
         .route("/runs/{id}/artifacts/{path:.*}", web::put().to(put_artifact))
         .route("/runs/{id}/artifacts/{path:.*}", web::get().to(get_artifact))
@@ -32,6 +33,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     checkpoints::put_checkpoint,
     checkpoints::list_checkpoints,
     checkpoints::latest_checkpoint,
+    checkpoints::record_restore,
     list_artifacts,
     put_artifact,
     get_artifact,
