@@ -495,3 +495,91 @@ fn the_report_refuses_what_it_cannot_read_and_names_the_field() {
     let (status, body) = s.post(&format!("/runs/{run}/checkpoints/none/restores"), &json!({"ok": "yes"}));
     assert_eq!((status, &body["error"]["field"]), (400, &json!("ok")), "{body}");
 }
+
+/// A run of one node with `gpus` GPUs at `usd_per_hour`, started an hour ago and finished now.
+fn priced_run_this_hour(s: &TestServer, project: &str, id: &str, usd_per_hour: Option<f64>) {
+    let now = trainlog_meta::now_ms();
+    let process = json!({"rank": 0, "world_size": 1, "host": id, "started_ms": now - HOUR,
+        "node": {"gpus": 1, "gpu_names": ["NVIDIA L4"], "usd_per_hour": usd_per_hour}});
+    post_ok(s, "/runs", &json!({"id": id, "project": project, "start_time": now - HOUR, "process": process}));
+    let end = json!({"status": "finished", "end_time": now, "process": {"attempt": 1, "rank": 0}});
+    post_ok(s, &format!("/runs/{id}/finish"), &end);
+}
+
+#[test]
+fn budgets_show_this_month_s_spend_in_the_report_and_in_metrics() {
+    let s = TestServer::spawn();
+    post_ok(&s, "/projects", &json!({"name": "vision"}));
+    let (status, body) = send(&s, "PUT", "/projects/vision/budget", &json!({"monthly_usd": -1}));
+    assert_eq!((status, &body["error"]["field"]), (400, &json!("monthly_usd")), "{body}");
+    let (status, body) = send(&s, "PUT", "/projects/vision/budget", &json!({"monthly_usd": 10.0}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["monthly_usd"].as_f64(), body["spent_usd"].as_f64()), (Some(10.0), Some(0.0)), "{body}");
+
+    priced_run_this_hour(&s, "vision", "b1", Some(4.0));
+    priced_run_this_hour(&s, "vision", "b2", Some(2.5));
+    priced_run_this_hour(&s, "vision", "b3", None);
+    let (status, body) = s.get("/projects/vision/budget");
+    assert_eq!(status, 200, "{body}");
+    // An hour each; the run started an hour before now may fall in last month on the 1st at 00:xx.
+    let (month_start, _, month) = trainlog_meta::report::month_of(trainlog_meta::now_ms());
+    let counted = trainlog_meta::now_ms() - HOUR >= month_start;
+    let spent = if counted { 6.5 } else { 0.0 };
+    assert_eq!(body["month"], month.as_str());
+    close(&body["spent_usd"], Some(spent), "spent");
+    close(&body["used"], Some(spent / 10.0), "used");
+    assert_eq!(body["unpriced_runs"], if counted { 1 } else { 0 });
+
+    let answer = report(&s, "");
+    assert_eq!(answer["budgets"].as_array().map(Vec::len), Some(1), "{answer}");
+    close(&answer["budgets"][0]["spent_usd"], Some(spent), "the report's budget");
+
+    let text = s.client.get(format!("{}/metrics", s.url)).send().expect("metrics").text().expect("text");
+    assert!(text.contains("trainlog_project_budget_usd{project=\"vision\"} 10.0"), "{text}");
+    let line =
+        text.lines().find(|l| l.starts_with("trainlog_project_spend_usd{project=\"vision\"}")).expect("a spend gauge");
+    let value: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number");
+    assert!((value - spent).abs() < 1e-9, "{line}");
+
+    let (status, body) = send(&s, "PUT", "/projects/vision/budget", &json!({"monthly_usd": null}));
+    assert_eq!((status, &body["monthly_usd"]), (200, &Value::Null), "{body}");
+    assert_eq!(report(&s, "")["budgets"], json!([]));
+}
+
+fn send(s: &TestServer, method: &str, path: &str, body: &Value) -> (u16, Value) {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
+    let response = s.client.request(method, s.api(path)).json(body).send().expect("the server answers");
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+#[test]
+fn a_reader_s_report_covers_only_what_they_may_read() {
+    let s = TestServer::spawn_with(&["--auth", "--default-permission", "none"]);
+    priced_run_this_hour(&s, "open", "o1", Some(1.0));
+    priced_run_this_hour(&s, "secret", "s1", Some(100.0));
+    let key = s.admin_cli(&["users", "add", "reader"]);
+    s.admin_cli(&["grant", "reader", "open", "read"]);
+    let as_reader = |path: &str| {
+        let response = reqwest::blocking::Client::new().get(s.api(path)).bearer_auth(&key).send().expect("an answer");
+        let status = response.status().as_u16();
+        (status, response.json::<Value>().unwrap_or(Value::Null))
+    };
+    let (status, body) = as_reader("/report?by=project");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["total"]["runs"], 1, "{body}");
+    close(&body["total"]["cost_usd"], Some(1.0), "the reader's spend");
+    let projects: Vec<&str> = body["groups"].as_array().unwrap().iter().map(|g| g["group"].as_str().unwrap()).collect();
+    assert_eq!(projects, ["open"]);
+    assert_eq!(as_reader("/report?projects=secret").0, 404, "a project the reader may not read does not exist");
+    assert_eq!(as_reader("/projects/secret/budget").0, 404);
+    let response = reqwest::blocking::Client::new()
+        .put(s.api("/projects/open/budget"))
+        .bearer_auth(&key)
+        .json(&json!({"monthly_usd": 5}))
+        .send()
+        .expect("an answer");
+    assert_eq!(response.status().as_u16(), 403, "setting a budget needs admin on the project");
+    // The admin sees both.
+    assert_eq!(report(&s, "")["total"]["runs"], 2);
+}

@@ -134,6 +134,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
         trial_timeout_ms: config.trial_timeout.as_millis() as i64,
         started_ms: trainlog_meta::now_ms(),
     });
+    let refreshed = state.clone();
     let listener = TcpListener::bind((config.host.as_str(), config.port))?;
     let addr = listener.local_addr()?;
     let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(2);
@@ -164,6 +165,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     auth.spawn_upkeep();
+    actix_web::rt::spawn(routes::report::keep_fresh(refreshed));
     let handle = server.handle();
     actix_web::rt::spawn(async move {
         tokio::select! {

@@ -6,9 +6,11 @@
 //! computed at; the report adds the rows up in one SQL statement per question and turns the
 //! sums into figures (`figures.rs`, pure).
 
+mod budgets;
 mod figures;
 mod usage;
 
+pub use budgets::{month_of, BudgetSpend};
 pub use figures::{definitions, figures, GroupFigures, GroupSums, FIGURES};
 pub use usage::{activity, usage, Activity, RunBasics, RunUsage, Samples, DEFAULT_THRESHOLD, THRESHOLDS};
 

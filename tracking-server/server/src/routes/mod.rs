@@ -8,7 +8,7 @@ mod mlflow;
 pub(crate) mod openapi;
 mod projects;
 mod registry;
-mod report;
+pub(crate) mod report;
 mod runs;
 mod sweeps;
 mod system;

@@ -6,6 +6,7 @@
 //! computed again here (their GPU utilization series come from the metrics store), up to
 //! [`REFRESH_LIMIT`]; the rest are counted in `pending_runs`.
 
+mod budgets;
 mod wire;
 
 use crate::error::{ApiError, Result};
@@ -29,12 +30,14 @@ pub const REFRESH_LIMIT: i64 = 5_000;
 const REFRESH_CONCURRENCY: usize = 8;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/report", web::get().to(report));
+    cfg.route("/report", web::get().to(report))
+        .route("/projects/{name}/budget", web::get().to(budgets::get_budget))
+        .route("/projects/{name}/budget", web::put().to(budgets::put_budget));
 }
 
 /// This resource's operations in the API document.
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(report))]
+#[openapi(paths(report, budgets::get_budget, budgets::put_budget))]
 pub(super) struct Api;
 
 /// A list parameter: every value of `name`, each split at commas, blanks dropped.
@@ -154,7 +157,7 @@ pub(crate) async fn report(state: State, req: HttpRequest) -> Result<HttpRespons
     let by = Breakdown::parse(one("by").unwrap_or(""))?;
     let threshold = query_int::<u32>(&pairs, "active_above")?.unwrap_or(DEFAULT_THRESHOLD);
     let request = ReportRequest {
-        scope,
+        scope: scope.clone(),
         filter: filter_of(&pairs)?,
         since_ms: since,
         until_ms: until,
@@ -164,7 +167,43 @@ pub(crate) async fn report(state: State, req: HttpRequest) -> Result<HttpRespons
     };
     refresh(&state, &request).await?;
     let report = meta(&state, move |m| m.report(&request)).await?;
-    Ok(HttpResponse::Ok().json(ReportView::new(report, by.name(), threshold)))
+    let budgets = budgets::budgets(&state, scope, now).await?;
+    Ok(HttpResponse::Ok().json(ReportView::new(report, by.name(), threshold, budgets)))
+}
+
+/// Every run of `scope` that started from `since_ms`, in one group.
+fn month_request(scope: RunScope, since_ms: i64, now: i64) -> ReportRequest {
+    ReportRequest {
+        scope,
+        filter: String::new(),
+        since_ms: Some(since_ms),
+        until_ms: None,
+        by: Breakdown::Whole,
+        threshold: DEFAULT_THRESHOLD,
+        now_ms: now,
+    }
+}
+
+/// Rows brought up to date in the background failed (each is tried again on the next round).
+static REFRESH_FAILURES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many background rounds of bringing the report's rows up to date failed.
+pub fn refresh_failures() -> u64 {
+    REFRESH_FAILURES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Brings the report's rows up to date every 30 seconds, up to [`REFRESH_LIMIT`] runs a round,
+/// so reports and the budget gauges of `/metrics` find them fresh.
+pub async fn keep_fresh(state: State) {
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(30));
+    loop {
+        every.tick().await;
+        let now = trainlog_meta::now_ms();
+        if let Err(e) = refresh(&state, &month_request(RunScope::All, i64::MIN, now)).await {
+            REFRESH_FAILURES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!("bringing the report's rows up to date failed (tried again in 30 s): {e}");
+        }
+    }
 }
 
 /// Computes again the rows of the runs in the report's scope that are missing or out of date.

@@ -26,6 +26,8 @@ pub struct ReportView {
     pub pending_runs: i64,
     /// The runs behind the figures.
     pub runs: RunLists,
+    /// The budgets of the projects in the report, with this month's spend.
+    pub budgets: Vec<super::budgets::BudgetView>,
 }
 
 /// One group: its runs and its figures. A figure that cannot be computed is null, and `reasons`
@@ -177,7 +179,7 @@ impl From<ReportGroup> for GroupView {
 }
 
 impl ReportView {
-    pub fn new(report: Report, by: String, active_above: u32) -> Self {
+    pub fn new(report: Report, by: String, active_above: u32, budgets: Vec<super::budgets::BudgetView>) -> Self {
         ReportView {
             since: report.since_ms,
             until: report.until_ms,
@@ -195,6 +197,7 @@ impl ReportView {
                 idlest: report.idlest.into_iter().map(Into::into).collect(),
                 infra_failures: report.infra_failures.into_iter().map(Into::into).collect(),
             },
+            budgets,
         }
     }
 }

@@ -6,8 +6,9 @@ use actix_web::HttpResponse;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::AtomicU64;
 
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -43,6 +44,27 @@ pub(crate) async fn prometheus(state: State) -> HttpResponse {
         errors.get_or_create(&vec![("code".to_owned(), code.to_owned())]).inc_by(n);
     }
     registry.register("http_errors", "Error answers by error code", errors);
+    registry.register(
+        "report_refresh_failures",
+        "Background rounds that failed to bring the training report's rows up to date (each is tried again)",
+        ConstCounter::new(crate::routes::report::refresh_failures()),
+    );
+    // Budgets read the report's rows as the background refresh left them (at most 30 s old).
+    let now = trainlog_meta::now_ms();
+    let budgets = match crate::state::meta(&state, move |m| m.budgets(&trainlog_meta::search::RunScope::All, now)).await
+    {
+        Ok(budgets) => budgets,
+        Err(e) => return HttpResponse::ServiceUnavailable().body(format!("reading the projects' budgets: {e}")),
+    };
+    let budget = Family::<Vec<(String, String)>, Gauge<f64, AtomicU64>>::default();
+    let spend = Family::<Vec<(String, String)>, Gauge<f64, AtomicU64>>::default();
+    for b in &budgets {
+        let labels = vec![("project".to_owned(), b.project.clone())];
+        budget.get_or_create(&labels).set(b.monthly_usd);
+        spend.get_or_create(&labels).set(b.spent_usd);
+    }
+    registry.register("project_budget_usd", "A project's budget for this calendar month (UTC)", budget);
+    registry.register("project_spend_usd", "What a project's runs that started this month cost (priced runs)", spend);
     let mut text = String::new();
     match encode(&mut text, &registry) {
         Ok(()) => HttpResponse::Ok().content_type(CONTENT_TYPE).body(text),
