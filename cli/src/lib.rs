@@ -5,6 +5,8 @@
 mod mlflow_import;
 mod report;
 
+pub use report::OVER_BUDGET;
+
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use trainlog_server::{serve, ServerConfig, DEFAULT_PORT};

@@ -412,6 +412,12 @@ impl NativeApi {
         to_py(py, &Value::Array(runs.into_iter().map(|r| r.json).collect()))
     }
 
+    /// The training report for these query parameters.
+    fn report(&self, py: Python<'_>, query: Vec<(String, String)>) -> PyResult<Py<PyAny>> {
+        let report = py.detach(|| self.api.report(&query)).map_err(to_py_err)?;
+        to_py(py, &report)
+    }
+
     fn run(&self, py: Python<'_>, run_id: &str) -> PyResult<Py<PyAny>> {
         let run = py.detach(|| self.api.run(run_id)).map_err(to_py_err)?;
         to_py(py, &run.json)
@@ -584,11 +590,11 @@ fn redact_command_line(args: Vec<String>) -> Vec<String> {
 #[pyfunction]
 fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
     let code = py.detach(|| trainlog_cli::main_with_args(argv));
-    if code == std::process::ExitCode::SUCCESS {
-        0
-    } else {
-        1
-    }
+    // The codes the command line gives a meaning to; any other failure is 1.
+    [0, 2, trainlog_cli::OVER_BUDGET]
+        .into_iter()
+        .find(|c| code == std::process::ExitCode::from(*c))
+        .map_or(1, i32::from)
 }
 
 #[pymodule]

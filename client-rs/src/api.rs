@@ -133,6 +133,13 @@ impl Api {
         self.http.post(&format!("/sweeps/{}/{action}", encode(id)), &serde_json::json!({}))
     }
 
+    /// The training report (`GET /report`) for these query parameters (`since`, `until`, `by`,
+    /// `projects`, `users`, `groups`, `tags`, `filter`, `active_above`).
+    pub fn report(&self, query: &[(String, String)]) -> Result<Value> {
+        let query: Vec<String> = query.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
+        self.http.get(&format!("/report?{}", query.join("&")))
+    }
+
     /// The raw JSON of any GET route under `/api/v1` (for what this type does not wrap yet).
     pub fn get_json(&self, path: &str) -> Result<Value> {
         self.http.get(path)

@@ -189,8 +189,11 @@ def restore_checkpoint(
     run_id: str, dest: str, name: Optional[str] = None, server: Optional[str] = None
 ) -> Dict[str, Any]:
     """Download a run's checkpoint (the latest when `name` is None) into `dest`, every file
-    verified against its recorded sha256: a corrupted checkpoint raises ChecksumError, never loads."""
-    return dict(Api(server)._native.restore_checkpoint(run_id, os.fspath(dest), name))
+    verified against its recorded sha256: a corrupted checkpoint raises ChecksumError, never loads.
+    The outcome is recorded with the checkpoint (the report's restore rate), with `trainlog.run`
+    as the run that restored it when one is started."""
+    restored_by = run.id if run is not None else None
+    return dict(Api(server)._native.restore_checkpoint(run_id, os.fspath(dest), name, restored_by))
 
 
 def register_model(

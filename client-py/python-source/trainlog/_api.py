@@ -229,6 +229,43 @@ class Api:
     def run(self, run_id: str) -> ApiRun:
         return ApiRun(self, self._native.run(run_id))
 
+    def report(
+        self,
+        since: Optional[str] = None,
+        until: Optional[str] = None,
+        by: Optional[str] = None,
+        projects: Optional[Iterable[str]] = None,
+        users: Optional[Iterable[str]] = None,
+        groups: Optional[Iterable[str]] = None,
+        tags: Optional[Dict[str, str]] = None,
+        filter: Optional[str] = None,
+        active_above: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """The training report (what the server's `GET /report` answers): each group's figures
+        (`gpu_utilization_rate`, `cost_usd`, `job_success_rate`, ...; None with a reason in
+        `reasons` when not computable), the total, the runs behind them and the budgets.
+        `since`/`until`: a span back from now ("30d"), a date ("2026-10-01") or ms since the epoch.
+        `by`: project, user, group, tag:KEY, gpu, provider, pricing, week or day."""
+        query: List[Any] = []
+        for name, value in (("since", since), ("until", until), ("by", by), ("filter", filter)):
+            if value is not None:
+                query.append((name, str(value)))
+        for name, values in (("projects", projects), ("users", users), ("groups", groups)):
+            if values is not None:
+                query.append((name, ",".join(values)))
+        if tags:
+            query.append(("tags", ",".join(f"{k}:{v}" for k, v in tags.items())))
+        if active_above is not None:
+            query.append(("active_above", str(active_above)))
+        return dict(self._native.report(query))
+
+    def record_restore(
+        self, run_id: str, name: str, error: Optional[str] = None, restored_by: Optional[str] = None
+    ) -> None:
+        """Record one restore of a run's checkpoint: it worked (`error` None) or failed and why
+        (say so when your loader could not read the files `restore_checkpoint` verified)."""
+        self._native.record_restore(run_id, name, error, restored_by)
+
     def model(self, name: str) -> Model:
         return Model(self, self._native.model(name))
 
