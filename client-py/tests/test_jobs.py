@@ -3,6 +3,7 @@ restarted elsewhere, each process a fresh interpreter against the real server.""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import random
@@ -322,12 +323,22 @@ def test_srun_tasks_are_one_run_and_a_requeue_is_its_second_attempt(client_env: 
     first = wait_for("4 tasks to join", joined_run, diagnose=diagnose)
     assert first["job"]["launcher"] == "slurm" and first["job"]["world_size"] == 4 and first["job"]["node_count"] == 1
     assert first["job"]["job_id"].endswith(job), first["job"]
+    # Its queue wait: from Slurm's SubmitTime (as scontrol says it, in UTC) to the first start.
+    shown = slurm(dict(env, TZ="UTC"), "scontrol", "show", "job", "-o", job)
+    submit = next(kv.split("=", 1)[1] for kv in shown.split() if kv.startswith("SubmitTime="))
+    submitted_ms = int(datetime.datetime.fromisoformat(submit).replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
+    attempt = first["attempts"][0]
+    assert attempt["submitted_time"] == submitted_ms, (attempt, shown)
+    assert attempt["start_time"] >= submitted_ms
     # Requeue: Slurm stops the tasks (SIGTERM) and starts the job again with SLURM_RESTART_COUNT=1.
     slurm(env, "scontrol", "requeue", job)
     # It starts again once its credential expired (10 s on the test cluster).
     done = wait_for("the second attempt to finish", lambda: (d := run_detail(client_env, first["id"]))["status"] == "finished" and d, 180, diagnose)
 
     assert [r.id for r in api.runs("slurm-jobs")] == [first["id"]], "one run for the job and its requeue"
+    report = api.report(projects=["slurm-jobs"])["total"]
+    assert report["queue_wait_s"] == (attempt["start_time"] - submitted_ms) / 1000, report
+    assert report["covers"]["queue_wait_s"] == 1
     attempts = done["attempts"]
     assert [a["status"] for a in attempts] == ["preempted", "finished"]
     assert [a["ranks"] for a in attempts] == [4, 4]

@@ -118,12 +118,19 @@ pub struct Membership {
     first_step: AtomicI64,
     last_step: AtomicI64,
     cost: Mutex<Option<CostBase>>,
+    /// When Slurm says the job was submitted (rank 0 of a Slurm job asks it).
+    submitted_ms: Option<i64>,
 }
 
 impl Membership {
     pub fn new(job: JobContext, rank_metrics: bool) -> Self {
         let logs = job.rank == 0 || rank_metrics;
         let rank_prefix = rank_metrics.then(|| format!("rank/{}/", job.rank));
+        // Slurm's own job id (not the array or cluster form the job id may take).
+        let submitted_ms = match (job.rank, std::env::var("SLURM_JOB_ID")) {
+            (0, Ok(id)) if !id.trim().is_empty() => crate::slurm::submit_time_ms(id.trim()),
+            _ => None,
+        };
         Membership {
             job,
             logs,
@@ -132,6 +139,7 @@ impl Membership {
             first_step: AtomicI64::new(i64::MAX),
             last_step: AtomicI64::new(i64::MIN),
             cost: Mutex::new(None),
+            submitted_ms,
         }
     }
 
@@ -208,6 +216,9 @@ impl Membership {
             "started_ms": crate::now_ms(),
             "context": j.to_json(),
         });
+        if let Some(submitted) = self.submitted_ms {
+            body["submitted_ms"] = json!(submitted);
+        }
         if let Some(node) = node {
             body["node"] = json!({
                 "gpus": node.gpus,

@@ -2,9 +2,10 @@
 //! `CUDA_VISIBLE_DEVICES`), `scontrol show job` to learn how it ended, `scancel` to stop it.
 
 use serde_json::Value;
+use std::io::Read;
 use std::path::PathBuf;
-use std::process::Command;
-use std::time::Instant;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// How the agent submits trials.
 #[derive(Debug, Clone, Default)]
@@ -128,6 +129,66 @@ pub fn job_state(job_id: &str) -> Option<JobState> {
     parse_job_line(String::from_utf8_lossy(&out.stdout).lines().next()?)
 }
 
+/// Runs a Slurm command in UTC (so it prints times in UTC), waiting at most `within`; answers its
+/// standard output when it succeeded.
+fn run_utc(program: &str, args: &[&str], within: Duration) -> Option<String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .env("TZ", "UTC")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + within;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut out = String::new();
+    child.stdout.take()?.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+/// A time as Slurm prints it in UTC (`2026-11-26T20:00:00`), in ms since the epoch.
+pub fn parse_utc_time(text: &str) -> Option<i64> {
+    let (date, clock) = text.trim().split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut c = clock.split(':').map(|p| p.parse::<i64>().ok());
+    let (h, min, sec) = (c.next()??, c.next()??, c.next()??);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || h > 23 || min > 59 || sec > 60 {
+        return None;
+    }
+    // Days from 1970-01-01 to y-m-d (Howard Hinnant's days_from_civil).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + h) * 60 + min) * 60_000 + sec * 1000)
+}
+
+/// When a job was submitted, in ms since the epoch: `scontrol show job`'s SubmitTime, else
+/// `sacct`'s Submit; None when Slurm cannot say within a few seconds.
+pub fn submit_time_ms(job_id: &str) -> Option<i64> {
+    let within = Duration::from_secs(5);
+    let from_scontrol = run_utc("scontrol", &["show", "job", "-o", job_id], within)
+        .and_then(|out| out.split_whitespace().find_map(|kv| kv.strip_prefix("SubmitTime=")).and_then(parse_utc_time));
+    from_scontrol.or_else(|| {
+        run_utc("sacct", &["-j", job_id, "-X", "-n", "-P", "-o", "Submit"], within)
+            .and_then(|out| out.lines().next().and_then(parse_utc_time))
+    })
+}
+
 /// The job's final state from Slurm's accounting (`sacct`), for a job `scontrol` no longer knows.
 pub fn accounted_state(job_id: &str) -> Option<JobState> {
     let out = Command::new("sacct").args(["-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode"]).output().ok()?;
@@ -158,6 +219,15 @@ pub(crate) fn cancel(job_id: &str, signal: libc::c_int) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn slurm_times_read_as_utc() {
+        assert_eq!(parse_utc_time("1970-01-01T00:00:00"), Some(0));
+        assert_eq!(parse_utc_time("2026-11-26T12:00:00"), Some(1_795_694_400_000));
+        assert_eq!(parse_utc_time("2024-02-29T23:59:59\n"), Some(1_709_251_199_000));
+        assert_eq!(parse_utc_time("Unknown"), None);
+        assert_eq!(parse_utc_time("2026-13-01T00:00:00"), None);
+    }
 
     #[test]
     fn scontrol_lines_give_state_exit_code_and_signal() {

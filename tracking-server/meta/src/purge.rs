@@ -164,7 +164,11 @@ mod tests {
                          VALUES ('{run}', 'loss', 1, 1, 1, 1, 1, 1);
                      INSERT INTO metric_files VALUES ('projects/1/metrics/{run}/1.parquet', '{run}', 1, 1, 1, '{{}}', 1);
                      INSERT INTO artifacts VALUES ('{run}', 'a.txt', 1, 'x', 1);
-                     INSERT INTO run_metadata VALUES ('{run}', 'env', '{{}}', 1);"
+                     INSERT INTO run_metadata VALUES ('{run}', 'env', '{{}}', 1);
+                     INSERT INTO run_usage (run_id, revision, summaries_revision, computed_ms, outcome, gpus,
+                         gpu_model, provider, pricing, gpu_hours, spot_gpu_hours, priced, cost_usd, gpu_series)
+                         VALUES ('{run}', 1, 1, 1, 'finished', 1, '', '', '', 1, 0, 1, 1, 0);
+                     INSERT INTO checkpoint_restores VALUES ('{run}', 'c', 1, 1, 1, NULL, NULL);"
                 ))?;
                 Ok(())
             })

@@ -57,6 +57,8 @@ pub struct AttemptFigures {
     pub instance_type: Option<String>,
     pub cluster: Option<String>,
     pub spot: Option<bool>,
+    /// When the launcher says the job was submitted (a Slurm job's submit time).
+    pub submitted_ms: Option<i64>,
     /// Which rank failed first and why, when one did.
     pub reason: Option<String>,
     /// The last lines the failed rank printed, when it sent them.
@@ -212,6 +214,7 @@ mod tests {
             instance_type: None,
             cluster: None,
             spot: Some(true),
+            submitted_ms: None,
             reason: None,
             last_lines: None,
             gpus: 8,

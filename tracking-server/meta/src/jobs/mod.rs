@@ -524,7 +524,7 @@ fn span_end(end_ms: Option<i64>, seen_ms: i64, now: i64) -> i64 {
 pub(crate) fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigures, Vec<AttemptFigures>)>> {
     let attempt_rows = db.rows(
         "SELECT number, status, start_ms, end_ms, launcher, job_id, world_size, node_count, cloud, region, zone,
-            instance_type, cluster, spot
+            instance_type, cluster, spot, submitted_ms
          FROM run_attempts WHERE run_id = ?1 ORDER BY number",
         vals![run],
     )?;
@@ -672,6 +672,7 @@ fn attempt_from_row(r: &Row) -> Result<AttemptFigures> {
         instance_type: r.get(11)?,
         cluster: r.get(12)?,
         spot: spot.map(|s| s != 0),
+        submitted_ms: r.get(14)?,
         reason: None,
         last_lines: None,
         gpus: 0,

@@ -363,11 +363,6 @@ impl MetaStore {
                 .transpose()?
                 .flatten();
             let trial = db.row("SELECT created_ms, started_ms FROM sweep_trials WHERE run_id = ?1", vals![run])?;
-            let submitted_ms: Option<i64> = db
-                .row("SELECT submitted_ms FROM run_attempts WHERE run_id = ?1 ORDER BY number LIMIT 1", vals![run])?
-                .map(|r| r.get::<Option<i64>>(0))
-                .transpose()?
-                .flatten();
             let gpu_keys = db
                 .rows("SELECT key FROM metric_summaries WHERE run_id = ?1 AND key LIKE 'sys/%'", vals![run])?
                 .iter()
@@ -383,7 +378,6 @@ impl MetaStore {
                     cost_series_usd,
                     trial_created_ms: trial.as_ref().map(|t| t.get(0)).transpose()?,
                     trial_started_ms: trial.as_ref().map(|t| t.get(1)).transpose()?,
-                    submitted_ms,
                 },
                 job,
                 gpu_keys,

@@ -60,8 +60,6 @@ pub struct RunBasics {
     pub trial_created_ms: Option<i64>,
     /// When its sweep trial last started, for a run that is one.
     pub trial_started_ms: Option<i64>,
-    /// When the launcher says its job was submitted (the first attempt's).
-    pub submitted_ms: Option<i64>,
 }
 
 /// What one run contributes to the report (a row of `run_usage`).
@@ -151,6 +149,7 @@ pub fn usage(run: &RunBasics, job: Option<&(JobFigures, Vec<AttemptFigures>)>, g
         queue_wait_ms: None,
         queue_source: None,
     };
+    let submitted = job.and_then(|(_, attempts)| attempts.first()).and_then(|a| a.submitted_ms);
     let first_start = match job {
         Some((figures, attempts)) => {
             u.gpus = figures.gpus;
@@ -180,7 +179,7 @@ pub fn usage(run: &RunBasics, job: Option<&(JobFigures, Vec<AttemptFigures>)>, g
             run.trial_started_ms.unwrap_or(run.start_ms)
         }
     };
-    if let Some(submitted) = run.submitted_ms {
+    if let Some(submitted) = submitted {
         u.queue_wait_ms = Some((first_start - submitted).max(0));
         u.queue_source = Some("launcher");
     } else if let Some(created) = run.trial_created_ms {
@@ -229,6 +228,7 @@ mod tests {
             instance_type: None,
             cluster: None,
             spot: None,
+            submitted_ms: None,
             reason: None,
             last_lines: None,
             gpus: 0,
@@ -274,7 +274,6 @@ mod tests {
             cost_series_usd: Some(2.5),
             trial_created_ms: Some(400),
             trial_started_ms: Some(1_000),
-            submitted_ms: None,
         };
         let s: Samples = (0..10).map(|i| (i * 60_000, if i < 5 { 80.0 } else { 0.0 })).collect();
         let u = usage(&run, None, &[s.clone(), s]);

@@ -276,6 +276,9 @@ pub struct AttemptView {
     pub instance_type: Option<String>,
     pub cluster: Option<String>,
     pub spot: Option<bool>,
+    /// When the launcher says the job was submitted (a Slurm job's submit time), ms since the
+    /// Unix epoch: the first attempt waited in the queue from then to its start.
+    pub submitted_time: Option<i64>,
     /// Which rank failed first and why.
     pub reason: Option<String>,
     pub last_lines: Option<String>,
@@ -391,6 +394,7 @@ impl From<AttemptFigures> for AttemptView {
             instance_type: a.instance_type,
             cluster: a.cluster,
             spot: a.spot,
+            submitted_time: a.submitted_ms,
             reason: a.reason,
             last_lines: a.last_lines,
             gpus: a.gpus,
