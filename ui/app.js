@@ -2,7 +2,8 @@
  * one library, loaded before this module as a classic script). Talks to the JSON API under
  * /api/v1 (lib/api.js).
  * Routes: #/ projects, #/p/NAME runs table, #/compare/NAME/id1,id2 (or ?filter=…) compare,
- * #/run/ID run page, #/models model registry, #/sweeps/NAME a project's sweeps, #/sweep/ID a sweep.
+ * #/run/ID run page, #/models model registry, #/sweeps/NAME a project's sweeps, #/sweep/ID a sweep,
+ * #/report the training report of every project, #/report/NAME one project's.
  * Each view is a function of the route's parts that returns {node, title?, mounted?, cleanup?}. */
 
 import { el } from './lib/dom.js';
@@ -10,6 +11,7 @@ import { isSigningIn, startSession } from './lib/session.js';
 import { compareView } from './views/compare.js';
 import { modelsView } from './views/models.js';
 import { projectsView } from './views/projects.js';
+import { reportView } from './views/report.js';
 import { runView } from './views/run.js';
 import { runsView } from './views/runs-table.js';
 import { sweepsView, sweepView } from './views/sweeps.js';
@@ -40,9 +42,10 @@ function route() {
   else if (head === 'models') view = modelsView();
   else if (head === 'sweeps' && a) view = sweepsView(a);
   else if (head === 'sweep' && a) view = sweepView(a);
+  else if (head === 'report') view = reportView(a || null, params);
   else view = { node: el('p', { class: 'error' }, 'Unknown page: ' + location.hash) };
   app.append(view.node);
-  const titles = { models: 'Models', sweeps: `Sweeps · ${a}`, sweep: 'Sweep', run: 'Run' };
+  const titles = { report: 'Report', models: 'Models', sweeps: `Sweeps · ${a}`, sweep: 'Sweep', run: 'Run' };
   document.title = (view.title || titles[head] || 'Projects') + ' · trainlog';
   if (view.mounted) view.mounted();
   currentCleanup = view.cleanup || null;

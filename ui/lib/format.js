@@ -63,3 +63,9 @@ export function fmtUsd(v) {
   if (a === 0 || a >= 1) return '$' + v.toFixed(2);
   return '$' + Number(v.toPrecision(2)).toFixed(Math.max(2, 1 - Math.floor(Math.log10(a))));
 }
+
+/** A rate from 0 to 1 as a percentage with at most one decimal (`80 %`, `60.9 %`); '—' when not a number. */
+export function fmtPercent(rate) {
+  if (typeof rate !== 'number' || !Number.isFinite(rate)) return '—';
+  return Number((rate * 100).toFixed(1)) + ' %';
+}

@@ -1324,3 +1324,225 @@ test('a job\'s run shows its attempts on a timeline and in a table, its system c
   assert.match(await reason.getByTestId('attempt-last-lines').innerText(), /step 42 loss 0\.51/);
   assert.equal(await page.getByTestId('node-heading').count(), 0, 'no system series, no node headings');
 });
+
+const MINUTE = 60e3, HOUR = 60 * MINUTE, DAY = 24 * HOUR, WEEK = 7 * DAY;
+/** The Monday (UTC) that starts the report's second week, and the date it is. */
+let reportWeekB = 0;
+let reporting = null;
+
+/**
+ * A server of its own for the report: four runs in two projects over the two whole weeks before
+ * this one, made as the SDK makes them (a process with its node's GPUs and price, an end with the
+ * attempt and rank, GPU utilization as `sys/gpu.N.util` points, a sample a minute):
+ *
+ * | run           | project | user | week | GPUs | $/h (node) | minutes | spot | end       | busy (85 %)    |
+ * | rep-v-big     | vision  | ana  | A    | 2    | 8          | 120     | no   | finished  | 3 minutes of 4 |
+ * | rep-v-spot    | vision  | ben  | B    | 1    | 2          | 60      | yes  | finished  | every minute   |
+ * | rep-n-nan     | nlp     | ana  | A    | 1    | 4          | 30      | no   | failed    | no series      |
+ * | rep-n-preempt | nlp     | ben  | B    | 4    | 12         | 90      | yes  | preempted | no series      |
+ *
+ * So: cost 16 + 2 + 2 + 18 = $38; active GPU-hours above 10 %: 3 + 1 of 4 + 1 provisioned with a
+ * series (80 %); spot 7 of 11.5 GPU-hours; 2 finished of 4 ended; week A costs $18 at 75 %, week B
+ * $20 at 100 %; no run queued or restored a checkpoint.
+ */
+function reportInstallation() {
+  reporting ??= (async () => {
+    const { proc, url } = await startServer();
+    const call = async (p, body) => {
+      const r = await fetch(`${url}/api/v1${p}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      if (!r.ok) throw new Error(`${p}: ${r.status} ${await r.text()}`);
+      return r.json();
+    };
+    const day = Math.floor(Date.now() / DAY);
+    const thisMonday = (day - ((day + 3) % 7)) * DAY;
+    const weekA = thisMonday - 2 * WEEK;
+    reportWeekB = thisMonday - WEEK;
+    const runs = [
+      { id: 'rep-v-big', project: 'vision', user: 'ana', start: weekA + DAY + 2 * HOUR, gpus: 2, usd: 8, minutes: 120, spot: false, end: ['finished', null], busyOf4: 3 },
+      { id: 'rep-v-spot', project: 'vision', user: 'ben', start: reportWeekB + DAY + 2 * HOUR, gpus: 1, usd: 2, minutes: 60, spot: true, end: ['finished', null], busyOf4: 4 },
+      { id: 'rep-n-nan', project: 'nlp', user: 'ana', start: weekA + 2 * DAY + 3 * HOUR, gpus: 1, usd: 4, minutes: 30, spot: false, end: ['failed', 'ValueError: loss is NaN'] },
+      { id: 'rep-n-preempt', project: 'nlp', user: 'ben', start: reportWeekB + 2 * DAY + 3 * HOUR, gpus: 4, usd: 12, minutes: 90, spot: true, end: ['preempted', null] },
+    ];
+    for (const r of runs) {
+      await call('/runs', { id: r.id, project: r.project, name: r.id.slice(4), user: r.user, start_time: r.start, params: {}, process: {
+        rank: 0, world_size: 1, host: r.id, launcher: 'torchrun', job_id: 'job-' + r.id, restart: '0', cloud: 'aws', spot: r.spot,
+        started_ms: r.start, node: { gpus: r.gpus, gpu_names: Array(r.gpus).fill('NVIDIA H100 80GB HBM3'), usd_per_hour: r.usd },
+      } });
+      await call(`/runs/${r.id}/finish`, { status: r.end[0], end_time: r.start + r.minutes * MINUTE, process: { attempt: 1, rank: 0, reason: r.end[1] } });
+      if (r.busyOf4) {
+        const points = [];
+        for (let g = 0; g < r.gpus; g++) {
+          for (let m = 0; m < r.minutes; m++) points.push({ key: `sys/gpu.${g}.util`, step: m, value: m % 4 < r.busyOf4 ? 85 : 3, timestamp: r.start + m * MINUTE });
+        }
+        await call(`/runs/${r.id}/metrics`, { points });
+      }
+    }
+    const budget = await fetch(`${url}/api/v1/projects/vision/budget`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ monthly_usd: 100 }) });
+    assert.equal(budget.status, 200, await budget.text());
+    const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+    return { proc, url, context };
+  })();
+  return reporting;
+}
+
+after(async () => {
+  if (!reporting) return;
+  const { proc, context } = await reporting;
+  await context.close();
+  proc.kill('SIGTERM');
+});
+
+/** The report's tiles on the page: {figure: {value, target, met, reason}}. */
+const reportTiles = (p) => p.getByTestId('report-tile').evaluateAll((ts) => Object.fromEntries(ts.map((t) => [t.dataset.figure, {
+  value: t.querySelector('[data-testid=tile-value]').textContent,
+  target: t.querySelector('[data-testid=tile-target]')?.textContent ?? null,
+  met: t.querySelector('[data-testid=tile-target]')?.dataset.met ?? null,
+  reason: t.querySelector('[data-testid=tile-reason]')?.textContent ?? null,
+  title: t.title,
+}])));
+
+/** How many pixels of a canvas are near an RGB colour. */
+const pixelsNear = (p, canvas, rgb) => canvas.evaluate((c, want) => {
+  const { data } = c.getContext('2d').getImageData(0, 0, c.width, c.height);
+  let n = 0;
+  for (let i = 0; i < data.length; i += 4) {
+    if (data[i + 3] > 0 && Math.abs(data[i] - want[0]) < 24 && Math.abs(data[i + 1] - want[1]) < 24 && Math.abs(data[i + 2] - want[2]) < 24) n++;
+  }
+  return n;
+}, rgb);
+
+test('the report shows each figure beside its target, why a figure is missing, a row per project, cost and utilization by week, and the runs behind them', async () => {
+  const { url, context } = await reportInstallation();
+  const p = await context.newPage();
+  const errors = [];
+  p.on('pageerror', (e) => errors.push(e.message));
+  try {
+    await p.goto(`${url}/#/`);
+    await p.getByTestId('nav-report').click();
+    await p.getByTestId('report-tiles').waitFor();
+    assert.equal(await p.evaluate(() => location.hash.split('?')[0]), '#/report');
+    assert.match(await p.getByTestId('report-scope').innerText(), /^4 runs started from \d{4}-\d\d-\d\d to \d{4}-\d\d-\d\d \(UTC\)/);
+    assert.doesNotMatch(await p.getByTestId('report').innerText(), /\b(null|undefined|NaN)\b/);
+
+    const tiles = await reportTiles(p);
+    assert.deepEqual(Object.keys(tiles), ['gpu_utilization_rate', 'queue_wait_s', 'spot_savings_rate', 'job_success_rate', 'cost_usd',
+      'cost_per_gpu_hour_usd', 'cost_per_experiment_usd', 'idle_gpu_hours', 'failures', 'checkpoint_restore_rate', 'experiments_per_user_week']);
+    assert.equal(tiles.cost_usd.value, '$38.00');
+    assert.deepEqual([tiles.gpu_utilization_rate.value, tiles.gpu_utilization_rate.target, tiles.gpu_utilization_rate.met], ['80 %', 'target ≥ 70 % · met', 'true']);
+    assert.equal(tiles.gpu_utilization_rate.reason, '2 run(s) with GPUs have no GPU utilization series and are left out');
+    assert.match(tiles.gpu_utilization_rate.title, /^Active GPU-hours \/ provisioned GPU-hours/, 'the definition is the tooltip');
+    assert.deepEqual([tiles.spot_savings_rate.value, tiles.spot_savings_rate.target, tiles.spot_savings_rate.met], ['60.9 %', 'target ≥ 50 % · met', 'true']);
+    assert.equal(tiles.job_success_rate.value, '50 %');
+    assert.equal(tiles.cost_per_gpu_hour_usd.value, '$4.50');
+    assert.equal(tiles.cost_per_experiment_usd.value, '$9.50');
+    assert.equal(tiles.idle_gpu_hours.value, '1');
+    assert.equal(tiles.failures.value, '1 infra · 1 code');
+    // A figure that cannot be computed: a dash, its target unjudged, and the reason.
+    assert.deepEqual([tiles.queue_wait_s.value, tiles.queue_wait_s.target, tiles.queue_wait_s.met], ['—', 'target < 30 min', '']);
+    assert.equal(tiles.queue_wait_s.reason, 'no run has a submit time (a sweep trial\'s or a launcher\'s)');
+    assert.deepEqual([tiles.checkpoint_restore_rate.value, tiles.checkpoint_restore_rate.reason], ['—', 'no checkpoint of these runs was restored']);
+
+    // Vision's budget with this month's spend, as the API says it.
+    const spent = (await (await fetch(`${url}/api/v1/projects/vision/budget`)).json()).spent_usd;
+    const budget = p.locator('[data-testid=report-budget][data-project=vision]');
+    assert.equal(Number(await budget.getAttribute('data-spent')), spent);
+    assert.match(await budget.getByTestId('budget-text').innerText(), new RegExp(`^\\$${spent.toFixed(2)} of \\$100\\.00 \\(`));
+
+    // The breakdown: a row per project, and the total.
+    const rows = p.getByTestId('report-group-row');
+    assert.deepEqual(await rows.evaluateAll((rs) => rs.map((r) => r.dataset.group)), ['nlp', 'vision']);
+    const cell = (group, figure) => p.locator(`[data-testid=report-group-row][data-group="${group}"] td[data-figure=${figure}]`);
+    assert.equal(await cell('nlp', 'cost_usd').innerText(), '$20.00');
+    assert.equal(await cell('vision', 'cost_usd').innerText(), '$18.00');
+    assert.equal(await cell('vision', 'gpu_utilization_rate').innerText(), '80 %');
+    assert.equal(await cell('nlp', 'gpu_utilization_rate').innerText(), '—');
+    assert.equal(await cell('nlp', 'gpu_utilization_rate').getAttribute('title'), 'none of the 2 run(s) with GPUs has a GPU utilization series');
+    assert.equal(await p.locator('[data-testid=report-total-row] td[data-figure=cost_usd]').innerText(), '$38.00');
+
+    // Cost and utilization by week, drawn: teal bars and a blue line on the canvas.
+    const trend = p.getByTestId('report-trend');
+    await p.locator('[data-testid=report-trend][data-plot]').waitFor();
+    assert.equal(await trend.getAttribute('data-weeks'), '2');
+    const numbers = async (name) => (await trend.getAttribute(name)).split(',').map(Number);
+    const near = (got, want, what) => assert.ok(got.length === want.length && got.every((v, i) => Math.abs(v - want[i]) < 1e-6), `${what}: ${got}`);
+    near(await numbers('data-cost'), [18, 20], 'cost by week');
+    near(await numbers('data-util'), [75, 100], 'utilization by week');
+    const canvas = trend.locator('canvas');
+    assert.ok(await pixelsNear(p, canvas, [15, 118, 110]) > 500, 'the cost bars are drawn');
+    assert.ok(await pixelsNear(p, canvas, [37, 99, 235]) > 50, 'the utilization line is drawn');
+    await p.screenshot({ path: path.join(shots, 'report.png'), fullPage: true });
+
+    // The runs behind the figures, each a link to its run.
+    const list = (name) => p.locator(`[data-testid=report-runs][data-list=${name}] [data-testid=report-run-row]`).evaluateAll((rs) => rs.map((r) => r.dataset.runId));
+    assert.deepEqual((await list('most_expensive')).slice(0, 2), ['rep-n-preempt', 'rep-v-big']);
+    assert.deepEqual(await list('idlest'), ['rep-v-big', 'rep-v-spot']);
+    assert.deepEqual(await list('infra_failures'), ['rep-n-preempt']);
+    assert.deepEqual(errors, []);
+    await p.locator('[data-testid=report-runs][data-list=most_expensive] [data-testid=report-run-link]').first().click();
+    await p.waitForFunction(() => location.hash === '#/run/rep-n-preempt');
+    await p.getByTestId('run-info').filter({ hasText: 'rep-n-preempt' }).waitFor();
+  } finally {
+    await p.close();
+  }
+});
+
+test('a project\'s report is linked from its runs table, keeps its period, breakdown and threshold in the address, and links a group to its runs', async () => {
+  const { url, context } = await reportInstallation();
+  const p = await context.newPage();
+  const errors = [];
+  p.on('pageerror', (e) => errors.push(e.message));
+  try {
+    await p.goto(`${url}/#/p/vision`);
+    await p.getByTestId('report-link').click();
+    await p.getByTestId('report-tiles').waitFor();
+    assert.equal(await p.evaluate(() => location.hash.split('?')[0]), '#/report/vision');
+    let tiles = await reportTiles(p);
+    assert.equal(tiles.cost_usd.value, '$18.00');
+    assert.equal(tiles.gpu_utilization_rate.value, '80 %');
+    assert.equal(tiles.gpu_utilization_rate.reason, null, 'every run with GPUs has a series');
+    const groups = () => p.getByTestId('report-group-row').evaluateAll((rs) => rs.map((r) => r.dataset.group));
+    assert.deepEqual(await groups(), ['ana', 'ben'], 'a project breaks down by user');
+
+    // A threshold above every busy sample: nothing is active.
+    await p.getByTestId('report-active').selectOption('90');
+    await p.locator('[data-testid=report-tile][data-figure=gpu_utilization_rate][data-value="0"]').waitFor();
+    tiles = await reportTiles(p);
+    assert.deepEqual([tiles.gpu_utilization_rate.value, tiles.gpu_utilization_rate.met], ['0 %', 'false']);
+    assert.deepEqual([tiles.cost_per_gpu_hour_usd.value, tiles.cost_per_gpu_hour_usd.reason], ['—', 'the priced runs with a GPU series have no active GPU-hour']);
+
+    // The second week only, by week.
+    const weekB = new Date(reportWeekB).toISOString().slice(0, 10);
+    const today = new Date().toISOString().slice(0, 10);
+    await p.getByTestId('report-period').selectOption('dates');
+    await p.getByTestId('report-from').fill(weekB);
+    await p.getByTestId('report-to').fill(today);
+    await p.getByTestId('report-by').selectOption('week');
+    await p.locator(`[data-testid=report-group-row][data-group="${weekB}"]`).waitFor();
+    assert.match(await p.getByTestId('report-scope').innerText(), /^1 run of vision started from /);
+    assert.deepEqual(await groups(), [weekB]);
+    const hash = await p.evaluate(() => location.hash);
+    const q = new URLSearchParams(hash.split('?')[1]);
+    assert.deepEqual(Object.fromEntries(q), { period: 'dates', from: weekB, to: today, by: 'week', active_above: '90' });
+
+    // A reload shows the same report.
+    await p.reload();
+    await p.getByTestId('report-scope').filter({ hasText: /^1 run of vision started from / }).waitFor();
+    assert.equal(await p.getByTestId('report-period').inputValue(), 'dates');
+    assert.equal(await p.getByTestId('report-from').inputValue(), weekB);
+    assert.equal(await p.getByTestId('report-by').inputValue(), 'week');
+    assert.equal(await p.getByTestId('report-active').inputValue(), '90');
+    assert.equal((await reportTiles(p)).cost_usd.value, '$2.00');
+    await p.screenshot({ path: path.join(shots, 'report-project.png'), fullPage: true });
+
+    // A user's runs, in the runs table.
+    await p.getByTestId('report-by').selectOption('user');
+    await p.getByTestId('report-period').selectOption('all');
+    await p.waitForFunction(() => [...document.querySelectorAll('[data-testid=report-group-row]')].map((r) => r.dataset.group).join() === 'ana,ben');
+    await p.locator('[data-testid=report-group-row][data-group=ana] [data-testid=report-group-runs]').click();
+    await p.getByTestId('row-count').filter({ hasText: '1 run' }).waitFor();
+    assert.deepEqual(await p.getByTestId('run-row').evaluateAll((rs) => rs.map((r) => r.dataset.runId)), ['rep-v-big']);
+    assert.deepEqual(errors, []);
+  } finally {
+    await p.close();
+  }
+});

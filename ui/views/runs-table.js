@@ -149,7 +149,8 @@ export function runsView(project, params) {
 
   const node = el('div', {},
     el('div', { class: 'breadcrumb' }, el('a', { href: '#/' }, 'Projects'), ' / '),
-    el('h1', {}, project, ' ', el('a', { class: 'sub-link', href: '#/sweeps/' + enc(project), 'data-testid': 'sweeps-link' }, 'sweeps →')),
+    el('h1', {}, project, ' ', el('a', { class: 'sub-link', href: '#/sweeps/' + enc(project), 'data-testid': 'sweeps-link' }, 'sweeps →'),
+      el('a', { class: 'sub-link', href: '#/report/' + enc(project), 'data-testid': 'report-link' }, 'report →')),
     el('div', { class: 'toolbar' },
       filterBox,
       el('button', { onclick: applyFilter }, 'Apply'),

@@ -42,6 +42,8 @@ const ASSETS: &[(&str, &str, &str, &str)] = &[
     ui_file!("views/cost-panel.js", JS),
     ui_file!("views/models.js", JS),
     ui_file!("views/projects.js", JS),
+    ui_file!("views/report-trend.js", JS),
+    ui_file!("views/report.js", JS),
     ui_file!("views/run-artifacts.js", JS),
     ui_file!("views/run.js", JS),
     ui_file!("views/runs-columns.js", JS),
