@@ -368,12 +368,17 @@ mod tests {
         let (price, source) = resolve_price_with(&price_table(), &env, None, None, false, &t4).unwrap();
         assert_eq!(price, lookup("Tesla T4", "aws", true).unwrap().usd_per_hour);
         assert!(source.contains("aws spot"), "{source}");
-        // No spot row for the H100: its on-demand price, said so.
-        let h100 = names(&["NVIDIA H100 80GB HBM3"]);
+        // No spot row for the H200: its on-demand price, said so.
+        let h200 = names(&["NVIDIA H200"]);
         let (price, source) =
-            resolve_price_with(&price_table(), &PriceEnv::default(), None, None, true, &h100).unwrap();
-        assert_eq!(price, lookup("NVIDIA H100 80GB HBM3", "aws", false).unwrap().usd_per_hour);
+            resolve_price_with(&price_table(), &PriceEnv::default(), None, None, true, &h200).unwrap();
+        assert_eq!(price, lookup("NVIDIA H200", "aws", false).unwrap().usd_per_hour);
         assert!(source.contains("no spot price"), "{source}");
+        // The H100 has one, below its on-demand price.
+        let h100 = lookup("NVIDIA H100 80GB HBM3", "aws", true).unwrap();
+        assert!(h100.usd_per_hour < lookup("NVIDIA H100 80GB HBM3", "aws", false).unwrap().usd_per_hour);
+        // p4d.24xlarge: $21.957642 an hour for 8 A100 40GB.
+        assert_eq!(lookup("NVIDIA A100-SXM4-40GB", "aws", false).unwrap().usd_per_hour, 2.7447);
         // One unknown GPU, or none at all: no price.
         let mixed = names(&["NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090"]);
         assert_eq!(resolve_price_with(&price_table(), &PriceEnv::default(), None, None, false, &mixed), None);
