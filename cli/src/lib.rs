@@ -3,6 +3,7 @@
 //! and the SDK.
 
 mod mlflow_import;
+mod prices;
 mod report;
 
 pub use report::OVER_BUDGET;
@@ -175,6 +176,14 @@ enum Command {
     },
     /// The training report: cost, GPU utilization, queue wait and failures of the runs, grouped.
     Report(report::ReportArgs),
+    /// The installation's prices: import a catalog, set your own rates, list them.
+    Prices {
+        /// Server URL; default TRAINLOG_SERVER, else the local default.
+        #[arg(long, env = "TRAINLOG_SERVER", global = true)]
+        server: Option<String>,
+        #[command(subcommand)]
+        action: prices::PricesCommand,
+    },
     /// Send the spools that runs left on this machine (offline runs, or runs whose process died
     /// while the server was unreachable).
     Sync {
@@ -866,6 +875,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             }
         }
         Command::Report(args) => report::run(args),
+        Command::Prices { server, action } => print_result(prices::run(server.as_deref(), action)),
         Command::Users { data, meta, action } => print_result(users(&data, meta.as_deref(), action)),
         Command::Login { server, key } => print_result(login(server.as_deref(), key)),
         Command::Keys { data, meta, action } => print_result(keys(&data, meta.as_deref(), action)),

@@ -140,6 +140,11 @@ impl Api {
         self.http.get(&format!("/report?{}", query.join("&")))
     }
 
+    /// POSTs JSON to any route under `/api/v1` (for what this type does not wrap yet).
+    pub fn post_json(&self, path: &str, body: &Value) -> Result<Value> {
+        self.http.post(path, body)
+    }
+
     /// The raw JSON of any GET route under `/api/v1` (for what this type does not wrap yet).
     pub fn get_json(&self, path: &str) -> Result<Value> {
         self.http.get(path)

@@ -580,6 +580,15 @@ fn a_reader_s_report_covers_only_what_they_may_read() {
         .send()
         .expect("an answer");
     assert_eq!(response.status().as_u16(), 403, "setting a budget needs admin on the project");
+    let rate = json!({"rows": [{"kind": "rate", "accelerator": "L4", "usd_per_hour": 0.1, "valid_from": 0, "source": "mine"}]});
+    let response = reqwest::blocking::Client::new()
+        .post(s.api("/prices"))
+        .bearer_auth(&key)
+        .json(&rate)
+        .send()
+        .expect("an answer");
+    assert_eq!(response.status().as_u16(), 403, "setting prices is for server admins");
+    assert_eq!(as_reader("/prices").0, 200, "reading them is not");
     // The admin sees both.
     assert_eq!(report(&s, "")["total"]["runs"], 2);
 }

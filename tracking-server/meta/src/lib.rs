@@ -14,6 +14,7 @@ mod logged_models;
 mod migrate;
 mod postgres;
 pub use postgres::create_database as create_postgres_database;
+pub mod prices;
 mod purge;
 mod registry;
 pub mod report;

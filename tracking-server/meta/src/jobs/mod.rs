@@ -219,6 +219,19 @@ pub(crate) fn join_in(tx: &dyn Db, run: &str, p: &ProcessJoin) -> Result<Joined>
     )?;
     if let Some(node) = &p.node {
         let names = serde_json::to_string(&node.gpu_names).unwrap_or_else(|_| "[]".into());
+        // The installation's prices win over the SDK's shipped table, never over a price the
+        // user gave; they are the ones valid when the attempt started.
+        let (mut usd_per_hour, mut price_source) = (node.usd_per_hour, node.price_source.clone());
+        if usd_per_hour.is_none() || price_source.as_deref().is_some_and(|s| s.starts_with("price table")) {
+            let attempt_start: i64 = tx
+                .row("SELECT start_ms FROM run_attempts WHERE run_id = ?1 AND number = ?2", vals![run, attempt])?
+                .map(|r| r.get(0))
+                .transpose()?
+                .unwrap_or(started);
+            if let Some((usd, source)) = crate::prices::price_node(tx, p, node.gpus, &node.gpu_names, attempt_start)? {
+                (usd_per_hour, price_source) = (Some(usd), Some(source));
+            }
+        }
         tx.exec(
             "DELETE FROM run_nodes WHERE run_id = ?1 AND attempt = ?2 AND node_rank = ?3",
             vals![run, attempt, p.node_rank],
@@ -234,8 +247,8 @@ pub(crate) fn join_in(tx: &dyn Db, run: &str, p: &ProcessJoin) -> Result<Joined>
                 node.gpus,
                 names,
                 node.driver.as_deref(),
-                node.usd_per_hour,
-                node.price_source.as_deref()
+                usd_per_hour,
+                price_source.as_deref()
             ],
         )?;
     }

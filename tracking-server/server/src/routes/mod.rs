@@ -6,6 +6,7 @@ mod artifacts;
 mod metrics;
 mod mlflow;
 pub(crate) mod openapi;
+mod prices;
 mod projects;
 mod registry;
 pub(crate) mod report;
@@ -26,6 +27,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(system::configure)
             .configure(openapi::configure)
             .configure(projects::configure)
+            .configure(prices::configure)
             .configure(runs::configure)
             .configure(metrics::configure)
             .configure(artifacts::configure)

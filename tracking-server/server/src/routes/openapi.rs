@@ -56,6 +56,7 @@ fn documented() -> Vec<utoipa::openapi::OpenApi> {
         Api::openapi(),
         super::system::Api::openapi(),
         super::projects::Api::openapi(),
+        super::prices::Api::openapi(),
         super::runs::Api::openapi(),
         super::artifacts::Api::openapi(),
         super::metrics::Api::openapi(),
