@@ -7,3 +7,4 @@ pub mod jobs;
 pub mod measure;
 pub mod on_postgres;
 pub mod replicas;
+pub mod report;

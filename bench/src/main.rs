@@ -411,16 +411,19 @@ fn main() {
     let mut quick = false;
     let mut jobs_only = false;
     let mut postgres: Option<String> = None;
+    let mut report_on: Option<String> = None;
     let usage =
-        "usage: trainlog-bench [--quick] [--jobs] [--postgres URL]   (--quick scales sizes down ~10x for a smoke run; \
+        "usage: trainlog-bench [--quick] [--jobs] [--postgres URL] [--report URL]   (--quick scales sizes down ~10x for a smoke run; \
                  --jobs measures only the job figures (J1-J4); \
-                 --postgres measures a server on PostgreSQL instead, making databases on the server URL names)";
+                 --postgres measures a server on PostgreSQL instead, making databases on the server URL names; \
+                 --report measures the training report over 100,000 to 1,000,000 runs there)";
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => quick = true,
             "--jobs" => jobs_only = true,
             "--postgres" => postgres = args.next(),
+            "--report" => report_on = args.next(),
             "-h" | "--help" => {
                 println!("{usage}");
                 return;
@@ -441,6 +444,17 @@ fn main() {
     }
     let scale = Scale::new(quick);
     let started = Instant::now();
+    if let Some(admin) = report_on {
+        let mut report = Report::default();
+        trainlog_bench::report::run(&admin, scale.reps, &mut |id, name, value, unit, target| {
+            let goal = if target.is_nan() { Goal::None } else { Goal::AtMost(target) };
+            report.add(id, name, value, 1, unit, goal, "");
+        });
+        println!("\n## The training report on PostgreSQL\n");
+        print!("{}", report.table());
+        println!("\ntotal benchmark time {:.1} s", started.elapsed().as_secs_f64());
+        return;
+    }
     if let Some(admin) = postgres {
         let mut report = Report::default();
         trainlog_bench::on_postgres::run(&admin, scale.reps, &mut |id, name, value, unit, target| {

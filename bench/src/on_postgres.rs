@@ -11,7 +11,7 @@ use trainlog_tests::{binary, urlencode, TestServer};
 /// Runs in the searched project.
 const RUNS: i64 = 1_000_000;
 
-fn sql(url: &str, statement: &str) {
+pub(crate) fn sql(url: &str, statement: &str) {
     let mut client = postgres::Client::connect(url, postgres::NoTls).expect("a connection to PostgreSQL");
     client.batch_execute(statement).unwrap_or_else(|e| {
         panic!("{statement}: {}", e.as_db_error().map_or(e.to_string(), |d| d.message().to_owned()))
@@ -51,7 +51,7 @@ fn populate(url: &str) {
 }
 
 /// A fresh, migrated database `name` on the PostgreSQL server `admin`; answers its URL.
-fn fresh_database(admin: &str, name: &str) -> String {
+pub(crate) fn fresh_database(admin: &str, name: &str) -> String {
     sql(admin, &format!("DROP DATABASE IF EXISTS {name}"));
     sql(admin, &format!("CREATE DATABASE {name}"));
     let mut url = url::Url::parse(admin).expect("a PostgreSQL URL");

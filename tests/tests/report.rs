@@ -415,6 +415,27 @@ fn the_report_matches_a_hand_computation_for_every_figure() {
         10,
     );
 
+    // By project and week: each group one project's runs of one week.
+    let body = report(&s, &format!("since={since}&by=project,week"));
+    let until = body["until"].as_i64().expect("until");
+    let by_both =
+        groups_by(&runs, |e| format!("{} / {}", e.project, trainlog_meta::report::day_text(week_of(e.start_ms))));
+    check_breakdown(
+        &body,
+        &by_both,
+        |name| {
+            let start = runs
+                .iter()
+                .find(|e| format!("{} / {}", e.project, trainlog_meta::report::day_text(week_of(e.start_ms))) == name)
+                .unwrap()
+                .start_ms;
+            let from = week_of(start) * DAY;
+            ((from + WEEK).min(until) - from.max(since)) as f64 / WEEK as f64
+        },
+        10,
+    );
+    assert_eq!(body["groups"][0]["keys"].as_array().map(Vec::len), Some(2), "{}", body["groups"][0]);
+
     // Two projects of two users, by user, at a threshold of 15 %.
     let body = report(&s, &format!("since={since}&projects=vision,nlp&users=ana,ben&by=user&active_above=15"));
     let chosen: Vec<Expected> = runs
@@ -471,6 +492,8 @@ fn the_report_refuses_what_it_cannot_read_and_names_the_field() {
     let s = TestServer::spawn();
     for (query, field) in [
         ("by=month", "by"),
+        ("by=week,week", "by"),
+        ("by=project,user,week", "by"),
         ("active_above=12", "active_above"),
         ("since=yesterday", "since"),
         ("since=2026-10-02&until=2026-10-01", "until"),

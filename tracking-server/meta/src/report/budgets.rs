@@ -61,6 +61,22 @@ impl MetaStore {
         })
     }
 
+    /// Whether any project in `scope` has a budget.
+    pub fn has_budgets(&self, scope: &RunScope) -> Result<bool> {
+        let ids: Vec<i64> = self.read(|db| {
+            db.rows("SELECT id FROM projects WHERE monthly_budget_usd IS NOT NULL AND deleted = 0", &[])?
+                .iter()
+                .map(|r| r.get(0))
+                .collect()
+        })?;
+        Ok(ids.iter().any(|id| match scope {
+            RunScope::All => true,
+            RunScope::Project(p) => p == id,
+            RunScope::Projects(list) => list.contains(id),
+            RunScope::AllBut(list) => !list.contains(id),
+        }))
+    }
+
     /// The projects in `scope` with a budget, and what their runs that started in the month
     /// holding `now_ms` spent, by project name.
     pub fn budgets(&self, scope: &RunScope, now_ms: i64) -> Result<Vec<BudgetSpend>> {

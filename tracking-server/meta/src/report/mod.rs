@@ -14,7 +14,7 @@ pub use budgets::{month_of, BudgetSpend};
 pub use figures::{definitions, figures, GroupFigures, GroupSums, FIGURES};
 pub use usage::{activity, usage, Activity, RunBasics, RunUsage, Samples, DEFAULT_THRESHOLD, THRESHOLDS};
 
-use crate::db::{vals, Db, Row, Value};
+use crate::db::{vals, Db, Dialect, Row, Value};
 use crate::jobs::{AttemptFigures, JobFigures};
 use crate::search::{self, Lifecycle, RunScope};
 use crate::{not_found, Error, MetaStore, Result};
@@ -25,7 +25,6 @@ const WEEK_MS: i64 = 7 * DAY_MS;
 /// What the report's groups are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Breakdown {
-    Whole,
     Project,
     User,
     Group,
@@ -39,10 +38,9 @@ pub enum Breakdown {
 
 impl Breakdown {
     /// `project`, `user`, `group`, `tag:KEY`, `gpu`, `provider`, `pricing` (spot or on-demand),
-    /// `week`, `day`, or empty for one group of everything.
+    /// `week` or `day`.
     pub fn parse(text: &str) -> Result<Breakdown> {
         Ok(match text.trim() {
-            "" | "all" => Breakdown::Whole,
             "project" => Breakdown::Project,
             "user" => Breakdown::User,
             "group" => Breakdown::Group,
@@ -57,7 +55,7 @@ impl Breakdown {
                     return Err(Error::Invalid {
                         field: "by".into(),
                         reason: format!(
-                            "expected project, user, group, tag:KEY, gpu, provider, pricing, week or day, got {other:?}"
+                            "expected all, or one or two of project, user, group, tag:KEY, gpu, provider, pricing, week, day separated by a comma, got {other:?}"
                         ),
                     })
                 }
@@ -68,7 +66,6 @@ impl Breakdown {
     /// The breakdown as `parse` reads it.
     pub fn name(&self) -> String {
         match self {
-            Breakdown::Whole => "all".into(),
             Breakdown::Project => "project".into(),
             Breakdown::User => "user".into(),
             Breakdown::Group => "group".into(),
@@ -78,6 +75,33 @@ impl Breakdown {
             Breakdown::Pricing => "pricing".into(),
             Breakdown::Week => "week".into(),
             Breakdown::Day => "day".into(),
+        }
+    }
+
+    /// `by`: one or two breakdowns separated by a comma (`project,week`); empty or `all` for
+    /// one group of everything.
+    pub fn parse_list(text: &str) -> Result<Vec<Breakdown>> {
+        let text = text.trim();
+        if text.is_empty() || text == "all" {
+            return Ok(Vec::new());
+        }
+        let list = text.split(',').map(Breakdown::parse).collect::<Result<Vec<_>>>()?;
+        let invalid = |reason: &str| Err(Error::Invalid { field: "by".into(), reason: reason.into() });
+        if list.len() > 2 {
+            return invalid("at most two breakdowns, e.g. project,week");
+        }
+        if list.len() == 2 && list[0] == list[1] {
+            return invalid("two different breakdowns");
+        }
+        Ok(list)
+    }
+
+    /// The breakdowns as `parse_list` reads them.
+    pub fn list_name(by: &[Breakdown]) -> String {
+        if by.is_empty() {
+            "all".into()
+        } else {
+            by.iter().map(Breakdown::name).collect::<Vec<_>>().join(",")
         }
     }
 
@@ -100,7 +124,8 @@ pub struct ReportRequest {
     /// Runs that started in [since, until), ms since the epoch.
     pub since_ms: Option<i64>,
     pub until_ms: Option<i64>,
-    pub by: Breakdown,
+    /// What the groups are (none: one group of everything).
+    pub by: Vec<Breakdown>,
     /// A GPU-second is active above this utilization, percent: one of [`THRESHOLDS`].
     pub threshold: u32,
     pub now_ms: i64,
@@ -109,8 +134,11 @@ pub struct ReportRequest {
 /// One group of the report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReportGroup {
-    /// The project, user, tag value, GPU model… it groups by; a week or day as its first date.
+    /// The project, user, tag value, GPU model… it groups by; a week or day as its first date;
+    /// with two breakdowns, both joined by " / ".
     pub group: String,
+    /// Each breakdown's value, in the order asked.
+    pub keys: Vec<String>,
     /// The period its figures per week count: the report's range, or the group's week or day in it.
     pub since_ms: i64,
     pub until_ms: i64,
@@ -143,7 +171,8 @@ pub struct Report {
     pub total: ReportGroup,
     pub groups: Vec<ReportGroup>,
     /// Runs in scope whose contribution could not be brought up to date for this answer (they
-    /// count with their last computed one, or not at all when they have none).
+    /// count with their last computed one, or not at all when they have none): the caller's to
+    /// say, from what `report_stale` found and it computed.
     pub pending: i64,
     pub most_expensive: Vec<RunBrief>,
     pub idlest: Vec<RunBrief>,
@@ -221,7 +250,6 @@ const FROM_USAGE: &str = "FROM scope s JOIN runs r ON r.id = s.id JOIN run_usage
 fn group_expression(by: &Breakdown, scoped: &mut Scoped) -> String {
     let day = format!("(r.start_ms / {DAY_MS})");
     match by {
-        Breakdown::Whole => "''".into(),
         Breakdown::Project => "p.name".into(),
         Breakdown::User => "r.\"user\"".into(),
         Breakdown::Group => "r.group_name".into(),
@@ -237,6 +265,9 @@ fn group_expression(by: &Breakdown, scoped: &mut Scoped) -> String {
         Breakdown::Day => day,
     }
 }
+
+/// Columns `sums_sql` selects.
+const SUMS: usize = 26;
 
 fn sums_sql(active: &str) -> String {
     let int = |e: &str| format!("CAST(SUM({e}) AS BIGINT)");
@@ -331,18 +362,17 @@ impl MetaStore {
             let mut scoped = Scoped::new(db, req)?;
             let stale = stale_condition(&mut scoped, req.now_ms);
             let limit = scoped.bind(limit);
-            let ids = db
-                .rows(
-                    &format!(
-                        "{} SELECT r.id {FROM_MAYBE_USAGE} WHERE {} AND ({stale}) ORDER BY r.start_ms DESC, r.id LIMIT {limit}",
-                        scoped.with, scoped.range
-                    ),
-                    &scoped.params,
-                )?
-                .iter()
-                .map(|r| r.get(0))
-                .collect::<Result<Vec<String>>>()?;
-            Ok((ids, stale_count(db, req)?))
+            let rows = db.rows(
+                &format!(
+                    "{} SELECT r.id, COUNT(*) OVER () {FROM_MAYBE_USAGE} WHERE {} AND ({stale})
+                     ORDER BY r.start_ms DESC, r.id LIMIT {limit}",
+                    scoped.with, scoped.range
+                ),
+                &scoped.params,
+            )?;
+            let count = rows.first().map(|r| r.get::<i64>(1)).transpose()?.unwrap_or(0);
+            let ids = rows.iter().map(|r| r.get(0)).collect::<Result<Vec<String>>>()?;
+            Ok((ids, count))
         })
     }
 
@@ -440,27 +470,56 @@ impl MetaStore {
                  ON cr.run_id = r.id";
             let sums = sums_sql(&active);
             let mut scoped = Scoped::new(db, req)?;
-            let group = group_expression(&req.by, &mut scoped);
-            let grouped = db.rows(
-                &format!(
-                    "{} SELECT {group} AS g, {sums} {FROM_USAGE} {restores} WHERE {} GROUP BY 1 ORDER BY 1",
-                    scoped.with, scoped.range
-                ),
-                &scoped.params,
-            )?;
-            let scoped = Scoped::new(db, req)?;
-            let total_sums = db
-                .row(
+            let groups_sql: Vec<String> = req.by.iter().map(|b| group_expression(b, &mut scoped)).collect();
+            let positions: Vec<String> = (1..=groups_sql.len()).map(|i| i.to_string()).collect();
+            // PostgreSQL adds the groups and the total up in one pass (the total is the row
+            // GROUPING marks); SQLite, which has no grouping sets, in two statements.
+            let one_pass = !groups_sql.is_empty() && db.dialect() == Dialect::Postgres;
+            let mut grouped = if groups_sql.is_empty() {
+                Vec::new()
+            } else if one_pass {
+                let keys = groups_sql.join(", ");
+                db.rows(
+                    &format!(
+                        "{} SELECT {keys}, {sums}, GROUPING({keys}) {FROM_USAGE} {restores} WHERE {}
+                         GROUP BY GROUPING SETS (({keys}), ()) ORDER BY {}",
+                        scoped.with,
+                        scoped.range,
+                        positions.join(", ")
+                    ),
+                    &scoped.params,
+                )?
+            } else {
+                db.rows(
+                    &format!(
+                        "{} SELECT {}, {sums} {FROM_USAGE} {restores} WHERE {} GROUP BY {} ORDER BY {}",
+                        scoped.with,
+                        groups_sql.join(", "),
+                        scoped.range,
+                        positions.join(", "),
+                        positions.join(", ")
+                    ),
+                    &scoped.params,
+                )?
+            };
+            let grouping_column = req.by.len() + SUMS;
+            let total_row = if one_pass {
+                let at = grouped.iter().position(|r| r.get::<i64>(grouping_column).is_ok_and(|g| g != 0));
+                at.map(|i| grouped.remove(i))
+            } else {
+                let scoped = Scoped::new(db, req)?;
+                db.row(
                     &format!("{} SELECT {sums} {FROM_USAGE} {restores} WHERE {}", scoped.with, scoped.range),
                     &scoped.params,
                 )?
-                .map(|r| sums_from(&r, 0))
-                .transpose()?
-                .unwrap_or_default();
+            };
+            let first_sum = if one_pass { req.by.len() } else { 0 };
+            let total_sums = total_row.map(|r| sums_from(&r, first_sum)).transpose()?.unwrap_or_default();
             let since = req.since_ms.or(total_sums.first_start_ms).unwrap_or(req.now_ms);
             let until = req.until_ms.unwrap_or(req.now_ms).max(since);
             let total = ReportGroup {
                 group: String::new(),
+                keys: Vec::new(),
                 since_ms: since,
                 until_ms: until,
                 figures: figures(&total_sums, weeks(since, until)),
@@ -468,31 +527,39 @@ impl MetaStore {
             };
             let mut groups = Vec::with_capacity(grouped.len());
             for r in &grouped {
-                let sums = sums_from(r, 1)?;
-                let (label, from, to) = match req.by.period_ms() {
-                    Some(period) => {
-                        let day: i64 = r.get(0)?;
-                        let start = day * DAY_MS;
-                        (day_text(day), start.max(since), (start + period).min(until))
+                let sums = sums_from(r, req.by.len())?;
+                let (mut from, mut to) = (since, until);
+                let mut keys = Vec::with_capacity(req.by.len());
+                for (i, by) in req.by.iter().enumerate() {
+                    match by.period_ms() {
+                        Some(period) => {
+                            let day: i64 = r.get(i)?;
+                            let start = day * DAY_MS;
+                            (from, to) = (from.max(start), to.min(start + period));
+                            keys.push(day_text(day));
+                        }
+                        None => keys.push(r.get::<Option<String>>(i)?.unwrap_or_default()),
                     }
-                    None => (r.get::<Option<String>>(0)?.unwrap_or_default(), since, until),
-                };
+                }
                 let to = to.max(from);
                 groups.push(ReportGroup {
-                    group: label,
+                    group: keys.join(" / "),
+                    keys,
                     since_ms: from,
                     until_ms: to,
                     figures: figures(&sums, weeks(from, to)),
                     sums,
                 });
             }
-            let pending = stale_count(db, req)?;
+            if req.by.is_empty() && total.sums.runs > 0 {
+                groups.push(total.clone());
+            }
             Ok(Report {
                 since_ms: since,
                 until_ms: until,
                 total,
                 groups,
-                pending,
+                pending: 0,
                 most_expensive: top_runs(db, req, &active, "u.priced = 1", "u.cost_usd DESC")?,
                 idlest: top_runs(
                     db,
@@ -549,19 +616,6 @@ fn stale_condition(scoped: &mut Scoped, now_ms: i64) -> String {
     )
 }
 
-fn stale_count(db: &dyn Db, req: &ReportRequest) -> Result<i64> {
-    let mut scoped = Scoped::new(db, req)?;
-    let stale = stale_condition(&mut scoped, req.now_ms);
-    Ok(db
-        .row(
-            &format!("{} SELECT COUNT(*) {FROM_MAYBE_USAGE} WHERE {} AND ({stale})", scoped.with, scoped.range),
-            &scoped.params,
-        )?
-        .map(|r| r.get(0))
-        .transpose()?
-        .unwrap_or(0))
-}
-
 fn top_runs(db: &dyn Db, req: &ReportRequest, active: &str, condition: &str, order: &str) -> Result<Vec<RunBrief>> {
     let scoped = Scoped::new(db, req)?;
     let rows = db.rows(
@@ -610,11 +664,21 @@ mod tests {
 
     #[test]
     fn breakdowns_parse_and_name_themselves() {
-        for text in ["project", "user", "group", "tag:team", "gpu", "provider", "pricing", "week", "day", "all"] {
+        for text in ["project", "user", "group", "tag:team", "gpu", "provider", "pricing", "week", "day"] {
             assert_eq!(Breakdown::parse(text).unwrap().name(), text);
         }
-        assert!(Breakdown::parse("tag:").is_err());
-        assert!(Breakdown::parse("month").is_err());
+        for text in ["all", "project,week", "tag:team,day", "user"] {
+            assert_eq!(Breakdown::list_name(&Breakdown::parse_list(text).unwrap()), text);
+        }
+        assert_eq!(Breakdown::parse_list("").unwrap(), vec![]);
+        for text in ["tag:", "month", "week,week", "project,user,week", "all,week"] {
+            assert!(Breakdown::parse_list(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_sums_select_as_many_columns_as_they_read() {
+        assert_eq!(sums_sql("u.active_s_10").split(",\n").count(), SUMS);
     }
 
     #[test]

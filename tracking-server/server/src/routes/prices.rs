@@ -16,7 +16,8 @@ use utoipa::ToSchema;
 const MAX_ROWS: usize = 10_000;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/prices", web::get().to(list_prices)).route("/prices", web::post().to(add_prices));
+    cfg.route("/prices", web::get().to(list_prices));
+    cfg.route("/prices", web::post().to(add_prices));
 }
 
 /// This resource's operations in the API document.

@@ -37,8 +37,24 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 /// This resource's operations in the API document.
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(report, budgets::get_budget, budgets::put_budget))]
+#[openapi(paths(report, budgets::get_budget, budgets::put_budget), modifiers(&Definitions))]
 pub(super) struct Api;
+
+/// Writes each figure's definition (the one the answers carry) into the document's `GroupView`.
+struct Definitions;
+
+impl utoipa::Modify for Definitions {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{schema::Schema, RefOr};
+        let Some(components) = doc.components.as_mut() else { return };
+        let Some(RefOr::T(Schema::Object(group))) = components.schemas.get_mut("GroupView") else { return };
+        for (name, text) in trainlog_meta::report::definitions(DEFAULT_THRESHOLD) {
+            if let Some(RefOr::T(Schema::Object(property))) = group.properties.get_mut(name) {
+                property.description = Some(text);
+            }
+        }
+    }
+}
 
 /// A list parameter: every value of `name`, each split at commas, blanks dropped.
 fn list(pairs: &[(String, String)], name: &str) -> Vec<String> {
@@ -125,7 +141,7 @@ fn filter_of(pairs: &[(String, String)]) -> Result<String> {
         ("filter" = Option<String>, Query, description = "A run-search filter, as `POST /runs/search` takes."),
         ("since" = Option<String>, Query, description = "Runs that started at or after: ms since the epoch, a date (2026-10-01, UTC), an RFC 3339 time, or a span back from now (30d, 12h, 4w)."),
         ("until" = Option<String>, Query, description = "Runs that started before this instant (same forms); now by default."),
-        ("by" = Option<String>, Query, description = "Groups: project, user, group, tag:KEY, gpu, provider, pricing (spot or on_demand), week or day; one group of everything by default."),
+        ("by" = Option<String>, Query, description = "Groups: one or two of project, user, group, tag:KEY, gpu, provider, pricing (spot, on_demand or mixed), week, day, separated by a comma (project,week); one group of everything by default."),
         ("active_above" = Option<u32>, Query, description = "A GPU-second is active when its utilization sample is above this percent: a multiple of 5 from 0 to 95 (default 10)."),
     ),
     responses((status = 200, description = "The report: each group's figures, the total and the runs behind them.", body = ReportView)))]
@@ -154,7 +170,7 @@ pub(crate) async fn report(state: State, req: HttpRequest) -> Result<HttpRespons
             return Err(ApiError::invalid("until", "the period ends after it starts"));
         }
     }
-    let by = Breakdown::parse(one("by").unwrap_or(""))?;
+    let by = Breakdown::parse_list(one("by").unwrap_or(""))?;
     let threshold = query_int::<u32>(&pairs, "active_above")?.unwrap_or(DEFAULT_THRESHOLD);
     let request = ReportRequest {
         scope: scope.clone(),
@@ -165,10 +181,11 @@ pub(crate) async fn report(state: State, req: HttpRequest) -> Result<HttpRespons
         threshold,
         now_ms: now,
     };
-    refresh(&state, &request).await?;
-    let report = meta(&state, move |m| m.report(&request)).await?;
+    let pending = refresh(&state, &request).await?;
+    let mut report = meta(&state, move |m| m.report(&request)).await?;
+    report.pending = pending;
     let budgets = budgets::budgets(&state, scope, now).await?;
-    Ok(HttpResponse::Ok().json(ReportView::new(report, by.name(), threshold, budgets)))
+    Ok(HttpResponse::Ok().json(ReportView::new(report, Breakdown::list_name(&by), threshold, budgets)))
 }
 
 /// Every run of `scope` that started from `since_ms`, in one group.
@@ -178,7 +195,7 @@ fn month_request(scope: RunScope, since_ms: i64, now: i64) -> ReportRequest {
         filter: String::new(),
         since_ms: Some(since_ms),
         until_ms: None,
-        by: Breakdown::Whole,
+        by: Vec::new(),
         threshold: DEFAULT_THRESHOLD,
         now_ms: now,
     }
@@ -206,18 +223,21 @@ pub async fn keep_fresh(state: State) {
     }
 }
 
-/// Computes again the rows of the runs in the report's scope that are missing or out of date.
-async fn refresh(state: &State, request: &ReportRequest) -> Result<()> {
+/// Computes again the rows of the runs in the report's scope that are missing or out of date,
+/// up to [`REFRESH_LIMIT`]; answers how many are left out of date.
+async fn refresh(state: &State, request: &ReportRequest) -> Result<i64> {
     // A run's row is as new as its stored summaries: write this server's first.
     state.store.sync_summaries().await?;
     let scope = request.clone();
-    let (stale, _) = meta(state, move |m| m.report_stale(&scope, REFRESH_LIMIT)).await?;
+    let (stale, count) = meta(state, move |m| m.report_stale(&scope, REFRESH_LIMIT)).await?;
     let now = request.now_ms;
+    let refreshed = stale.len() as i64;
     futures::stream::iter(stale)
         .map(|id| refresh_run(state, id, now))
         .buffer_unordered(REFRESH_CONCURRENCY)
         .try_collect::<()>()
-        .await
+        .await?;
+    Ok((count - refreshed).max(0))
 }
 
 /// Computes one run's row of the report from its job, its sweep trial and its GPU series.

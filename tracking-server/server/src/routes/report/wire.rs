@@ -12,7 +12,8 @@ pub struct ReportView {
     /// The runs it covers started in [since, until), ms since the Unix epoch.
     pub since: i64,
     pub until: i64,
-    /// What the groups are: all, project, user, group, tag:KEY, gpu, provider, pricing, week or day.
+    /// What the groups are: all, or one or two (comma-separated) of project, user, group,
+    /// tag:KEY, gpu, provider, pricing, week, day.
     pub by: String,
     /// A GPU-second counts as active above this utilization, percent.
     pub active_above: u32,
@@ -35,8 +36,11 @@ pub struct ReportView {
 #[derive(Serialize, ToSchema)]
 pub struct GroupView {
     /// The project, user, group, tag value, GPU model, provider or pricing; for a week or a day,
-    /// its first date (YYYY-MM-DD, UTC); empty for the total.
+    /// its first date (YYYY-MM-DD, UTC); with two breakdowns both, joined by " / "; empty for
+    /// the total.
     pub group: String,
+    /// Each breakdown's value, in the order `by` names them.
+    pub keys: Vec<String>,
     pub runs: i64,
     /// Active GPU-hours / provisioned GPU-hours, 0 to 1.
     pub gpu_utilization_rate: Option<f64>,
@@ -138,6 +142,7 @@ impl From<ReportGroup> for GroupView {
         let (s, f) = (g.sums, g.figures);
         GroupView {
             group: g.group,
+            keys: g.keys,
             runs: s.runs,
             gpu_utilization_rate: f.gpu_utilization_rate,
             idle_gpu_hours: f.idle_gpu_hours,
