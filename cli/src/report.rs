@@ -3,22 +3,7 @@
 
 use clap::Args;
 use serde_json::{json, Value};
-
-/// The figures in the order the report lists them.
-const FIGURES: [&str; 12] = [
-    "gpu_utilization_rate",
-    "idle_gpu_hours",
-    "queue_wait_s",
-    "cost_usd",
-    "cost_per_gpu_hour_usd",
-    "cost_per_experiment_usd",
-    "spot_savings_rate",
-    "job_success_rate",
-    "infra_failures",
-    "code_failures",
-    "checkpoint_restore_rate",
-    "experiments_per_user_week",
-];
+use trainlog_meta::report::FIGURES;
 
 /// Exit code when spend passes `--fail-over`.
 pub const OVER_BUDGET: u8 = 3;

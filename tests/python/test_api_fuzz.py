@@ -117,6 +117,18 @@ checks.positive_data_acceptance.expected-statuses = {grammar}
 include-name = "POST /api/v1/sweeps"
 checks.positive_data_acceptance.expected-statuses = {grammar}
 
+# The report's filter follows the search grammar, and `by`, `since`, `until` and `active_above`
+# their own forms (README, "The training report").
+[[operations]]
+include-name = "GET /api/v1/report"
+checks.positive_data_acceptance.expected-statuses = {grammar}
+
+# A price row needs a price, an instance row its cloud and instance type, a rate its GPU model or
+# cluster (README, "Prices"); a restore that worked names no error.
+[[operations]]
+include-name = ["POST /api/v1/prices", "POST /api/v1/runs/{{id}}/checkpoints/{{name}}/restores"]
+checks.positive_data_acceptance.expected-statuses = {grammar}
+
 # keep_best needs `metric`, and the metric must be one the run logged.
 [[operations]]
 include-name = "POST /api/v1/runs/{{id}}/checkpoints"

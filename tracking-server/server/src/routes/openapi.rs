@@ -150,8 +150,8 @@ struct SharedErrors;
 
 /// Operations that answer 404 for a missing thing named in their body or query rather than
 /// their path.
-const NOT_FOUND_WITHOUT_PATH: [&str; 5] =
-    ["create_run", "search_runs", "get_metrics_many", "query_metrics", "create_sweep"];
+const NOT_FOUND_WITHOUT_PATH: [&str; 6] =
+    ["create_run", "search_runs", "get_metrics_many", "query_metrics", "create_sweep", "report"];
 
 /// Operations that answer 409 when the request conflicts with what is stored.
 const CONFLICTS: [&str; 12] = [

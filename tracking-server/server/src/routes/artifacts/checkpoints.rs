@@ -111,7 +111,7 @@ pub struct RestoreInput {
     #[schema(max_length = 1048576)]
     pub error: Option<String>,
     /// The run that restored it, when one did (a resumed or fine-tuning run).
-    #[schema(max_length = 64)]
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub restored_by: Option<String>,
 }
 

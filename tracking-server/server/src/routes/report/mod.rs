@@ -162,7 +162,9 @@ pub(crate) async fn report(state: State, req: HttpRequest) -> Result<HttpRespons
         }
         RunScope::Projects(ids)
     };
-    let one = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    // An empty value is no value, as for the list parameters.
+    let one =
+        |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.trim().is_empty());
     let since = one("since").map(|t| parse_instant("since", t, now)).transpose()?;
     let until = one("until").map(|t| parse_instant("until", t, now)).transpose()?;
     if let (Some(s), Some(u)) = (since, until) {
