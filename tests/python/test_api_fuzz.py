@@ -147,6 +147,15 @@ def test_the_api_matches_its_openapi_document(tmp_path: Path) -> None:
         stop_trainlog(trainlog_server)
 
 
+def no_nul_on_postgres() -> list[str]:
+    """PostgreSQL's text cannot hold the NUL character: on it the server refuses such a text with
+    400 (field "text"), which a schema shared by both databases cannot say. SQLite keeps it, so
+    the run on SQLite still sends NULs everywhere."""
+    if os.environ.get("TRAINLOG_TEST_META") == "postgres":
+        return ["--generation-allow-x00", "false"]
+    return []
+
+
 # The fixtures' ids are fixed, so one stateful step may delete what a later one reads (a member,
 # a saved view): that 404 is right, so the check for created resources that vanish is left out.
 def run_schemathesis(trainlog_server: TrainlogServer, tmp_path: Path) -> None:
@@ -157,7 +166,7 @@ def run_schemathesis(trainlog_server: TrainlogServer, tmp_path: Path) -> None:
         [str(st), "--config-file", str(tmp_path / "schemathesis.toml"), "run", f"{trainlog_server.url}/api/v1/openapi.json",
          "--url", trainlog_server.url, "--header", f"Authorization: Bearer {admin_key(trainlog_server)}", "--checks", "all", "--exclude-checks", "ensure_resource_availability", "--max-examples", str(EXAMPLES_PER_OPERATION),
          "--seed", str(SEED), "--no-color",
-         "--request-timeout", "30", "--suppress-health-check", "all"],
+         "--request-timeout", "30", "--suppress-health-check", "all", *no_nul_on_postgres()],
         cwd=tmp_path, capture_output=True, text=True, timeout=900,
     )
     out = result.stdout + result.stderr

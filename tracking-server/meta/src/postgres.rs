@@ -204,12 +204,25 @@ fn params(values: &[Value]) -> Vec<&(dyn ToSql + Sync)> {
     values.iter().map(|v| v as &(dyn ToSql + Sync)).collect()
 }
 
+/// PostgreSQL's text cannot hold the NUL character (SQLite's can): a value with one is refused
+/// as invalid, never sent to fail there as an internal error.
+fn refuse_nul(values: &[Value]) -> Result<()> {
+    if values.iter().any(|v| matches!(v, Value::Text(s) if s.contains('\0'))) {
+        return Err(Error::Invalid {
+            field: "text".into(),
+            reason: "a text holds the NUL character (\\u0000), which the PostgreSQL metadata store cannot keep".into(),
+        });
+    }
+    Ok(())
+}
+
 impl<C: DerefMut<Target: GenericClient>> Db for PgDb<'_, C> {
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
     }
 
     fn exec(&self, sql: &str, values: &[Value]) -> Result<usize> {
+        refuse_nul(values)?;
         let statement = self.statement(sql)?;
         Ok(self.client.borrow_mut().execute(&statement, &params(values))? as usize)
     }
@@ -220,6 +233,7 @@ impl<C: DerefMut<Target: GenericClient>> Db for PgDb<'_, C> {
     }
 
     fn rows(&self, sql: &str, values: &[Value]) -> Result<Vec<Row>> {
+        refuse_nul(values)?;
         let statement = self.statement(sql)?;
         let rows = self.client.borrow_mut().query(&statement, &params(values))?;
         rows.iter()
