@@ -72,6 +72,11 @@ pub(crate) fn build_search_in(
     Ok(sql::write_search(dialect, &plan))
 }
 
+/// What a filter with no order selects in `scope`: the plan the count and the ids are written from.
+fn filter_plan(scope: RunScope, lifecycle: Lifecycle, filter: &str) -> Result<plan::SearchPlan, SearchError> {
+    plan::plan_search(scope, lifecycle, &grammar::parse_search(filter, &[])?)
+}
+
 /// A query answering how many runs `build_search_in` matches over every page (no order, no page).
 pub(crate) fn build_count_in(
     dialect: Dialect,
@@ -79,9 +84,7 @@ pub(crate) fn build_count_in(
     lifecycle: Lifecycle,
     filter: &str,
 ) -> Result<SearchQuery, SearchError> {
-    let request = grammar::parse_search(filter, &[])?;
-    let plan = plan::plan_search(scope.into(), lifecycle, &request)?;
-    Ok(sql::write_count(dialect, &plan))
+    Ok(sql::write_count(dialect, &filter_plan(scope.into(), lifecycle, filter)?))
 }
 
 /// A query selecting the ids of the runs `filter` matches in `scope`, for other queries to join.
@@ -91,9 +94,7 @@ pub(crate) fn build_ids_in(
     lifecycle: Lifecycle,
     filter: &str,
 ) -> Result<SearchQuery, SearchError> {
-    let request = grammar::parse_search(filter, &[])?;
-    let plan = plan::plan_search(scope.into(), lifecycle, &request)?;
-    Ok(sql::write_ids(dialect, &plan))
+    Ok(sql::write_ids(dialect, &filter_plan(scope.into(), lifecycle, filter)?))
 }
 
 #[cfg(test)]
