@@ -121,16 +121,16 @@ pub(crate) fn price_node(
     gpu_names: &[String],
     at_ms: i64,
 ) -> Result<Option<(f64, String)>> {
-    let valid = |kind: PriceKind| -> Result<Vec<PriceRow>> {
-        // The newest row of each key valid at `at_ms`.
+    // The newest row of each key valid at `at_ms`, of one instance type (a rate has none).
+    let valid = |kind: PriceKind, instance: &str| -> Result<Vec<PriceRow>> {
         db.rows(
             &format!(
-                "SELECT {COLUMNS} FROM prices p WHERE kind = ?1 AND valid_from_ms <= ?2 AND valid_from_ms = (
+                "SELECT {COLUMNS} FROM prices p WHERE kind = ?1 AND instance_type = ?3 AND valid_from_ms <= ?2 AND valid_from_ms = (
                     SELECT MAX(q.valid_from_ms) FROM prices q WHERE q.kind = p.kind AND q.cloud = p.cloud
                       AND q.instance_type = p.instance_type AND q.accelerator = p.accelerator AND q.region = p.region
                       AND q.zone = p.zone AND q.cluster = p.cluster AND q.valid_from_ms <= ?2)"
             ),
-            vals![kind.as_str(), at_ms],
+            vals![kind.as_str(), at_ms, instance],
         )?
         .iter()
         .map(row_of)
@@ -140,7 +140,7 @@ pub(crate) fn price_node(
     let cloud = p.cloud.clone().unwrap_or_default().to_ascii_lowercase();
     if gpus > 0 {
         let gpu = gpu_names.first().cloned().unwrap_or_default();
-        let rates = valid(PriceKind::Rate)?;
+        let rates = valid(PriceKind::Rate, "")?;
         let fits = |r: &&PriceRow| {
             (r.cluster.is_empty() || r.cluster == cluster)
                 && (r.cloud.is_empty() || r.cloud == cloud)
@@ -173,7 +173,7 @@ pub(crate) fn price_node(
     let region = p.region.clone().unwrap_or_default();
     let zone = p.zone.clone().unwrap_or_default();
     let spot = p.spot == Some(true);
-    let instances = valid(PriceKind::Instance)?;
+    let instances = valid(PriceKind::Instance, instance)?;
     let candidates = instances.iter().filter(|r| {
         r.instance_type == instance
             && (cloud.is_empty() || r.cloud == cloud)

@@ -170,10 +170,6 @@ pub struct Report {
     pub until_ms: i64,
     pub total: ReportGroup,
     pub groups: Vec<ReportGroup>,
-    /// Runs in scope whose contribution could not be brought up to date for this answer (they
-    /// count with their last computed one, or not at all when they have none): the caller's to
-    /// say, from what `report_stale` found and it computed.
-    pub pending: i64,
     pub most_expensive: Vec<RunBrief>,
     pub idlest: Vec<RunBrief>,
     pub infra_failures: Vec<RunBrief>,
@@ -379,10 +375,8 @@ impl MetaStore {
     /// What run `run`'s row of the report is computed from; None when the run does not exist.
     pub fn usage_inputs(&self, run: &str, now_ms: i64) -> Result<Option<UsageInputs>> {
         self.snapshot(|db| {
-            let Some(head) = db.row(
-                "SELECT status, start_ms, end_ms, revision, summaries_revision FROM runs WHERE id = ?1",
-                vals![run],
-            )?
+            let Some(head) =
+                db.row("SELECT status, start_ms, revision, summaries_revision FROM runs WHERE id = ?1", vals![run])?
             else {
                 return Ok(None);
             };
@@ -404,15 +398,14 @@ impl MetaStore {
                 basics: RunBasics {
                     status: head.get(0)?,
                     start_ms: head.get(1)?,
-                    end_ms: head.get(2)?,
                     cost_series_usd,
                     trial_created_ms: trial.as_ref().map(|t| t.get(0)).transpose()?,
                     trial_started_ms: trial.as_ref().map(|t| t.get(1)).transpose()?,
                 },
                 job,
                 gpu_keys,
-                revision: head.get(3)?,
-                summaries_revision: head.get(4)?,
+                revision: head.get(2)?,
+                summaries_revision: head.get(3)?,
             }))
         })
     }
@@ -559,7 +552,6 @@ impl MetaStore {
                 until_ms: until,
                 total,
                 groups,
-                pending: 0,
                 most_expensive: top_runs(db, req, &active, "u.priced = 1", "u.cost_usd DESC")?,
                 idlest: top_runs(
                     db,

@@ -53,7 +53,6 @@ pub fn activity(series: &[Samples]) -> Activity {
 pub struct RunBasics {
     pub status: String,
     pub start_ms: i64,
-    pub end_ms: Option<i64>,
     /// The last value of its `cost/usd` series, for a run with no job record.
     pub cost_series_usd: Option<f64>,
     /// When its sweep trial was created, for a run that is one.
@@ -270,7 +269,6 @@ mod tests {
         let run = RunBasics {
             status: "finished".into(),
             start_ms: 1_000,
-            end_ms: Some(100_000),
             cost_series_usd: Some(2.5),
             trial_created_ms: Some(400),
             trial_started_ms: Some(1_000),

@@ -184,10 +184,9 @@ pub(crate) async fn report(state: State, req: HttpRequest) -> Result<HttpRespons
         now_ms: now,
     };
     let pending = refresh(&state, &request).await?;
-    let mut report = meta(&state, move |m| m.report(&request)).await?;
-    report.pending = pending;
+    let report = meta(&state, move |m| m.report(&request)).await?;
     let budgets = budgets::budgets(&state, scope, now).await?;
-    Ok(HttpResponse::Ok().json(ReportView::new(report, Breakdown::list_name(&by), threshold, budgets)))
+    Ok(HttpResponse::Ok().json(ReportView::new(report, pending, Breakdown::list_name(&by), threshold, budgets)))
 }
 
 /// Every run of `scope` that started from `since_ms`, in one group.
@@ -214,7 +213,9 @@ pub fn refresh_failures() -> u64 {
 /// Brings the report's rows up to date every 30 seconds, up to [`REFRESH_LIMIT`] runs a round,
 /// so reports and the budget gauges of `/metrics` find them fresh.
 pub async fn keep_fresh(state: State) {
-    let mut every = tokio::time::interval(std::time::Duration::from_secs(30));
+    // The first round an interval after start-up, not during it; reports refresh their own scope.
+    let period = std::time::Duration::from_secs(30);
+    let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     loop {
         every.tick().await;
         let now = trainlog_meta::now_ms();

@@ -184,7 +184,13 @@ impl From<ReportGroup> for GroupView {
 }
 
 impl ReportView {
-    pub fn new(report: Report, by: String, active_above: u32, budgets: Vec<super::budgets::BudgetView>) -> Self {
+    pub fn new(
+        report: Report,
+        pending_runs: i64,
+        by: String,
+        active_above: u32,
+        budgets: Vec<super::budgets::BudgetView>,
+    ) -> Self {
         ReportView {
             since: report.since_ms,
             until: report.until_ms,
@@ -196,7 +202,7 @@ impl ReportView {
                 .collect(),
             total: report.total.into(),
             groups: report.groups.into_iter().map(Into::into).collect(),
-            pending_runs: report.pending,
+            pending_runs,
             runs: RunLists {
                 most_expensive: report.most_expensive.into_iter().map(Into::into).collect(),
                 idlest: report.idlest.into_iter().map(Into::into).collect(),
