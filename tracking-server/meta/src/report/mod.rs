@@ -8,6 +8,7 @@
 
 mod budgets;
 mod figures;
+mod sums;
 mod usage;
 
 pub use budgets::{month_of, BudgetSpend};
@@ -18,8 +19,8 @@ use crate::db::{vals, Db, Dialect, Row, Value};
 use crate::jobs::{AttemptFigures, JobFigures};
 use crate::search::{self, Lifecycle, RunScope};
 use crate::{not_found, Error, MetaStore, Result};
+use sums::{in_scope, DAY_MS, SUMS};
 
-const DAY_MS: i64 = 86_400_000;
 const WEEK_MS: i64 = 7 * DAY_MS;
 
 /// What the report's groups are.
@@ -129,6 +130,9 @@ pub struct ReportRequest {
     /// A GPU-second is active above this utilization, percent: one of [`THRESHOLDS`].
     pub threshold: u32,
     pub now_ms: i64,
+    /// Whether the sums may be read from the days added up in advance: the caller brought the
+    /// scope's days up to date (`refresh_rollup`). A filter or a tag breakdown reads the runs.
+    pub rollup: bool,
 }
 
 /// One group of the report.
@@ -214,23 +218,39 @@ fn threshold_column(threshold: u32) -> Result<String> {
     }
 }
 
-/// The scope as a `WITH` clause, its parameters, and the range condition on `r.start_ms`.
+/// Which runs a report reads, as SQL: a `WITH` clause of the runs a search filter selects, when
+/// there is one, and the parameters of everything written so far (each condition binds its
+/// values when it is written, so a statement binds only what it uses).
 struct Scoped {
     with: String,
     params: Vec<Value>,
-    range: String,
+    filtered: bool,
 }
 
 impl Scoped {
     fn new(db: &dyn Db, req: &ReportRequest) -> Result<Scoped> {
+        if req.filter.trim().is_empty() {
+            return Ok(Scoped { with: String::new(), params: Vec::new(), filtered: false });
+        }
         let query = search::build_ids_in(db.dialect(), req.scope.clone(), Lifecycle::Active, &req.filter)
             .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
-        let mut scoped =
-            Scoped { with: format!("WITH scope AS ({})", query.sql), params: query.params, range: String::new() };
-        let since = scoped.bind(req.since_ms.unwrap_or(i64::MIN));
-        let until = scoped.bind(req.until_ms.unwrap_or(i64::MAX));
-        scoped.range = format!("r.start_ms >= {since} AND r.start_ms < {until}");
-        Ok(scoped)
+        Ok(Scoped { with: format!("WITH scope AS ({})", query.sql), params: query.params, filtered: true })
+    }
+
+    /// The run `r` is in the scope (not deleted, in one of its projects, past its filter).
+    fn runs(&mut self, req: &ReportRequest) -> String {
+        if self.filtered {
+            "r.id IN (SELECT id FROM scope)".into()
+        } else {
+            format!("r.deleted = 0 AND {}", self.in_scope(&req.scope, "r.project_id"))
+        }
+    }
+
+    /// `{column}` is in the report's period.
+    fn range(&mut self, req: &ReportRequest, column: &str) -> String {
+        let since = self.bind(req.since_ms.unwrap_or(i64::MIN));
+        let until = self.bind(req.until_ms.unwrap_or(i64::MAX));
+        format!("{column} >= {since} AND {column} < {until}")
     }
 
     /// Adds a parameter; answers its placeholder.
@@ -238,69 +258,68 @@ impl Scoped {
         self.params.push(value.into());
         format!("?{}", self.params.len())
     }
-}
 
-const FROM_USAGE: &str = "FROM scope s JOIN runs r ON r.id = s.id JOIN run_usage u ON u.run_id = r.id
-     JOIN projects p ON p.id = r.project_id";
+    /// `column` is one of the scope's projects.
+    fn in_scope(&mut self, scope: &RunScope, column: &str) -> String {
+        in_scope(scope, column, &mut |v| self.bind(v))
+    }
 
-fn group_expression(by: &Breakdown, scoped: &mut Scoped) -> String {
-    let day = format!("(r.start_ms / {DAY_MS})");
-    match by {
-        Breakdown::Project => "p.name".into(),
-        Breakdown::User => "r.\"user\"".into(),
-        Breakdown::Group => "r.group_name".into(),
-        Breakdown::Tag(key) => {
-            let key = scoped.bind(key.as_str());
-            format!("COALESCE((SELECT t.value FROM tags t WHERE t.run_id = r.id AND t.key = {key}), '')")
+    /// The rows of sums the report groups (as `x`): each run's, or, when the request allows it,
+    /// the whole days' added up in advance and the runs of the period's partial first and last day.
+    fn source(&mut self, req: &ReportRequest) -> String {
+        let t = req.threshold;
+        let by_tag = req.by.iter().any(|b| matches!(b, Breakdown::Tag(_)));
+        let first_day = req.since_ms.map(|s| s.div_euclid(DAY_MS) + i64::from(s.rem_euclid(DAY_MS) != 0));
+        let end_day = req.until_ms.map(|u| u.div_euclid(DAY_MS));
+        let whole_days = first_day.zip(end_day).is_none_or(|(first, end)| first < end);
+        if !req.rollup || self.filtered || by_tag || !whole_days {
+            let condition = format!("{} AND {}", self.runs(req), self.range(req, "r.start_ms"));
+            return sums::runs_source(&condition, t);
         }
-        Breakdown::Gpu => "u.gpu_model".into(),
-        Breakdown::Provider => "u.provider".into(),
-        Breakdown::Pricing => "u.pricing".into(),
-        // 1970-01-01 was a Thursday: a week starts on the Monday 3 days before day 0's weekday.
-        Breakdown::Week => format!("({day} - (({day} + 3) % 7))"),
-        Breakdown::Day => day,
+        let mut days = vec![self.in_scope(&req.scope, "x.project_id")];
+        let mut edges = Vec::new();
+        if let (Some(since), Some(first)) = (req.since_ms, first_day) {
+            days.push(format!("x.day >= {}", self.bind(first)));
+            let first_ms = first.saturating_mul(DAY_MS);
+            if since < first_ms {
+                edges.push(format!("(r.start_ms >= {} AND r.start_ms < {})", self.bind(since), self.bind(first_ms)));
+            }
+        }
+        if let (Some(until), Some(end)) = (req.until_ms, end_day) {
+            days.push(format!("x.day < {}", self.bind(end)));
+            let end_ms = end.saturating_mul(DAY_MS);
+            if end_ms < until {
+                edges.push(format!("(r.start_ms >= {} AND r.start_ms < {})", self.bind(end_ms), self.bind(until)));
+            }
+        }
+        let mut source = sums::days_source(&days.join(" AND "), t);
+        if !edges.is_empty() {
+            let runs = sums::runs_source(&format!("{} AND ({})", self.runs(req), edges.join(" OR ")), t);
+            source = format!("{source} UNION ALL {runs}");
+        }
+        source
     }
 }
 
-/// Columns `sums_sql` selects.
-const SUMS: usize = 26;
+/// The rows of sums joined with their project.
+const FROM_SOURCE: &str = "x JOIN projects p ON p.id = x.project_id";
 
-fn sums_sql(active: &str) -> String {
-    let int = |e: &str| format!("CAST(SUM({e}) AS BIGINT)");
-    let real = |e: &str| format!("CAST(SUM({e}) AS DOUBLE PRECISION)");
-    let sampled = "u.gpu_series > 0 AND u.gpu_hours > 0";
-    let priced_sampled = format!("u.priced = 1 AND {sampled}");
-    [
-        "COUNT(*)".to_owned(),
-        "COUNT(DISTINCT r.\"user\")".to_owned(),
-        "MIN(r.start_ms)".to_owned(),
-        "MAX(r.start_ms)".to_owned(),
-        int("CASE WHEN u.outcome = 'finished' THEN 1 ELSE 0 END"),
-        int("CASE WHEN u.outcome = 'code' THEN 1 ELSE 0 END"),
-        int("CASE WHEN u.outcome = 'infra' THEN 1 ELSE 0 END"),
-        int("CASE WHEN u.outcome = 'killed' THEN 1 ELSE 0 END"),
-        int("CASE WHEN u.outcome = 'running' THEN 1 ELSE 0 END"),
-        real("u.gpu_hours"),
-        real("u.spot_gpu_hours"),
-        int("CASE WHEN u.gpu_hours > 0 THEN 1 ELSE 0 END"),
-        int(&format!("CASE WHEN {sampled} THEN 1 ELSE 0 END")),
-        real(&format!("CASE WHEN {sampled} THEN u.gpu_hours ELSE 0 END")),
-        real(&format!("CASE WHEN {sampled} THEN {active} / 3600.0 ELSE 0 END")),
-        int("u.priced"),
-        real("CASE WHEN u.priced = 1 THEN u.cost_usd ELSE 0 END"),
-        int(&format!("CASE WHEN {priced_sampled} THEN 1 ELSE 0 END")),
-        real(&format!("CASE WHEN {priced_sampled} THEN u.cost_usd ELSE 0 END")),
-        real(&format!("CASE WHEN {priced_sampled} THEN {active} / 3600.0 ELSE 0 END")),
-        real(&format!(
-            "CASE WHEN {priced_sampled} THEN u.cost_usd * (1 - {active} / (u.gpu_hours * 3600.0)) ELSE 0 END"
-        )),
-        int("CASE WHEN u.queue_wait_ms IS NULL THEN 0 ELSE 1 END"),
-        int("COALESCE(u.queue_wait_ms, 0)"),
-        "MAX(u.queue_wait_ms)".to_owned(),
-        int("COALESCE(cr.n, 0)"),
-        int("COALESCE(cr.ok, 0)"),
-    ]
-    .join(",\n        ")
+fn group_expression(by: &Breakdown, scoped: &mut Scoped) -> String {
+    match by {
+        Breakdown::Project => "p.name".into(),
+        Breakdown::User => "x.\"user\"".into(),
+        Breakdown::Group => "x.group_name".into(),
+        Breakdown::Tag(key) => {
+            let key = scoped.bind(key.as_str());
+            format!("COALESCE((SELECT t.value FROM tags t WHERE t.run_id = x.run_id AND t.key = {key}), '')")
+        }
+        Breakdown::Gpu => "x.gpu_model".into(),
+        Breakdown::Provider => "x.provider".into(),
+        Breakdown::Pricing => "x.pricing".into(),
+        // 1970-01-01 was a Thursday: a week starts on the Monday 3 days before day 0's weekday.
+        Breakdown::Week => "(x.day - ((x.day + 3) % 7))".into(),
+        Breakdown::Day => "x.day".into(),
+    }
 }
 
 /// Reads the sums from columns `first..`.
@@ -357,12 +376,14 @@ impl MetaStore {
         self.read(|db| {
             let mut scoped = Scoped::new(db, req)?;
             let stale = stale_condition(&mut scoped, req.now_ms);
+            let (runs, range) = (scoped.runs(req), scoped.range(req, "r.start_ms"));
             let limit = scoped.bind(limit);
             let rows = db.rows(
                 &format!(
-                    "{} SELECT r.id, COUNT(*) OVER () {FROM_MAYBE_USAGE} WHERE {} AND ({stale})
+                    "{} SELECT r.id, COUNT(*) OVER () FROM runs r LEFT JOIN run_usage u ON u.run_id = r.id
+                     WHERE r.usage_stale AND ({stale}) AND {runs} AND {range}
                      ORDER BY r.start_ms DESC, r.id LIMIT {limit}",
-                    scoped.with, scoped.range
+                    scoped.with
                 ),
                 &scoped.params,
             )?;
@@ -418,10 +439,12 @@ impl MetaStore {
         let sql = format!(
             "INSERT INTO run_usage (run_id, revision, summaries_revision, computed_ms, outcome, failure, gpus, gpu_model,
                 provider, pricing, gpu_hours, spot_gpu_hours, priced, cost_usd, gpu_series, queue_wait_ms, queue_source,
-                {})
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, {})",
+                {}, project_id, start_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, {}, ?{}, ?{})",
             active.join(", "),
-            slots.join(", ")
+            slots.join(", "),
+            18 + active.len(),
+            19 + active.len()
         );
         let mut params: Vec<Value> = vals![
             inputs.run.as_str(),
@@ -445,11 +468,18 @@ impl MetaStore {
         .to_vec();
         params.extend(u.active_s.iter().map(|s| Value::Real(*s)));
         self.write(|tx| {
-            if !tx.exists("SELECT 1 FROM runs WHERE id = ?1", vals![inputs.run.as_str()])? {
+            let run = inputs.run.as_str();
+            let Some(head) = tx.row("SELECT project_id, start_ms FROM runs WHERE id = ?1", vals![run])? else {
                 return Ok(());
-            }
-            tx.exec("DELETE FROM run_usage WHERE run_id = ?1", vals![inputs.run.as_str()])?;
+            };
+            let mut params = params.clone();
+            params.extend([head.get::<i64>(0)?.into(), head.get::<i64>(1)?.into()]);
+            tx.exec("DELETE FROM run_usage WHERE run_id = ?1", vals![run])?;
             tx.exec(&sql, &params)?;
+            tx.exec(
+                "UPDATE runs SET usage_revision = ?2, usage_summaries_revision = ?3 WHERE id = ?1",
+                vals![run, inputs.revision, inputs.summaries_revision],
+            )?;
             Ok(())
         })
     }
@@ -458,11 +488,9 @@ impl MetaStore {
     pub fn report(&self, req: &ReportRequest) -> Result<Report> {
         let active = threshold_column(req.threshold)?;
         self.snapshot(|db| {
-            let restores =
-                "LEFT JOIN (SELECT run_id, COUNT(*) AS n, SUM(ok) AS ok FROM checkpoint_restores GROUP BY run_id) cr
-                 ON cr.run_id = r.id";
-            let sums = sums_sql(&active);
+            let sums = sums::sums_sql();
             let mut scoped = Scoped::new(db, req)?;
+            let source = scoped.source(req);
             let groups_sql: Vec<String> = req.by.iter().map(|b| group_expression(b, &mut scoped)).collect();
             let positions: Vec<String> = (1..=groups_sql.len()).map(|i| i.to_string()).collect();
             // PostgreSQL adds the groups and the total up in one pass (the total is the row
@@ -474,10 +502,9 @@ impl MetaStore {
                 let keys = groups_sql.join(", ");
                 db.rows(
                     &format!(
-                        "{} SELECT {keys}, {sums}, GROUPING({keys}) {FROM_USAGE} {restores} WHERE {}
+                        "{} SELECT {keys}, {sums}, GROUPING({keys}) FROM ({source}) {FROM_SOURCE}
                          GROUP BY GROUPING SETS (({keys}), ()) ORDER BY {}",
                         scoped.with,
-                        scoped.range,
                         positions.join(", ")
                     ),
                     &scoped.params,
@@ -485,10 +512,9 @@ impl MetaStore {
             } else {
                 db.rows(
                     &format!(
-                        "{} SELECT {}, {sums} {FROM_USAGE} {restores} WHERE {} GROUP BY {} ORDER BY {}",
+                        "{} SELECT {}, {sums} FROM ({source}) {FROM_SOURCE} GROUP BY {} ORDER BY {}",
                         scoped.with,
                         groups_sql.join(", "),
-                        scoped.range,
                         positions.join(", "),
                         positions.join(", ")
                     ),
@@ -500,11 +526,9 @@ impl MetaStore {
                 let at = grouped.iter().position(|r| r.get::<i64>(grouping_column).is_ok_and(|g| g != 0));
                 at.map(|i| grouped.remove(i))
             } else {
-                let scoped = Scoped::new(db, req)?;
-                db.row(
-                    &format!("{} SELECT {sums} {FROM_USAGE} {restores} WHERE {}", scoped.with, scoped.range),
-                    &scoped.params,
-                )?
+                let mut scoped = Scoped::new(db, req)?;
+                let source = scoped.source(req);
+                db.row(&format!("{} SELECT {sums} FROM ({source}) {FROM_SOURCE}", scoped.with), &scoped.params)?
             };
             let first_sum = if one_pass { req.by.len() } else { 0 };
             let total_sums = total_row.map(|r| sums_from(&r, first_sum)).transpose()?.unwrap_or_default();
@@ -560,7 +584,7 @@ impl MetaStore {
                     "u.gpu_series > 0 AND u.gpu_hours > 0",
                     &format!("(u.gpu_hours - {active} / 3600.0) DESC"),
                 )?,
-                infra_failures: top_runs(db, req, &active, "u.outcome = 'infra'", "r.start_ms DESC")?,
+                infra_failures: top_runs(db, req, &active, "u.outcome = 'infra'", "u.start_ms DESC")?,
             })
         })
     }
@@ -597,25 +621,32 @@ impl MetaStore {
     }
 }
 
-const FROM_MAYBE_USAGE: &str = "FROM scope s JOIN runs r ON r.id = s.id LEFT JOIN run_usage u ON u.run_id = r.id";
-
-/// A run's row is stale when missing, older than the run, or a running run's older than a minute.
+/// A run's row is stale when missing, older than the run, or a running run's older than a minute
+/// (`runs.usage_stale`, which an index keeps, holds for every such run and every running run).
 fn stale_condition(scoped: &mut Scoped, now_ms: i64) -> String {
     let fresh_before = scoped.bind(now_ms - 60_000);
     format!(
-        "u.run_id IS NULL OR u.revision <> r.revision OR u.summaries_revision <> r.summaries_revision
+        "r.usage_revision IS NULL OR r.usage_revision <> r.revision
+         OR r.usage_summaries_revision <> r.summaries_revision OR u.run_id IS NULL
          OR (r.status = 'running' AND u.computed_ms < {fresh_before})"
     )
 }
 
+/// The first ten runs of the scope whose row meets `condition`, in `order` (an order an index of
+/// `run_usage` keeps, read through the project and start the row copies from its run).
 fn top_runs(db: &dyn Db, req: &ReportRequest, active: &str, condition: &str, order: &str) -> Result<Vec<RunBrief>> {
-    let scoped = Scoped::new(db, req)?;
+    let mut scoped = Scoped::new(db, req)?;
+    let projects = scoped.in_scope(&req.scope, "u.project_id");
+    let copied_range = scoped.range(req, "u.start_ms");
+    let (runs, range) = (scoped.runs(req), scoped.range(req, "r.start_ms"));
     let rows = db.rows(
         &format!(
             "{} SELECT r.id, r.name, p.name, r.\"user\", u.outcome, r.start_ms, u.priced, u.cost_usd, u.gpu_hours,
                 u.gpu_series, {active}, u.failure
-             {FROM_USAGE} WHERE {} AND {condition} ORDER BY {order}, r.id LIMIT 10",
-            scoped.with, scoped.range
+             FROM run_usage u JOIN runs r ON r.id = u.run_id JOIN projects p ON p.id = r.project_id
+             WHERE {condition} AND {projects} AND {copied_range} AND {runs} AND {range}
+             ORDER BY {order}, u.run_id LIMIT 10",
+            scoped.with
         ),
         &scoped.params,
     )?;
@@ -670,7 +701,7 @@ mod tests {
 
     #[test]
     fn the_sums_select_as_many_columns_as_they_read() {
-        assert_eq!(sums_sql("u.active_s_10").split(",\n").count(), SUMS);
+        assert_eq!(sums::sums_sql().split(",\n").count(), SUMS);
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //!
 //! Before answering, the runs whose row of the report is missing or older than the run are
 //! computed again here (their GPU utilization series come from the metrics store), up to
-//! [`REFRESH_LIMIT`]; the rest are counted in `pending_runs`.
+//! [`REFRESH_LIMIT`]; the rest are counted in `pending_runs`. Then the scope's days whose sums
+//! are out of date are added up again, up to [`DAYS_LIMIT`]; while any is left, the answer adds
+//! up the runs themselves.
 
 mod budgets;
 mod wire;
@@ -25,6 +27,10 @@ pub use wire::ReportView;
 
 /// Runs computed again for one answer, at most.
 pub const REFRESH_LIMIT: i64 = 5_000;
+
+/// Days added up again for one answer, at most (and per background round, [`DAYS_PER_ROUND`]).
+pub const DAYS_LIMIT: i64 = 2_000;
+const DAYS_PER_ROUND: i64 = 100_000;
 
 /// Runs computed at once.
 const REFRESH_CONCURRENCY: usize = 8;
@@ -182,8 +188,12 @@ pub(crate) async fn report(state: State, req: HttpRequest) -> Result<HttpRespons
         by: by.clone(),
         threshold,
         now_ms: now,
+        rollup: false,
     };
     let pending = refresh(&state, &request).await?;
+    let days_scope = scope.clone();
+    let days_left = meta(&state, move |m| m.refresh_rollup(&days_scope, DAYS_LIMIT)).await?;
+    let request = ReportRequest { rollup: days_left == 0, ..request };
     let report = meta(&state, move |m| m.report(&request)).await?;
     let budgets = budgets::budgets(&state, scope, now).await?;
     Ok(HttpResponse::Ok().json(ReportView::new(report, pending, Breakdown::list_name(&by), threshold, budgets)))
@@ -199,6 +209,7 @@ fn month_request(scope: RunScope, since_ms: i64, now: i64) -> ReportRequest {
         by: Vec::new(),
         threshold: DEFAULT_THRESHOLD,
         now_ms: now,
+        rollup: false,
     }
 }
 
@@ -211,7 +222,8 @@ pub fn refresh_failures() -> u64 {
 }
 
 /// Brings the report's rows up to date every 30 seconds, up to [`REFRESH_LIMIT`] runs a round,
-/// so reports and the budget gauges of `/metrics` find them fresh.
+/// and adds up again the days they changed, so reports and the budget gauges of `/metrics` find
+/// them fresh.
 pub async fn keep_fresh(state: State) {
     // The first round an interval after start-up, not during it; reports refresh their own scope.
     let period = std::time::Duration::from_secs(30);
@@ -219,7 +231,11 @@ pub async fn keep_fresh(state: State) {
     loop {
         every.tick().await;
         let now = trainlog_meta::now_ms();
-        if let Err(e) = refresh(&state, &month_request(RunScope::All, i64::MIN, now)).await {
+        let round = async {
+            refresh(&state, &month_request(RunScope::All, i64::MIN, now)).await?;
+            meta(&state, |m| m.refresh_rollup(&RunScope::All, DAYS_PER_ROUND)).await
+        };
+        if let Err(e) = round.await {
             REFRESH_FAILURES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::warn!("bringing the report's rows up to date failed (tried again in 30 s): {e}");
         }

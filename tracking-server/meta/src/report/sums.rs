@@ -1,0 +1,303 @@
+//! Where the report's sums come from: each run's row of `run_usage` as a row of sums (the runs
+//! themselves), or each project's days added up in advance (`usage_rollup`), which a day marked
+//! in `usage_rollup_dirty` is added up into again. Both give rows of the same columns, so one
+//! statement groups either, or both at once (whole days from the days, the edges of a period
+//! from the runs).
+
+use super::THRESHOLDS;
+use crate::db::{vals, Db, Value};
+use crate::search::RunScope;
+use crate::{MetaStore, Result};
+
+pub(super) const DAY_MS: i64 = 86_400_000;
+
+/// The day (days since 1970-01-01, UTC) of a time in ms, rounded down, in SQL.
+fn day_of(ms: &str) -> String {
+    format!("(({ms} - ((({ms} % {DAY_MS}) + {DAY_MS}) % {DAY_MS})) / {DAY_MS})")
+}
+
+/// How one column of sums is made from one run's row, and how rows of it add up.
+struct Column {
+    name: String,
+    per_run: String,
+    combine: &'static str,
+}
+
+const SAMPLED: &str = "u.gpu_series > 0 AND u.gpu_hours > 0";
+const PRICED_SAMPLED: &str = "u.priced = 1 AND u.gpu_series > 0 AND u.gpu_hours > 0";
+
+/// The columns every threshold has.
+fn at_threshold(t: u32) -> [Column; 3] {
+    [
+        Column {
+            name: format!("sampled_active_s_{t}"),
+            per_run: format!("CASE WHEN {SAMPLED} THEN u.active_s_{t} ELSE 0 END"),
+            combine: "SUM",
+        },
+        Column {
+            name: format!("priced_active_s_{t}"),
+            per_run: format!("CASE WHEN {PRICED_SAMPLED} THEN u.active_s_{t} ELSE 0 END"),
+            combine: "SUM",
+        },
+        Column {
+            name: format!("priced_active_usd_{t}"),
+            per_run: format!(
+                "CASE WHEN {PRICED_SAMPLED} THEN u.cost_usd * u.active_s_{t} / (u.gpu_hours * 3600.0) ELSE 0 END"
+            ),
+            combine: "SUM",
+        },
+    ]
+}
+
+/// The columns that do not depend on the threshold, from a run's row `u`, the run `r` and its
+/// restores `cr`.
+fn base_columns() -> Vec<Column> {
+    let outcome = |o: &str| format!("CASE WHEN u.outcome = '{o}' THEN 1 ELSE 0 END");
+    let sum = |name: &str, per_run: String| Column { name: name.into(), per_run, combine: "SUM" };
+    vec![
+        sum("runs", "1".into()),
+        Column { name: "first_start_ms".into(), per_run: "r.start_ms".into(), combine: "MIN" },
+        Column { name: "last_start_ms".into(), per_run: "r.start_ms".into(), combine: "MAX" },
+        sum("finished", outcome("finished")),
+        sum("code_failures", outcome("code")),
+        sum("infra_failures", outcome("infra")),
+        sum("killed", outcome("killed")),
+        sum("running", outcome("running")),
+        sum("gpu_hours", "u.gpu_hours".into()),
+        sum("spot_gpu_hours", "u.spot_gpu_hours".into()),
+        sum("gpu_runs", "CASE WHEN u.gpu_hours > 0 THEN 1 ELSE 0 END".into()),
+        sum("sampled_runs", format!("CASE WHEN {SAMPLED} THEN 1 ELSE 0 END")),
+        sum("sampled_gpu_hours", format!("CASE WHEN {SAMPLED} THEN u.gpu_hours ELSE 0 END")),
+        sum("priced_runs", "u.priced".into()),
+        sum("cost_usd", "CASE WHEN u.priced = 1 THEN u.cost_usd ELSE 0 END".into()),
+        sum("priced_sampled_runs", format!("CASE WHEN {PRICED_SAMPLED} THEN 1 ELSE 0 END")),
+        sum("priced_sampled_cost_usd", format!("CASE WHEN {PRICED_SAMPLED} THEN u.cost_usd ELSE 0 END")),
+        sum("queued_runs", "CASE WHEN u.queue_wait_ms IS NULL THEN 0 ELSE 1 END".into()),
+        sum("queue_wait_ms_sum", "COALESCE(u.queue_wait_ms, 0)".into()),
+        Column { name: "queue_wait_ms_max".into(), per_run: "u.queue_wait_ms".into(), combine: "MAX" },
+        sum("restores", "COALESCE(cr.n, 0)".into()),
+        sum("restores_ok", "COALESCE(cr.ok, 0)".into()),
+    ]
+}
+
+/// Every column of `usage_rollup` after its key, in order.
+fn rollup_columns() -> Vec<Column> {
+    let mut columns = base_columns();
+    let per_threshold: Vec<[Column; 3]> = THRESHOLDS.iter().map(|t| at_threshold(*t)).collect();
+    for part in 0..3 {
+        for set in &per_threshold {
+            let c = &set[part];
+            columns.push(Column { name: c.name.clone(), per_run: c.per_run.clone(), combine: c.combine });
+        }
+    }
+    columns
+}
+
+/// The key of a row of sums.
+const KEY: &str = "project_id, day, \"user\", group_name, gpu_model, provider, pricing";
+
+/// The threshold's columns under names without it, as a source of the report answers them.
+fn threshold_names(t: u32) -> [(String, &'static str); 3] {
+    [
+        (format!("sampled_active_s_{t}"), "sampled_active_s"),
+        (format!("priced_active_s_{t}"), "priced_active_s"),
+        (format!("priced_active_usd_{t}"), "priced_active_usd"),
+    ]
+}
+
+/// The restores of the runs `runs` selects (ids), per run.
+fn restores_of(runs: &str) -> String {
+    format!(
+        "LEFT JOIN (SELECT run_id, COUNT(*) AS n, SUM(ok) AS ok FROM checkpoint_restores {runs} GROUP BY run_id) cr
+         ON cr.run_id = r.id"
+    )
+}
+
+/// Each run `condition` selects as a row of sums at threshold `t`, its id in `run_id`.
+pub(super) fn runs_source(condition: &str, t: u32) -> String {
+    let mut select = vec![
+        "r.project_id AS project_id".to_owned(),
+        format!("{} AS day", day_of("r.start_ms")),
+        "r.\"user\" AS \"user\"".into(),
+        "r.group_name AS group_name".into(),
+        "u.gpu_model AS gpu_model".into(),
+        "u.provider AS provider".into(),
+        "u.pricing AS pricing".into(),
+        "r.id AS run_id".into(),
+    ];
+    select.extend(base_columns().into_iter().map(|c| format!("{} AS {}", c.per_run, c.name)));
+    let threshold = at_threshold(t);
+    for ((_, short), c) in threshold_names(t).iter().zip(threshold) {
+        select.push(format!("{} AS {short}", c.per_run));
+    }
+    format!(
+        "SELECT {} FROM runs r JOIN run_usage u ON u.run_id = r.id {} WHERE {condition}",
+        select.join(", "),
+        restores_of("")
+    )
+}
+
+/// The days `condition` selects (on `x`) as rows of sums at threshold `t`, with no run id.
+pub(super) fn days_source(condition: &str, t: u32) -> String {
+    let mut select = vec![KEY.to_owned(), "CAST(NULL AS TEXT) AS run_id".into()];
+    select.extend(base_columns().into_iter().map(|c| c.name));
+    select.extend(threshold_names(t).iter().map(|(name, short)| format!("{name} AS {short}")));
+    format!("SELECT {} FROM usage_rollup x WHERE {condition}", select.join(", "))
+}
+
+/// Columns [`sums_sql`] selects.
+pub(super) const SUMS: usize = 26;
+
+/// The sums of a group of rows `x` from either source, in the order `sums_from` reads them.
+pub(super) fn sums_sql() -> String {
+    let int = |e: &str| format!("CAST(SUM({e}) AS BIGINT)");
+    let real = |e: &str| format!("CAST(SUM({e}) AS DOUBLE PRECISION)");
+    [
+        int("x.runs"),
+        "COUNT(DISTINCT x.\"user\")".to_owned(),
+        "MIN(x.first_start_ms)".to_owned(),
+        "MAX(x.last_start_ms)".to_owned(),
+        int("x.finished"),
+        int("x.code_failures"),
+        int("x.infra_failures"),
+        int("x.killed"),
+        int("x.running"),
+        real("x.gpu_hours"),
+        real("x.spot_gpu_hours"),
+        int("x.gpu_runs"),
+        int("x.sampled_runs"),
+        real("x.sampled_gpu_hours"),
+        real("x.sampled_active_s / 3600.0"),
+        int("x.priced_runs"),
+        real("x.cost_usd"),
+        int("x.priced_sampled_runs"),
+        real("x.priced_sampled_cost_usd"),
+        real("x.priced_active_s / 3600.0"),
+        real("x.priced_sampled_cost_usd - x.priced_active_usd"),
+        int("x.queued_runs"),
+        int("x.queue_wait_ms_sum"),
+        "MAX(x.queue_wait_ms_max)".to_owned(),
+        int("x.restores"),
+        int("x.restores_ok"),
+    ]
+    .join(",\n        ")
+}
+
+/// `column` is one of the projects of `scope`, with its values bound through `bind`.
+pub(super) fn in_scope(scope: &RunScope, column: &str, bind: &mut dyn FnMut(Value) -> String) -> String {
+    let list = |ids: &[i64], bind: &mut dyn FnMut(Value) -> String| {
+        ids.iter().map(|id| bind(Value::Int(*id))).collect::<Vec<_>>().join(", ")
+    };
+    match scope {
+        RunScope::All => "1 = 1".into(),
+        RunScope::Project(id) => format!("{column} = {}", bind(Value::Int(*id))),
+        RunScope::Projects(ids) if ids.is_empty() => "1 = 0".into(),
+        RunScope::Projects(ids) => format!("{column} IN ({})", list(ids, bind)),
+        RunScope::AllBut(ids) if ids.is_empty() => "1 = 1".into(),
+        RunScope::AllBut(ids) => format!("{column} NOT IN ({})", list(ids, bind)),
+    }
+}
+
+/// Days added up again per transaction.
+const DAYS_PER_WRITE: i64 = 200;
+
+impl MetaStore {
+    /// Adds up again the days of the projects in `scope` marked out of date, at most `limit` of
+    /// them; answers how many marked days of the scope are left.
+    pub fn refresh_rollup(&self, scope: &RunScope, limit: i64) -> Result<i64> {
+        let mut params = Vec::new();
+        let condition = in_scope(scope, "project_id", &mut |v| {
+            params.push(v);
+            format!("?{}", params.len())
+        });
+        let mut done = 0;
+        while done < limit {
+            let mut page = params.clone();
+            page.push(Value::Int(DAYS_PER_WRITE.min(limit - done)));
+            let marked: Vec<(i64, i64, i64)> = self.read(|db| {
+                db.rows(
+                    &format!(
+                        "SELECT project_id, day, generation FROM usage_rollup_dirty WHERE {condition}
+                         ORDER BY project_id, day LIMIT ?{}",
+                        page.len()
+                    ),
+                    &page,
+                )?
+                .iter()
+                .map(|r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .collect()
+            })?;
+            if marked.is_empty() {
+                return Ok(0);
+            }
+            self.write(|tx| marked.iter().try_for_each(|day| add_up_day(tx, *day)))?;
+            done += marked.len() as i64;
+        }
+        self.read(|db| {
+            db.row(&format!("SELECT COUNT(*) FROM usage_rollup_dirty WHERE {condition}"), &params)?
+                .map(|r| r.get(0))
+                .transpose()
+                .map(Option::unwrap_or_default)
+        })
+    }
+}
+
+/// Adds up one project's day again from its runs' rows, and unmarks it unless it was marked
+/// again since `generation` was read.
+fn add_up_day(tx: &dyn Db, (project, day, generation): (i64, i64, i64)) -> Result<()> {
+    let from = day.saturating_mul(DAY_MS);
+    let to = from.saturating_add(DAY_MS);
+    tx.exec("DELETE FROM usage_rollup WHERE project_id = ?1 AND day = ?2", vals![project, day])?;
+    let columns = rollup_columns();
+    let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+    let sums: Vec<String> = columns.iter().map(|c| format!("{}({})", c.combine, c.per_run)).collect();
+    let the_day = "r.project_id = ?1 AND r.start_ms >= ?3 AND r.start_ms < ?4 AND r.deleted = 0";
+    tx.exec(
+        &format!(
+            "INSERT INTO usage_rollup ({KEY}, {})
+             SELECT r.project_id, CAST(?2 AS BIGINT), r.\"user\", r.group_name, u.gpu_model, u.provider, u.pricing, {}
+             FROM runs r JOIN run_usage u ON u.run_id = r.id {}
+             WHERE {the_day}
+             GROUP BY r.project_id, r.\"user\", r.group_name, u.gpu_model, u.provider, u.pricing",
+            names.join(", "),
+            sums.join(", "),
+            restores_of(&format!("WHERE run_id IN (SELECT r.id FROM runs r WHERE {the_day})")),
+        ),
+        vals![project, day, from, to],
+    )?;
+    tx.exec(
+        "DELETE FROM usage_rollup_dirty WHERE project_id = ?1 AND day = ?2 AND generation = ?3",
+        vals![project, day, generation],
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rollup_table_has_the_columns_the_code_adds_up() {
+        let mut conn = rusqlite::Connection::open_in_memory().unwrap();
+        crate::migrate::apply_sqlite(&mut conn).unwrap();
+        let table: Vec<String> = conn
+            .prepare("SELECT name FROM pragma_table_info('usage_rollup') ORDER BY cid")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let mut expected: Vec<String> = KEY.split(", ").map(|k| k.trim_matches('"').to_owned()).collect();
+        expected.extend(rollup_columns().into_iter().map(|c| c.name));
+        assert_eq!(table, expected);
+    }
+
+    #[test]
+    fn days_round_down() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        for (ms, day) in [(0, 0), (DAY_MS - 1, 0), (DAY_MS, 1), (-1, -1), (-DAY_MS, -1), (-DAY_MS - 1, -2)] {
+            let got: i64 = conn.query_row(&format!("SELECT {}", day_of(&ms.to_string())), [], |r| r.get(0)).unwrap();
+            assert_eq!(got, day, "{ms}");
+        }
+    }
+}
