@@ -13,7 +13,8 @@ UPDATE runs SET usage_revision = (SELECT u.revision FROM run_usage u WHERE u.run
     usage_summaries_revision = (SELECT u.summaries_revision FROM run_usage u WHERE u.run_id = runs.id);
 CREATE INDEX runs_usage_stale ON runs (start_ms) WHERE usage_stale;
 
--- A row's run's project and start when it was computed, so the report's lists read the index.
+-- A row's run's project and start when it was computed, so the report's lists read an index:
+-- the installation's in order, or one project's in order.
 ALTER TABLE run_usage ADD COLUMN project_id INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE run_usage ADD COLUMN start_ms INTEGER NOT NULL DEFAULT 0;
 UPDATE run_usage SET project_id = (SELECT r.project_id FROM runs r WHERE r.id = run_usage.run_id),
@@ -22,6 +23,10 @@ CREATE INDEX run_usage_by_cost ON run_usage (cost_usd DESC, run_id, project_id, 
 CREATE INDEX run_usage_by_idle ON run_usage ((gpu_hours - active_s_10 / 3600.0) DESC, run_id, project_id, start_ms)
     WHERE gpu_series > 0 AND gpu_hours > 0;
 CREATE INDEX run_usage_infra ON run_usage (start_ms DESC, run_id, project_id) WHERE outcome = 'infra';
+CREATE INDEX run_usage_project_by_cost ON run_usage (project_id, cost_usd DESC, run_id, start_ms) WHERE priced = 1;
+CREATE INDEX run_usage_project_by_idle ON run_usage (project_id, (gpu_hours - active_s_10 / 3600.0) DESC, run_id, start_ms)
+    WHERE gpu_series > 0 AND gpu_hours > 0;
+CREATE INDEX run_usage_project_infra ON run_usage (project_id, start_ms DESC, run_id) WHERE outcome = 'infra';
 
 -- Each project's runs that started on one day (UTC, days since 1970-01-01), added up per user,
 -- group, GPU model, provider and pricing: the sums of their rows of the report (and of their

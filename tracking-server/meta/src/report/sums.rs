@@ -300,4 +300,210 @@ mod tests {
             assert_eq!(got, day, "{ms}");
         }
     }
+
+    use super::super::{Breakdown, GroupSums, Report, ReportRequest, RunUsage};
+    use crate::{MetaStore, NewRun, RunUpdate};
+    use trainlog_schema::{ProjectName, RunId};
+
+    const DAY0: i64 = 20_000 * DAY_MS;
+
+    /// Writes run `i`'s row of the report: outcomes, GPUs, prices, series and queue waits that
+    /// vary with `i`.
+    fn write_usage(meta: &MetaStore, id: &RunId, i: usize) {
+        let now = crate::now_ms();
+        let inputs = meta.usage_inputs(id.as_str(), now).unwrap().unwrap();
+        let gpu_hours = 1.0 + (i % 5) as f64;
+        let mut active_s = [0.0; 20];
+        for (k, a) in active_s.iter_mut().enumerate() {
+            *a = gpu_hours * 3600.0 * 0.9 * (20 - k) as f64 / 20.0 * (1 + i % 3) as f64 / 3.0;
+        }
+        let usage = RunUsage {
+            outcome: ["finished", "code", "infra", "killed", "running"][i % 5],
+            failure: None,
+            gpus: 1 + (i % 4) as i64,
+            gpu_model: ["A100", "H100"][i % 2].into(),
+            provider: "aws".into(),
+            pricing: ["spot", "on_demand", "mixed"][i % 3],
+            gpu_hours,
+            spot_gpu_hours: if i % 3 == 0 { gpu_hours } else { 0.0 },
+            priced: i % 7 != 0,
+            cost_usd: 3.25 * (1 + i) as f64,
+            gpu_series: i64::from(i % 6 != 0),
+            active_s,
+            queue_wait_ms: (i % 4 == 0).then_some(1_000 * i as i64),
+            queue_source: (i % 4 == 0).then_some("launcher"),
+        };
+        meta.write_usage(&inputs, &usage, now).unwrap();
+    }
+
+    fn numbers(s: &GroupSums) -> Vec<f64> {
+        let n = |v: i64| v as f64;
+        vec![
+            n(s.runs),
+            n(s.users),
+            n(s.first_start_ms.unwrap_or(-1)),
+            n(s.last_start_ms.unwrap_or(-1)),
+            n(s.finished),
+            n(s.code_failures),
+            n(s.infra_failures),
+            n(s.killed),
+            n(s.running),
+            s.gpu_hours,
+            s.spot_gpu_hours,
+            n(s.gpu_runs),
+            n(s.sampled_runs),
+            s.sampled_gpu_hours,
+            s.active_gpu_hours,
+            n(s.priced_runs),
+            s.cost_usd,
+            n(s.priced_sampled_runs),
+            s.priced_sampled_cost_usd,
+            s.priced_active_gpu_hours,
+            s.idle_usd,
+            n(s.queued_runs),
+            n(s.queue_wait_ms_sum),
+            n(s.queue_wait_ms_max.unwrap_or(-1)),
+            n(s.restores),
+            n(s.restores_ok),
+        ]
+    }
+
+    fn same_sums(what: &str, a: &GroupSums, b: &GroupSums) {
+        for (i, (x, y)) in numbers(a).iter().zip(numbers(b)).enumerate() {
+            assert!((x - y).abs() <= 1e-9 * x.abs().max(1.0), "{what}, sum {i}: {x} != {y}\n{a:?}\n{b:?}");
+        }
+    }
+
+    /// The report read from the days added up in advance answers what it answers from the runs.
+    fn the_days_answer_as_the_runs_do(meta: &MetaStore, req: &ReportRequest) {
+        let from_runs: Report = meta.report(&ReportRequest { rollup: false, ..req.clone() }).unwrap();
+        assert_eq!(meta.refresh_rollup(&req.scope, 10_000).unwrap(), 0, "no day left marked");
+        let from_days = meta.report(&ReportRequest { rollup: true, ..req.clone() }).unwrap();
+        let what = format!("by {:?} from {:?} to {:?}", req.by, req.since_ms, req.until_ms);
+        same_sums(&what, &from_runs.total.sums, &from_days.total.sums);
+        let keys = |r: &Report| r.groups.iter().map(|g| g.keys.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&from_runs), keys(&from_days), "{what}");
+        for (a, b) in from_runs.groups.iter().zip(&from_days.groups) {
+            same_sums(&format!("{what}, group {}", a.group), &a.sums, &b.sums);
+            assert_eq!((a.since_ms, a.until_ms), (b.since_ms, b.until_ms), "{what}");
+        }
+        assert_eq!(from_runs.most_expensive, from_days.most_expensive, "{what}");
+        assert_eq!(from_runs.idlest, from_days.idlest, "{what}");
+        assert_eq!(from_runs.infra_failures, from_days.infra_failures, "{what}");
+    }
+
+    /// Every breakdown over periods of whole days, partial days and part of one day, at two thresholds.
+    fn every_request(meta: &MetaStore) -> i64 {
+        let hour = 3_600_000;
+        let periods = [
+            (None, None),
+            (Some(DAY0 + 36 * hour), Some(DAY0 + 4 * DAY_MS + 5 * hour)),
+            (Some(DAY0 + 2 * DAY_MS), Some(DAY0 + 5 * DAY_MS)),
+            (Some(DAY0 + 2 * DAY_MS + 2 * hour), Some(DAY0 + 2 * DAY_MS + 20 * hour)),
+            (Some(DAY0 + 3 * DAY_MS + 1), None),
+            (None, Some(DAY0 + 3 * DAY_MS - 1)),
+        ];
+        let breakdowns = [
+            vec![],
+            vec![Breakdown::Project, Breakdown::Week],
+            vec![Breakdown::User],
+            vec![Breakdown::Day, Breakdown::Pricing],
+            vec![Breakdown::Gpu, Breakdown::Group],
+        ];
+        let request = |scope, since_ms, until_ms, by: &Vec<Breakdown>, threshold| ReportRequest {
+            scope,
+            filter: String::new(),
+            since_ms,
+            until_ms,
+            by: by.clone(),
+            threshold,
+            now_ms: DAY0 + 30 * DAY_MS,
+            rollup: true,
+        };
+        for (since_ms, until_ms) in periods {
+            for by in &breakdowns {
+                for threshold in [10, 55] {
+                    let req = request(RunScope::All, since_ms, until_ms, by, threshold);
+                    the_days_answer_as_the_runs_do(meta, &req);
+                }
+            }
+        }
+        let b = meta.project_by_name("b").unwrap();
+        let req = request(RunScope::Project(b.id), Some(DAY0 + 20 * hour), None, &vec![Breakdown::Week], 10);
+        the_days_answer_as_the_runs_do(meta, &req);
+        meta.report(&request(RunScope::All, None, None, &vec![], 10)).unwrap().total.sums.runs
+    }
+
+    #[test]
+    fn the_days_added_up_follow_every_change_to_their_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = crate::test_store(dir.path());
+        let mut ids = Vec::new();
+        for i in 0..60usize {
+            let new = NewRun {
+                project: Some(ProjectName::parse("project", ["a", "b", "b"][i % 3]).unwrap()),
+                user: format!("user-{}", i % 4),
+                group: format!("group-{}", i % 2),
+                start_ms: Some(DAY0 + i as i64 * 7 * 3_600_000 / 3 + i as i64 * 1_000),
+                ..NewRun::default()
+            };
+            let (run, _) = meta.create_run(&new).unwrap();
+            write_usage(&meta, &run.id, i);
+            ids.push(run.id);
+        }
+        let all = RunScope::All;
+        assert!(meta.refresh_rollup(&all, 0).unwrap() > 0, "the rows' days are marked");
+        assert_eq!(every_request(&meta), 60);
+
+        // A change to a run marks its day; the days then answer as the runs do again.
+        meta.set_run_deleted(&ids[5], true).unwrap();
+        assert!(meta.refresh_rollup(&all, 0).unwrap() > 0, "deleting a run marks its day");
+        assert_eq!(every_request(&meta), 59);
+        meta.update_run(&ids[7], &RunUpdate { group: Some("moved".into()), ..RunUpdate::default() }).unwrap();
+        assert!(meta.refresh_rollup(&all, 0).unwrap() > 0, "a new group marks its day");
+        every_request(&meta);
+        write_usage(&meta, &ids[11], 40);
+        assert!(meta.refresh_rollup(&all, 0).unwrap() > 0, "a new row marks its day");
+        every_request(&meta);
+        let a = meta.project_by_name("a").unwrap();
+        meta.set_project_deleted(a.id, true).unwrap();
+        assert_eq!(every_request(&meta), 40, "project a's 20 runs are gone");
+    }
+
+    #[test]
+    fn a_changed_run_is_stale_and_a_written_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = crate::test_store(dir.path());
+        let mut ids = Vec::new();
+        for i in 0..5usize {
+            let new = NewRun {
+                project: Some(ProjectName::parse("project", "p").unwrap()),
+                start_ms: Some(DAY0 + i as i64),
+                ..NewRun::default()
+            };
+            ids.push(meta.create_run(&new).unwrap().0.id);
+        }
+        let now = crate::now_ms();
+        let req = ReportRequest {
+            scope: RunScope::All,
+            filter: String::new(),
+            since_ms: None,
+            until_ms: None,
+            by: vec![],
+            threshold: 10,
+            now_ms: now,
+            rollup: false,
+        };
+        let (stale, count) = meta.report_stale(&req, 3).unwrap();
+        assert_eq!((stale.len(), count), (3, 5), "rows never computed are stale, newest first");
+        assert_eq!(stale[0], ids[4].as_str());
+        for (i, id) in ids.iter().enumerate() {
+            write_usage(&meta, id, i);
+        }
+        assert_eq!(meta.report_stale(&req, 10).unwrap(), (vec![], 0), "every row is up to date");
+        meta.update_run(&ids[2], &RunUpdate { notes: Some("changed".into()), ..RunUpdate::default() }).unwrap();
+        assert_eq!(meta.report_stale(&req, 10).unwrap(), (vec![ids[2].to_string()], 1));
+        let later = ReportRequest { now_ms: now + 61_000, ..req.clone() };
+        assert_eq!(meta.report_stale(&later, 10).unwrap().1, 5, "running runs are computed again after a minute");
+    }
 }
