@@ -467,7 +467,7 @@ mod tests {
         every_request(&meta);
         let a = meta.project_by_name("a").unwrap();
         meta.set_project_deleted(a.id, true).unwrap();
-        assert_eq!(every_request(&meta), 40, "project a's 20 runs are gone");
+        assert_eq!(every_request(&meta), 39, "project a's 20 runs are gone, and b's deleted run");
     }
 
     #[test]
