@@ -97,6 +97,9 @@ fn a_copied_installation_answers_every_search_as_before_and_keeps_working() {
     assert_eq!(status, 201);
     s.flush();
     let before = answers(&s);
+    let (status, report_before) = s.get("/report?by=project");
+    assert_eq!(status, 200, "{report_before}");
+    assert_eq!(report_before["total"]["runs"], 24, "{report_before}");
     assert!(before.iter().all(|a| !a["runs"].as_array().unwrap().is_empty() || a == &before[5]));
     assert!(s.terminate(), "the SQLite server stops cleanly");
 
@@ -111,6 +114,17 @@ fn a_copied_installation_answers_every_search_as_before_and_keeps_working() {
     let data = s.data.clone();
     let mut p = TestServer::spawn_on_folder(data, &["--meta", &postgres]);
     assert_eq!(answers(&p), before, "PostgreSQL answers what SQLite answered");
+    // What does not move with the clock (the period ends now).
+    let steady = |report: &Value| -> Vec<Value> {
+        let groups = report["groups"].as_array().unwrap().iter().chain([&report["total"]]);
+        groups
+            .map(|g| {
+                json!([g["group"], g["runs"], g["cost_usd"], g["job_success_rate"], g["code_failures"], g["covers"]])
+            })
+            .collect()
+    };
+    let (_, report_after) = p.get("/report?by=project");
+    assert_eq!(steady(&report_after), steady(&report_before), "the report over the copy: {report_after}");
     let (_, projects) = p.get("/projects");
     let names: Vec<&str> =
         projects["projects"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();

@@ -8,8 +8,16 @@ use crate::{Error, MetaStore, MetaUrl, Result};
 
 /// Rows read from the source per query.
 const PAGE_ROWS: usize = 5_000;
-/// Tables of one database only.
-const NOT_COPIED: &[&str] = &["revision_clock", "schema_version", "compaction_leases", "unpersisted_runs"];
+/// Tables of one database only, and the report's days added up in advance, which the copied rows
+/// of the report mark to be added up again in the destination.
+const NOT_COPIED: &[&str] = &[
+    "revision_clock",
+    "schema_version",
+    "compaction_leases",
+    "unpersisted_runs",
+    "usage_rollup",
+    "usage_rollup_dirty",
+];
 
 /// A table as this build's migrations make it: the columns a row is written with (generated
 /// ones left out) and its primary key, which orders the pages.
