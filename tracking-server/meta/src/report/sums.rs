@@ -325,13 +325,13 @@ mod tests {
             provider: "aws".into(),
             pricing: ["spot", "on_demand", "mixed"][i % 3],
             gpu_hours,
-            spot_gpu_hours: if i % 3 == 0 { gpu_hours } else { 0.0 },
-            priced: i % 7 != 0,
+            spot_gpu_hours: if i.is_multiple_of(3) { gpu_hours } else { 0.0 },
+            priced: !i.is_multiple_of(7),
             cost_usd: 3.25 * (1 + i) as f64,
-            gpu_series: i64::from(i % 6 != 0),
+            gpu_series: i64::from(!i.is_multiple_of(6)),
             active_s,
-            queue_wait_ms: (i % 4 == 0).then_some(1_000 * i as i64),
-            queue_source: (i % 4 == 0).then_some("launcher"),
+            queue_wait_ms: i.is_multiple_of(4).then_some(1_000 * i as i64),
+            queue_source: i.is_multiple_of(4).then_some("launcher"),
         };
         meta.write_usage(&inputs, &usage, now).unwrap();
     }
