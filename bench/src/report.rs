@@ -65,7 +65,11 @@ pub fn run(admin: &str, reps: usize, report: &mut dyn FnMut(&'static str, String
     let reps = reps.min(5);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     let http = client::client();
-    for (size, ids) in [(100_000, ["R1a", "R2a"]), (300_000, ["R1b", "R2b"]), (1_000_000, ["R1c", "R2c"])] {
+    for (size, ids) in [
+        (100_000, ["R1a", "R2a", "R3a", "R4a"]),
+        (300_000, ["R1b", "R2b", "R3b", "R4b"]),
+        (1_000_000, ["R1c", "R2c", "R3c", "R4c"]),
+    ] {
         let name = format!("bench_report_{}_{size}", std::process::id());
         let url = fresh_database(admin, &name);
         let started = std::time::Instant::now();
@@ -108,6 +112,30 @@ pub fn run(admin: &str, reps: usize, report: &mut dyn FnMut(&'static str, String
             median,
             "ms",
             1000.0,
+        );
+        // 10 days and 5 hours into the eight weeks: whole days and the runs of a partial one.
+        let since = 1_790_000_000_000i64 + 10 * 86_400_000 + 5 * 3_600_000;
+        let period = server.api(&format!("/report?by=project,week&since={since}"));
+        let (median, slowest) = p50(rt.block_on(client::sample(&http, &period, reps)));
+        report(
+            ids[2],
+            format!(
+                "Report of every project by project and week from a time of day (10 days 5 hours in), median of {reps} (slowest {slowest:.1} ms)"
+            ),
+            median,
+            "ms",
+            1000.0,
+        );
+        let filtered = server.api("/report?by=project,week&filter=status%20%3D%20%27finished%27");
+        let (median, slowest) = p50(rt.block_on(client::sample(&http, &filtered, reps)));
+        report(
+            ids[3],
+            format!(
+                "Report of every project by project and week with a filter (status = 'finished', so it adds up the runs), median of {reps} (slowest {slowest:.1} ms)"
+            ),
+            median,
+            "ms",
+            f64::NAN,
         );
         drop(server);
         sql(admin, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));

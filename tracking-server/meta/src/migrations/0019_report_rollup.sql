@@ -13,6 +13,10 @@ UPDATE runs SET usage_revision = (SELECT u.revision FROM run_usage u WHERE u.run
     usage_summaries_revision = (SELECT u.summaries_revision FROM run_usage u WHERE u.run_id = runs.id);
 CREATE INDEX runs_usage_stale ON runs (start_ms) WHERE usage_stale;
 
+-- The runs of a period's partial first and last day, in every project at once (one project's
+-- come from runs_by_project).
+CREATE INDEX runs_by_start ON runs (start_ms);
+
 -- A row's run's project and start when it was computed, so the report's lists read an index:
 -- the installation's in order, or one project's in order.
 ALTER TABLE run_usage ADD COLUMN project_id INTEGER NOT NULL DEFAULT 0;
