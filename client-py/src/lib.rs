@@ -274,6 +274,12 @@ impl NativeRun {
         Ok(())
     }
 
+    #[pyo3(signature = (params, overwrite = true))]
+    fn log_params(&self, params: &Bound<'_, PyAny>, overwrite: bool) -> PyResult<()> {
+        self.run.log_params(to_json(params)?, overwrite);
+        Ok(())
+    }
+
     /// Uploads a file as the run's artifact `path`; answers `{path, size, sha256}`.
     fn log_artifact(&self, py: Python<'_>, local: std::path::PathBuf, path: &str) -> PyResult<Py<PyAny>> {
         let stored = py.detach(|| self.run.log_artifact(&local, path)).map_err(to_py_err)?;

@@ -611,6 +611,15 @@ impl Run {
         self.shared.wake.notify_one();
     }
 
+    /// Adds params to the run (a nested object becomes dotted keys), sent in order with the
+    /// points. With `overwrite`, a new value replaces a stored one of the same key; without, the
+    /// server refuses a different value (kept with its answer in the spool's `rejected` file).
+    pub fn log_params(&self, params: Value, overwrite: bool) {
+        let op = json!({"op": "params", "body": {"params": params, "overwrite": overwrite}});
+        lock(&self.shared.pending).ops.push(op);
+        self.shared.wake.notify_one();
+    }
+
     /// Points logged but not yet acknowledged by the server or written to the spool.
     pub fn pending_points(&self) -> u64 {
         self.shared.waiting.load(Ordering::Relaxed)

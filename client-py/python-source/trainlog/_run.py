@@ -141,6 +141,14 @@ class Run:
         """The newest checkpoint of this run (after a preemption: the one to resume from), or None."""
         return self._native.latest_checkpoint()
 
+    def log_params(self, params: Mapping[str, Any], overwrite: bool = True) -> None:
+        """Add params to the run after it started (nested dicts become dotted keys); they also
+        join `run.config`. Sent in order with the points, through the spool when the server is
+        down. Without `overwrite`, the server refuses a different value for a stored key."""
+        self.config.update(params)
+        if self._logs:
+            self._native.log_params(dict(params), overwrite)
+
     def set_metadata(self, section: str, value: Dict[str, Any]) -> None:
         self._native.set_metadata(section, value)
 

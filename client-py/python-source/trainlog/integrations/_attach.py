@@ -1,0 +1,55 @@
+"""The run an integration logs to, and the framework's params flattened into numbers and texts."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Dict, Mapping, Tuple
+
+import trainlog
+from trainlog._run import Run
+
+
+def attach(init_kwargs: Mapping[str, Any]) -> Tuple[Run, bool]:
+    """`trainlog.run` when one is started and no `init` arguments were given, else a new run
+    started with them; and whether the integration started it (and so finishes it)."""
+    current = trainlog.run
+    if current is not None and not current.finished and not init_kwargs:
+        return current, False
+    return trainlog.init(**init_kwargs), True
+
+
+def scalar(value: Any) -> Any:
+    """A param value as a number, a bool or a text: texts that spell numbers become numbers
+    (frameworks' configs often hold "0.3"), anything else becomes its JSON or its text."""
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    if isinstance(value, str):
+        return _number(value)
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _number(text: str) -> Any:
+    """`text` as an int or a float when it spells one, else `text`."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return number if math.isfinite(number) else text
+
+
+def flatten(prefix: str, value: Any, out: Dict[str, Any]) -> Dict[str, Any]:
+    """`value`'s leaves under dotted keys below `prefix`."""
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            flatten(f"{prefix}.{key}" if prefix else str(key), inner, out)
+    else:
+        out[prefix] = scalar(value)
+    return out
