@@ -182,3 +182,34 @@ def test_log_params_adds_params_after_the_start_and_keeps_them_through_the_spool
     assert params["optimizer.name"] == "adam" and params["optimizer.beta1"] == 0.9
     assert params["lr"] == 0.05 and params["epochs"] == 3
     assert run.config["epochs"] == 3
+
+
+def test_cross_validation_logs_the_mean_and_deviation_over_folds(server: Server, client_env: dict) -> None:
+    code = DATA + textwrap.dedent(
+        """
+        import json
+        import xgboost, lightgbm
+        from trainlog.integrations.xgboost import TrainlogCallback
+        from trainlog.integrations.lightgbm import trainlog_callback
+        xgb = xgboost.cv({"objective": "binary:logistic", "eval_metric": "logloss"}, xgboost.DMatrix(X, label=y),
+                         num_boost_round=10, nfold=3, seed=1,
+                         callbacks=[TrainlogCallback(project="cv", name="xgb", system_metrics_interval=None)])
+        lgb = lightgbm.cv({"objective": "binary", "metric": "binary_logloss", "verbose": -1}, lightgbm.Dataset(X, label=y),
+                          num_boost_round=10, nfold=3, seed=1,
+                          callbacks=[trainlog_callback(project="cv", name="lgb", system_metrics_interval=None)])
+        print("XGB", json.dumps({c: list(xgb[c]) for c in xgb.columns}), flush=True)
+        print("LGB", json.dumps({k: list(v) for k, v in lgb.items()}), flush=True)
+        """
+    )
+    done = run_script(code, client_env, timeout=180)
+    assert done.returncode == 0, done.stderr
+    xgb = json.loads(done.stdout.split("XGB ", 1)[1].splitlines()[0])
+    lgb = json.loads(done.stdout.split("LGB ", 1)[1].splitlines()[0])
+    runs = {r.name: r for r in trainlog.Api().runs("cv")}
+    values = lambda run, key: [p["value"] for p in run.history(key)]  # noqa: E731
+    assert values(runs["xgb"], "test/logloss") == pytest.approx(xgb["test-logloss-mean"], rel=1e-6)
+    assert values(runs["xgb"], "test/logloss_std") == pytest.approx(xgb["test-logloss-std"], rel=1e-6, abs=1e-12)
+    assert values(runs["lgb"], "valid/binary_logloss") == pytest.approx(lgb["valid binary_logloss-mean"], rel=1e-6)
+    assert values(runs["lgb"], "valid/binary_logloss_std") == pytest.approx(lgb["valid binary_logloss-stdv"], rel=1e-6, abs=1e-12)
+    assert runs["xgb"].params["xgboost.learner.learner_train_param.objective"] == "binary:logistic"
+    assert {r.status for r in runs.values()} == {"finished"}

@@ -81,18 +81,11 @@ impl MetaStore {
     /// holding `now_ms` spent, by project name.
     pub fn budgets(&self, scope: &RunScope, now_ms: i64) -> Result<Vec<BudgetSpend>> {
         let (from, to, month) = month_of(now_ms);
-        let (condition, mut params) = match scope {
-            RunScope::All => ("1 = 1".to_owned(), Vec::new()),
-            RunScope::Project(id) => ("p.id = ?3".to_owned(), vals![*id].to_vec()),
-            RunScope::Projects(ids) | RunScope::AllBut(ids) => {
-                let list: Vec<String> = (0..ids.len()).map(|i| format!("?{}", i + 3)).collect();
-                let not = if matches!(scope, RunScope::AllBut(_)) { "NOT " } else { "" };
-                let list = if list.is_empty() { "NULL".to_owned() } else { list.join(", ") };
-                (format!("p.id {not}IN ({list})"), ids.iter().map(|i| crate::db::Value::Int(*i)).collect())
-            }
-        };
-        let mut all = vals![from, to].to_vec();
-        all.append(&mut params);
+        let mut params = vals![from, to].to_vec();
+        let condition = super::in_scope(scope, "p.id", &mut |v| {
+            params.push(v);
+            format!("?{}", params.len())
+        });
         self.read(|db| {
             db.rows(
                 &format!(
@@ -105,7 +98,7 @@ impl MetaStore {
                      WHERE p.monthly_budget_usd IS NOT NULL AND p.deleted = 0 AND {condition}
                      GROUP BY p.name, p.monthly_budget_usd ORDER BY p.name"
                 ),
-                &all,
+                &params,
             )?
             .iter()
             .map(|r| {
