@@ -306,6 +306,25 @@ impl NativeRun {
         to_py(py, &saved)
     }
 
+    /// Records a checkpoint whose files stay where the training wrote them (`metadata` says where).
+    #[pyo3(signature = (step, metadata=None, keep_last=None, keep_best=None, metric=None, maximize=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn record_checkpoint(
+        &self,
+        py: Python<'_>,
+        step: i64,
+        metadata: Option<&Bound<'_, PyAny>>,
+        keep_last: Option<usize>,
+        keep_best: Option<usize>,
+        metric: Option<String>,
+        maximize: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let metadata = metadata.map(to_json).transpose()?.unwrap_or(Value::Object(Default::default()));
+        let retention = trainlog::Retention { keep_last, keep_best, metric, maximize };
+        let saved = py.detach(|| self.run.record_checkpoint(step, metadata, &retention)).map_err(to_py_err)?;
+        to_py(py, &saved)
+    }
+
     /// The run's newest checkpoint, or None.
     fn latest_checkpoint(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let latest = py.detach(|| self.run.latest_checkpoint()).map_err(to_py_err)?;

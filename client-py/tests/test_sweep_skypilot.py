@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Dict
 
 import pytest
 from helpers import BINARY
 
-# tests/python/requirements.txt installs SkyPilot next to pytest.
-SKY_PYTHON = sys.executable
+# tests/python/mlflow-server-requirements.txt installs SkyPilot in .venv-mlflow: its click pin
+# clashes with transformers' in .venv.
+SKY_PYTHON = os.environ.get("TRAINLOG_SKY_PYTHON") or str(Path(__file__).resolve().parents[2] / ".venv-mlflow" / "bin" / "python")
 
 # Reads a task file the way `sky jobs launch FILE [--secret TRAINLOG_API_KEY=…]` does, with every
 # socket refused, and prints what SkyPilot made of it.

@@ -127,6 +127,21 @@ impl Api {
             let stored = self.upload_artifact(run_id, &format!("checkpoints/{name}/{rel}"), &path)?;
             files.push(json!({"path": rel, "size": stored["size"], "sha256": stored["sha256"]}));
         }
+        self.record_checkpoint(run_id, &name, step, files, metadata, retention)
+    }
+
+    /// Records checkpoint `name` at `step` whose `files` are already stored (none when the
+    /// checkpoint's files stay where the training wrote them, which `metadata` then says);
+    /// the server then applies `retention`.
+    pub fn record_checkpoint(
+        &self,
+        run_id: &str,
+        name: &str,
+        step: i64,
+        files: Vec<Value>,
+        metadata: Value,
+        retention: &Retention,
+    ) -> Result<Value> {
         let mut body = json!({"step": step, "name": name, "files": files, "metadata": metadata});
         if let Some(n) = retention.keep_last {
             body["keep_last"] = json!(n);
@@ -234,6 +249,13 @@ impl Run {
     pub fn log_checkpoint(&self, local: &Path, step: i64, metadata: Value, retention: &Retention) -> Result<Value> {
         self.flush(Duration::from_secs(60));
         self.api()?.log_checkpoint(self.id(), local, step, metadata, retention)
+    }
+
+    /// Records a checkpoint at `step` without uploading its files: they stay where the training
+    /// wrote them, which `metadata` says. Flushes logged metrics first, as `log_checkpoint` does.
+    pub fn record_checkpoint(&self, step: i64, metadata: Value, retention: &Retention) -> Result<Value> {
+        self.flush(Duration::from_secs(60));
+        self.api()?.record_checkpoint(self.id(), &format!("step-{step:012}"), step, Vec::new(), metadata, retention)
     }
 
     /// The newest checkpoint of this run (for example one saved before a preemption).

@@ -127,14 +127,21 @@ class Run:
         keep_best: Optional[int] = None,
         metric: Optional[str] = None,
         mode: str = "min",
+        upload: bool = True,
     ) -> Dict[str, Any]:
         """Save a file or folder as a checkpoint at `step` (default: the last step logged), with
         checksums. `keep_last`/`keep_best` (ranked by `metric`, `mode` "min" or "max") drop older
-        checkpoints on the server. Blocks until stored; returns the checkpoint record."""
+        checkpoints on the server. Blocks until stored; returns the checkpoint record.
+
+        `upload=False` records the checkpoint without its files: they stay at `path`, which the
+        record's metadata keeps as `local_path` (a restart on the same disk resumes from it)."""
         if mode not in ("min", "max"):
             raise ValueError('mode must be "min" or "max"')
         if step is None:
             step = max(self._step - 1, 0)
+        if not upload:
+            where = {**(metadata or {}), "local_path": os.path.abspath(os.fspath(path))}
+            return self._native.record_checkpoint(step, where, keep_last, keep_best, metric, mode == "max")
         return self._native.log_checkpoint(os.fspath(path), step, metadata, keep_last, keep_best, metric, mode == "max")
 
     def latest_checkpoint(self) -> Optional[Dict[str, Any]]:

@@ -21,8 +21,11 @@ def attach(init_kwargs: Mapping[str, Any]) -> Tuple[Run, bool]:
 
 def scalar(value: Any) -> Any:
     """A param value as a number, a bool or a text: texts that spell numbers become numbers
-    (frameworks' configs often hold "0.3"), anything else becomes its JSON or its text."""
-    if isinstance(value, (bool, int, float)) or value is None:
+    (frameworks' configs often hold "0.3"), None becomes "None" (as MLflow records it; a param
+    has a value), anything else becomes its JSON or its text."""
+    if value is None:
+        return "None"
+    if isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):
         return _number(value)

@@ -1,0 +1,183 @@
+"""The Hugging Face `Trainer` callback: a 2-layer GPT-2 built from a config (no hub download)
+trains a few steps on this CPU in a fresh interpreter against the real server; read back through
+`trainlog.Api()`: the arguments, model config and size as params, every `on_log` value at its
+step, the checkpoints with the trainer's retention, and the run's status after success, an
+exception in training and SIGTERM; a restart resumes the same run from its latest checkpoint."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+import trainlog
+from helpers import Server, run_script, spawn_script, wait_for_line
+
+pytestmark = pytest.mark.timeout(300)
+
+SETUP = """
+import json, os, sys, time
+os.environ["HF_HUB_OFFLINE"] = "1"
+import torch
+torch.manual_seed(0)
+torch.set_num_threads(1)
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+import trainlog
+from trainlog.integrations.hf import TrainlogCallback, resume_checkpoint
+
+class Tokens(torch.utils.data.Dataset):
+    def __init__(self, n, seed):
+        self.ids = torch.randint(0, 100, (n, 16), generator=torch.Generator().manual_seed(seed))
+    def __len__(self):
+        return len(self.ids)
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+class Record(TrainerCallback):
+    # What the trainer itself logged, printed for the test to compare with what arrived.
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        print("LOG", state.global_step, json.dumps(logs), flush=True)
+    def on_step_end(self, args, state, control, **kwargs):
+        print("step", state.global_step, flush=True)
+        time.sleep(SLEEP)
+        if state.global_step == RAISE_AT:
+            raise RuntimeError("loss went to the moon")
+
+def trainer(callback, steps=20):
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=32))
+    print("PARAMS", model.num_parameters(), flush=True)
+    args = TrainingArguments(
+        output_dir=OUT, max_steps=steps, per_device_train_batch_size=4, learning_rate=1e-3, logging_steps=2,
+        eval_strategy="steps", eval_steps=5, save_steps=5, save_total_limit=2, use_cpu=True,
+        report_to="none", seed=0, run_name="tiny-gpt2", disable_tqdm=True,
+    )
+    return Trainer(model=model, args=args, train_dataset=Tokens(64, 1), eval_dataset=Tokens(8, 2),
+                   callbacks=[callback, Record()])
+"""
+
+
+def script(body: str, out: Path, raise_at: int = -1, sleep: float = 0.0) -> str:
+    return f"OUT, RAISE_AT, SLEEP = {str(out)!r}, {raise_at}, {sleep}\n" + SETUP + body
+
+
+def logged(stdout: str) -> List[Tuple[int, Dict[str, float]]]:
+    """The (step, logs) the trainer passed to its callbacks, in order."""
+    return [(int(line.split()[1]), json.loads(line.split(" ", 2)[2])) for line in stdout.splitlines() if line.startswith("LOG ")]
+
+
+def expected_series(logs: List[Tuple[int, Dict[str, float]]]) -> Dict[str, List[Tuple[int, float]]]:
+    series: Dict[str, List[Tuple[int, float]]] = {}
+    for step, values in logs:
+        for key, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            name = f"eval/{key[5:]}" if key.startswith("eval_") else f"test/{key[5:]}" if key.startswith("test_") else f"train/{key}"
+            series.setdefault(name, []).append((step, float(value)))
+    return series
+
+
+def test_a_training_logs_params_every_metric_and_its_checkpoints(server: Server, client_env: dict, tmp_path: Path) -> None:
+    body = """
+t = trainer(TrainlogCallback(project="hf", system_metrics_interval=None))
+t.train()
+t.evaluate()
+"""
+    done = run_script(script(body, tmp_path / "out"), client_env, timeout=240)
+    assert done.returncode == 0, done.stderr
+    [run] = trainlog.Api().runs("hf")
+    assert run.status == "finished" and run.name == "tiny-gpt2"
+    params = run.params
+    assert "args.learning_rate" in params, (sorted(params)[:20], done.stderr[-3000:])
+    assert params["args.learning_rate"] == 0.001 and params["args.max_steps"] == 20 and params["args.save_total_limit"] == 2
+    assert params["model.n_layer"] == 2 and params["model.n_embd"] == 32 and params["model.model_type"] == "gpt2"
+    count = int(done.stdout.split("PARAMS ", 1)[1].split()[0])
+    assert params["model.num_parameters"] == count and params["model.num_trainable_parameters"] == count
+    series = expected_series(logged(done.stdout))
+    assert {"train/loss", "train/learning_rate", "train/grad_norm", "eval/loss", "train/train_runtime"} <= set(series)
+    for key, points in series.items():
+        got = {p["step"]: p["value"] for p in run.history(key)}
+        # A step logged twice (`epoch` comes with the training and the evaluation logs, the
+        # evaluation after training logs at the last step again) keeps its last value.
+        want = dict(points)
+        assert sorted(got) == sorted(want), key
+        assert [got[s] for s in sorted(got)] == pytest.approx([want[s] for s in sorted(want)], rel=1e-6), key
+    assert [p["step"] for p in run.history("train/loss")] == list(range(2, 21, 2))
+    # save_total_limit=2: the server keeps the last two of the four checkpoints.
+    checkpoints = run.checkpoints()
+    assert sorted(c["step"] for c in checkpoints) == [15, 20]
+    for c in checkpoints:
+        assert c["files"] == [] and c["metadata"]["local_path"] == str(tmp_path / "out" / f"checkpoint-{c['step']}")
+        assert c["metadata"]["framework"] == "transformers"
+
+
+def test_an_exception_in_training_fails_the_run_after_what_it_logged(server: Server, client_env: dict, tmp_path: Path) -> None:
+    body = """
+trainer(TrainlogCallback(project="hf-fail", system_metrics_interval=None)).train()
+"""
+    failed = run_script(script(body, tmp_path / "out", raise_at=7), client_env, timeout=240)
+    assert failed.returncode == 1 and "loss went to the moon" in failed.stderr, failed.stderr
+    [run] = trainlog.Api().runs("hf-fail")
+    assert run.status == "failed"
+    assert [p["step"] for p in run.history("train/loss")] == [2, 4, 6]
+    assert [c["step"] for c in run.checkpoints()] == [5]
+
+
+def test_sigterm_preempts_the_run_and_a_restart_resumes_it_from_its_latest_checkpoint(
+    server: Server, client_env: dict, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    first = """
+trainer(TrainlogCallback(project="hf-spot", run_id="hf-spot-1", upload_checkpoints=True, system_metrics_interval=None)).train()
+"""
+    proc = spawn_script(script(first, out, sleep=0.3), client_env)
+    wait_for_line(proc, "step 12", timeout=180)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGTERM
+    run = trainlog.Api().run("hf-spot-1")
+    assert run.status == "preempted"
+    assert max(c["step"] for c in run.checkpoints()) == 10
+    # The new machine has none of the old one's disk: the checkpoint comes from the server.
+    shutil.rmtree(out)
+    second = """
+run = trainlog.init(project="hf-spot", run_id="hf-spot-1", resume="must", system_metrics_interval=None)
+folder = resume_checkpoint(run)
+print("RESUMED", folder, flush=True)
+trainer(TrainlogCallback()).train(resume_from_checkpoint=folder)
+assert not run.finished, "the callback leaves a run it joined to its owner"
+run.finish()
+"""
+    done = run_script(script(second, out), client_env, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("RESUMED ", 1)[1].split()[0] == str(out / "checkpoint-10")
+    resumed = logged(done.stdout)
+    assert resumed[0][0] == 12, "training went on after the checkpoint's step"
+    run = trainlog.Api().run("hf-spot-1")
+    assert run.status == "finished"
+    history = run.history("train/loss")
+    assert sorted({p["step"] for p in history}) == list(range(2, 21, 2))
+    last_by_step = {p["step"]: p["value"] for p in history}
+    for step, value in expected_series(resumed)["train/loss"]:
+        assert last_by_step[step] == pytest.approx(value, rel=1e-6), step
+    assert sorted(c["step"] for c in run.checkpoints()) == [15, 20]
+
+
+def test_without_init_arguments_the_callback_joins_the_started_run(server: Server, client_env: dict, tmp_path: Path) -> None:
+    body = """
+run = trainlog.init(project="hf-joined", name="mine", config={"dataset": "tokens"}, system_metrics_interval=None)
+trainer(TrainlogCallback(log_checkpoints=False), steps=4).train()
+assert not run.finished
+run.log({"after": 1.0}, step=100)
+run.finish()
+"""
+    done = run_script(script(body, tmp_path / "out"), client_env, timeout=240)
+    assert done.returncode == 0, done.stderr
+    [run] = trainlog.Api().runs("hf-joined")
+    assert run.name == "mine" and run.status == "finished"
+    assert run.params["dataset"] == "tokens" and run.params["args.max_steps"] == 4
+    assert [p["step"] for p in run.history("train/loss")] == [2, 4]
+    assert run.checkpoints() == []
