@@ -47,6 +47,7 @@ __all__ = [
     "TrainlogError",
     "UnreachableError",
     "__version__",
+    "autolog",
     "config",
     "finish",
     "init",
@@ -178,6 +179,16 @@ def finish(status: str = "finished", timeout: float = 60.0) -> Optional[FinishRe
     if run is not None:
         return run.finish(status, timeout)
     return None
+
+
+def autolog(disable: bool = False, **init_kwargs: Any) -> None:
+    """Log every training of Hugging Face Transformers, Accelerate, Lightning, Keras, XGBoost
+    and LightGBM, imported already or later, through trainlog's integrations, without changing
+    the training code; `autolog(disable=True)` undoes it. The keyword arguments are `init`'s,
+    given to every integration (see `trainlog.integrations.autolog`)."""
+    from trainlog.integrations.autolog import autolog as patch_frameworks
+
+    patch_frameworks(disable=disable, **init_kwargs)
 
 
 def sync(dir: Optional[str] = None, server: Optional[str] = None, include_live: bool = False) -> Dict[str, Any]:

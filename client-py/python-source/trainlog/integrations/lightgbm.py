@@ -44,4 +44,5 @@ def trainlog_callback(log_every: int = 1, **init_kwargs: Any) -> Callable[[Any],
 
     # After LightGBM's own callbacks that record evaluations (order 20) and before early stopping (30).
     callback.order = 25  # type: ignore[attr-defined]
+    callback.is_trainlog_callback = True  # type: ignore[attr-defined]
     return callback
