@@ -9,7 +9,7 @@ import pytest
 import trainlog
 from helpers import Server, run_script
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.frameworks]
 
 SCRIPT = """
 import os

@@ -17,7 +17,7 @@ import pytest
 import trainlog
 from helpers import Server, run_script, spawn_script, wait_for_line
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.frameworks]
 
 SETUP = """
 import json, os, sys, time

@@ -13,7 +13,7 @@ import pytest
 import trainlog
 from helpers import Server, run_script, spawn_script, wait_for_line
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.frameworks]
 
 MODEL = """
 import json, time

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import trainlog
 from trainlog._run import Run
@@ -56,3 +56,16 @@ def flatten(prefix: str, value: Any, out: Dict[str, Any]) -> Dict[str, Any]:
     else:
         out[prefix] = scalar(value)
     return out
+
+
+def metric_value(value: Any) -> Optional[float]:
+    """`value` as a float when it is a number or a tensor (or array) of one number, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "numel", lambda: 0)() == 1:
+        inner = item()
+        return float(inner) if isinstance(inner, (int, float)) and not isinstance(inner, bool) else None
+    return None

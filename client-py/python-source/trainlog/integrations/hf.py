@@ -20,7 +20,7 @@ from transformers import TrainerCallback
 
 import trainlog
 from trainlog._run import Run
-from trainlog.integrations._attach import attach, flatten
+from trainlog.integrations._attach import attach, flatten, metric_value
 
 #: The trainer's name for a checkpoint folder under `output_dir`.
 CHECKPOINT_PREFIX = "checkpoint"
@@ -125,7 +125,7 @@ def rename_logs(logs: Dict[str, Any]) -> Dict[str, float]:
     anything else goes under `train/`."""
     metrics: Dict[str, float] = {}
     for key, value in logs.items():
-        number = _number(value)
+        number = metric_value(value)
         if number is None:
             continue
         if key.startswith("eval_"):
@@ -136,18 +136,6 @@ def rename_logs(logs: Dict[str, Any]) -> Dict[str, float]:
             key = "train/" + key
         metrics[key] = number
     return metrics
-
-
-def _number(value: Any) -> Optional[float]:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    item = getattr(value, "item", None)
-    if callable(item) and getattr(value, "numel", lambda: 0)() == 1:
-        inner = item()
-        return float(inner) if isinstance(inner, (int, float)) and not isinstance(inner, bool) else None
-    return None
 
 
 def training_params(args: Any, model: Any) -> Dict[str, Any]:
