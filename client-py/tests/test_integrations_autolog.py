@@ -1,6 +1,7 @@
-"""`trainlog.autolog()`: frameworks imported before and after it log through trainlog's
-integrations without any change to the training code (the scikit-learn estimators of XGBoost
-and LightGBM included), and `autolog(disable=True)` puts them back."""
+"""`trainlog.autolog()`: frameworks imported before it (Transformers) and after it (XGBoost,
+LightGBM, Keras, Lightning, Accelerate) log through trainlog's integrations without any change to
+the training code (the scikit-learn estimators of XGBoost and LightGBM included), and
+`autolog(disable=True)` puts them back."""
 
 from __future__ import annotations
 
@@ -37,9 +38,37 @@ args = TrainingArguments(output_dir=OUT, max_steps=4, logging_steps=1, per_devic
                          report_to="none", save_strategy="no", disable_tqdm=True)
 Trainer(model=model, args=args, train_dataset=data).train()
 
+os.environ["KERAS_BACKEND"] = "torch"
+import keras
+net = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, activation="relu"), keras.layers.Dense(1)])
+net.compile(optimizer="sgd", loss="mse")
+net.fit(X.astype("float32"), y.astype("float32"), epochs=2, verbose=0)
+
+import lightning as L
+class Module(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(5, 1)
+    def training_step(self, batch, i):
+        loss = torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+        self.log("fit_loss", loss)
+        return loss
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(32, 5), torch.randn(32, 1)), batch_size=8)
+L.Trainer(max_epochs=1, accelerator="cpu", enable_progress_bar=False, log_every_n_steps=1, enable_checkpointing=False,
+          default_root_dir=OUT).fit(Module(), loader)
+
+from accelerate import Accelerator
+accelerator = Accelerator(cpu=True)
+accelerator.init_trackers("ignored-by-autolog-kwargs")
+accelerator.log({"acc_loss": 0.5}, step=0)
+accelerator.end_training()
+
 trainlog.autolog(disable=True)
 xgboost.XGBClassifier(n_estimators=3).fit(X, y, eval_set=[(X, y)], verbose=False)
 Trainer(model=model, args=args, train_dataset=data).train()
+net.fit(X.astype("float32"), y.astype("float32"), epochs=1, verbose=0)
 print("DONE", flush=True)
 """
 
@@ -48,15 +77,29 @@ def test_autolog_logs_frameworks_imported_before_and_after_it_and_is_undone(serv
     done = run_script(f"OUT = {str(tmp_path / 'out')!r}\n" + SCRIPT, client_env, timeout=240)
     assert done.returncode == 0 and "DONE" in done.stdout, done.stderr
     runs = trainlog.Api().runs("auto")
-    assert len(runs) == 3, [r.params for r in runs]
+    assert len(runs) == 6, [sorted(r.params)[:3] for r in runs]
     assert {r.status for r in runs} == {"finished"}
     by_kind = {}
     for run in runs:
-        kind = "xgboost" if any(k.startswith("xgboost.") for k in run.params) else "lightgbm" if any(
-            k.startswith("lightgbm.") for k in run.params) else "hf"
+        keys = set(run.params) | set(run.summary)
+        kind = next(k for k, marker in KINDS.items() if any(key.startswith(marker) for key in keys))
         by_kind[kind] = run
-    assert set(by_kind) == {"xgboost", "lightgbm", "hf"}
+    assert set(by_kind) == set(KINDS)
     assert [p["step"] for p in by_kind["xgboost"].history("validation_0/logloss")] == list(range(8))
     assert [p["step"] for p in by_kind["lightgbm"].history("valid_0/binary_logloss")] == list(range(6))
     assert [p["step"] for p in by_kind["hf"].history("train/loss")] == [1, 2, 3, 4]
     assert by_kind["hf"].params["args.max_steps"] == 4
+    assert [p["step"] for p in by_kind["keras"].history("loss")] == [0, 1]
+    assert len(by_kind["lightning"].history("fit_loss")) == 4
+    assert [p["value"] for p in by_kind["accelerate"].history("acc_loss")] == [0.5]
+
+
+#: How each framework's run is told apart: a param or metric key only it has.
+KINDS = {
+    "xgboost": "xgboost.",
+    "lightgbm": "lightgbm.",
+    "hf": "args.",
+    "keras": "optimizer.",
+    "lightning": "fit_loss",
+    "accelerate": "acc_loss",
+}

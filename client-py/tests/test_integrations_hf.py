@@ -2,13 +2,17 @@
 trains a few steps on this CPU in a fresh interpreter against the real server; read back through
 `trainlog.Api()`: the arguments, model config and size as params, every `on_log` value at its
 step, the checkpoints with the trainer's retention, and the run's status after success, an
-exception in training and SIGTERM; a restart resumes the same run from its latest checkpoint."""
+exception in training and SIGTERM; a restart resumes the same run from its latest checkpoint,
+and a torchrun job of two processes, restarted after one failed, is one run that rank 0 logs."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -181,3 +185,45 @@ run.finish()
     assert run.params["dataset"] == "tokens" and run.params["args.max_steps"] == 4
     assert [p["step"] for p in run.history("train/loss")] == [2, 4]
     assert run.checkpoints() == []
+
+
+DDP = """
+import os
+restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+run = trainlog.init(project="hf-ddp", system_metrics_interval=None)
+folder = resume_checkpoint(run)
+print("rank", run.rank, "attempt", run.attempt, "resumes from", folder, flush=True)
+if restart == 0 and run.rank == 1:
+    RAISE_AT = 7
+trainer(TrainlogCallback()).train(resume_from_checkpoint=folder)
+with open(os.path.join(OUT, f"done-{run.rank}"), "w") as f:
+    f.write(f"{run.id} {run.attempt}")
+run.finish()
+"""
+
+
+def test_a_torchrun_job_is_one_run_logged_by_rank_0_and_its_restart_resumes_from_the_checkpoint(
+    server: Server, client_env: dict, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    path = tmp_path / "ddp.py"
+    path.write_text(script(DDP, out))
+    env = dict(os.environ, **client_env, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
+               "--max-restarts", "1", "--monitor-interval", "0.2", str(path)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    assert "loss went to the moon" in done.stderr, "the first start failed as planned"
+    finished = {rank: (out / f"done-{rank}").read_text().split() for rank in range(2)}
+    run_id = finished[0][0]
+    assert set(map(tuple, finished.values())) == {(run_id, "2")}, "both ranks of the restart joined attempt 2 of one run"
+    assert f"resumes from {out / 'checkpoint-5'}" in done.stdout
+    [listed] = trainlog.Api().runs("hf-ddp")
+    run = trainlog.Api().run(listed.id)
+    assert run.id == run_id and run.status == "finished"
+    assert [a["status"] for a in run.attempts] == ["failed", "finished"]
+    # Rank 0 logged: every step once the restart went past the failure.
+    assert sorted({p["step"] for p in run.history("train/loss")}) == list(range(2, 21, 2))
+    assert run.params["args.max_steps"] == 20
+    assert sorted(c["step"] for c in run.checkpoints()) == [15, 20]

@@ -27,7 +27,7 @@ class TrainlogTracker(GeneralTracker):  # type: ignore[misc]
     requires_logging_directory = False
     main_process_only = True
 
-    def __init__(self, run_name: str, **init_kwargs: Any) -> None:
+    def __init__(self, run_name: Optional[str], **init_kwargs: Any) -> None:
         super().__init__()
         self.project = run_name
         self.init_kwargs = init_kwargs

@@ -129,7 +129,9 @@ def _patch_accelerate(module: ModuleType) -> None:
     def add(accelerator: Any) -> None:
         names = [t if isinstance(t, str) else getattr(t, "name", "") for t in accelerator.log_with]
         if "trainlog" not in names and not any(isinstance(t, TrainlogTracker) for t in accelerator.log_with):
-            accelerator.log_with.append("trainlog")
+            # With autolog's own `init` arguments, a tracker made here carries them; without, the
+            # name lets `init_trackers` make it with its project and `init_kwargs`.
+            accelerator.log_with.append(TrainlogTracker(None, **_init_kwargs) if _init_kwargs else "trainlog")
 
     _after_init(module.Accelerator, add)
 
