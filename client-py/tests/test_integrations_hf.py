@@ -51,8 +51,8 @@ class Record(TrainerCallback):
         if state.global_step == RAISE_AT:
             raise RuntimeError("loss went to the moon")
 
-def trainer(callback, steps=20):
-    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=32))
+def trainer(callback, steps=20, wrap=lambda model: model):
+    model = wrap(GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=32)))
     print("PARAMS", model.num_parameters(), flush=True)
     args = TrainingArguments(
         output_dir=OUT, max_steps=steps, per_device_train_batch_size=4, learning_rate=1e-3, logging_steps=2,
@@ -227,3 +227,23 @@ def test_a_torchrun_job_is_one_run_logged_by_rank_0_and_its_restart_resumes_from
     assert sorted({p["step"] for p in run.history("train/loss")}) == list(range(2, 21, 2))
     assert run.params["args.max_steps"] == 20
     assert sorted(c["step"] for c in run.checkpoints()) == [15, 20]
+
+
+def test_a_peft_adapter_is_logged_with_its_config_and_trainable_size(server: Server, client_env: dict, tmp_path: Path) -> None:
+    body = """
+from peft import LoraConfig, get_peft_model
+lora = LoraConfig(r=2, lora_alpha=4, target_modules=["c_attn"], fan_in_fan_out=True, task_type="CAUSAL_LM")
+t = trainer(TrainlogCallback(project="hf-peft", log_checkpoints=False, system_metrics_interval=None), steps=2,
+            wrap=lambda model: get_peft_model(model, lora))
+print("SIZES", t.model.num_parameters(), t.model.num_parameters(only_trainable=True), flush=True)
+t.train()
+"""
+    done = run_script(script(body, tmp_path / "out"), client_env, timeout=240)
+    assert done.returncode == 0, done.stderr
+    total, trainable = map(int, done.stdout.split("SIZES ", 1)[1].split()[:2])
+    [run] = trainlog.Api().runs("hf-peft")
+    params = run.params
+    assert params["peft.default.r"] == 2 and params["peft.default.lora_alpha"] == 4
+    assert params["peft.default.peft_type"] == "LORA" and params["peft.default.target_modules"] == '["c_attn"]'
+    assert params["model.num_parameters"] == total and params["model.num_trainable_parameters"] == trainable < total
+    assert run.status == "finished" and [p["step"] for p in run.history("train/loss")] == [2]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 from typing import Any, Dict, Mapping, Optional, Tuple
@@ -22,17 +23,28 @@ def attach(init_kwargs: Mapping[str, Any]) -> Tuple[Run, bool]:
 def scalar(value: Any) -> Any:
     """A param value as a number, a bool or a text: texts that spell numbers become numbers
     (frameworks' configs often hold "0.3"), None becomes "None" (as MLflow records it; a param
-    has a value), anything else becomes its JSON or its text."""
+    has a value), an enum its value, anything else its JSON (sets sorted) or its text."""
+    if isinstance(value, enum.Enum):
+        value = value.value
     if value is None:
         return "None"
     if isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):
-        return _number(value)
+        return _number(str(value))
     try:
-        return json.dumps(value, sort_keys=True, default=str)
+        return json.dumps(value, sort_keys=True, default=_plain)
     except (TypeError, ValueError):
         return str(value)
+
+
+def _plain(value: Any) -> Any:
+    """What JSON cannot write, as it can: sets as sorted lists, enums as their values."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    if isinstance(value, enum.Enum):
+        return value.value
+    return str(value)
 
 
 def _number(text: str) -> Any:
