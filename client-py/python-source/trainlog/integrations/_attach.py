@@ -20,6 +20,17 @@ def attach(init_kwargs: Mapping[str, Any]) -> Tuple[Run, bool]:
     return trainlog.init(**init_kwargs), True
 
 
+def release(run: Optional[Run], owned: bool) -> None:
+    """The end of an integration's training: the run it started is finished, a run it joined is
+    only flushed (its owner finishes it)."""
+    if run is None or run.finished:
+        return
+    if owned:
+        run.finish("finished")
+    else:
+        run.flush()
+
+
 def scalar(value: Any) -> Any:
     """A param value as a number, a bool or a text: texts that spell numbers become numbers
     (frameworks' configs often hold "0.3"), None becomes "None" (as MLflow records it; a param

@@ -17,7 +17,7 @@ from accelerate.tracking import GeneralTracker, register_tracker_class  # type: 
 
 import trainlog
 from trainlog._run import Run
-from trainlog.integrations._attach import flatten
+from trainlog.integrations._attach import flatten, release
 
 
 class TrainlogTracker(GeneralTracker):  # type: ignore[misc]
@@ -55,13 +55,7 @@ class TrainlogTracker(GeneralTracker):  # type: ignore[misc]
         self.run.log(_read_tensors(values), step=step)
 
     def finish(self) -> None:
-        run = self.run
-        if run is None or run.finished:
-            return
-        if self._owned:
-            run.finish("finished")
-        else:
-            run.flush()
+        release(self.run, self._owned)
 
 
 def _read_tensors(values: Dict[str, Any]) -> Dict[str, Any]:

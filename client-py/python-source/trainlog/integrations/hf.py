@@ -20,7 +20,7 @@ from transformers import TrainerCallback
 
 import trainlog
 from trainlog._run import Run
-from trainlog.integrations._attach import attach, flatten, metric_value
+from trainlog.integrations._attach import attach, flatten, metric_value, release
 
 #: The trainer's name for a checkpoint folder under `output_dir`.
 CHECKPOINT_PREFIX = "checkpoint"
@@ -111,13 +111,7 @@ class TrainlogCallback(TrainerCallback):  # type: ignore[misc]
             print(f"trainlog: could not record checkpoint {folder}: {e}", file=sys.stderr)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        run = self.run
-        if run is None or run.finished:
-            return
-        if self._owned:
-            run.finish("finished")
-        else:
-            run.flush()
+        release(self.run, self._owned)
 
 
 def rename_logs(logs: Dict[str, Any]) -> Dict[str, float]:
