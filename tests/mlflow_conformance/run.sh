@@ -22,7 +22,8 @@ import sys, xml.etree.ElementTree as ET
 s = ET.parse(sys.argv[1]).getroot()
 s = s if s.tag == "testsuite" else s.find("testsuite")
 t, f, e, k = (int(s.get(a, 0)) for a in ("tests", "failures", "errors", "skipped"))
-print(f"{sys.argv[2]}: passed={t - f - e - k} failed={f} errors={e} skipped={k}")
+x = sum(1 for c in s.iter("skipped") if c.get("type") == "pytest.xfail")
+print(f"{sys.argv[2]}: passed={t - f - e - k} failed={f} errors={e} skipped={k - x} xfailed={x}")
 PY
 done
 echo "logs and junit xml: $out"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import os
 import queue
 import re
@@ -16,6 +18,7 @@ import time
 import types
 from pathlib import Path
 
+import mlflow
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -97,9 +100,14 @@ class TrainlogServerThread:
 
     def __enter__(self) -> str:
         self.server = Trainlog()
+        # MLflow's server fixtures serve the store that MLflow's conftest also points the fluent
+        # API at (`db_uri`); here that store is this server, so the fluent API talks to it.
+        self.previous_uri = _fluent_uri()
+        mlflow.set_tracking_uri(self.server.url)
         return self.server.url
 
     def __exit__(self, *exc) -> None:
+        mlflow.set_tracking_uri(self.previous_uri)
         self.server.stop()
 
 
@@ -130,6 +138,7 @@ def _install_shims() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "allow_infer_pip_requirements_fallback: MLflow marker")
+    config.addinivalue_line("markers", "asyncio: coroutine test (run by this plugin without pytest-asyncio)")
     if not _binary().is_file():
         raise pytest.UsageError(f"{_binary()} is missing")
     _install_shims()
@@ -144,6 +153,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function):
+    """Runs `@pytest.mark.asyncio` coroutine tests when pytest-asyncio is not installed."""
+    if pyfuncitem.config.pluginmanager.hasplugin("asyncio"):
+        return None
+    if not (inspect.iscoroutinefunction(pyfuncitem.obj) and pyfuncitem.get_closest_marker("asyncio")):
+        return None
+    kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    asyncio.run(pyfuncitem.obj(**kwargs))
+    return True
 
 
 @pytest.fixture(autouse=True)
@@ -161,4 +182,28 @@ def _trainlog_server_stand_ins(request: pytest.FixtureRequest, monkeypatch: pyte
 
 @pytest.fixture
 def db_uri(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'unused.db'}"
+    return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+def _fluent_uri() -> str | None:
+    from mlflow.tracking import _tracking_service
+
+    return _tracking_service.utils._tracking_uri
+
+
+@pytest.fixture(autouse=True)
+def _fresh_fluent_state(db_uri: str):
+    """What MLflow's conftest does around each test: the fluent API starts on a store of the test's
+    own, with no active experiment or run left by an earlier test (whose server is gone)."""
+    from mlflow.tracking import fluent
+
+    environ = {k: v for k, v in os.environ.items() if k.startswith("MLFLOW_")}
+    mlflow.set_tracking_uri(db_uri)
+    yield
+    for key in [k for k in os.environ if k.startswith("MLFLOW_")]:
+        del os.environ[key]
+    os.environ.update(environ)
+    fluent._active_run_stack.set([])
+    fluent._last_active_run_id.set(None)
+    fluent._active_experiment_id = None
+    mlflow.set_tracking_uri(None)
