@@ -89,6 +89,9 @@ print("CHECKPOINTS", json.dumps(sorted(os.listdir(checkpoints.dirpath))), flush=
 
 def script(root: str, logger: str, raise_at: int = -1, sleep: float = 0.0, epochs: int = 3, test: bool = False) -> str:
     head = f"import os\nROOT, RAISE_AT, SLEEP, EPOCHS, TEST = {root!r}, {raise_at}, {sleep}, {epochs}, {test}\n"
+    # Ctrl-C raises KeyboardInterrupt even when the tests run where SIGINT is ignored (a job a
+    # shell started in the background inherits that, and Python then keeps it ignored).
+    head += "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
     return head + TRAINING.replace("LOGGER", logger)
 
 
