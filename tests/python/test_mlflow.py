@@ -424,3 +424,22 @@ def test_sklearn_autolog_logs_params_metrics_and_a_loadable_model(trainlog_serve
     assert (loaded.predict(features) == model.predict(features)).all()
     same = native(trainlog_server, "GET", f"/runs/{run.info.run_id}")
     assert same["params"]["C"] == "0.5" and same["summary"]["training_accuracy_score"]["count"] == 1
+
+
+def test_search_limits_and_tag_filters_are_mlflows(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
+    experiment_id = client.create_experiment("limits", tags={"squad": "vision"})
+    client.create_experiment("untagged")
+    client.create_experiment("other-team", tags={"squad": "speech"})
+    with pytest.raises(MlflowException, match=r"Invalid value 123456789 for parameter 'max_results' supplied") as too_many:
+        client.search_runs([experiment_id], max_results=123456789)
+    assert too_many.value.error_code == "INVALID_PARAMETER_VALUE" and too_many.value.get_http_status_code() == 400
+    assert client.search_runs([experiment_id], max_results=50000) == []
+    status, body = raw_mlflow(trainlog_server, "/runs/search", {"experiment_ids": [experiment_id], "max_results": 0})
+    assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE") and "It must be a positive integer" in body["message"], body
+    # A tag comparison, `!=` included, only matches what has the tag.
+    assert [e.name for e in client.search_experiments(filter_string="tags.squad != 'vision'")] == ["other-team"]
+    assert [e.name for e in client.search_experiments(filter_string="tags.squad = 'vision'")] == ["limits"]
+    client.create_registered_model("tagged-model", tags={"squad": "vision"})
+    client.create_registered_model("plain-model")
+    assert [m.name for m in client.search_registered_models("tags.squad != 'speech'")] == ["tagged-model"]
+    assert {"plain-model", "tagged-model"} <= {m.name for m in client.search_registered_models()}

@@ -141,10 +141,14 @@ async fn get_experiment_by_name(state: State, req: HttpRequest, payload: web::Pa
 
 /// A filter on names and tags, as clients search experiments and registered models:
 /// comparisons joined by `AND`, each `name` or `tags.KEY` (`tag.`, backquotes allowed) with
-/// `=`, `!=`, `LIKE` or `ILIKE` and a quoted value. A `!=` on a tag a thing lacks matches.
+/// `=`, `!=`, `LIKE` or `ILIKE` and a quoted value. A thing without a tag matches no
+/// comparison of it, except `!=` on `PROMPT_TAG`.
 pub(super) struct NameFilter {
     clauses: Vec<(Option<String>, String, String)>,
 }
+
+/// The tag MLflow's clients filter registered models on (`!= 'true'`) to leave prompts out.
+const PROMPT_TAG: &str = "mlflow.prompt.is_prompt";
 
 impl NameFilter {
     /// Whether a filter names tags, so they must be read.
@@ -158,8 +162,10 @@ impl NameFilter {
                 None => Some(name),
                 Some(key) => tags.get(key).map(String::as_str),
             };
+            // As in MLflow, a tag comparison (`!=` included) only matches where the tag is set,
+            // but for the tag that marks prompts: a thing without it is no prompt.
             match (op.as_str(), subject) {
-                ("!=", None) => true,
+                ("!=", None) => tag.as_deref() == Some(PROMPT_TAG),
                 (_, None) => false,
                 ("=", Some(s)) => s == value,
                 ("!=", Some(s)) => s != value,
@@ -457,6 +463,9 @@ mod tests {
             ("attributes.name != 'detector'", false),
             ("tags.team = 'vision'", false),
             ("tags.missing = 'x'", false),
+            ("tags.missing != 'x'", false),
+            ("tags.team != 'vision'", true),
+            ("tags.team != 'vision and speech'", false),
         ];
         for (filter, expected) in cases {
             assert_eq!(name_filter(filter).unwrap().matches("detector", &tags), expected, "{filter}");

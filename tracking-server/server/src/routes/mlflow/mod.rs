@@ -208,13 +208,19 @@ fn double_json(v: f64) -> Value {
 fn page(args: &Value, default: i64) -> Result<(usize, usize)> {
     let limit = integer(args, "max_results")?.unwrap_or(default);
     if limit <= 0 {
-        return Err(ApiError::invalid("max_results", "max_results must be a positive number").into());
+        return Err(bad_max_results(limit, "It must be a positive integer"));
     }
     let offset = match text(args, "page_token")? {
         None | Some("") => 0,
         Some(t) => t.parse().map_err(|_| ApiError::invalid("page_token", "not a page token from this server"))?,
     };
     Ok((limit as usize, offset))
+}
+
+/// A refused `max_results`, worded as MLflow words it.
+fn bad_max_results(limit: i64, rule: &str) -> MlflowError {
+    ApiError::invalid("max_results", format!("Invalid value {limit} for parameter 'max_results' supplied. {rule}"))
+        .into()
 }
 
 /// One page of `items` under `field`, with `next_page_token` when more follow.

@@ -45,6 +45,9 @@ const MAX_BATCH_TAGS: usize = 100;
 const MAX_BATCH_ENTITIES: usize = 1000;
 /// MLflow's longest param value.
 const MAX_PARAM_VALUE_CHARS: usize = 6000;
+/// The most runs one MLflow search may ask for; trainlog answers them in pages of at most
+/// `MAX_PAGE_SIZE`.
+const MAX_SEARCH_RESULTS: usize = 50_000;
 
 async fn set_run_deleted(state: State, req: HttpRequest, payload: web::Payload, deleted: bool) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
@@ -557,6 +560,9 @@ async fn search_runs(state: State, req: HttpRequest, payload: web::Payload) -> R
     let filter = translate_filter(text(&args, "filter")?.unwrap_or("")).map_err(ApiError::from)?;
     let order_by = translate_order_by(&texts(&args, "order_by")?).map_err(ApiError::from)?;
     let (limit, offset) = page(&args, 1000)?;
+    if limit > MAX_SEARCH_RESULTS {
+        return Err(super::bad_max_results(limit as i64, &format!("It must be at most {MAX_SEARCH_RESULTS}")));
+    }
     let limit = limit.min(MAX_PAGE_SIZE as usize);
     let visible = crate::auth::visibility(&req, Scope::Project).await?;
     let mut ids = Vec::new();
