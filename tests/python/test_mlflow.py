@@ -443,3 +443,28 @@ def test_search_limits_and_tag_filters_are_mlflows(trainlog_server: TrainlogServ
     client.create_registered_model("plain-model")
     assert [m.name for m in client.search_registered_models("tags.squad != 'speech'")] == ["tagged-model"]
     assert {"plain-model", "tagged-model"} <= {m.name for m in client.search_registered_models()}
+
+
+def test_a_runs_inputs_and_outputs_read_back_as_mlflow_writes_them(client: MlflowClient) -> None:
+    from mlflow.entities import Dataset, DatasetInput, InputTag, LoggedModelInput, LoggedModelOutput
+    experiment_id = client.create_experiment("inputs-outputs")
+    bare = client.create_run(experiment_id)
+    assert (client.get_run(bare.info.run_id).inputs.dataset_inputs, client.get_run(bare.info.run_id).outputs.model_outputs) == ([], [])
+    run = client.create_run(experiment_id)
+    model = client.create_logged_model(experiment_id=experiment_id)
+    dataset = Dataset(name="train", digest="d1", source_type="local", source='{"uri": "/data/train.csv"}',
+                      schema='{"mlflow_colspec": []}', profile='{"num_rows": 2}')
+    used = DatasetInput(dataset, tags=[InputTag("split", "a"), InputTag("mlflow.data.context", "training")])
+    client.log_inputs(run.info.run_id, datasets=[used], models=[LoggedModelInput(model.model_id)])
+    client.log_inputs(run.info.run_id, datasets=[used])
+    client.log_outputs(run.info.run_id, [LoggedModelOutput(model.model_id, 3)])
+    got = client.get_run(run.info.run_id)
+    (kept,) = got.inputs.dataset_inputs
+    assert (kept.dataset.name, kept.dataset.digest, kept.dataset.source_type, kept.dataset.source, kept.dataset.schema,
+            kept.dataset.profile) == ("train", "d1", "local", '{"uri": "/data/train.csv"}', '{"mlflow_colspec": []}', '{"num_rows": 2}')
+    assert [(t.key, t.value) for t in kept.tags] == [("split", "a"), ("mlflow.data.context", "training")]
+    assert [m.model_id for m in got.inputs.model_inputs] == [model.model_id]
+    assert got.outputs.model_outputs == [LoggedModelOutput(model.model_id, 3)]
+    found = {r.info.run_id: r for r in client.search_runs([experiment_id])}
+    assert found[run.info.run_id].inputs == got.inputs and found[run.info.run_id].outputs.model_outputs == got.outputs.model_outputs
+    assert found[bare.info.run_id].inputs.dataset_inputs == []

@@ -293,11 +293,7 @@ async fn log_outputs(state: State, req: HttpRequest, payload: web::Payload) -> R
     let run = RunId::parse("run_id", required_text(&args, "run_id")?)?;
     let project_id = run_project(&state, &run).await?;
     crate::auth::require_run(&req, &run, project_id, Role::Write).await?;
-    let models = match &args["models"] {
-        Value::Array(items) => items.clone(),
-        Value::Null => Vec::new(),
-        other => return Err(super::wrong_type("models", other)),
-    };
+    let models = super::object_list(&args, "models")?;
     meta(&state, move |m| {
         let mut outputs = m.metadata(&run)?.remove("outputs").unwrap_or_else(|| json!({"models": []}));
         if let Some(list) = outputs["models"].as_array_mut() {

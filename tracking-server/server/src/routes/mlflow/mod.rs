@@ -193,6 +193,18 @@ fn texts(args: &Value, name: &str) -> Result<Vec<String>> {
     }
 }
 
+/// A repeated message argument: a JSON list of objects (none when absent).
+fn object_list(args: &Value, name: &str) -> Result<Vec<Value>> {
+    match &args[name] {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => match items.iter().find(|i| !i.is_object()) {
+            Some(bad) => Err(wrong_type(name, bad)),
+            None => Ok(items.clone()),
+        },
+        other => Err(wrong_type(name, other)),
+    }
+}
+
 /// A double as protobuf's JSON writes it.
 fn double_json(v: f64) -> Value {
     if v.is_nan() {

@@ -156,24 +156,43 @@ struct RunDataJson<'a> {
     tags: Vec<KeyValue<'a>>,
 }
 
+/// What a run used, as MLflow writes it: each dataset input `{dataset, tags}` and each model
+/// input `{model_id}` as `runs/log-inputs` received it.
+#[derive(Serialize)]
+struct RunInputsJson<'a> {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    dataset_inputs: Vec<&'a Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    model_inputs: Vec<&'a Value>,
+}
+
+/// What a run produced, as MLflow writes it: each `{model_id, step}` as `runs/outputs` received it.
+#[derive(Serialize)]
+struct RunOutputsJson<'a> {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    model_outputs: Vec<&'a Value>,
+}
+
+/// The objects of a list kept in a run's metadata (none where it is missing).
+fn kept_items<'a>(section: &'a Value, field: &str) -> Vec<&'a Value> {
+    section[field].as_array().map(|items| items.iter().filter(|i| i.is_object()).collect()).unwrap_or_default()
+}
+
 /// A run as MLflow writes it, serialized straight from trainlog's run (search answers
 /// thousands of them).
 #[derive(Serialize)]
 struct RunJson<'a> {
     info: RunInfoJson<'a>,
     data: RunDataJson<'a>,
-    inputs: BTreeMap<(), ()>,
-    outputs: BTreeMap<(), ()>,
+    inputs: RunInputsJson<'a>,
+    outputs: RunOutputsJson<'a>,
 }
 
-fn run_json<'a>(
-    run: &'a Run,
-    deleted: bool,
-    summaries: &'a BTreeMap<String, MetricSummary>,
-    commit: Option<&'a str>,
-) -> RunJson<'a> {
+fn run_json<'a>(run: &'a Run, deleted: bool, extras: &'a RunExtras) -> RunJson<'a> {
     use std::borrow::Cow;
-    let metrics = summaries
+    let commit = extras.commit.as_deref();
+    let metrics = extras
+        .summaries
         .iter()
         .map(|(k, s)| MetricJson { key: k, value: crate::wire::Float(s.last), timestamp: s.last_ms, step: s.last_step })
         .collect();
@@ -194,33 +213,50 @@ fn run_json<'a>(
     RunJson {
         info: run_info(run, deleted),
         data: RunDataJson { metrics, params, tags },
-        inputs: BTreeMap::new(),
-        outputs: BTreeMap::new(),
+        inputs: RunInputsJson {
+            dataset_inputs: kept_items(&extras.inputs, "datasets"),
+            model_inputs: kept_items(&extras.inputs, "models"),
+        },
+        outputs: RunOutputsJson { model_outputs: kept_items(&extras.outputs, "models") },
     }
 }
 
-/// What `run_json` reads besides the run: its summaries and code version.
+/// What `run_json` reads besides the run: its summaries, code version, and the `inputs` and
+/// `outputs` metadata that `runs/log-inputs` and `runs/outputs` keep (null where none).
 struct RunExtras {
     summaries: BTreeMap<String, MetricSummary>,
     commit: Option<String>,
+    inputs: Value,
+    outputs: Value,
 }
 
 async fn run_view(state: &State, run: &Run, deleted: bool) -> Result<Value> {
     let pair = [(run.clone(), deleted)];
     let extras = run_extras(state, &pair).await?;
-    Ok(serde_json::to_value(run_json(run, deleted, &extras[0].summaries, extras[0].commit.as_deref()))
+    let extras = extras.first().ok_or_else(|| ApiError::Internal(format!("no extras read for run {}", run.id)))?;
+    Ok(serde_json::to_value(run_json(run, deleted, extras))
         .map_err(|e| ApiError::Internal(format!("writing run {}: {e}", run.id)))?)
 }
 
-/// The summaries and code versions of many runs, the code versions read in one query.
+/// The summaries, code versions, inputs and outputs of many runs, each metadata section read in
+/// one query.
 async fn run_extras(state: &State, runs: &[(Run, bool)]) -> Result<Vec<RunExtras>> {
     let ids: Vec<RunId> = runs.iter().map(|(r, _)| r.id.clone()).collect();
-    let code = meta(state, move |m| m.metadata_section_of(&ids, "code")).await?;
+    let (code, mut inputs, mut outputs) = meta(state, move |m| {
+        Ok((
+            m.metadata_section_of(&ids, "code")?,
+            m.metadata_section_of(&ids, "inputs")?,
+            m.metadata_section_of(&ids, "outputs")?,
+        ))
+    })
+    .await?;
     let mut out = Vec::with_capacity(runs.len());
     for (run, _) in runs {
         let summaries = state.store.summaries(&run.id).await?;
         let commit = code.get(run.id.as_str()).and_then(|c| c["commit"].as_str()).map(str::to_owned);
-        out.push(RunExtras { summaries, commit });
+        let inputs = inputs.remove(run.id.as_str()).unwrap_or_default();
+        let outputs = outputs.remove(run.id.as_str()).unwrap_or_default();
+        out.push(RunExtras { summaries, commit, inputs, outputs });
     }
     Ok(out)
 }
@@ -591,11 +627,7 @@ async fn search_runs(state: State, req: HttpRequest, payload: web::Payload) -> R
         next_page_token: Option<String>,
     }
     let answer = Answer {
-        runs: shown
-            .iter()
-            .zip(&extras)
-            .map(|((run, deleted), e)| run_json(run, *deleted, &e.summaries, e.commit.as_deref()))
-            .collect(),
+        runs: shown.iter().zip(&extras).map(|((run, deleted), e)| run_json(run, *deleted, e)).collect(),
         next_page_token: more.then(|| (offset + limit).to_string()),
     };
     Ok(HttpResponse::Ok().json(answer))
@@ -625,12 +657,7 @@ async fn metric_history(state: State, req: HttpRequest, payload: web::Payload) -
 async fn log_inputs(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
     let id = named_run(&state, &req, &args, Role::Write).await?;
-    let list = |name: &str| match &args[name] {
-        Value::Array(items) => Ok(items.clone()),
-        Value::Null => Ok(Vec::new()),
-        other => Err(super::wrong_type(name, other)),
-    };
-    let (datasets, models) = (list("datasets")?, list("models")?);
+    let (datasets, models) = (super::object_list(&args, "datasets")?, super::object_list(&args, "models")?);
     meta(&state, move |m| {
         let mut inputs = m.metadata(&id)?.remove("inputs").unwrap_or_else(|| json!({"datasets": [], "models": []}));
         for (field, new) in [("datasets", datasets), ("models", models)] {
