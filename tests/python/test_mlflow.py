@@ -468,3 +468,26 @@ def test_a_runs_inputs_and_outputs_read_back_as_mlflow_writes_them(client: Mlflo
     found = {r.info.run_id: r for r in client.search_runs([experiment_id])}
     assert found[run.info.run_id].inputs == got.inputs and found[run.info.run_id].outputs.model_outputs == got.outputs.model_outputs
     assert found[bare.info.run_id].inputs.dataset_inputs == []
+
+
+def test_registry_errors_are_worded_as_mlflows(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
+    client.create_registered_model("worded")
+    with pytest.raises(MlflowException, match=r"Registered Model \(name=worded\) already exists\.$") as exists:
+        client.create_registered_model("worded")
+    assert exists.value.get_http_status_code() == 400
+    client.create_registered_model("taken")
+    with pytest.raises(MlflowException, match=r"Registered Model \(name=taken\) already exists") as taken:
+        client.rename_registered_model("worded", "taken")
+    assert taken.value.error_code == "RESOURCE_ALREADY_EXISTS"
+    client.rename_registered_model("worded", "worded 2")
+    for call in (lambda: client.get_registered_model("worded"), lambda: client.update_registered_model("worded", "d"),
+                 lambda: client.rename_registered_model("worded", "elsewhere"), lambda: client.delete_registered_model("worded"),
+                 lambda: client.set_registered_model_tag("worded", "k", "v")):
+        with pytest.raises(MlflowException, match=r"Registered Model with name=worded not found$") as missing:
+            call()
+        assert missing.value.get_http_status_code() == 404
+    assert client.get_registered_model("worded 2").name == "worded 2"
+    # The native API keeps its own words.
+    with pytest.raises(urllib.error.HTTPError) as native_missing:
+        native(trainlog_server, "GET", "/models/worded")
+    assert native_missing.value.code == 404 and "Registered Model" not in native_missing.value.read().decode()

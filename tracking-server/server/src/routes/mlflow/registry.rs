@@ -134,9 +134,12 @@ async fn create_model(state: State, req: HttpRequest, payload: web::Payload) -> 
         .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
         .collect();
     let creator = crate::auth::actor(&req);
-    let model = meta(&state, move |m| m.create_model(&name, &description, &tags, creator.as_ref()))
-        .await
-        .map_err(MlflowError::already_exists)?;
+    let model = {
+        let owned = name.clone();
+        meta(&state, move |m| m.create_model(&owned, &description, &tags, creator.as_ref()))
+            .await
+            .map_err(model_error(&name))?
+    };
     Ok(HttpResponse::Ok().json(json!({"registered_model": model_json(&state, &model).await?})))
 }
 
@@ -144,20 +147,34 @@ fn model_name(name: &str) -> Result<String> {
     Ok(trainlog_schema::ProjectName::parse("name", name)?.into_string())
 }
 
+/// MLflow's words for a registered model that is not there, or whose name is taken, in place of
+/// trainlog's own.
+fn model_error(name: &str) -> impl Fn(ApiError) -> MlflowError + '_ {
+    move |error| match error {
+        // `ApiError::NotFound` adds " not found".
+        ApiError::NotFound(_) => ApiError::NotFound(format!("Registered Model with name={name}")).into(),
+        ApiError::Conflict { field, .. } => MlflowError::already_exists(ApiError::Conflict {
+            field,
+            reason: format!("Registered Model (name={name}) already exists."),
+        }),
+        other => other.into(),
+    }
+}
+
 /// The model a request names, once the caller may `need` it.
 async fn named_model(state: &State, req: &HttpRequest, args: &Value, need: Role) -> Result<String> {
     let name = required_text(args, "name")?.to_owned();
-    model_access(state, req, &name, need).await.map_err(|e| match e {
-        ApiError::NotFound(_) => ApiError::NotFound(format!("Registered Model with name={name} not found")),
-        other => other,
-    })?;
+    model_access(state, req, &name, need).await.map_err(model_error(&name))?;
     Ok(name)
 }
 
 async fn get_model(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
     let name = named_model(&state, &req, &args, Role::Read).await?;
-    let model = meta(&state, move |m| m.model(&name)).await?;
+    let model = {
+        let owned = name.clone();
+        meta(&state, move |m| m.model(&owned)).await.map_err(model_error(&name))?
+    };
     Ok(HttpResponse::Ok().json(json!({"registered_model": model_json(&state, &model).await?})))
 }
 
@@ -173,7 +190,12 @@ async fn change_model(
     let args = arguments(&req, payload).await?;
     let name = named_model(&state, &req, &args, Role::Write).await?;
     let (description, set, delete) = change(&args)?;
-    let model = meta(&state, move |m| m.update_model(&name, description.as_deref(), &set, &delete)).await?;
+    let model = {
+        let owned = name.clone();
+        meta(&state, move |m| m.update_model(&owned, description.as_deref(), &set, &delete))
+            .await
+            .map_err(model_error(&name))?
+    };
     Ok(HttpResponse::Ok().json(json!({"registered_model": model_json(&state, &model).await?})))
 }
 
@@ -181,7 +203,11 @@ async fn rename_model(state: State, req: HttpRequest, payload: web::Payload) -> 
     let args = arguments(&req, payload).await?;
     let name = named_model(&state, &req, &args, Role::Admin).await?;
     let new_name = model_name(required_text(&args, "new_name")?)?;
-    let model = meta(&state, move |m| m.rename_model(&name, &new_name)).await.map_err(MlflowError::already_exists)?;
+    let (old, new) = (name.clone(), new_name.clone());
+    let model = meta(&state, move |m| m.rename_model(&old, &new)).await.map_err(|e| match e {
+        ApiError::Conflict { .. } => model_error(&new_name)(e),
+        other => model_error(&name)(other),
+    })?;
     Ok(HttpResponse::Ok().json(json!({"registered_model": model_json(&state, &model).await?})))
 }
 
@@ -209,7 +235,8 @@ async fn delete_model_tag(state: State, req: HttpRequest, payload: web::Payload)
 async fn delete_model(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     let args = arguments(&req, payload).await?;
     let name = named_model(&state, &req, &args, Role::Admin).await?;
-    meta(&state, move |m| m.delete_model(&name)).await?;
+    let owned = name.clone();
+    meta(&state, move |m| m.delete_model(&owned)).await.map_err(model_error(&name))?;
     Ok(HttpResponse::Ok().json(json!({})))
 }
 
@@ -230,7 +257,10 @@ async fn latest_versions(state: State, req: HttpRequest, payload: web::Payload) 
     let args = arguments(&req, payload).await?;
     let name = named_model(&state, &req, &args, Role::Read).await?;
     let stages = super::texts(&args, "stages")?;
-    let versions = meta(&state, move |m| m.versions(&name, None)).await?;
+    let versions = {
+        let owned = name.clone();
+        meta(&state, move |m| m.versions(&owned, None)).await.map_err(model_error(&name))?
+    };
     let mut out = Vec::new();
     for stage in STAGES.iter().filter(|s| stages.is_empty() || stages.iter().any(|w| w.eq_ignore_ascii_case(s))) {
         if let Some(v) = versions.iter().filter(|v| stage_of(v) == *stage).max_by_key(|v| v.version) {
