@@ -426,25 +426,6 @@ def test_sklearn_autolog_logs_params_metrics_and_a_loadable_model(trainlog_serve
     assert same["params"]["C"] == "0.5" and same["summary"]["training_accuracy_score"]["count"] == 1
 
 
-def test_search_limits_and_tag_filters_are_mlflows(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
-    experiment_id = client.create_experiment("limits", tags={"squad": "vision"})
-    client.create_experiment("untagged")
-    client.create_experiment("other-team", tags={"squad": "speech"})
-    with pytest.raises(MlflowException, match=r"Invalid value 123456789 for parameter 'max_results' supplied") as too_many:
-        client.search_runs([experiment_id], max_results=123456789)
-    assert too_many.value.error_code == "INVALID_PARAMETER_VALUE" and too_many.value.get_http_status_code() == 400
-    assert client.search_runs([experiment_id], max_results=50000) == []
-    status, body = raw_mlflow(trainlog_server, "/runs/search", {"experiment_ids": [experiment_id], "max_results": 0})
-    assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE") and "It must be a positive integer" in body["message"], body
-    # A tag comparison, `!=` included, only matches what has the tag.
-    assert [e.name for e in client.search_experiments(filter_string="tags.squad != 'vision'")] == ["other-team"]
-    assert [e.name for e in client.search_experiments(filter_string="tags.squad = 'vision'")] == ["limits"]
-    client.create_registered_model("tagged-model", tags={"squad": "vision"})
-    client.create_registered_model("plain-model")
-    assert [m.name for m in client.search_registered_models("tags.squad != 'speech'")] == ["tagged-model"]
-    assert {"plain-model", "tagged-model"} <= {m.name for m in client.search_registered_models()}
-
-
 def test_a_runs_inputs_and_outputs_read_back_as_mlflow_writes_them(client: MlflowClient) -> None:
     from mlflow.entities import Dataset, DatasetInput, InputTag, LoggedModelInput, LoggedModelOutput
     experiment_id = client.create_experiment("inputs-outputs")
@@ -470,6 +451,25 @@ def test_a_runs_inputs_and_outputs_read_back_as_mlflow_writes_them(client: Mlflo
     assert found[bare.info.run_id].inputs.dataset_inputs == []
 
 
+def test_search_limits_and_tag_filters_are_mlflows(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
+    experiment_id = client.create_experiment("limits", tags={"squad": "vision"})
+    client.create_experiment("untagged")
+    client.create_experiment("other-team", tags={"squad": "speech"})
+    with pytest.raises(MlflowException, match=r"Invalid value 123456789 for parameter 'max_results' supplied") as too_many:
+        client.search_runs([experiment_id], max_results=123456789)
+    assert too_many.value.error_code == "INVALID_PARAMETER_VALUE" and too_many.value.get_http_status_code() == 400
+    assert client.search_runs([experiment_id], max_results=50000) == []
+    status, body = raw_mlflow(trainlog_server, "/runs/search", {"experiment_ids": [experiment_id], "max_results": 0})
+    assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE") and "It must be a positive integer" in body["message"], body
+    # A tag comparison, `!=` included, only matches what has the tag.
+    assert [e.name for e in client.search_experiments(filter_string="tags.squad != 'vision'")] == ["other-team"]
+    assert [e.name for e in client.search_experiments(filter_string="tags.squad = 'vision'")] == ["limits"]
+    client.create_registered_model("tagged-model", tags={"squad": "vision"})
+    client.create_registered_model("plain-model")
+    assert [m.name for m in client.search_registered_models("tags.squad != 'speech'")] == ["tagged-model"]
+    assert {"plain-model", "tagged-model"} <= {m.name for m in client.search_registered_models()}
+
+
 def test_registry_errors_are_worded_as_mlflows(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
     client.create_registered_model("worded")
     with pytest.raises(MlflowException, match=r"Registered Model \(name=worded\) already exists\.$") as exists:
@@ -491,3 +491,30 @@ def test_registry_errors_are_worded_as_mlflows(trainlog_server: TrainlogServer, 
     with pytest.raises(urllib.error.HTTPError) as native_missing:
         native(trainlog_server, "GET", "/models/worded")
     assert native_missing.value.code == 404 and "Registered Model" not in native_missing.value.read().decode()
+
+
+def test_logged_models_are_named_tagged_and_deleted_as_mlflows(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
+    experiment_id = client.create_experiment("logged-models")
+    first, second = client.create_logged_model(experiment_id), client.create_logged_model(experiment_id)
+    assert first.name.startswith("model-") and second.name.startswith("model-") and first.name != second.name
+    assert [m.name for m in client.search_logged_models([experiment_id], filter_string=f"name = '{first.name}'")] == [first.name]
+    client.set_logged_model_tags(first.model_id, {"a": "1"})
+    client.delete_logged_model_tag(first.model_id, "a")
+    with pytest.raises(MlflowException, match="No tag with key 'a'") as no_tag:
+        client.delete_logged_model_tag(first.model_id, "a")
+    assert no_tag.value.error_code == "RESOURCE_DOES_NOT_EXIST"
+    # A model logged outside a run takes its holder run with it; a run's model leaves the run.
+    run = client.create_run(experiment_id)
+    owned = client.create_logged_model(experiment_id, name="owned", source_run_id=run.info.run_id)
+    for model in (first, owned):
+        client.delete_logged_model(model.model_id)
+        with pytest.raises(MlflowException, match="not found") as gone:
+            client.get_logged_model(model.model_id)
+        assert gone.value.error_code == "RESOURCE_DOES_NOT_EXIST"
+    assert [m.model_id for m in client.search_logged_models([experiment_id])] == [second.model_id]
+    with pytest.raises(MlflowException) as twice:
+        client.delete_logged_model(first.model_id)
+    assert twice.value.error_code == "RESOURCE_DOES_NOT_EXIST"
+    assert client.get_run(run.info.run_id).info.lifecycle_stage == "active"
+    holders = {r["name"]: r["archived"] for r in native(trainlog_server, "GET", "/projects/logged-models/runs?archived=true")["runs"]}
+    assert holders.get(first.name) is True, holders

@@ -107,6 +107,21 @@ impl MetaStore {
         })
     }
 
+    /// Deletes a logged model. One logged outside any run takes the run made to hold its files
+    /// with it, archived (its files stay until that run is purged); a run's own model leaves its
+    /// files among the run's artifacts. Answers the deleted model.
+    pub fn delete_logged_model(&self, id: &str) -> Result<LoggedModelRow> {
+        let row = self.logged_model(id)?;
+        self.write(|tx| {
+            tx.exec("DELETE FROM logged_models WHERE id = ?1", vals![id])?;
+            if row.own_run {
+                tx.exec("UPDATE runs SET deleted = ?2 WHERE id = ?1", vals![row.run_id.as_str(), true])?;
+            }
+            Ok(())
+        })?;
+        Ok(row)
+    }
+
     /// Changes a logged model's status, or merges params and tags into it.
     pub fn update_logged_model(
         &self,

@@ -19,6 +19,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/logged-models/search", web::post().to(search))
         .route("/logged-models/{model_id}", web::get().to(get))
         .route("/logged-models/{model_id}", web::patch().to(finalize))
+        .route("/logged-models/{model_id}", web::delete().to(delete_model))
         .route("/logged-models/{model_id}/tags", web::patch().to(set_tags))
         .route("/logged-models/{model_id}/tags/{key}", web::delete().to(delete_tag))
         .route("/logged-models/{model_id}/params", web::post().to(log_params))
@@ -89,7 +90,10 @@ async fn create(state: State, req: HttpRequest, payload: web::Payload) -> Result
         Some(given) => logged_model_id("model_id", given)?,
         None => trainlog_meta::new_logged_model_id(),
     };
-    let name = text(&args, "name")?.filter(|n| !n.is_empty()).unwrap_or("model").to_owned();
+    let name = match text(&args, "name")?.filter(|n| !n.is_empty()) {
+        Some(given) => given.to_owned(),
+        None => generated_name(&id),
+    };
     let (run_id, own_run) = match text(&args, "source_run_id")?.filter(|r| !r.is_empty()) {
         Some(run_text) => {
             let run = RunId::parse("source_run_id", run_text)?;
@@ -124,6 +128,13 @@ async fn create(state: State, req: HttpRequest, payload: web::Payload) -> Result
         meta(&state, move |m| m.create_logged_model(&row)).await.map_err(MlflowError::already_exists)?;
     }
     Ok(HttpResponse::Ok().json(json!({"model": model_json(&state, &row).await?})))
+}
+
+/// The name of a model logged without one, unique as its id is: `model-` and the id's first
+/// eight hex digits (as an unnamed run is named after its id).
+fn generated_name(model_id: &str) -> String {
+    let hex: String = model_id.strip_prefix("m-").unwrap_or(model_id).chars().take(8).collect();
+    format!("model-{hex}")
 }
 
 /// A finished run that holds the files of a model logged outside any run, named after it.
@@ -173,6 +184,21 @@ async fn get(state: State, req: HttpRequest, path: web::Path<String>) -> Result<
     Ok(HttpResponse::Ok().json(json!({"model": model_json(&state, &model).await?})))
 }
 
+/// Deletes a logged model: get and search no longer answer it. A model logged outside any run
+/// takes the run made to hold its files with it (archived, restorable); a run's own model leaves
+/// its files among the run's artifacts.
+async fn delete_model(state: State, req: HttpRequest, path: web::Path<String>) -> Result<HttpResponse> {
+    // Deleting takes what deleting a run takes.
+    named_model(&state, &req, &path, Role::Admin).await?;
+    let id = path.into_inner();
+    let model = meta(&state, move |m| m.delete_logged_model(&id)).await?;
+    if model.own_run {
+        super::experiments::forget_run_projects(&state);
+        state.store.project_changed(model.project_id);
+    }
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
 async fn update(
     state: &State,
     id: &str,
@@ -217,7 +243,11 @@ async fn set_tags(
 
 async fn delete_tag(state: State, req: HttpRequest, path: web::Path<(String, String)>) -> Result<HttpResponse> {
     let (id, key) = path.into_inner();
-    named_model(&state, &req, &id, Role::Write).await?;
+    let model = named_model(&state, &req, &id, Role::Write).await?;
+    if !model.tags.contains_key(&key) {
+        // `ApiError::NotFound` adds " not found"; MLflow's message starts the same way.
+        return Err(ApiError::NotFound(format!("No tag with key '{key}' in logged model '{id}'")).into());
+    }
     update(&state, &id, None, BTreeMap::new(), BTreeMap::new(), vec![key]).await?;
     Ok(HttpResponse::Ok().json(json!({})))
 }
