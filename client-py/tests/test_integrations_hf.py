@@ -189,7 +189,12 @@ run.finish()
 
 DDP = """
 import os
+import torch.distributed as dist
 restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+# A store of its own per start, as in test_jobs_torchrun.py: gloo's mesh did not always form
+# through the agent's store; the trainer uses the group it finds.
+dist.init_process_group("gloo", init_method=f"file://{OUT}/store-{restart}",
+                        rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
 run = trainlog.init(project="hf-ddp", system_metrics_interval=None)
 folder = resume_checkpoint(run)
 print("rank", run.rank, "attempt", run.attempt, "resumes from", folder, flush=True)
