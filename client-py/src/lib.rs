@@ -286,8 +286,9 @@ impl NativeRun {
         to_py(py, &stored)
     }
 
-    /// Uploads a file or folder as a checkpoint at `step` and records it; answers the checkpoint.
-    #[pyo3(signature = (local, step, metadata=None, keep_last=None, keep_best=None, metric=None, maximize=false))]
+    /// Saves a checkpoint at `step`: uploads `local` with checksums, or with `upload` false only
+    /// records it (its files stay where the training wrote them, which `metadata` says).
+    #[pyo3(signature = (local, step, metadata=None, keep_last=None, keep_best=None, metric=None, maximize=false, upload=true))]
     #[allow(clippy::too_many_arguments)]
     fn log_checkpoint(
         &self,
@@ -299,29 +300,19 @@ impl NativeRun {
         keep_best: Option<usize>,
         metric: Option<String>,
         maximize: bool,
+        upload: bool,
     ) -> PyResult<Py<PyAny>> {
         let metadata = metadata.map(to_json).transpose()?.unwrap_or(Value::Object(Default::default()));
         let retention = trainlog::Retention { keep_last, keep_best, metric, maximize };
-        let saved = py.detach(|| self.run.log_checkpoint(&local, step, metadata, &retention)).map_err(to_py_err)?;
-        to_py(py, &saved)
-    }
-
-    /// Records a checkpoint whose files stay where the training wrote them (`metadata` says where).
-    #[pyo3(signature = (step, metadata=None, keep_last=None, keep_best=None, metric=None, maximize=false))]
-    #[allow(clippy::too_many_arguments)]
-    fn record_checkpoint(
-        &self,
-        py: Python<'_>,
-        step: i64,
-        metadata: Option<&Bound<'_, PyAny>>,
-        keep_last: Option<usize>,
-        keep_best: Option<usize>,
-        metric: Option<String>,
-        maximize: bool,
-    ) -> PyResult<Py<PyAny>> {
-        let metadata = metadata.map(to_json).transpose()?.unwrap_or(Value::Object(Default::default()));
-        let retention = trainlog::Retention { keep_last, keep_best, metric, maximize };
-        let saved = py.detach(|| self.run.record_checkpoint(step, metadata, &retention)).map_err(to_py_err)?;
+        let saved = py
+            .detach(|| {
+                if upload {
+                    self.run.log_checkpoint(&local, step, metadata, &retention)
+                } else {
+                    self.run.record_checkpoint(step, metadata, &retention)
+                }
+            })
+            .map_err(to_py_err)?;
         to_py(py, &saved)
     }
 

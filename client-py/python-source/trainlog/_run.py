@@ -140,9 +140,10 @@ class Run:
         if step is None:
             step = max(self._step - 1, 0)
         if not upload:
-            where = {**(metadata or {}), "local_path": os.path.abspath(os.fspath(path))}
-            return self._native.record_checkpoint(step, where, keep_last, keep_best, metric, mode == "max")
-        return self._native.log_checkpoint(os.fspath(path), step, metadata, keep_last, keep_best, metric, mode == "max")
+            metadata = {**(metadata or {}), "local_path": os.path.abspath(os.fspath(path))}
+        return self._native.log_checkpoint(
+            os.fspath(path), step, metadata, keep_last, keep_best, metric, mode == "max", upload
+        )
 
     def latest_checkpoint(self) -> Optional[Dict[str, Any]]:
         """The newest checkpoint of this run (after a preemption: the one to resume from), or None."""

@@ -82,15 +82,7 @@ class NativeRun:
         keep_best: Optional[int] = None,
         metric: Optional[str] = None,
         maximize: bool = False,
-    ) -> Dict[str, Any]: ...
-    def record_checkpoint(
-        self,
-        step: int,
-        metadata: Optional[Any] = None,
-        keep_last: Optional[int] = None,
-        keep_best: Optional[int] = None,
-        metric: Optional[str] = None,
-        maximize: bool = False,
+        upload: bool = True,
     ) -> Dict[str, Any]: ...
     def latest_checkpoint(self) -> Optional[Dict[str, Any]]: ...
     def pending_points(self) -> int: ...
