@@ -4,10 +4,12 @@
 pub mod arrow;
 mod ids;
 pub mod limits;
+mod media;
 mod params;
 mod points;
 
 pub use ids::{ArtifactPath, MetricKey, ParamKey, ProjectName, RunId, TagKey, ViewName};
+pub use media::{parse_mime, BoxDomain, MediaBox, MediaItem, MediaKind, MediaMask, Sha256};
 pub use params::{flatten_params, ParamValue};
 pub use points::{
     json_f64, parse_non_finite, BatchPoint, MetricPoint, MetricSummary, PointBatch, RunStatus, COST_PREFIX,

@@ -61,6 +61,25 @@ pub const MAX_QUERY_GROUPS: usize = 100;
 /// Buckets one answer of `POST /metrics/query` may hold: buckets asked for, times runs or groups.
 pub const MAX_QUERY_BUCKETS: usize = 1_000_000;
 
+/// The bytes of one media item (an image, a clip, a file): a larger upload answers 413.
+pub const MAX_MEDIA_ITEM_BYTES: u64 = 64 << 20;
+/// Items under one media key at one step (a list of images logged together).
+pub const MAX_MEDIA_ITEMS_PER_STEP: usize = 1_000;
+/// Items in one request recording media.
+pub const MAX_MEDIA_ITEMS_PER_REQUEST: usize = 1_000;
+/// A media item's caption.
+pub const MAX_MEDIA_CAPTION_CHARS: usize = 4_096;
+/// Bounding boxes on one image.
+pub const MAX_MEDIA_BOXES: usize = 10_000;
+/// Segmentation masks on one image.
+pub const MAX_MEDIA_MASKS: usize = 16;
+/// Class labels given with one image.
+pub const MAX_MEDIA_CLASS_LABELS: usize = 10_000;
+/// A media type (`image/png`).
+pub const MAX_MEDIA_MIME_CHARS: usize = 200;
+/// Media items in one page of a listing.
+pub const MAX_MEDIA_PAGE: usize = 1_000;
+
 /// Refuses `value` when it has more than `max` characters, naming `field` and what it is.
 pub fn check_len(field: &str, what: &str, value: &str, max: usize) -> Result<()> {
     // A string has at most as many characters as bytes: most are settled without counting.

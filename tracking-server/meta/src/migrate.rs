@@ -29,6 +29,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (17, include_str!("migrations/0017_report.sql"), include_str!("migrations/postgres/0017_report.sql")),
     (18, include_str!("migrations/0018_prices.sql"), include_str!("migrations/postgres/0018_prices.sql")),
     (19, include_str!("migrations/0019_report_rollup.sql"), include_str!("migrations/postgres/0019_report_rollup.sql")),
+    (20, include_str!("migrations/0020_media.sql"), include_str!("migrations/postgres/0020_media.sql")),
 ];
 
 /// The newest schema version this build knows.

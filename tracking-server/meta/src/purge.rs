@@ -29,6 +29,9 @@ const RUN_TABLES: &[&str] = &[
     "run_jobs",
     "run_usage",
     "checkpoint_restores",
+    "media_items",
+    "media_refs",
+    "media_index_dirty",
 ];
 
 /// Whether `id` names a run deleted for good.
@@ -82,6 +85,7 @@ impl MetaStore {
                     reason: format!("run {id} is a trial of sweep {sweep:?}, still running; stop the sweep first"),
                 });
             }
+            crate::media::unreference_run_blobs(tx, id.as_str())?;
             for table in RUN_TABLES {
                 tx.exec(&format!("DELETE FROM {table} WHERE run_id = ?1"), vals![id.as_str()])?;
             }
@@ -168,7 +172,11 @@ mod tests {
                      INSERT INTO run_usage (run_id, revision, summaries_revision, computed_ms, outcome, gpus,
                          gpu_model, provider, pricing, gpu_hours, spot_gpu_hours, priced, cost_usd, gpu_series)
                          VALUES ('{run}', 1, 1, 1, 'finished', 1, '', '', '', 1, 0, 1, 1, 0);
-                     INSERT INTO checkpoint_restores VALUES ('{run}', 'c', 1, 1, 1, NULL, NULL);"
+                     INSERT INTO checkpoint_restores VALUES ('{run}', 'c', 1, 1, 1, NULL, NULL);
+                     INSERT INTO media_items VALUES ('{run}', 'img', 0, 0, 'image', 'x', NULL, 'image/png', 1,
+                         NULL, NULL, NULL, '{{}}', 1);
+                     INSERT INTO media_refs VALUES ('{run}', 'x', 1);
+                     INSERT INTO media_index_dirty VALUES ('{run}', 1, 1, 1);"
                 ))?;
                 Ok(())
             })

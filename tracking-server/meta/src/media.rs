@@ -1,0 +1,534 @@
+//! The record of each run's media: the blobs of each project (content-addressed bytes in the
+//! object store), the items that name them, which run names which blob, and the runs whose
+//! Parquet index of media is behind.
+
+use crate::db::{vals, Db, Row};
+use crate::{not_found, now_ms, Error, MetaStore, Result};
+use serde_json::{json, Map, Value as Json};
+use std::collections::BTreeMap;
+use trainlog_schema::{BoxDomain, MediaBox, MediaItem, MediaKind, MediaMask, MetricKey, RunId, Sha256};
+
+/// A blob as recorded: its size and media type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobRow {
+    pub sha256: Sha256,
+    pub size: u64,
+    pub mime: String,
+}
+
+/// A recorded item with the size of its bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MediaRow {
+    pub item: MediaItem,
+    pub size: u64,
+}
+
+/// What a run holds under one media key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediaKeyRow {
+    pub key: String,
+    pub kind: MediaKind,
+    pub items: u64,
+    pub steps: u64,
+    pub first_step: i64,
+    pub last_step: i64,
+}
+
+/// Which items a listing answers: one key or all, a step range, after a position (paging).
+#[derive(Debug, Clone, Default)]
+pub struct MediaQuery {
+    pub key: Option<MetricKey>,
+    pub step_min: Option<i64>,
+    pub step_max: Option<i64>,
+    /// Items strictly after this `(key, step, index)`.
+    pub after: Option<(String, i64, i64)>,
+    pub limit: usize,
+}
+
+/// A run whose Parquet index is behind its rows, with the change count its rows were read at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirtyIndex {
+    pub run: RunId,
+    pub project_id: i64,
+    pub changes: i64,
+}
+
+const ITEM_COLUMNS: &str =
+    "key, step, idx, kind, blob, thumbnail, mime, size, width, height, caption, detail, timestamp_ms";
+
+/// Boxes, masks and class labels as the JSON of the `detail` column.
+fn detail_json(item: &MediaItem) -> String {
+    let boxes: Vec<Json> = item
+        .boxes
+        .iter()
+        .map(|b| {
+            json!({"group": b.group, "x_min": b.x_min, "y_min": b.y_min, "x_max": b.x_max, "y_max": b.y_max,
+                   "domain": b.domain.as_str(), "class_id": b.class_id, "label": b.label, "score": b.score})
+        })
+        .collect();
+    let masks: Vec<Json> = item.masks.iter().map(|m| json!({"group": m.group, "blob": m.blob.as_str()})).collect();
+    let labels: Map<String, Json> =
+        item.class_labels.iter().map(|(id, label)| (id.to_string(), Json::from(label.as_str()))).collect();
+    json!({"boxes": boxes, "masks": masks, "class_labels": labels}).to_string()
+}
+
+fn corrupt(what: &str) -> Error {
+    Error::Corrupt(format!("a media item's {what} is not as written"))
+}
+
+/// The `detail` column read back.
+fn parse_detail(text: &str) -> Result<(Vec<MediaBox>, Vec<MediaMask>, BTreeMap<i64, String>)> {
+    let detail: Json = serde_json::from_str(text).map_err(|_| corrupt("detail"))?;
+    let text_of = |v: &Json, k: &str| v.get(k).and_then(Json::as_str).map(str::to_owned);
+    let num = |v: &Json, k: &str| v.get(k).and_then(Json::as_f64).ok_or_else(|| corrupt("box"));
+    let mut boxes = Vec::new();
+    for b in detail.get("boxes").and_then(Json::as_array).into_iter().flatten() {
+        boxes.push(MediaBox {
+            group: text_of(b, "group").unwrap_or_default(),
+            x_min: num(b, "x_min")?,
+            y_min: num(b, "y_min")?,
+            x_max: num(b, "x_max")?,
+            y_max: num(b, "y_max")?,
+            domain: BoxDomain::parse("domain", b.get("domain").and_then(Json::as_str).unwrap_or("fraction"))?,
+            class_id: b.get("class_id").and_then(Json::as_i64),
+            label: text_of(b, "label"),
+            score: b.get("score").and_then(Json::as_f64),
+        });
+    }
+    let mut masks = Vec::new();
+    for m in detail.get("masks").and_then(Json::as_array).into_iter().flatten() {
+        let blob = text_of(m, "blob").ok_or_else(|| corrupt("mask"))?;
+        masks.push(MediaMask { group: text_of(m, "group").unwrap_or_default(), blob: Sha256::from_trusted(blob) });
+    }
+    let mut labels = BTreeMap::new();
+    for (id, label) in detail.get("class_labels").and_then(Json::as_object).into_iter().flatten() {
+        let id: i64 = id.parse().map_err(|_| corrupt("class labels"))?;
+        labels.insert(id, label.as_str().unwrap_or_default().to_owned());
+    }
+    Ok((boxes, masks, labels))
+}
+
+/// A row of `ITEM_COLUMNS` as a `MediaRow`.
+fn media_row(r: &Row) -> Result<MediaRow> {
+    let (boxes, masks, class_labels) = parse_detail(&r.get::<String>(11)?)?;
+    let kind: String = r.get(3)?;
+    let item = MediaItem {
+        key: MetricKey::from_trusted(r.get(0)?),
+        step: r.get(1)?,
+        index: u32::try_from(r.get::<i64>(2)?).map_err(|_| corrupt("index"))?,
+        kind: MediaKind::parse("kind", &kind).map_err(|_| corrupt("kind"))?,
+        blob: Sha256::from_trusted(r.get(4)?),
+        thumbnail: r.get::<Option<String>>(5)?.map(Sha256::from_trusted),
+        mime: r.get(6)?,
+        width: r.get::<Option<i64>>(8)?.map(|w| w as u32),
+        height: r.get::<Option<i64>>(9)?.map(|h| h as u32),
+        caption: r.get(10)?,
+        boxes,
+        masks,
+        class_labels,
+        timestamp_ms: r.get(12)?,
+    };
+    Ok(MediaRow { item, size: r.get::<i64>(7)? as u64 })
+}
+
+/// The project of a run that exists and is not archived; 404 otherwise.
+fn live_run_project(tx: &dyn Db, run: &RunId) -> Result<i64> {
+    tx.row("SELECT project_id FROM runs WHERE id = ?1 AND deleted = 0", vals![run.as_str()])?
+        .ok_or_else(|| not_found(format!("run {run}")))?
+        .get(0)
+}
+
+/// Marks a run's Parquet index of media as behind its rows.
+fn mark_dirty(tx: &dyn Db, run: &RunId, project_id: i64) -> Result<()> {
+    tx.exec(
+        "INSERT INTO media_index_dirty (run_id, project_id, since_ms, changes) VALUES (?1, ?2, ?3, 1)
+         ON CONFLICT (run_id) DO UPDATE SET changes = media_index_dirty.changes + 1",
+        vals![run.as_str(), project_id, now_ms()],
+    )?;
+    Ok(())
+}
+
+impl MetaStore {
+    /// A blob of the project, if its bytes were stored.
+    pub fn media_blob(&self, project_id: i64, sha: &Sha256) -> Result<Option<BlobRow>> {
+        self.read(|db| {
+            db.row(
+                "SELECT size, mime FROM media_blobs WHERE project_id = ?1 AND sha256 = ?2",
+                vals![project_id, sha.as_str()],
+            )?
+            .map(|r| Ok(BlobRow { sha256: sha.clone(), size: r.get::<i64>(0)? as u64, mime: r.get(1)? }))
+            .transpose()
+        })
+    }
+
+    /// Records a blob whose bytes are in the object store; a blob already recorded stays as it was.
+    pub fn put_media_blob(&self, project_id: i64, sha: &Sha256, size: u64, mime: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.exec(
+                "INSERT INTO media_blobs (project_id, sha256, size, mime, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (project_id, sha256) DO NOTHING",
+                vals![project_id, sha.as_str(), size as i64, mime, now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Records items of a live run in one transaction, replacing any at the same
+    /// `(key, step, index)`. Every blob an item names must be recorded in the run's project;
+    /// the first one missing refuses the whole request (409, naming the item's field).
+    pub fn put_media_items(&self, run: &RunId, items: &[MediaItem]) -> Result<usize> {
+        self.write(|tx| {
+            let project_id = live_run_project(tx, run)?;
+            for (i, item) in items.iter().enumerate() {
+                let mut size = 0;
+                for (which, sha) in item.blobs().enumerate() {
+                    let found = tx.row(
+                        "SELECT size FROM media_blobs WHERE project_id = ?1 AND sha256 = ?2",
+                        vals![project_id, sha.as_str()],
+                    )?;
+                    let Some(found) = found else {
+                        let field = match which {
+                            0 => format!("items[{i}].blob"),
+                            1 if item.thumbnail.is_some() => format!("items[{i}].thumbnail"),
+                            _ => format!("items[{i}].masks"),
+                        };
+                        return Err(Error::Conflict {
+                            field,
+                            reason: format!(
+                                "blob {sha} has not been uploaded; PUT its bytes to /api/v1/runs/{run}/media/blobs/{sha} first"
+                            ),
+                        });
+                    };
+                    if which == 0 {
+                        size = found.get::<i64>(0)?;
+                    }
+                    tx.exec(
+                        "INSERT INTO media_refs (run_id, sha256, project_id) VALUES (?1, ?2, ?3)
+                         ON CONFLICT (run_id, sha256) DO NOTHING",
+                        vals![run.as_str(), sha.as_str(), project_id],
+                    )?;
+                }
+                tx.exec(
+                    &format!(
+                        "INSERT INTO media_items (run_id, {ITEM_COLUMNS})
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                         ON CONFLICT (run_id, key, step, idx) DO UPDATE SET kind = excluded.kind, blob = excluded.blob,
+                           thumbnail = excluded.thumbnail, mime = excluded.mime, size = excluded.size,
+                           width = excluded.width, height = excluded.height, caption = excluded.caption,
+                           detail = excluded.detail, timestamp_ms = excluded.timestamp_ms"
+                    ),
+                    vals![
+                        run.as_str(),
+                        item.key.as_str(),
+                        item.step,
+                        i64::from(item.index),
+                        item.kind.as_str(),
+                        item.blob.as_str(),
+                        item.thumbnail.as_ref().map(Sha256::as_str),
+                        item.mime.as_str(),
+                        size,
+                        item.width.map(i64::from),
+                        item.height.map(i64::from),
+                        item.caption.as_deref(),
+                        detail_json(item),
+                        item.timestamp_ms,
+                    ],
+                )?;
+            }
+            if !items.is_empty() {
+                mark_dirty(tx, run, project_id)?;
+            }
+            Ok(items.len())
+        })
+    }
+
+    /// The keys of a run's media, with how many items and steps each holds.
+    pub fn media_keys(&self, run: &RunId) -> Result<Vec<MediaKeyRow>> {
+        self.read(|db| {
+            db.rows(
+                "SELECT key, kind, COUNT(*), COUNT(DISTINCT step), MIN(step), MAX(step) FROM media_items
+                 WHERE run_id = ?1 GROUP BY key, kind ORDER BY key, kind",
+                vals![run.as_str()],
+            )?
+            .iter()
+            .map(|r| {
+                let kind: String = r.get(1)?;
+                Ok(MediaKeyRow {
+                    key: r.get(0)?,
+                    kind: MediaKind::parse("kind", &kind).map_err(|_| corrupt("kind"))?,
+                    items: r.get::<i64>(2)? as u64,
+                    steps: r.get::<i64>(3)? as u64,
+                    first_step: r.get(4)?,
+                    last_step: r.get(5)?,
+                })
+            })
+            .collect()
+        })
+    }
+
+    /// A run's items by key, step and index, as `query` picks them.
+    pub fn media_items(&self, run: &RunId, query: &MediaQuery) -> Result<Vec<MediaRow>> {
+        let mut sql = format!("SELECT {ITEM_COLUMNS} FROM media_items WHERE run_id = ?1");
+        let mut params = vec![crate::db::Value::from(run.as_str())];
+        let mut bind = |sql: &mut String, clause: &str, value: crate::db::Value| {
+            params.push(value);
+            sql.push_str(&clause.replace("?N", &format!("?{}", params.len())));
+        };
+        if let Some(key) = &query.key {
+            bind(&mut sql, " AND key = ?N", key.as_str().into());
+        }
+        if let Some(min) = query.step_min {
+            bind(&mut sql, " AND step >= ?N", min.into());
+        }
+        if let Some(max) = query.step_max {
+            bind(&mut sql, " AND step <= ?N", max.into());
+        }
+        if let Some((key, step, idx)) = &query.after {
+            bind(&mut sql, " AND (key > ?N", key.as_str().into());
+            bind(&mut sql, " OR (key = ?N", key.as_str().into());
+            bind(&mut sql, " AND (step > ?N", (*step).into());
+            bind(&mut sql, " OR (step = ?N", (*step).into());
+            bind(&mut sql, " AND idx > ?N))))", (*idx).into());
+        }
+        sql.push_str(&format!(" ORDER BY key, step, idx LIMIT {}", query.limit));
+        self.read(|db| db.rows(&sql, &params)?.iter().map(media_row).collect())
+    }
+
+    /// The steps at which a run logged media under `key`, ascending.
+    pub fn media_steps(&self, run: &RunId, key: &MetricKey) -> Result<Vec<i64>> {
+        self.read(|db| {
+            db.rows(
+                "SELECT DISTINCT step FROM media_items WHERE run_id = ?1 AND key = ?2 ORDER BY step",
+                vals![run.as_str(), key.as_str()],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+        })
+    }
+
+    /// A blob that one of the run's items names, with its size and media type.
+    pub fn run_media_blob(&self, run: &RunId, sha: &Sha256) -> Result<Option<BlobRow>> {
+        self.read(|db| {
+            db.row(
+                "SELECT b.size, b.mime FROM media_refs r
+                 JOIN media_blobs b ON b.project_id = r.project_id AND b.sha256 = r.sha256
+                 WHERE r.run_id = ?1 AND r.sha256 = ?2",
+                vals![run.as_str(), sha.as_str()],
+            )?
+            .map(|r| Ok(BlobRow { sha256: sha.clone(), size: r.get::<i64>(0)? as u64, mime: r.get(1)? }))
+            .transpose()
+        })
+    }
+
+    /// Runs whose Parquet index of media has been behind since `before_ms` or earlier.
+    pub fn media_indexes_due(&self, before_ms: i64) -> Result<Vec<DirtyIndex>> {
+        self.read(|db| {
+            db.rows(
+                "SELECT run_id, project_id, changes FROM media_index_dirty WHERE since_ms <= ?1 ORDER BY since_ms",
+                vals![before_ms],
+            )?
+            .iter()
+            .map(|r| Ok(DirtyIndex { run: RunId::from_trusted(r.get(0)?), project_id: r.get(1)?, changes: r.get(2)? }))
+            .collect()
+        })
+    }
+
+    /// Every item of a run, by key, step and index, for its Parquet index.
+    pub fn media_index_rows(&self, run: &RunId) -> Result<Vec<MediaRow>> {
+        self.read(|db| {
+            db.rows(
+                &format!("SELECT {ITEM_COLUMNS} FROM media_items WHERE run_id = ?1 ORDER BY key, step, idx"),
+                vals![run.as_str()],
+            )?
+            .iter()
+            .map(media_row)
+            .collect()
+        })
+    }
+
+    /// Records that the run's index was written from rows read at `dirty.changes`; a change
+    /// since leaves it due.
+    pub fn media_index_written(&self, dirty: &DirtyIndex) -> Result<()> {
+        self.write(|tx| {
+            tx.exec(
+                "DELETE FROM media_index_dirty WHERE run_id = ?1 AND changes = ?2",
+                vals![dirty.run.as_str(), dirty.changes],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Blobs of the project that no run names any more, whose objects are still to be deleted.
+    pub fn media_unreferenced(&self, project_id: i64) -> Result<Vec<Sha256>> {
+        self.read(|db| {
+            db.rows("SELECT sha256 FROM media_unreferenced WHERE project_id = ?1", vals![project_id])?
+                .iter()
+                .map(|r| Ok(Sha256::from_trusted(r.get(0)?)))
+                .collect()
+        })
+    }
+
+    /// Forgets an unreferenced blob before its object is deleted. Answers whether the object
+    /// may go: false when the blob was stored again since (its row is back).
+    pub fn release_media_blob(&self, project_id: i64, sha: &Sha256) -> Result<bool> {
+        self.write(|tx| {
+            tx.exec(
+                "DELETE FROM media_unreferenced WHERE project_id = ?1 AND sha256 = ?2",
+                vals![project_id, sha.as_str()],
+            )?;
+            Ok(!tx.exists(
+                "SELECT 1 FROM media_blobs WHERE project_id = ?1 AND sha256 = ?2",
+                vals![project_id, sha.as_str()],
+            )?)
+        })
+    }
+}
+
+/// In a purge's transaction, before the run's rows go: the blobs only this run names become
+/// unreferenced, and their rows go.
+pub(crate) fn unreference_run_blobs(tx: &dyn Db, run: &str) -> Result<()> {
+    tx.exec(
+        "INSERT INTO media_unreferenced (project_id, sha256)
+         SELECT r.project_id, r.sha256 FROM media_refs r WHERE r.run_id = ?1 AND NOT EXISTS (
+             SELECT 1 FROM media_refs o WHERE o.project_id = r.project_id AND o.sha256 = r.sha256 AND o.run_id <> ?1)
+         ON CONFLICT (project_id, sha256) DO NOTHING",
+        vals![run],
+    )?;
+    tx.exec(
+        "DELETE FROM media_blobs WHERE EXISTS (SELECT 1 FROM media_unreferenced u
+             WHERE u.project_id = media_blobs.project_id AND u.sha256 = media_blobs.sha256)",
+        vals![],
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NewRun;
+    use trainlog_schema::ProjectName;
+
+    fn sha(c: char) -> Sha256 {
+        Sha256::parse("sha", &c.to_string().repeat(64)).unwrap()
+    }
+
+    fn image(key: &str, step: i64, index: u32, blob: Sha256) -> MediaItem {
+        MediaItem {
+            key: MetricKey::parse("key", key).unwrap(),
+            step,
+            index,
+            kind: MediaKind::Image,
+            blob,
+            thumbnail: None,
+            mime: "image/png".into(),
+            width: Some(8),
+            height: Some(6),
+            caption: Some(format!("{key} {step}")),
+            boxes: vec![],
+            masks: vec![],
+            class_labels: BTreeMap::new(),
+            timestamp_ms: 1000 + step,
+        }
+    }
+
+    #[test]
+    fn items_name_only_stored_blobs_page_in_order_and_keep_their_boxes_masks_and_labels() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = crate::test_store(dir.path());
+        let new = |id: &str| NewRun {
+            project: Some(ProjectName::parse("project", "p").unwrap()),
+            id: Some(RunId::parse("id", id).unwrap()),
+            ..NewRun::default()
+        };
+        let (run, _) = meta.create_run(&new("r1")).unwrap();
+        let (other, _) = meta.create_run(&new("r2")).unwrap();
+        let p = run.project_id;
+
+        let refused = meta.put_media_items(&run.id, &[image("a", 0, 0, sha('a'))]).unwrap_err();
+        assert!(matches!(&refused, Error::Conflict { field, .. } if field == "items[0].blob"), "{refused}");
+        assert_eq!(meta.media_keys(&run.id).unwrap(), vec![], "a refused request writes nothing");
+        assert!(meta.media_indexes_due(i64::MAX).unwrap().is_empty());
+
+        for c in ['a', 'b', 'c', 'd'] {
+            meta.put_media_blob(p, &sha(c), 10 + c as u64, "image/png").unwrap();
+        }
+        meta.put_media_blob(p, &sha('a'), 999, "text/plain").unwrap();
+        assert_eq!(meta.media_blob(p, &sha('a')).unwrap().unwrap().size, 10 + 'a' as u64, "a blob is written once");
+
+        let mut boxed = image("a", 5, 1, sha('b'));
+        boxed.thumbnail = Some(sha('c'));
+        boxed.masks.push(MediaMask { group: "truth".into(), blob: sha('d') });
+        boxed.boxes.push(MediaBox {
+            group: "predictions".into(),
+            x_min: 1.0,
+            y_min: 2.0,
+            x_max: 3.5,
+            y_max: 4.0,
+            domain: BoxDomain::Pixel,
+            class_id: Some(2),
+            label: Some("cat".into()),
+            score: Some(0.75),
+        });
+        boxed.class_labels.insert(2, "cat".into());
+        let items =
+            vec![image("a", 5, 0, sha('a')), boxed.clone(), image("a", 9, 0, sha('a')), image("b", 1, 0, sha('a'))];
+        assert_eq!(meta.put_media_items(&run.id, &items).unwrap(), 4);
+        meta.put_media_items(&other.id, &[image("a", 1, 0, sha('a'))]).unwrap();
+
+        let keys = meta.media_keys(&run.id).unwrap();
+        assert_eq!(keys.len(), 2);
+        assert_eq!((keys[0].items, keys[0].steps, keys[0].first_step, keys[0].last_step), (3, 2, 5, 9));
+        assert_eq!(meta.media_steps(&run.id, &MetricKey::parse("k", "a").unwrap()).unwrap(), vec![5, 9]);
+
+        let all = meta.media_items(&run.id, &MediaQuery { limit: 100, ..MediaQuery::default() }).unwrap();
+        assert_eq!(all.iter().map(|r| r.item.clone()).collect::<Vec<_>>(), items, "by key, step and index");
+        assert_eq!(all[1].size, 10 + 'b' as u64);
+        let mut pages = Vec::new();
+        let mut after = None;
+        for _ in 0..10 {
+            let page = meta
+                .media_items(&run.id, &MediaQuery { limit: 1, after: after.clone(), ..MediaQuery::default() })
+                .unwrap();
+            let Some(last) = page.last() else { break };
+            after = Some((last.item.key.to_string(), last.item.step, i64::from(last.item.index)));
+            pages.extend(page);
+        }
+        assert_eq!(pages, all, "pages of one item cover everything once");
+        let ranged = MediaQuery {
+            key: Some(MetricKey::parse("k", "a").unwrap()),
+            step_min: Some(6),
+            limit: 10,
+            ..MediaQuery::default()
+        };
+        assert_eq!(meta.media_items(&run.id, &ranged).unwrap().len(), 1);
+
+        assert!(meta.run_media_blob(&run.id, &sha('d')).unwrap().is_some(), "a mask is the run's blob");
+        assert!(meta.run_media_blob(&other.id, &sha('d')).unwrap().is_none(), "another run's is not");
+
+        let due = meta.media_indexes_due(i64::MAX).unwrap();
+        assert_eq!(due.len(), 2);
+        let mine = due.iter().find(|d| d.run == run.id).unwrap().clone();
+        meta.put_media_items(&run.id, &[image("b", 2, 0, sha('a'))]).unwrap();
+        meta.media_index_written(&mine).unwrap();
+        assert!(
+            meta.media_indexes_due(i64::MAX).unwrap().iter().any(|d| d.run == run.id),
+            "a later change keeps it due"
+        );
+        for d in meta.media_indexes_due(i64::MAX).unwrap() {
+            meta.media_index_written(&d).unwrap();
+        }
+        assert!(meta.media_indexes_due(i64::MAX).unwrap().is_empty());
+
+        meta.set_run_deleted(&run.id, true).unwrap();
+        meta.purge_run(&run.id).unwrap();
+        let mut gone = meta.media_unreferenced(p).unwrap();
+        gone.sort();
+        assert_eq!(gone, vec![sha('b'), sha('c'), sha('d')], "blob a is still named by the other run");
+        assert!(meta.media_blob(p, &sha('b')).unwrap().is_none());
+        meta.put_media_blob(p, &sha('c'), 1, "image/png").unwrap();
+        assert!(meta.release_media_blob(p, &sha('b')).unwrap());
+        assert!(!meta.release_media_blob(p, &sha('c')).unwrap(), "stored again since: its object stays");
+        assert_eq!(meta.media_unreferenced(p).unwrap(), vec![sha('d')]);
+    }
+}

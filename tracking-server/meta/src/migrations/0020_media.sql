@@ -1,0 +1,59 @@
+-- Media logged with runs (images, audio, video, text, files). The bytes live in the object
+-- store, content-addressed per project at projects/{project_id}/media/sha256/{first two hex
+-- digits}/{sha256}; a blob is written before its row here, and an item names only blobs that
+-- have a row.
+CREATE TABLE media_blobs (
+    project_id INTEGER NOT NULL,
+    sha256     TEXT    NOT NULL,
+    size       INTEGER NOT NULL,
+    mime       TEXT    NOT NULL,
+    created_ms INTEGER NOT NULL,
+    PRIMARY KEY (project_id, sha256)
+) WITHOUT ROWID;
+
+-- The idx-th item logged under key at step. `detail` is JSON: boxes, masks and class labels.
+CREATE TABLE media_items (
+    run_id       TEXT    NOT NULL,
+    key          TEXT    NOT NULL,
+    step         INTEGER NOT NULL,
+    idx          INTEGER NOT NULL,
+    kind         TEXT    NOT NULL,
+    blob         TEXT    NOT NULL,
+    thumbnail    TEXT,
+    mime         TEXT    NOT NULL,
+    size         INTEGER NOT NULL,
+    width        INTEGER,
+    height       INTEGER,
+    caption      TEXT,
+    detail       TEXT    NOT NULL,
+    timestamp_ms INTEGER NOT NULL,
+    PRIMARY KEY (run_id, key, step, idx)
+) WITHOUT ROWID;
+
+-- The blobs a run's items name (bytes, thumbnails, masks), so a run may read them and a blob
+-- no run names can be found.
+CREATE TABLE media_refs (
+    run_id     TEXT    NOT NULL,
+    sha256     TEXT    NOT NULL,
+    project_id INTEGER NOT NULL,
+    PRIMARY KEY (run_id, sha256)
+) WITHOUT ROWID;
+CREATE INDEX media_refs_by_blob ON media_refs (project_id, sha256);
+
+-- Runs whose Parquet index of media (projects/{project_id}/media/runs/{run_id}/index.parquet)
+-- is behind their rows: since when, and how many changes since (an index written from rows read
+-- before a later change leaves the run dirty).
+CREATE TABLE media_index_dirty (
+    run_id     TEXT    NOT NULL PRIMARY KEY,
+    project_id INTEGER NOT NULL,
+    since_ms   INTEGER NOT NULL,
+    changes    INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- Blobs that no run names any more since a run was deleted for good: their rows are gone, their
+-- objects are still to be deleted.
+CREATE TABLE media_unreferenced (
+    project_id INTEGER NOT NULL,
+    sha256     TEXT    NOT NULL,
+    PRIMARY KEY (project_id, sha256)
+) WITHOUT ROWID;
