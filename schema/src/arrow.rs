@@ -11,6 +11,8 @@ pub const METRICS_SCHEMA_VERSION: u32 = 1;
 /// Version of the per-project runs table layout. 2: a section (params, tags, metrics) with more
 /// keys than a struct may hold is a map from key to value.
 pub const RUNS_SCHEMA_VERSION: u32 = 2;
+/// Version of a run's media index (`media/runs/{run}/index.parquet`).
+pub const MEDIA_INDEX_SCHEMA_VERSION: u32 = 1;
 /// Key-value metadata key holding, in a metric points file, the JSON index
 /// `{key: [first_row, rows, min_step, max_step]}` of the keys it holds.
 pub const KEY_INDEX_KEY: &str = "trainlog.key_index";

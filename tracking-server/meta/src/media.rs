@@ -76,8 +76,11 @@ fn corrupt(what: &str) -> Error {
     Error::Corrupt(format!("a media item's {what} is not as written"))
 }
 
+/// Boxes, masks and class labels, as the `detail` column holds them.
+type Detail = (Vec<MediaBox>, Vec<MediaMask>, BTreeMap<i64, String>);
+
 /// The `detail` column read back.
-fn parse_detail(text: &str) -> Result<(Vec<MediaBox>, Vec<MediaMask>, BTreeMap<i64, String>)> {
+fn parse_detail(text: &str) -> Result<Detail> {
     let detail: Json = serde_json::from_str(text).map_err(|_| corrupt("detail"))?;
     let text_of = |v: &Json, k: &str| v.get(k).and_then(Json::as_str).map(str::to_owned);
     let num = |v: &Json, k: &str| v.get(k).and_then(Json::as_f64).ok_or_else(|| corrupt("box"));
@@ -369,18 +372,14 @@ impl MetaStore {
         })
     }
 
-    /// Forgets an unreferenced blob before its object is deleted. Answers whether the object
-    /// may go: false when the blob was stored again since (its row is back).
-    pub fn release_media_blob(&self, project_id: i64, sha: &Sha256) -> Result<bool> {
+    /// Forgets an unreferenced blob once its object is deleted, or once it was stored again.
+    pub fn forget_unreferenced_blob(&self, project_id: i64, sha: &Sha256) -> Result<()> {
         self.write(|tx| {
             tx.exec(
                 "DELETE FROM media_unreferenced WHERE project_id = ?1 AND sha256 = ?2",
                 vals![project_id, sha.as_str()],
             )?;
-            Ok(!tx.exists(
-                "SELECT 1 FROM media_blobs WHERE project_id = ?1 AND sha256 = ?2",
-                vals![project_id, sha.as_str()],
-            )?)
+            Ok(())
         })
     }
 }
@@ -527,8 +526,9 @@ mod tests {
         assert_eq!(gone, vec![sha('b'), sha('c'), sha('d')], "blob a is still named by the other run");
         assert!(meta.media_blob(p, &sha('b')).unwrap().is_none());
         meta.put_media_blob(p, &sha('c'), 1, "image/png").unwrap();
-        assert!(meta.release_media_blob(p, &sha('b')).unwrap());
-        assert!(!meta.release_media_blob(p, &sha('c')).unwrap(), "stored again since: its object stays");
+        assert!(meta.media_blob(p, &sha('c')).unwrap().is_some(), "stored again since: its object stays");
+        meta.forget_unreferenced_blob(p, &sha('b')).unwrap();
+        meta.forget_unreferenced_blob(p, &sha('c')).unwrap();
         assert_eq!(meta.media_unreferenced(p).unwrap(), vec![sha('d')]);
     }
 }

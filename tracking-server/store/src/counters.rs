@@ -28,6 +28,8 @@ pub struct Counters {
     pub object_store_requests: AtomicU64,
     pub object_store_failures: AtomicU64,
     pub missing_files: AtomicU64,
+    pub media_indexes_written: AtomicU64,
+    pub media_index_failures: AtomicU64,
     pub object_store_micros: AtomicU64,
 }
 
@@ -55,6 +57,8 @@ pub struct CounterValues {
     pub object_store_requests: u64,
     pub object_store_failures: u64,
     pub missing_files: u64,
+    pub media_indexes_written: u64,
+    pub media_index_failures: u64,
     pub object_store_micros: u64,
 }
 
@@ -65,7 +69,7 @@ pub(crate) fn bump(counter: &AtomicU64) {
 impl CounterValues {
     /// Every count with its name and meaning (the object-store time aside), for the operator's
     /// views: `/api/v1/admin/stats` and `/metrics`.
-    pub fn named(&self) -> [(&'static str, &'static str, u64); 21] {
+    pub fn named(&self) -> [(&'static str, &'static str, u64); 23] {
         [
             ("ingest_batches", "Metric batches acknowledged", self.ingest_batches),
             ("ingest_points", "Metric points acknowledged", self.ingest_points),
@@ -104,6 +108,12 @@ impl CounterValues {
             ("object_store_requests", "Object-store reads and writes of metric files", self.object_store_requests),
             ("object_store_failures", "Object-store requests that failed", self.object_store_failures),
             ("missing_files", "Catalogued metric files found missing from the object store", self.missing_files),
+            ("media_indexes_written", "Runs' media indexes written to Parquet", self.media_indexes_written),
+            (
+                "media_index_failures",
+                "Writes of a run's media index that failed and will be retried",
+                self.media_index_failures,
+            ),
         ]
     }
 }
@@ -142,6 +152,8 @@ impl Counters {
             object_store_requests: v(&self.object_store_requests),
             object_store_failures: v(&self.object_store_failures),
             missing_files: v(&self.missing_files),
+            media_indexes_written: v(&self.media_indexes_written),
+            media_index_failures: v(&self.media_index_failures),
             object_store_micros: v(&self.object_store_micros),
         }
     }

@@ -6,6 +6,7 @@
 pub mod artifacts;
 mod buffer;
 mod counters;
+pub mod media;
 mod objects;
 mod parquet_io;
 mod runs_table;
@@ -16,6 +17,7 @@ pub mod wal;
 
 pub use artifacts::{ArtifactStore, Uploaded};
 pub use counters::CounterValues;
+pub use media::MediaStore;
 pub use objects::{metric_file_path, runs_table_path};
 pub use parquet_io::{KeyIndex, KeyRange};
 pub use runs_table::record_batch as runs_record_batch;

@@ -117,10 +117,12 @@ pub fn metric_file_path(project_id: i64, run_id: &str, number: i64) -> ObjectPat
     ObjectPath::from(format!("projects/{project_id}/metrics/{run_id}/{number:020}.parquet"))
 }
 
-/// The folders of one run's objects: `projects/{project_id}/metrics/{run_id}` and
-/// `projects/{project_id}/artifacts/{run_id}`.
-pub fn run_prefixes(project_id: i64, run_id: &str) -> [ObjectPath; 2] {
-    ["metrics", "artifacts"].map(|kind| ObjectPath::from(format!("projects/{project_id}/{kind}/{run_id}")))
+/// The folders of one run's objects: `projects/{project_id}/metrics/{run_id}`,
+/// `projects/{project_id}/artifacts/{run_id}` and `projects/{project_id}/media/runs/{run_id}`.
+/// Its media blobs are shared by content in the project, and go when no run names them.
+pub fn run_prefixes(project_id: i64, run_id: &str) -> [ObjectPath; 3] {
+    ["metrics", "artifacts", "media/runs"]
+        .map(|kind| ObjectPath::from(format!("projects/{project_id}/{kind}/{run_id}")))
 }
 
 /// `projects/{project_id}/runs.parquet`

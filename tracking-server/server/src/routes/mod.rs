@@ -3,6 +3,7 @@
 //! holding its handlers and its wire types together.
 
 mod artifacts;
+mod media;
 mod metrics;
 mod mlflow;
 pub(crate) mod openapi;
@@ -30,6 +31,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(prices::configure)
             .configure(runs::configure)
             .configure(metrics::configure)
+            .configure(media::configure)
             .configure(artifacts::configure)
             .configure(registry::configure)
             .configure(report::configure)

@@ -32,6 +32,9 @@ use reads::SeriesCache;
 
 pub use purge::PurgeOutcome;
 
+/// How long a run's media index may lag its rows: it is rewritten at most this often.
+const MEDIA_INDEX_DELAY: Duration = Duration::from_secs(5);
+
 /// Default bound of buffered point bytes: about 2.8 million points, a few persist rounds.
 pub const DEFAULT_MAX_BUFFER_BYTES: usize = 64 << 20;
 
@@ -302,6 +305,11 @@ impl MetricsStore {
                             tracing::error!("deleting the objects of runs deleted for good failed, will retry: {e}");
                         }
                     }
+                    if tick.is_multiple_of(MEDIA_INDEX_DELAY.as_secs()) {
+                        if let Err(e) = inner.write_media_indexes(MEDIA_INDEX_DELAY).await {
+                            tracing::error!("writing a run's media index failed, will retry: {e}");
+                        }
+                    }
                     let with_summaries = tick.is_multiple_of(10);
                     if let Err(e) = inner.refresh_runs_tables(with_summaries).await {
                         bump(&inner.counters.runs_table_failures);
@@ -433,7 +441,8 @@ impl MetricsStore {
         self.inner.mark_flagged_stale().await?;
         self.settle_stale_summaries().await?;
         self.sync_summaries().await?;
-        self.inner.refresh_runs_tables(true).await
+        self.inner.refresh_runs_tables(true).await?;
+        self.inner.write_media_indexes(Duration::ZERO).await
     }
 
     /// Flushes, then stops the log writer and the background tasks.
@@ -461,6 +470,11 @@ impl MetricsStore {
             Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(Error::ObjectStore(e)),
         }
+    }
+
+    /// Media blobs and each run's media index, in the same object store as the metric files.
+    pub fn media(&self) -> crate::MediaStore {
+        self.inner.media()
     }
 
     /// Artifact bytes, in the same object store as the metric files.
@@ -508,6 +522,27 @@ fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     m.write().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Inner {
+    fn media(&self) -> crate::MediaStore {
+        crate::MediaStore::new(self.objects.clone(), self.local_root.clone(), self.meta.clone())
+    }
+
+    /// Writes the media index of each run whose items changed `min_age` ago or earlier,
+    /// counting what was written and what failed.
+    async fn write_media_indexes(&self, min_age: Duration) -> Result<()> {
+        match self.media().write_due_indexes(min_age).await {
+            Ok(n) => {
+                self.counters.media_indexes_written.fetch_add(n as u64, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                bump(&self.counters.media_index_failures);
+                Err(e)
+            }
+        }
+    }
 }
 
 impl Inner {

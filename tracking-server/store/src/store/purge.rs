@@ -92,6 +92,7 @@ impl Inner {
                 }
             }
         }
+        deleted += self.media().delete_unreferenced(purged.project_id).await?;
         let meta = self.meta.clone();
         let id = purged.id.clone();
         blocking(move || Ok(meta.purge_finished(&id)?)).await?;

@@ -1,0 +1,272 @@
+//! Media end to end: blobs uploaded by their SHA-256 and checked, items recorded over them all
+//! or none, read back by key and step a page at a time, blobs served byte for byte with cache
+//! headers; everything acknowledged survives `kill -9`; a run deleted for good takes the blobs
+//! only it named. CI runs these against the local folder and again against S3.
+
+use trainlog_tests::{json, TestServer, Value};
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Uploads `bytes` as a blob of the run; answers the status, the body and the blob's sha.
+fn put_blob(s: &TestServer, run: &str, mime: &str, bytes: &[u8]) -> (u16, Value, String) {
+    let sha = sha256_hex(bytes);
+    let r = s
+        .client
+        .put(s.api(&format!("/runs/{run}/media/blobs/{sha}")))
+        .header("content-type", mime)
+        .body(bytes.to_vec())
+        .send()
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap_or(Value::Null), sha)
+}
+
+fn image_item(key: &str, step: i64, index: i64, blob: &str) -> Value {
+    json!({"key": key, "step": step, "index": index, "kind": "image", "blob": blob, "mime": "image/png",
+           "width": 4, "height": 3, "caption": format!("{key} at {step}")})
+}
+
+fn field(body: &Value) -> &str {
+    body["error"]["field"].as_str().unwrap_or_default()
+}
+
+/// Every item of a run under `key`, following the pages of `limit` items.
+fn all_items(s: &TestServer, run: &str, key: &str, limit: usize) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut token = String::new();
+    for _ in 0..100 {
+        let (status, page) = s.get(&format!("/runs/{run}/media?key={key}&limit={limit}&page_token={token}"));
+        assert_eq!(status, 200, "{page}");
+        let got = page["items"].as_array().unwrap();
+        assert!(got.len() <= limit);
+        items.extend(got.iter().cloned());
+        match page["next_page_token"].as_str() {
+            Some(t) => token = trainlog_tests::urlencode(t),
+            None => return items,
+        }
+    }
+    panic!("more than 100 pages");
+}
+
+#[test]
+fn storage_media_round_trip_by_key_and_step_with_boxes_masks_and_cache_headers() {
+    let s = TestServer::spawn();
+    let run = s.create_run("vision", "a");
+    let other = s.create_run("vision", "b");
+
+    let pixels: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let (status, body, image) = put_blob(&s, &run, "image/png", &pixels);
+    assert_eq!(status, 201, "{body}");
+    assert_eq!((body["size"].as_u64(), body["mime"].as_str()), (Some(5000), Some("image/png")));
+    let (status, _, again) = put_blob(&s, &run, "image/png", &pixels);
+    assert_eq!((status, &again), (200, &image), "a blob the project holds is not written again");
+    let (_, _, thumb) = put_blob(&s, &run, "image/webp", b"small");
+    let (_, _, mask) = put_blob(&s, &run, "image/png", b"mask pixels");
+
+    // A body that is not what its address says is refused, and nothing is stored.
+    let wrong = sha256_hex(b"something else");
+    let r = s.client.put(s.api(&format!("/runs/{run}/media/blobs/{wrong}"))).body(b"this".to_vec()).send().unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    assert_eq!(field(&r.json().unwrap()), "sha256");
+    let too_big = vec![0u8; (64 << 20) + 1];
+    let (status, body, _) = put_blob(&s, &run, "video/mp4", &too_big);
+    assert_eq!((status, body["error"]["code"].as_str()), (413, Some("payload_too_large")), "{body}");
+    let (status, body) =
+        s.post(&format!("/runs/{run}/media"), &json!({"items": [image_item("samples", 0, 0, &wrong)]}));
+    assert_eq!((status, field(&body)), (409, "items[0].blob"), "{body}");
+
+    // An item naming a blob not uploaded refuses the whole request.
+    let (status, body) = s.post(
+        &format!("/runs/{run}/media"),
+        &json!({"items": [image_item("samples", 0, 0, &image), image_item("samples", 0, 1, &"0".repeat(64))]}),
+    );
+    assert_eq!((status, field(&body)), (409, "items[1].blob"), "{body}");
+    assert_eq!(s.get(&format!("/runs/{run}/media/keys")).1["keys"], json!([]), "nothing was half-written");
+
+    // Bad items are refused naming the field.
+    for (item, expected) in [
+        (json!({"key": "x", "step": -1, "kind": "image", "blob": image, "mime": "image/png"}), "items[0].step"),
+        (
+            json!({"key": "x", "step": 0, "index": 1000, "kind": "image", "blob": image, "mime": "image/png"}),
+            "items[0].index",
+        ),
+        (json!({"key": "x", "step": 0, "kind": "hologram", "blob": image, "mime": "image/png"}), "items[0].kind"),
+        (json!({"key": "x", "step": 0, "kind": "image", "blob": "abc", "mime": "image/png"}), "items[0].blob"),
+        (json!({"key": "x", "step": 0, "kind": "image", "blob": image, "mime": "png"}), "items[0].mime"),
+        (
+            json!({"key": "x", "step": 0, "kind": "image", "blob": image, "mime": "image/png",
+                   "boxes": [{"x_min": 0.6, "y_min": 0, "x_max": 0.5, "y_max": 1}]}),
+            "items[0].boxes[0]",
+        ),
+    ] {
+        let (status, body) = s.post(&format!("/runs/{run}/media"), &json!({"items": [item]}));
+        assert_eq!((status, field(&body)), (400, expected), "{body}");
+    }
+
+    let mut boxed = image_item("samples", 10, 1, &image);
+    boxed["thumbnail"] = json!(thumb);
+    boxed["boxes"] = json!([
+        {"group": "predictions", "x_min": 0.1, "y_min": 0.2, "x_max": 0.5, "y_max": 0.9, "class_id": 1, "label": "cat", "score": 0.8},
+        {"group": "ground_truth", "x_min": 1, "y_min": 1, "x_max": 3, "y_max": 2, "domain": "pixel", "class_id": 2}
+    ]);
+    boxed["masks"] = json!([{"group": "truth", "blob": mask}]);
+    boxed["class_labels"] = json!({"1": "cat", "2": "dog"});
+    let mut items = vec![boxed.clone()];
+    for step in [0, 10, 20, 30] {
+        items.push(image_item("samples", step, 0, &image));
+    }
+    items.push(json!({"key": "notes", "step": 5, "kind": "text", "blob": mask, "mime": "text/plain"}));
+    let (status, body) = s.post(&format!("/runs/{run}/media"), &json!({ "items": items }));
+    assert_eq!((status, body["recorded"].as_u64()), (200, Some(6)), "{body}");
+
+    let (_, keys) = s.get(&format!("/runs/{run}/media/keys"));
+    assert_eq!(
+        keys["keys"],
+        json!([
+            {"key": "notes", "kind": "text", "items": 1, "steps": 1, "first_step": 5, "last_step": 5},
+            {"key": "samples", "kind": "image", "items": 5, "steps": 4, "first_step": 0, "last_step": 30}
+        ])
+    );
+    assert_eq!(s.get(&format!("/runs/{run}/media/steps?key=samples")).1["steps"], json!([0, 10, 20, 30]));
+
+    // Pages of two cover every item once, by step and index.
+    let got = all_items(&s, &run, "samples", 2);
+    let order: Vec<(i64, i64)> =
+        got.iter().map(|i| (i["step"].as_i64().unwrap(), i["index"].as_i64().unwrap())).collect();
+    assert_eq!(order, vec![(0, 0), (10, 0), (10, 1), (20, 0), (30, 0)]);
+    let with_boxes = &got[2];
+    assert_eq!(with_boxes["boxes"].as_array().unwrap().len(), 2);
+    assert_eq!(with_boxes["boxes"][0]["label"], "cat");
+    assert_eq!(with_boxes["boxes"][0]["domain"], "fraction");
+    assert_eq!(with_boxes["boxes"][1]["domain"], "pixel");
+    assert_eq!(with_boxes["boxes"][1]["score"], Value::Null);
+    assert_eq!(with_boxes["class_labels"], json!({"1": "cat", "2": "dog"}));
+    assert_eq!(with_boxes["masks"][0]["sha256"], mask);
+    assert_eq!(with_boxes["thumbnail_sha256"], thumb);
+    assert_eq!((with_boxes["caption"].as_str(), with_boxes["size"].as_u64()), (Some("samples at 10"), Some(5000)));
+    let (_, ranged) = s.get(&format!("/runs/{run}/media?key=samples&step_min=10&step_max=20"));
+    assert_eq!(ranged["items"].as_array().unwrap().len(), 3);
+    assert_eq!(s.get(&format!("/runs/{run}/media?page_token=nonsense")).0, 400);
+    assert_eq!(s.get(&format!("/runs/{run}/media?limit=0")).0, 400);
+
+    // The bytes, byte for byte, cacheable forever, and 304 when the client has them.
+    let url = format!("{}{}", s.url, with_boxes["url"].as_str().unwrap());
+    let r = s.client.get(&url).send().unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let headers = r.headers().clone();
+    assert_eq!(headers["content-type"], "image/png");
+    assert_eq!(headers["etag"].to_str().unwrap(), format!("\"{image}\""));
+    assert!(headers["cache-control"].to_str().unwrap().contains("immutable"));
+    assert!(headers.get("content-disposition").is_none(), "an image is shown in place");
+    assert_eq!(r.bytes().unwrap().to_vec(), pixels);
+    let r = s.client.get(&url).header("if-none-match", format!("\"{image}\"")).send().unwrap();
+    assert_eq!(r.status().as_u16(), 304);
+    let thumb_url = format!("{}{}", s.url, with_boxes["thumbnail_url"].as_str().unwrap());
+    assert_eq!(s.client.get(&thumb_url).send().unwrap().bytes().unwrap().to_vec(), b"small".to_vec());
+
+    // A blob is read through a run that names it; another run of the project does not.
+    assert_eq!(s.get(&format!("/runs/{other}/media/blobs/{image}")).0, 404);
+    assert_eq!(s.get(&format!("/runs/{run}/media/blobs/{}", "0".repeat(64))).0, 404);
+
+    // Bytes that a page could run are served as a download, in a sandbox.
+    let (_, _, page) = put_blob(&s, &run, "text/html", b"<script>alert(1)</script>");
+    let (status, body) = s.post(
+        &format!("/runs/{run}/media"),
+        &json!({"items": [{"key": "report", "step": 0, "kind": "file", "blob": page, "mime": "text/html"}]}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let r = s.client.get(s.api(&format!("/runs/{run}/media/blobs/{page}"))).send().unwrap();
+    assert_eq!(r.headers()["content-disposition"], "attachment");
+    assert!(r.headers()["content-security-policy"].to_str().unwrap().starts_with("sandbox"));
+
+    // Recording an item again at the same place replaces it.
+    let mut replaced = image_item("samples", 0, 0, &thumb);
+    replaced["caption"] = json!("second try");
+    assert_eq!(s.post(&format!("/runs/{run}/media"), &json!({"items": [replaced]})).0, 200);
+    let first = &all_items(&s, &run, "samples", 100)[0];
+    assert_eq!((first["caption"].as_str(), first["sha256"].as_str()), (Some("second try"), Some(thumb.as_str())));
+}
+
+#[test]
+fn storage_acknowledged_media_survives_kill9_and_the_index_follows_the_rows() {
+    let mut s = TestServer::spawn();
+    let run = s.create_run("vision", "crash");
+    let mut items = Vec::new();
+    let mut blobs = Vec::new();
+    for step in 0..20 {
+        let bytes = format!("image at step {step}").into_bytes();
+        let (status, body, sha) = put_blob(&s, &run, "image/png", &bytes);
+        assert_eq!(status, 201, "{body}");
+        items.push(image_item("samples", step, 0, &sha));
+        blobs.push((sha, bytes));
+    }
+    assert_eq!(s.post(&format!("/runs/{run}/media"), &json!({ "items": items })).0, 200);
+    s.kill9();
+    s.restart();
+    let got = all_items(&s, &run, "samples", 1000);
+    assert_eq!(got.len(), 20, "every acknowledged item is there after kill -9");
+    for (item, (sha, bytes)) in got.iter().zip(&blobs) {
+        assert_eq!(item["sha256"].as_str(), Some(sha.as_str()));
+        let r = s.client.get(format!("{}{}", s.url, item["url"].as_str().unwrap())).send().unwrap();
+        assert_eq!(&r.bytes().unwrap().to_vec(), bytes);
+    }
+    // A flush writes the run's index of media; the counters say so.
+    s.flush();
+    let (_, stats) = s.get("/admin/stats");
+    assert!(stats["media_indexes_written"].as_u64().is_some_and(|n| n >= 1), "{stats}");
+    assert_eq!(stats["media_index_failures"], 0, "{stats}");
+    if s.store_url().is_none() {
+        let indexes: Vec<_> = walk(&s.data.join("store/projects"))
+            .into_iter()
+            .filter(|p| p.ends_with(format!("media/runs/{run}/index.parquet")))
+            .collect();
+        assert_eq!(indexes.len(), 1, "one index for the run");
+        let head = std::fs::read(&indexes[0]).unwrap();
+        assert_eq!(&head[..4], b"PAR1");
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_run_deleted_for_good_takes_the_blobs_only_it_named() {
+    let s = TestServer::spawn_local();
+    let gone = s.create_run("vision", "gone");
+    let kept = s.create_run("vision", "kept");
+    let (_, _, shared) = put_blob(&s, &gone, "image/png", b"shared bytes");
+    let (_, _, own) = put_blob(&s, &gone, "image/png", b"only the purged run's bytes");
+    let items = json!({"items": [image_item("a", 0, 0, &shared), image_item("a", 1, 0, &own)]});
+    assert_eq!(s.post(&format!("/runs/{gone}/media"), &items).0, 200);
+    assert_eq!(s.post(&format!("/runs/{kept}/media"), &json!({"items": [image_item("a", 0, 0, &shared)]})).0, 200);
+    s.flush();
+    let blob_file =
+        |sha: &str| walk(&s.data.join("store/projects")).into_iter().find(|p| p.file_name().is_some_and(|n| n == sha));
+    assert!(blob_file(&own).is_some() && blob_file(&shared).is_some());
+
+    assert_eq!(s.post(&format!("/runs/{gone}/archive"), &json!({})).0, 200);
+    let r = s.client.delete(s.api(&format!("/runs/{gone}"))).send().unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(blob_file(&own).is_none(), "the blob only the purged run named is deleted");
+    assert!(blob_file(&shared).is_some(), "a blob another run names stays");
+    assert!(
+        !walk(&s.data.join("store/projects"))
+            .iter()
+            .any(|p| p.to_string_lossy().contains(&format!("media/runs/{gone}"))),
+        "the purged run's index is deleted"
+    );
+    let r = s.client.get(s.api(&format!("/runs/{kept}/media/blobs/{shared}"))).send().unwrap();
+    assert_eq!(r.bytes().unwrap().to_vec(), b"shared bytes".to_vec());
+}

@@ -1,0 +1,135 @@
+//! Media bytes in the object store, content-addressed per project
+//! (`projects/{project_id}/media/sha256/{first two hex digits}/{sha256}`), and each run's
+//! Parquet index of media (`index`). A blob is written, and fsynced on a local store, before its
+//! row; the row is what items may name.
+
+pub mod index;
+
+use crate::{blocking, objects, Error, Result};
+use bytes::Bytes;
+use futures::Stream;
+use futures::StreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use trainlog_meta::{BlobRow, DirtyIndex, MetaStore};
+use trainlog_schema::{RunId, Sha256};
+
+/// `projects/{project_id}/media/sha256/{hh}/{sha256}`
+pub fn blob_location(project_id: i64, sha: &Sha256) -> ObjectPath {
+    let s = sha.as_str();
+    ObjectPath::from(format!("projects/{project_id}/media/sha256/{}/{s}", &s[..2]))
+}
+
+/// `projects/{project_id}/media/runs/{run_id}`: the folder of a run's media index.
+pub fn run_prefix(project_id: i64, run: &str) -> ObjectPath {
+    ObjectPath::from(format!("projects/{project_id}/media/runs/{run}"))
+}
+
+/// `projects/{project_id}/media/runs/{run_id}/index.parquet`
+pub fn index_location(project_id: i64, run: &RunId) -> ObjectPath {
+    ObjectPath::from(format!("projects/{project_id}/media/runs/{run}/index.parquet"))
+}
+
+/// The SHA-256 of `bytes`, the address they are stored at.
+pub fn digest(bytes: &[u8]) -> Sha256 {
+    Sha256::from_trusted(crate::artifacts::hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref()))
+}
+
+#[derive(Clone)]
+pub struct MediaStore {
+    objects: Arc<dyn ObjectStore>,
+    local_root: Option<PathBuf>,
+    meta: Arc<MetaStore>,
+}
+
+impl MediaStore {
+    pub(crate) fn new(objects: Arc<dyn ObjectStore>, local_root: Option<PathBuf>, meta: Arc<MetaStore>) -> Self {
+        Self { objects, local_root, meta }
+    }
+
+    /// Puts an object and, on a local store, fsyncs it and its folders.
+    async fn put_durable(&self, location: &ObjectPath, bytes: Bytes) -> Result<()> {
+        self.objects.put(location, PutPayload::from_bytes(bytes)).await?;
+        if let Some(root) = self.local_root.clone() {
+            let location = location.clone();
+            blocking(move || objects::sync_local(&root, &[location])).await?;
+        }
+        Ok(())
+    }
+
+    /// Stores a blob whose bytes the caller checked against `sha`, then records it. A blob
+    /// already recorded is not written again. Answers its row and whether it was new.
+    pub async fn put_blob(&self, project_id: i64, sha: &Sha256, mime: &str, bytes: Bytes) -> Result<(BlobRow, bool)> {
+        let (meta, key) = (self.meta.clone(), sha.clone());
+        if let Some(row) = blocking(move || Ok(meta.media_blob(project_id, &key)?)).await? {
+            return Ok((row, false));
+        }
+        let size = bytes.len() as u64;
+        self.put_durable(&blob_location(project_id, sha), bytes).await?;
+        let (meta, key, mime) = (self.meta.clone(), sha.clone(), mime.to_owned());
+        blocking(move || Ok(meta.put_media_blob(project_id, &key, size, &mime)?)).await?;
+        let (meta, key) = (self.meta.clone(), sha.clone());
+        let row = blocking(move || Ok(meta.media_blob(project_id, &key)?)).await?;
+        Ok((row.ok_or_else(|| Error::Corrupt(format!("media blob {sha} vanished as it was recorded")))?, true))
+    }
+
+    /// A blob's stored size and a stream of its bytes.
+    pub async fn read_blob(
+        &self,
+        project_id: i64,
+        sha: &Sha256,
+    ) -> Result<(u64, impl Stream<Item = Result<Bytes>> + Send + 'static)> {
+        let got = self.objects.get(&blob_location(project_id, sha)).await?;
+        let size = got.meta.size;
+        Ok((size, got.into_stream().map(|r| r.map_err(Error::from))))
+    }
+
+    /// Writes one run's index from its rows as they are now.
+    pub async fn write_index(&self, dirty: DirtyIndex) -> Result<()> {
+        let (meta, run) = (self.meta.clone(), dirty.run.clone());
+        let project_id = dirty.project_id;
+        let bytes = blocking(move || index::encode(project_id, &run, &meta.media_index_rows(&run)?)).await?;
+        self.put_durable(&index_location(project_id, &dirty.run), bytes).await?;
+        let meta = self.meta.clone();
+        blocking(move || Ok(meta.media_index_written(&dirty)?)).await
+    }
+
+    /// Writes the index of every run whose rows changed `min_age` ago or earlier (all with
+    /// zero). Every due run is tried; the first failure is answered after. Answers how many.
+    pub async fn write_due_indexes(&self, min_age: Duration) -> Result<usize> {
+        let before = trainlog_meta::now_ms() - min_age.as_millis() as i64;
+        let meta = self.meta.clone();
+        let due = blocking(move || Ok(meta.media_indexes_due(before)?)).await?;
+        let (mut written, mut failed) = (0, None);
+        for dirty in due {
+            match self.write_index(dirty).await {
+                Ok(()) => written += 1,
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        failed.map_or(Ok(written), Err)
+    }
+
+    /// Deletes the objects of the project's blobs that no run names any more. Answers how many.
+    pub async fn delete_unreferenced(&self, project_id: i64) -> Result<usize> {
+        let meta = self.meta.clone();
+        let gone = blocking(move || Ok(meta.media_unreferenced(project_id)?)).await?;
+        let mut deleted = 0;
+        for sha in gone {
+            let (meta, key) = (self.meta.clone(), sha.clone());
+            // A blob stored again since the purge keeps its object.
+            if blocking(move || Ok(meta.media_blob(project_id, &key)?)).await?.is_none() {
+                match self.objects.delete(&blob_location(project_id, &sha)).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => deleted += 1,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let meta = self.meta.clone();
+            blocking(move || Ok(meta.forget_unreferenced_blob(project_id, &sha)?)).await?;
+        }
+        Ok(deleted)
+    }
+}
