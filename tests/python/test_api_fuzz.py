@@ -129,6 +129,12 @@ checks.positive_data_acceptance.expected-statuses = {grammar}
 include-name = ["POST /api/v1/prices", "POST /api/v1/runs/{{id}}/checkpoints/{{name}}/restores"]
 checks.positive_data_acceptance.expected-statuses = {grammar}
 
+# A blob's body must have the SHA-256 its path names; a media item's boxes have their minimum
+# at most their maximum, and its class labels are keyed by integers (README, "Media").
+[[operations]]
+include-name = ["PUT /api/v1/runs/{{id}}/media/blobs/{{sha256}}", "POST /api/v1/runs/{{id}}/media"]
+checks.positive_data_acceptance.expected-statuses = {grammar}
+
 # keep_best needs `metric`, and the metric must be one the run logged.
 [[operations]]
 include-name = "POST /api/v1/runs/{{id}}/checkpoints"

@@ -8,6 +8,7 @@ query in-process with exact values.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -318,3 +319,61 @@ def test_duckdb_joins_params_with_metrics_exactly(trainlog_server, demo):
     assert rows == [
         (name, lr, depth, floor, BEST_STEP, STEPS, 1, STEPS - 1, floor) for name, lr, depth, floor in BY_BEST
     ]
+
+
+def put_blob(server: TrainlogServer, run_id: str, data: bytes, mime: str) -> str:
+    sha = hashlib.sha256(data).hexdigest()
+    req = urllib.request.Request(
+        f"{server.url}/api/v1/runs/{run_id}/media/blobs/{sha}", data=data, method="PUT", headers={"Content-Type": mime}
+    )
+    with _http.open(req, timeout=60) as r:
+        assert r.status in (200, 201), r.read()
+    return sha
+
+
+def test_duckdb_reads_the_media_index_and_finds_each_items_bytes(trainlog_server, demo):
+    by_name = {run["name"]: run_id for run_id, run in demo.items()}
+    uploaded = {}
+    for name in ("lr-0.1", "lr-0.01"):
+        run_id = by_name[name]
+        items = []
+        for step in (0, 500):
+            for index in (0, 1):
+                data = f"{name} image {step}/{index}".encode()
+                sha = put_blob(trainlog_server, run_id, data, "image/png")
+                uploaded[(name, step, index)] = data
+                items.append({
+                    "key": "samples", "step": step, "index": index, "kind": "image", "blob": sha,
+                    "mime": "image/png", "width": 32, "height": 16, "caption": f"{name} {step}",
+                    "timestamp": T0 + step,
+                    "boxes": [{"group": "predictions", "x_min": 0.25, "y_min": 0.5, "x_max": 0.75, "y_max": 1.0,
+                               "class_id": 3, "label": "cat", "score": 0.5}],
+                    "class_labels": {"3": "cat"},
+                })
+        assert api(trainlog_server, f"/runs/{run_id}/media", {"items": items}) == {"recorded": 4}
+    assert api(trainlog_server, "/admin/flush") == {"status": "ok"}
+
+    store = trainlog_server.store
+    projects = (store / "projects").as_posix()
+    indexes = sorted(store.glob("projects/*/media/runs/*/index.parquet"))
+    assert len(indexes) == 2, indexes
+    assert pq.read_metadata(indexes[0]).metadata[b"trainlog.schema_version"] == b"1"
+    sql = f"""
+        SELECT r.name, i.key, i.step, i.index, i.caption, i.width, i.height, len(i.boxes) AS boxes,
+               i.boxes[1].label AS label, i.boxes[1].x_max AS x_max, i.class_labels[1].label AS class_label,
+               epoch_ms(i.timestamp) AS ms, i.object, i.sha256
+        FROM '{projects}/*/runs.parquet' r
+        JOIN '{projects}/*/media/runs/*/index.parquet' i USING (run_id)
+        ORDER BY r.name, i.key, i.step, i.index
+    """
+    with duckdb.connect() as con:
+        rows = con.execute(sql).fetchall()
+    assert [row[:12] for row in rows] == [
+        (name, "samples", step, index, f"{name} {step}", 32, 16, 1, "cat", 0.75, "cat", T0 + step)
+        for name in ("lr-0.01", "lr-0.1") for step in (0, 500) for index in (0, 1)
+    ]
+    for name, _, step, index, *_, obj, sha in rows:
+        data = (store / obj).read_bytes()
+        assert data == uploaded[(name, step, index)]
+        assert hashlib.sha256(data).hexdigest() == sha
+        assert obj.endswith(f"/media/sha256/{sha[:2]}/{sha}")

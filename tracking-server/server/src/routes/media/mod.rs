@@ -120,7 +120,7 @@ fn parse_page_token(token: &str) -> Result<(String, i64, i64)> {
         ("step_min" = Option<i64>, Query, description = "Only items at this step or later."),
         ("step_max" = Option<i64>, Query, description = "Only items at this step or earlier."),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "Items in a page; 100 when absent."),
-        ("page_token" = Option<String>, Query, description = "The `next_page_token` of the page before.")),
+        ("page_token" = Option<String>, Query, pattern = r"^([0-9]{1,18}\.[0-9]{1,3}\..{1,250})?$", description = "The `next_page_token` of the page before.")),
     responses((status = 200, description = "A page of items.", body = wire::MediaPage)))]
 pub(crate) async fn list_media(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let (run, _) = lookup::readable(&state, &req, &path).await?;
