@@ -140,6 +140,10 @@ impl Http {
         self.answer(self.client.post(self.url(path)).header("content-type", content_type).body(body).send())
     }
 
+    pub fn put_bytes(&self, path: &str, content_type: &str, body: Vec<u8>) -> Result<Value> {
+        self.answer(self.client.put(self.url(path)).header("content-type", content_type).body(body).send())
+    }
+
     /// Streams a local file as the body of a PUT.
     pub fn put_file(&self, path: &str, file: &std::path::Path) -> Result<Value> {
         let f = std::fs::File::open(file).map_err(crate::io_err(format!("opening {}", file.display())))?;

@@ -316,6 +316,7 @@ impl RunBuilder {
             let beat = Http::new(&url, Duration::from_secs(5))?;
             crate::membership::start_heartbeats(membership.clone(), shared.clone(), beat, &id);
         }
+        let media_waiting = crate::media::has_spool(&spool_dir, &id);
         let run = Run {
             shared,
             id,
@@ -329,8 +330,14 @@ impl RunBuilder {
             sampler: Mutex::new(None),
             stop_flag: Arc::new(AtomicBool::new(false)),
             stop_poller: std::sync::Once::new(),
+            media: Mutex::new(None),
+            media_spool_dir: spool_dir.clone(),
+            offline,
         };
         let rank_zero = membership.job.rank == 0;
+        if media_waiting && rank_zero {
+            run.media_queue(|_| ());
+        }
         let mut metadata = if rank_zero { self.metadata.clone() } else { BTreeMap::new() };
         if rank_zero && self.capture_environment {
             metadata.insert("environment".into(), crate::collect::environment::capture());
@@ -480,6 +487,11 @@ pub struct Run {
     /// Set once the sweep wants this trial to stop; a background thread asks the server.
     stop_flag: Arc<AtomicBool>,
     stop_poller: std::sync::Once,
+    /// The media thread, started by the first media logged (or at once, to send a media spool
+    /// an earlier process of the run left).
+    media: Mutex<Option<crate::media::MediaQueue>>,
+    media_spool_dir: std::path::PathBuf,
+    offline: bool,
 }
 
 impl Run {
@@ -588,6 +600,29 @@ impl Run {
         }
     }
 
+    /// Logs media items under `key` at `step` (a list: their indexes at that step), timestamped
+    /// now. Only queues: encoding and upload happen on the media thread.
+    pub fn log_media(&self, key: &str, step: i64, items: Vec<crate::media::Media>) {
+        if !self.membership.logs || self.membership.job.rank != 0 || self.is_finished() {
+            return;
+        }
+        self.media_queue(|q| q.push(key, step, crate::now_ms(), items));
+    }
+
+    fn media_queue<T>(&self, f: impl FnOnce(&crate::media::MediaQueue) -> T) -> T {
+        let mut media = lock(&self.media);
+        let queue = media.get_or_insert_with(|| {
+            let http = if self.offline { None } else { Http::new(&self.server, Duration::from_secs(30)).ok() };
+            crate::media::MediaQueue::start(http, &self.id, &self.media_spool_dir)
+        });
+        f(queue)
+    }
+
+    /// Media items queued and not yet encoded.
+    pub fn pending_media(&self) -> usize {
+        lock(&self.media).as_ref().map_or(0, crate::media::MediaQueue::pending)
+    }
+
     /// This process's place in its job (rank, world, node, launcher).
     pub fn job(&self) -> &JobContext {
         &self.membership.job
@@ -630,12 +665,18 @@ impl Run {
         self.shared.spooling.load(Ordering::Relaxed)
     }
 
-    /// Waits until everything logged so far is sent (or spooled), at most `timeout`.
+    /// Waits until everything logged so far, media too, is sent (or spooled), at most `timeout`.
     pub fn flush(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         lock(&self.shared.pending).flushes.push(tx);
         self.shared.wake.notify_one();
-        rx.recv_timeout(timeout).is_ok()
+        let points = rx.recv_timeout(timeout).is_ok();
+        let media = match lock(&self.media).as_ref() {
+            Some(q) => q.flush(deadline.saturating_duration_since(Instant::now())),
+            None => true,
+        };
+        points && media
     }
 
     /// Ends the run as `finished`, waiting up to 60 s for what is queued.
@@ -684,6 +725,15 @@ impl Run {
                 FinishSummary { unsaved, warnings: vec![warning], ..FinishSummary::default() }
             }
         };
+        let mut summary = summary;
+        if let Some(media) = lock(&self.media).take() {
+            let counts = media.finish(deadline);
+            summary.media_sent = counts.sent;
+            summary.media_spooled = counts.spooled;
+            summary.media_rejected = counts.rejected;
+            summary.media_dropped = counts.dropped;
+            summary.warnings.extend(counts.warnings);
+        }
         *lock(&self.summary) = Some(summary.clone());
         Ok(summary)
     }

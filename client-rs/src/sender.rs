@@ -262,6 +262,14 @@ pub struct FinishSummary {
     /// What went wrong, also printed to stderr: refusals, data that could not be saved, a
     /// sampler that did not start.
     pub warnings: Vec<String>,
+    /// Media items the server recorded.
+    pub media_sent: u64,
+    /// Media items left in the media spool (sent when the run is resumed).
+    pub media_spooled: u64,
+    /// Media items the server refused, or that could not be encoded.
+    pub media_rejected: u64,
+    /// Media items dropped: the queue was full, or they could be neither sent nor spooled.
+    pub media_dropped: u64,
 }
 
 impl FinishSummary {
@@ -279,6 +287,10 @@ impl FinishSummary {
             "spool_file": text(&self.spool_file),
             "rejected_file": text(&self.rejected_file),
             "warnings": self.warnings,
+            "media_sent": self.media_sent,
+            "media_spooled": self.media_spooled,
+            "media_rejected": self.media_rejected,
+            "media_dropped": self.media_dropped,
         })
     }
 }
@@ -729,6 +741,7 @@ impl Sender {
             spool_file,
             rejected_file: (!self.rejected.is_empty()).then(|| self.rejected.path().to_owned()),
             warnings,
+            ..FinishSummary::default()
         }
     }
 }

@@ -270,3 +270,80 @@ fn a_run_deleted_for_good_takes_the_blobs_only_it_named() {
     let r = s.client.get(s.api(&format!("/runs/{kept}/media/blobs/{shared}"))).send().unwrap();
     assert_eq!(r.bytes().unwrap().to_vec(), b"shared bytes".to_vec());
 }
+
+fn pixels(width: u32, height: u32, seed: u8) -> trainlog::Pixels {
+    let data = (0..width * height * 3).map(|i| (i as u8).wrapping_mul(seed)).collect();
+    trainlog::Pixels { width, height, channels: 3, data }
+}
+
+#[test]
+fn the_rust_sdk_logs_media_in_the_background_and_sends_what_an_outage_spooled() {
+    let mut s = TestServer::spawn_local();
+    let spool = tempfile::tempdir().unwrap();
+    let start = |s: &TestServer| {
+        trainlog::Run::builder("vision")
+            .id("sdk-media")
+            .server(&s.url)
+            .spool_dir(spool.path())
+            .resume(trainlog::Resume::Allow)
+            .system_metrics(None)
+            .capture_code(false)
+            .capture_environment(false)
+            .start()
+            .unwrap()
+    };
+    let run = start(&s);
+    let mut boxed = trainlog::Media::image(pixels(300, 200, 3)).caption("big");
+    boxed.boxes.push(trainlog::media::MediaBox {
+        group: "predictions".into(),
+        x_min: 0.1,
+        y_min: 0.1,
+        x_max: 0.4,
+        y_max: 0.5,
+        domain: trainlog::media::BoxDomain::Fraction,
+        class_id: Some(1),
+        label: Some("cat".into()),
+        score: Some(0.9),
+    });
+    boxed.masks.push(trainlog::Mask {
+        group: "truth".into(),
+        class_ids: trainlog::Pixels { width: 300, height: 200, channels: 1, data: vec![1; 60_000] },
+    });
+    boxed.class_labels.insert(1, "cat".into());
+    run.log_media("samples", 0, vec![boxed, trainlog::Media::image(pixels(8, 8, 5))]);
+    run.log_media("notes", 0, vec![trainlog::Media::text("hello media")]);
+    assert!(run.flush(std::time::Duration::from_secs(10)));
+    // The server goes away: what is logged meanwhile waits in the media spool.
+    s.kill9();
+    for step in 1..4 {
+        run.log_media("samples", step, vec![trainlog::Media::image(pixels(8, 8, step as u8))]);
+    }
+    let summary = run.finish_with("killed", std::time::Duration::from_secs(5)).unwrap();
+    assert_eq!(summary.media_sent, 3, "{summary:?}");
+    assert_eq!(summary.media_spooled, 3, "{summary:?}");
+    assert_eq!((summary.media_rejected, summary.media_dropped), (0, 0));
+
+    s.restart();
+    let resumed = start(&s);
+    let summary = resumed.finish().unwrap();
+    assert_eq!((summary.media_sent, summary.media_spooled), (3, 0), "the resumed run sent the spool: {summary:?}");
+
+    let items = all_items(&s, "sdk-media", "samples", 100);
+    let steps: Vec<(i64, i64)> =
+        items.iter().map(|i| (i["step"].as_i64().unwrap(), i["index"].as_i64().unwrap())).collect();
+    assert_eq!(steps, vec![(0, 0), (0, 1), (1, 0), (2, 0), (3, 0)]);
+    let big = &items[0];
+    assert_eq!(
+        (big["width"].as_u64(), big["height"].as_u64(), big["mime"].as_str()),
+        (Some(300), Some(200), Some("image/png"))
+    );
+    assert_eq!(big["boxes"][0]["label"], "cat");
+    assert_eq!(big["class_labels"], json!({"1": "cat"}));
+    assert!(big["thumbnail_url"].is_string(), "an image larger than 256 pixels has a thumbnail");
+    let png = s.client.get(format!("{}{}", s.url, big["url"].as_str().unwrap())).send().unwrap().bytes().unwrap();
+    assert_eq!(&png[..4], b"\x89PNG");
+    let text = all_items(&s, "sdk-media", "notes", 10);
+    let body = s.client.get(format!("{}{}", s.url, text[0]["url"].as_str().unwrap())).send().unwrap().text().unwrap();
+    assert_eq!(body, "hello media");
+    assert!(!spool.path().join("media/sdk-media").exists(), "the media spool is gone once sent");
+}

@@ -1,0 +1,312 @@
+//! The media thread: takes queued items, encodes them, uploads their blobs and records them; when
+//! the server cannot take them, spools them and sends the spool again once it can.
+
+use super::encode::{prepare, Prepared};
+use super::spool::{Entry, MediaSpool};
+use super::Media;
+use crate::http::Http;
+use crate::{Error, Result};
+use serde_json::json;
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Bytes of logged media (before encoding) the queue holds; past it, items are dropped and counted.
+pub const MAX_QUEUED_BYTES: usize = 256 << 20;
+/// Items encoded and sent together.
+const BATCH_ITEMS: usize = 64;
+/// How long after a failure the spool is tried again.
+const RETRY_EVERY: Duration = Duration::from_secs(2);
+
+/// What became of the media a run logged.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MediaCounts {
+    /// Items the server recorded.
+    pub sent: u64,
+    /// Items left in the media spool (sent when the run is resumed).
+    pub spooled: u64,
+    /// Items the server refused, or that could not be encoded (each with a warning).
+    pub rejected: u64,
+    /// Items dropped because the queue was full, or that could be neither sent nor spooled.
+    pub dropped: u64,
+    pub warnings: Vec<String>,
+}
+
+struct Queued {
+    key: String,
+    step: i64,
+    index: usize,
+    timestamp_ms: i64,
+    media: Media,
+    bytes: usize,
+}
+
+#[derive(Default)]
+struct State {
+    items: VecDeque<Queued>,
+    bytes: usize,
+    /// Set by `finish`: send until then, spool the rest.
+    deadline: Option<Instant>,
+    /// Items taken from the queue and not yet sent or spooled.
+    in_flight: usize,
+    counts: MediaCounts,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub struct MediaQueue {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl MediaQueue {
+    /// Starts the media thread of a run; it first sends what an earlier process left in the
+    /// run's media spool. `http` is None offline: everything is spooled.
+    pub fn start(http: Option<Http>, run_id: &str, spool_dir: &Path) -> Self {
+        let shared = Arc::new(Shared { state: Mutex::new(State::default()), wake: Condvar::new() });
+        let worker = Worker {
+            shared: shared.clone(),
+            http,
+            run_id: run_id.to_owned(),
+            spool: MediaSpool::open(spool_dir, run_id),
+            retry_at: Instant::now(),
+        };
+        let thread = std::thread::Builder::new().name("trainlog-media".into()).spawn(move || worker.run()).ok();
+        Self { shared, thread: Mutex::new(thread) }
+    }
+
+    /// Queues items; never blocks on the network or the disk.
+    pub fn push(&self, key: &str, step: i64, timestamp_ms: i64, items: Vec<Media>) {
+        let mut state = lock(&self.shared.state);
+        for (index, media) in items.into_iter().enumerate() {
+            let bytes = media.queued_bytes();
+            if state.deadline.is_some() || state.bytes + bytes > MAX_QUEUED_BYTES {
+                state.counts.dropped += 1;
+                if state.counts.dropped == 1 {
+                    eprintln!(
+                        "trainlog: media queue full ({MAX_QUEUED_BYTES} bytes waiting to be encoded and sent): \
+                         dropping media items; the run's finish summary counts them"
+                    );
+                }
+                continue;
+            }
+            state.bytes += bytes;
+            state.items.push_back(Queued { key: key.to_owned(), step, index, timestamp_ms, media, bytes });
+        }
+        drop(state);
+        self.shared.wake.notify_one();
+    }
+
+    /// Items queued and not yet sent or spooled.
+    pub fn pending(&self) -> usize {
+        let state = lock(&self.shared.state);
+        state.items.len() + state.in_flight
+    }
+
+    /// Waits until every item queued so far is sent or spooled, at most `timeout`.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.pending() > 0 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    }
+
+    /// Sends what is queued until `deadline`, spools the rest, and answers the counts.
+    pub fn finish(&self, deadline: Instant) -> MediaCounts {
+        lock(&self.shared.state).deadline = Some(deadline);
+        self.shared.wake.notify_one();
+        if let Some(thread) = lock(&self.thread).take() {
+            let _ = thread.join();
+        }
+        let mut state = lock(&self.shared.state);
+        // A thread that never started leaves its items here.
+        state.counts.dropped += state.items.len() as u64;
+        state.items.clear();
+        std::mem::take(&mut state.counts)
+    }
+}
+
+struct Worker {
+    shared: Arc<Shared>,
+    http: Option<Http>,
+    run_id: String,
+    spool: MediaSpool,
+    retry_at: Instant,
+}
+
+enum Sent {
+    Done,
+    /// The server cannot be reached, or cannot take it now.
+    Later,
+    Refused(String),
+}
+
+impl Worker {
+    fn run(mut self) {
+        loop {
+            let (batch, deadline) = {
+                let mut state = lock(&self.shared.state);
+                if state.items.is_empty() && state.deadline.is_none() {
+                    state = self
+                        .shared
+                        .wake
+                        .wait_timeout(state, Duration::from_millis(500))
+                        .map(|r| r.0)
+                        .unwrap_or_else(|p| p.into_inner().0);
+                }
+                let n = state.items.len().min(BATCH_ITEMS);
+                let batch: Vec<Queued> = state.items.drain(..n).collect();
+                state.bytes -= batch.iter().map(|q| q.bytes).sum::<usize>();
+                state.in_flight = batch.len();
+                (batch, state.deadline)
+            };
+            let past_deadline = deadline.is_some_and(|d| Instant::now() >= d);
+            if !self.spool.is_empty() && Instant::now() >= self.retry_at && !past_deadline {
+                self.send_spool();
+            }
+            if batch.is_empty() {
+                if deadline.is_some() {
+                    break;
+                }
+                continue;
+            }
+            self.handle(batch, past_deadline);
+            lock(&self.shared.state).in_flight = 0;
+        }
+        self.close();
+    }
+
+    /// Encodes a batch and sends it, or spools it when the server cannot take it now.
+    fn handle(&mut self, batch: Vec<Queued>, past_deadline: bool) {
+        let mut prepared = Vec::with_capacity(batch.len());
+        for q in batch {
+            match prepare(&q.key, q.step, q.index, q.timestamp_ms, q.media) {
+                Ok(p) => prepared.push(p),
+                Err(e) => self.count(|c| {
+                    c.rejected += 1;
+                    c.warnings.push(format!("media {:?} at step {}: {e}", q.key, q.step));
+                }),
+            }
+        }
+        if prepared.is_empty() {
+            return;
+        }
+        let direct = self.spool.is_empty() && !past_deadline && Instant::now() >= self.retry_at;
+        let outcome = if direct { self.send(&prepared) } else { Sent::Later };
+        match outcome {
+            Sent::Done => self.count(|c| c.sent += prepared.len() as u64),
+            Sent::Refused(why) => self.count(|c| {
+                c.rejected += prepared.len() as u64;
+                c.warnings.push(format!("the server refused {} media items: {why}", prepared.len()));
+            }),
+            Sent::Later => {
+                if direct {
+                    self.retry_at = Instant::now() + RETRY_EVERY;
+                }
+                if let Err(e) = self.spool.save(&prepared) {
+                    self.count(|c| {
+                        c.dropped += prepared.len() as u64;
+                        c.warnings.push(format!("{} media items could not be spooled: {e}", prepared.len()));
+                    });
+                }
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        let spooled = self.spool.items();
+        if spooled > 0 {
+            eprintln!(
+                "trainlog: {spooled} media items of run {} wait in {}; resuming the run sends them",
+                self.run_id,
+                self.spool.dir().display()
+            );
+        }
+        self.count(|c| c.spooled = spooled);
+        let counts = lock(&self.shared.state).counts.clone();
+        for w in &counts.warnings {
+            eprintln!("trainlog: {w}");
+        }
+    }
+
+    fn count(&self, f: impl FnOnce(&mut MediaCounts)) {
+        f(&mut lock(&self.shared.state).counts);
+    }
+
+    /// Uploads each blob, then records the items in one request.
+    fn send(&self, prepared: &[Prepared]) -> Sent {
+        let items: Vec<&serde_json::Value> = prepared.iter().map(|p| &p.item).collect();
+        let blobs =
+            prepared.iter().flat_map(|p| p.blobs.iter().map(|b| (b.sha256.as_str(), b.mime.as_str(), &b.bytes)));
+        self.send_parts(blobs, &items)
+    }
+
+    fn send_parts<'a>(
+        &self,
+        blobs: impl Iterator<Item = (&'a str, &'a str, &'a Vec<u8>)>,
+        items: &[&serde_json::Value],
+    ) -> Sent {
+        let Some(http) = &self.http else { return Sent::Later };
+        let verdict = |e: Error| match e {
+            Error::Unreachable { .. } => Sent::Later,
+            other => Sent::Refused(other.to_string()),
+        };
+        for (sha, mime, bytes) in blobs {
+            let path = format!("/runs/{}/media/blobs/{sha}", self.run_id);
+            if let Err(e) = http.put_bytes(&path, mime, bytes.clone()) {
+                return verdict(e);
+            }
+        }
+        match http.post(&format!("/runs/{}/media", self.run_id), &json!({ "items": items })) {
+            Ok(_) => Sent::Done,
+            Err(e) => verdict(e),
+        }
+    }
+
+    /// Sends the spool's entries in order, until one cannot be sent now.
+    fn send_spool(&mut self) {
+        for path in self.spool.entries() {
+            let outcome = self.spool.load(&path).and_then(|entry| Ok((self.send_entry(&entry)?, entry)));
+            match outcome {
+                Ok((Sent::Done, entry)) => {
+                    self.count(|c| c.sent += entry.items.len() as u64);
+                    let _ = self.spool.remove(&entry);
+                }
+                Ok((Sent::Refused(why), entry)) => {
+                    self.count(|c| {
+                        c.rejected += entry.items.len() as u64;
+                        c.warnings.push(format!("the server refused {} spooled media items: {why}", entry.items.len()));
+                    });
+                    let _ = self.spool.remove(&entry);
+                }
+                Ok((Sent::Later, _)) => {
+                    self.retry_at = Instant::now() + RETRY_EVERY;
+                    return;
+                }
+                Err(e) => {
+                    self.count(|c| c.warnings.push(format!("a media spool entry could not be read: {e}")));
+                    let _ = std::fs::rename(&path, path.with_extension("unreadable"));
+                }
+            }
+        }
+    }
+
+    fn send_entry(&self, entry: &Entry) -> Result<Sent> {
+        let blobs = entry.blobs.iter().map(|(sha, mime)| self.spool.blob(sha, mime)).collect::<Result<Vec<_>>>()?;
+        let items: Vec<&serde_json::Value> = entry.items.iter().collect();
+        Ok(self.send_parts(blobs.iter().map(|b| (b.sha256.as_str(), b.mime.as_str(), &b.bytes)), &items))
+    }
+}
