@@ -1,6 +1,8 @@
 //! `trainlog._trainlog`: the native module of the Python package, a thin layer over the Rust
 //! SDK. Logging only enqueues; blocking calls (start, flush, finish, reads) release the GIL.
 
+mod media;
+
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
@@ -257,15 +259,26 @@ impl NativeRun {
     }
 
     /// Enqueues `{key: number}` at `step`. Values that are not numbers are skipped and reported
-    /// once; this never raises for a tracking problem and never waits on the network.
-    fn log(&self, data: &Bound<'_, PyDict>, step: i64) -> PyResult<()> {
+    /// once, but media (`trainlog.Image` and its kin, or a list of them), which are answered as
+    /// `[(dotted key, value)]` for the Python layer to queue (None when there are none). Never
+    /// raises for a tracking problem and never waits on the network.
+    fn log<'py>(&self, data: &Bound<'py, PyDict>, step: i64) -> PyResult<Option<Vec<(String, Bound<'py, PyAny>)>>> {
         if !self.run.logs_metrics() {
-            return Ok(());
+            return Ok(None);
         }
         let mut items: Vec<(String, f64)> = Vec::with_capacity(data.len());
-        flatten_numbers(data, "", &mut items)?;
+        let mut media = Vec::new();
+        flatten_numbers(data, "", &mut items, &mut media)?;
         let refs: Vec<(&str, f64)> = items.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         self.run.log(step, &refs);
+        Ok((!media.is_empty()).then_some(media))
+    }
+
+    /// Queues media items (dicts built by `trainlog.Image` and its kin) under `key` at `step`.
+    /// A malformed item raises; a tracking problem never does.
+    fn log_media(&self, key: &str, step: i64, items: Vec<Bound<'_, PyDict>>) -> PyResult<()> {
+        let media = items.iter().map(media::media_from_dict).collect::<PyResult<Vec<_>>>()?;
+        self.run.log_media(key, step, media);
         Ok(())
     }
 
@@ -364,8 +377,26 @@ impl NativeRun {
     }
 }
 
-/// Collects numbers from a (possibly nested) dict; nested keys are joined with '.'.
-fn flatten_numbers(data: &Bound<'_, PyDict>, prefix: &str, out: &mut Vec<(String, f64)>) -> PyResult<()> {
+/// Whether a logged value is media: an object the Python layer marks as such, or a list of them.
+fn is_media(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let marked = |v: &Bound<'_, PyAny>| v.hasattr("_trainlog_media");
+    if let Ok(list) = value.cast::<PyList>() {
+        return Ok(list.len() > 0 && marked(&list.get_item(0)?)?);
+    }
+    if let Ok(tuple) = value.cast::<pyo3::types::PyTuple>() {
+        return Ok(tuple.len() > 0 && marked(&tuple.get_item(0)?)?);
+    }
+    marked(value)
+}
+
+/// Collects numbers from a (possibly nested) dict, and media beside them; nested keys are
+/// joined with '.'.
+fn flatten_numbers<'py>(
+    data: &Bound<'py, PyDict>,
+    prefix: &str,
+    out: &mut Vec<(String, f64)>,
+    media: &mut Vec<(String, Bound<'py, PyAny>)>,
+) -> PyResult<()> {
     for (k, v) in data.iter() {
         let key = match k.cast::<PyString>() {
             Ok(s) => s.to_cow()?.into_owned(),
@@ -373,9 +404,11 @@ fn flatten_numbers(data: &Bound<'_, PyDict>, prefix: &str, out: &mut Vec<(String
         };
         let key = if prefix.is_empty() { key } else { format!("{prefix}.{key}") };
         if let Ok(inner) = v.cast::<PyDict>() {
-            flatten_numbers(inner, &key, out)?;
+            flatten_numbers(inner, &key, out, media)?;
         } else if let Some(x) = number(&v)? {
             out.push((key, x));
+        } else if is_media(&v)? {
+            media.push((key, v));
         } else {
             warn_skipped(&key, &v);
         }
@@ -574,6 +607,26 @@ impl NativeApi {
     ) -> PyResult<Py<PyAny>> {
         let v = py.detach(|| self.api.download_model_version(name, version, &dest)).map_err(to_py_err)?;
         to_py(py, &v)
+    }
+
+    /// A run's media items (every page), as the server lists them.
+    #[pyo3(signature = (run_id, key=None, step_min=None, step_max=None))]
+    fn media(
+        &self,
+        py: Python<'_>,
+        run_id: &str,
+        key: Option<&str>,
+        step_min: Option<i64>,
+        step_max: Option<i64>,
+    ) -> PyResult<Py<PyAny>> {
+        let items = py.detach(|| self.api.media(run_id, key, step_min, step_max)).map_err(to_py_err)?;
+        to_py(py, &Value::Array(items))
+    }
+
+    /// The bytes of a media blob of the run, checked against its SHA-256.
+    fn media_blob(&self, py: Python<'_>, run_id: &str, sha256: &str) -> PyResult<Py<PyAny>> {
+        let bytes = py.detach(|| self.api.media_blob(run_id, sha256)).map_err(to_py_err)?;
+        Ok(pyo3::types::PyBytes::new(py, &bytes).into_any().unbind())
     }
 
     /// `[(step, timestamp_ms, value)]` of one metric, sorted by step.

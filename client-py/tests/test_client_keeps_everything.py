@@ -29,6 +29,10 @@ def test_a_clean_run_reports_every_point_acknowledged(server: Server, client_env
         "spool_file": None,
         "rejected_file": None,
         "warnings": [],
+        "media_sent": 0,
+        "media_spooled": 0,
+        "media_rejected": 0,
+        "media_dropped": 0,
     }
     assert run.finish() == report, "finishing again answers the same report"
 

@@ -145,6 +145,54 @@ impl Api {
         self.http.post(path, body)
     }
 
+    /// A run's media items under `key` (every key when None) in a step range, every page, by
+    /// key, step and index.
+    pub fn media(
+        &self,
+        run_id: &str,
+        key: Option<&str>,
+        step_min: Option<i64>,
+        step_max: Option<i64>,
+    ) -> Result<Vec<Value>> {
+        let mut out = Vec::new();
+        let mut token = String::new();
+        loop {
+            let mut path = format!("/runs/{}/media?limit=1000&page_token={}", encode(run_id), encode(&token));
+            if let Some(k) = key {
+                path.push_str(&format!("&key={}", encode(k)));
+            }
+            if let Some(s) = step_min {
+                path.push_str(&format!("&step_min={s}"));
+            }
+            if let Some(s) = step_max {
+                path.push_str(&format!("&step_max={s}"));
+            }
+            let page = self.http.get(&path)?;
+            out.extend(page["items"].as_array().cloned().unwrap_or_default());
+            match page["next_page_token"].as_str() {
+                Some(t) if !t.is_empty() => token = t.to_owned(),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// The bytes of a media blob that one of the run's items names, checked against its SHA-256.
+    pub fn media_blob(&self, run_id: &str, sha256: &str) -> Result<Vec<u8>> {
+        use std::io::Read;
+        let mut response = self.http.get_stream(&format!("/runs/{}/media/blobs/{}", encode(run_id), encode(sha256)))?;
+        let mut bytes = Vec::new();
+        response.read_to_end(&mut bytes).map_err(crate::io_err(format!("reading media blob {sha256}")))?;
+        let actual = crate::media::sha256_hex(&bytes);
+        if actual != sha256 {
+            return Err(crate::Error::Corrupt {
+                path: format!("media blob of run {run_id}"),
+                expected: sha256.to_owned(),
+                actual,
+            });
+        }
+        Ok(bytes)
+    }
+
     /// The raw JSON of any GET route under `/api/v1` (for what this type does not wrap yet).
     pub fn get_json(&self, path: &str) -> Result<Value> {
         self.http.get(path)

@@ -13,8 +13,9 @@ import json
 import os
 from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
-from trainlog._api import Api, ApiRun, Model, ModelVersion
+from trainlog._api import Api, ApiRun, MediaItem, Model, ModelVersion
 from trainlog._environment import installed_packages, python_info
+from trainlog._media import Audio, File, Image, Text, Video
 from trainlog._run import Config, FinishReport, Run, _register
 from trainlog._trainlog import (
     ChecksumError,
@@ -33,19 +34,25 @@ from trainlog._trainlog import sync as _sync
 __all__ = [
     "Api",
     "ApiRun",
+    "Audio",
     "ChecksumError",
     "Config",
     "ConflictError",
+    "File",
     "FinishReport",
+    "Image",
     "InvalidArgumentError",
+    "MediaItem",
     "Model",
     "ModelVersion",
     "NotFoundError",
     "Run",
     "ServerError",
     "SourceDeletedError",
+    "Text",
     "TrainlogError",
     "UnreachableError",
+    "Video",
     "__version__",
     "autolog",
     "config",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from trainlog._trainlog import NativeApi
 
@@ -82,6 +82,12 @@ class ApiRun:
     def checkpoints(self) -> List[Dict[str, Any]]:
         return list(self._api._native.checkpoints(self.id))
 
+    def media(self, key: Optional[str] = None, steps: Optional[Tuple[int, int]] = None) -> List[MediaItem]:
+        """The run's media under `key` (every key when None), by key, step and index; `steps` is an
+        inclusive (first, last) range."""
+        first, last = steps if steps is not None else (None, None)
+        return [MediaItem(self, item) for item in self._api._native.media(self.id, key, first, last)]
+
     def history(self, key: str) -> List[Dict[str, Any]]:
         """Every point of one metric: `[{"step", "timestamp", "value"}]`, sorted by step."""
         return [
@@ -116,6 +122,45 @@ class ApiRun:
 
     def __repr__(self) -> str:
         return f"<trainlog.ApiRun id={self.id!r} status={self.status!r}>"
+
+
+class MediaItem:
+    """One media item of a run: what the server lists, and `read()` for its bytes."""
+
+    def __init__(self, run: ApiRun, data: Dict[str, Any]) -> None:
+        self._run = run
+        self.data = data
+
+    key = property(lambda self: str(self.data["key"]))
+    step = property(lambda self: int(self.data["step"]))
+    index = property(lambda self: int(self.data["index"]))
+    kind = property(lambda self: str(self.data["kind"]))
+    mime = property(lambda self: str(self.data["mime"]))
+    caption = property(lambda self: self.data.get("caption"))
+    width = property(lambda self: self.data.get("width"))
+    height = property(lambda self: self.data.get("height"))
+    sha256 = property(lambda self: str(self.data["sha256"]))
+    boxes = property(lambda self: list(self.data.get("boxes") or []))
+    class_labels = property(lambda self: {int(k): v for k, v in (self.data.get("class_labels") or {}).items()})
+
+    def read(self) -> bytes:
+        """The item's bytes, checked against their SHA-256."""
+        return bytes(self._run._api._native.media_blob(self._run.id, self.sha256))
+
+    def read_thumbnail(self) -> Optional[bytes]:
+        """The thumbnail's bytes, for an image that has one."""
+        sha = self.data.get("thumbnail_sha256")
+        return None if sha is None else bytes(self._run._api._native.media_blob(self._run.id, sha))
+
+    def masks(self) -> Dict[str, bytes]:
+        """Each mask's PNG bytes (one class id per pixel), by group."""
+        return {
+            m["group"]: bytes(self._run._api._native.media_blob(self._run.id, m["sha256"]))
+            for m in self.data.get("masks") or []
+        }
+
+    def __repr__(self) -> str:
+        return f"MediaItem(key={self.key!r}, step={self.step}, index={self.index}, kind={self.kind!r})"
 
 
 class ModelVersion:

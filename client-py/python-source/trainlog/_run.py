@@ -11,6 +11,7 @@ import traceback
 from types import TracebackType
 from typing import Any, Dict, List, Mapping, Optional, Type, TypedDict, cast
 
+from trainlog._media import media_items
 from trainlog._trainlog import NativeRun
 
 #: Seconds a SIGTERM (a spot preemption notice) leaves us to flush before the process goes on.
@@ -51,6 +52,14 @@ class FinishReport(TypedDict):
     rejected_file: Optional[str]
     #: What went wrong, also printed to stderr.
     warnings: List[str]
+    #: Media items the server recorded.
+    media_sent: int
+    #: Media items left in the media spool (sent when the run is resumed).
+    media_spooled: int
+    #: Media items the server refused, or that could not be encoded.
+    media_rejected: int
+    #: Media items dropped: the queue was full, or they could be neither sent nor spooled.
+    media_dropped: int
 
 
 class Run:
@@ -105,13 +114,21 @@ class Run:
         """Log numbers at `step` (default: one past the last step this process logged).
 
         Nested dicts become dotted keys; values that are not numbers are skipped with one warning.
+        Media (`trainlog.Image`, `Text`, `Audio`, `Video`, `File`, or a list of them) is queued
+        for the media thread.
         """
         with self._lock:
             if step is None:
                 step = self._step
             self._step = max(self._step, step + 1)
-        if self._logs:
-            self._native.log(data if isinstance(data, dict) else dict(data), step)
+        if not self._logs:
+            return
+        media = self._native.log(data if isinstance(data, dict) else dict(data), step)
+        if media:
+            for key, value in media:
+                items = media_items(value)
+                if items is not None:
+                    self._native.log_media(key, step, items)
 
     def log_artifact(self, path: str | os.PathLike[str], name: Optional[str] = None) -> Dict[str, Any]:
         """Upload a file as an artifact of the run (blocking); `name` defaults to the file's name."""
