@@ -262,7 +262,7 @@ impl NativeRun {
     /// once, but media (`trainlog.Image` and its kin, or a list of them), which are answered as
     /// `[(dotted key, value)]` for the Python layer to queue (None when there are none). Never
     /// raises for a tracking problem and never waits on the network.
-    fn log<'py>(&self, data: &Bound<'py, PyDict>, step: i64) -> PyResult<Option<Vec<(String, Bound<'py, PyAny>)>>> {
+    fn log<'py>(&self, data: &Bound<'py, PyDict>, step: i64) -> PyResult<Option<KeyedMedia<'py>>> {
         if !self.run.logs_metrics() {
             return Ok(None);
         }
@@ -377,6 +377,9 @@ impl NativeRun {
     }
 }
 
+/// Media values met among logged numbers, with their dotted keys.
+type KeyedMedia<'py> = Vec<(String, Bound<'py, PyAny>)>;
+
 /// Whether a logged value is media: an object the Python layer marks as such, or a list of them.
 fn is_media(value: &Bound<'_, PyAny>) -> PyResult<bool> {
     let marked = |v: &Bound<'_, PyAny>| v.hasattr("_trainlog_media");
@@ -395,7 +398,7 @@ fn flatten_numbers<'py>(
     data: &Bound<'py, PyDict>,
     prefix: &str,
     out: &mut Vec<(String, f64)>,
-    media: &mut Vec<(String, Bound<'py, PyAny>)>,
+    media: &mut KeyedMedia<'py>,
 ) -> PyResult<()> {
     for (k, v) in data.iter() {
         let key = match k.cast::<PyString>() {
