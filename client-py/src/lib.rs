@@ -408,10 +408,15 @@ fn flatten_numbers<'py>(
         let key = if prefix.is_empty() { key } else { format!("{prefix}.{key}") };
         if let Ok(inner) = v.cast::<PyDict>() {
             flatten_numbers(inner, &key, out, media)?;
-        } else if let Some(x) = number(&v)? {
-            out.push((key, x));
+        } else if v.is_instance_of::<pyo3::types::PyFloat>() || v.is_instance_of::<pyo3::types::PyInt>() {
+            match v.extract::<f64>() {
+                Ok(x) => out.push((key, x)),
+                Err(_) => warn_skipped(&key, &v),
+            }
         } else if is_media(&v)? {
             media.push((key, v));
+        } else if let Some(x) = number(&v)? {
+            out.push((key, x));
         } else {
             warn_skipped(&key, &v);
         }

@@ -47,10 +47,13 @@ fn image_of(p: &Pixels) -> Result<image::DynamicImage> {
     })
 }
 
+/// A lossless PNG, with fast compression: the media thread keeps up with images logged often.
 fn png(img: &image::DynamicImage) -> Result<Vec<u8>> {
-    let mut out = std::io::Cursor::new(Vec::new());
-    img.write_to(&mut out, image::ImageFormat::Png).map_err(|e| Error::Invalid(format!("encoding PNG: {e}")))?;
-    Ok(out.into_inner())
+    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+    let mut out = Vec::new();
+    let encoder = PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Adaptive);
+    img.write_with_encoder(encoder).map_err(|e| Error::Invalid(format!("encoding PNG: {e}")))?;
+    Ok(out)
 }
 
 /// A JPEG that fits in `THUMBNAIL_SIDE`, for an image larger than that.
