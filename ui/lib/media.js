@@ -75,6 +75,34 @@ function stepAtOrBefore(steps, step) {
 /** A class's colour, a function of its id. */
 const classColor = (id) => (id === null || id === undefined ? '#ff8800' : runColor('class:' + id));
 
+/** A mask (a grey image of one class id per pixel, 0 for none) as an image of its classes'
+ * colours, half transparent, for a blob: or data: URL. */
+async function maskSrc(url) {
+  const img = new Image();
+  img.src = await blobSrc(url);
+  await img.decode();
+  const canvas = document.createElement('canvas');
+  canvas.width = img.naturalWidth;
+  canvas.height = img.naturalHeight;
+  const ctx = canvas.getContext('2d');
+  ctx.drawImage(img, 0, 0);
+  const data = ctx.getImageData(0, 0, canvas.width, canvas.height);
+  const px = data.data;
+  const colors = new Map();
+  for (let i = 0; i < px.length; i += 4) {
+    const id = px[i];
+    if (!id) { px[i + 3] = 0; continue; }
+    if (!colors.has(id)) {
+      const hex = classColor(id);
+      colors.set(id, [1, 3, 5].map((k) => parseInt(hex.slice(k, k + 2), 16)));
+    }
+    const [r, g, b] = colors.get(id);
+    px[i] = r; px[i + 1] = g; px[i + 2] = b; px[i + 3] = 120;
+  }
+  ctx.putImageData(data, 0, 0);
+  return canvas.toDataURL();
+}
+
 /** What a box is called: its label, else its class's name, else its class id. */
 function boxName(b, labels) {
   if (b.label) return b.label;
@@ -94,6 +122,11 @@ function imageFigure(item, opts, full) {
   const img = el('img', { alt: item.caption || `${item.key} step ${item.step}`, loading: full ? null : 'lazy', 'data-testid': full ? 'media-zoom-image' : 'media-image', 'data-sha': item.sha256 });
   setSrc(img, 'src', url);
   const fig = el('div', { class: 'media-figure' }, img);
+  for (const m of item.masks || []) {
+    const mask = el('img', { class: 'media-mask', alt: '', 'data-testid': 'media-mask', 'data-group': m.group, 'data-sha': m.sha256 });
+    fig.append(mask);
+    maskSrc(m.url).then((src) => { mask.src = src; opts.applyToggles(fig); }, () => mask.remove());
+  }
   const boxes = item.boxes || [];
   if (boxes.length) {
     const draw = (w, h) => {
@@ -183,15 +216,16 @@ function mediaPanel(key, kind, runs, { labelled, onMove, initialStep }) {
   let seq = 0;
   let timer = null;
 
-  const applyToggles = (root) => root.querySelectorAll('g[data-group]').forEach((g) => {
+  const applyToggles = (root) => root.querySelectorAll('g[data-group], img[data-group]').forEach((g) => {
     g.style.display = hidden.groups.has(g.dataset.group) || hidden.classes.has(g.dataset.class) ? 'none' : '';
   });
   const opts = { applyToggles };
 
-  /** A checkbox per box group and per class among the items shown (what is hidden stays hidden). */
+  /** A checkbox per box or mask group and per box class among the items shown (what is hidden stays hidden). */
   function renderToggles(items) {
     const groups = new Set(), classes = new Map();
     for (const it of items) {
+      for (const m of it.masks || []) groups.add(m.group);
       for (const b of it.boxes || []) {
         groups.add(b.group);
         const c = boxClass(b);
@@ -208,7 +242,7 @@ function mediaPanel(key, kind, runs, { labelled, onMove, initialStep }) {
       });
       return el('label', { class: 'media-toggle' }, input, color ? el('span', { class: 'swatch', style: `background:${color}` }) : null, label);
     };
-    toggles.replaceChildren(...(groups.size ? [el('span', { class: 'muted' }, 'boxes:'),
+    toggles.replaceChildren(...(groups.size ? [el('span', { class: 'muted' }, 'groups:'),
       ...[...groups].sort().map((g) => box(hidden.groups, g, g, 'media-group-toggle')),
       ...(classes.size > 1 || (classes.size === 1 && !classes.has('')) ? [el('span', { class: 'muted' }, 'classes:'),
         ...[...classes].sort(([a], [b]) => Number(a) - Number(b)).map(([c, label]) => box(hidden.classes, c, label, 'media-class-toggle', classColor(c === '' ? null : c)))] : [])] : []));
@@ -357,7 +391,11 @@ export function mountMediaPanels(container, keys, { sync = false, labelled = fal
   }
   return {
     refresh: () => panels.forEach((p) => p.refresh()),
-    destroy: () => { if (observer) observer.disconnect(); panels.forEach((p) => p.destroy()); },
+    destroy: () => {
+      if (observer) observer.disconnect();
+      panels.forEach((p) => p.destroy());
+      document.querySelectorAll('[data-testid=media-zoom]').forEach((z) => z.remove());
+    },
   };
 }
 

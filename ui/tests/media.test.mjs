@@ -82,7 +82,15 @@ async function logImage(id, key, step, extra = {}) {
   const sha = createHash('sha256').update(bytes).digest('hex');
   await call('PUT', `/runs/${id}/media/blobs/${sha}`, bytes, 'image/png');
   const { boxes, class_labels } = extra;
-  await call('POST', `/runs/${id}/media`, { items: [{ key, step, index: 0, kind: 'image', blob: sha, mime: 'image/png', width, height, caption: `${key} at ${step}`, boxes, class_labels }] });
+  let masks;
+  if (extra.maskClass) {
+    // A mask of one class id per pixel (here every pixel's red, green and blue).
+    const mask = png(width, height, [extra.maskClass, extra.maskClass, extra.maskClass]);
+    const maskSha = createHash('sha256').update(mask).digest('hex');
+    await call('PUT', `/runs/${id}/media/blobs/${maskSha}`, mask, 'image/png');
+    masks = [{ group: 'truth', blob: maskSha }];
+  }
+  await call('POST', `/runs/${id}/media`, { items: [{ key, step, index: 0, kind: 'image', blob: sha, mime: 'image/png', width, height, caption: `${key} at ${step}`, boxes, masks, class_labels }] });
   seeded.set(`${id}|${key}|${step}`, { sha, width });
 }
 
@@ -97,7 +105,7 @@ before(async () => {
     await logImage(single, 'other', step);
   }
   await logImage(single, 'detections', 0, {
-    width: 40, height: 30, class_labels: { 1: 'cat', 2: 'dog' },
+    width: 40, height: 30, class_labels: { 1: 'cat', 2: 'dog' }, maskClass: 2,
     boxes: [
       { group: 'predictions', x_min: 0.25, y_min: 0.2, x_max: 0.75, y_max: 0.8, domain: 'fraction', class_id: 1, score: 0.9 },
       { group: 'ground_truth', x_min: 2, y_min: 3, x_max: 20, y_max: 25, domain: 'pixel', class_id: 2 },
@@ -210,6 +218,14 @@ test('run page: boxes are drawn over the image, and a group or class checkbox hi
   await group.check();
   await dog.check();
   assert.deepEqual(await visible(), ['predictions', 'ground_truth']);
+
+  // The mask is drawn over the image in its class's colour; its group's checkbox hides it.
+  const mask = panel('detections').getByTestId('media-mask');
+  await page.waitForFunction((m) => m.complete && m.naturalWidth === 40 && m.src.startsWith('data:image/png'), await mask.elementHandle());
+  assert.notEqual(await mask.evaluate((m) => getComputedStyle(m).display), 'none');
+  await panel('detections').locator('[data-testid=media-group-toggle][data-value=truth]').uncheck();
+  assert.equal(await mask.evaluate((m) => getComputedStyle(m).display), 'none');
+  await panel('detections').locator('[data-testid=media-group-toggle][data-value=truth]').check();
 
   // A click enlarges the image, its boxes with it; hidden groups stay hidden there.
   await group.uncheck();
