@@ -302,3 +302,27 @@ test('compare page: with sync on, one slider moves every panel; off, only its ow
   await shown('other', 0);
   assert.deepEqual((await shown('samples', 20)).map((c) => c.step), ['20', '20', '20'], 'sync off again: samples stays');
 });
+
+test('run page: a panel reads its steps and items only when near the viewport, one step at a time', { timeout: TEST_TIMEOUT }, async () => {
+  await page?.close();
+  page = await browser.newPage({ viewport: { width: 1400, height: 400 } });
+  const asked = [];
+  page.on('request', (r) => { if (r.url().includes('/media')) asked.push(new URL(r.url())); });
+  await page.goto(`${base}/#/run/${runs.single}`);
+  await page.getByTestId('media-section').waitFor();
+  await page.getByTestId('media-panel').first().waitFor();
+  // The first panel is within a screen of the top of the page: it loads without scrolling.
+  await page.waitForFunction((p) => p.dataset.loaded !== '0', await panel('detections').elementHandle());
+  const forKey = (key) => asked.filter((u) => u.searchParams.get('key') === key);
+  assert.equal(await panel('samples').getAttribute('data-loaded'), '0', 'a panel far below waits');
+  assert.deepEqual(forKey('samples'), [], 'and asks for nothing');
+  assert.ok(forKey('detections').length > 0);
+
+  await shown('samples', 20);
+  const items = forKey('samples').filter((u) => u.pathname.endsWith('/media'));
+  assert.ok(items.length > 0);
+  for (const u of items) {
+    assert.equal(u.searchParams.get('step_min'), u.searchParams.get('step_max'), `one step only: ${u.search}`);
+    assert.equal(u.searchParams.get('step_min'), '20');
+  }
+});
