@@ -162,6 +162,7 @@ function zoom(item, opts) {
   const overlay = el('div', { class: 'media-zoom', 'data-testid': 'media-zoom', onclick: close },
     el('div', { class: 'media-zoom-body' }, imageFigure(item, opts, true),
       el('div', { class: 'media-caption' }, [item.caption, `step ${fmtNum(item.step)}`, item.width && item.height ? `${item.width}×${item.height}` : ''].filter(Boolean).join(' · '))));
+  overlay.close = close;
   document.addEventListener('keydown', onKey);
   document.body.append(overlay);
 }
@@ -394,7 +395,7 @@ export function mountMediaPanels(container, keys, { sync = false, labelled = fal
     destroy: () => {
       if (observer) observer.disconnect();
       panels.forEach((p) => p.destroy());
-      document.querySelectorAll('[data-testid=media-zoom]').forEach((z) => z.remove());
+      document.querySelectorAll('[data-testid=media-zoom]').forEach((z) => z.close());
     },
   };
 }
