@@ -101,4 +101,4 @@ if [[ ! -x /usr/bin/chromium ]]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 (cd ui/tests && npm ci --no-audit --no-fund --silent)
-(cd ui/tests && TRAINLOG_BIN="$root/target/release/trainlog" node --test --test-timeout=180000 vendor.test.mjs browser.test.mjs)
+(cd ui/tests && TRAINLOG_BIN="$root/target/release/trainlog" node --test --test-timeout=180000 vendor.test.mjs browser.test.mjs media.test.mjs)

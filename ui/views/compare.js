@@ -1,7 +1,7 @@
 /* #/compare/NAME/ID,ID,… or #/compare/NAME?filter=… a comparison of runs: the legend, metric
  * charts (above COMPARE_LINES_MAX runs, groups of runs), parallel coordinates, the differences in
- * params, code and environment, the system charts (by node for jobs of several nodes) and the
- * cost panel. */
+ * params, code and environment, the system charts (by node for jobs of several nodes), the
+ * media panels (the runs side by side at a step) and the cost panel. */
 
 import { chartControls, chartSettings, mountCharts, mountSystemCharts, runLegend, seriesState } from '../charts.js';
 import { enc, setHashQuery, tableHref } from '../lib/address.js';
@@ -10,6 +10,7 @@ import { X_MODES } from '../lib/chart-axes.js';
 import { runColor } from '../lib/colors.js';
 import { el, errorEl } from '../lib/dom.js';
 import { fmtValue } from '../lib/format.js';
+import { mediaKeys, mountMediaPanels } from '../lib/media.js';
 import { parallelCoords, PARCOORDS_MAX } from '../lib/parcoords.js';
 import { COMPARE_LINES_MAX, groupValue, isCostKey, isSystemKey, orderSystemKeys } from '../lib/runs.js';
 import { costPanel } from './cost-panel.js';
@@ -130,10 +131,13 @@ export function compareView(project, ids, params) {
 
     const chartsEl = el('div', { 'data-testid': 'metric-charts' });
     const systemEl = el('div', { 'data-testid': 'system-charts' });
+    const mediaEl = el('div', { 'data-testid': 'media-section' }, el('p', { class: 'muted' }, 'Loading media…'));
     const upTo = (n, what) => el('p', { class: 'muted' }, `Shown for up to ${n} runs; these are ${runs.length}. ${what}`);
     body.append(runLegend(series, shown),
       el('h2', {}, 'Metrics'),
       metricKeys.length ? el('div', {}, chartControls(settings), chartsEl) : el('p', { class: 'muted' }, 'These runs have no metrics.'),
+      el('h2', {}, 'Media'),
+      grouped ? upTo(COMPARE_LINES_MAX, 'Narrow the filter to see their media side by side.') : mediaEl,
       el('h2', {}, 'Parallel coordinates'),
       runs.length <= PARCOORDS_MAX ? parallelCoords(runs, metricKeys) : upTo(PARCOORDS_MAX, 'Narrow the filter to see them.'),
       el('h2', {}, 'Differences'),
@@ -146,6 +150,21 @@ export function compareView(project, ids, params) {
       grouped ? upTo(COMPARE_LINES_MAX, '') : costPanel(runs, series, metricKeys));
     if (metricKeys.length) mounted.push(mountCharts(chartsEl, metricKeys, series, settings, settings.search));
     if (systemKeys.length) mounted.push(mountSystemCharts(systemEl, systemKeys, series, systemSettings));
+    if (!grouped) mountMedia(mediaEl, series);
+  }
+
+  /** The media panels of the runs: a panel per key any of them logged, a column per run. */
+  async function mountMedia(container, series) {
+    let keys;
+    try {
+      keys = await mediaKeys(series.map((s) => ({ id: s.run_id, name: s.name, color: s.color })));
+    } catch (e) {
+      if (alive) container.replaceChildren(errorEl('Could not load media: ' + e.message));
+      return;
+    }
+    if (!alive) return;
+    if (!keys.length) { container.replaceChildren(el('p', { class: 'muted' }, 'These runs logged no media.')); return; }
+    mounted.push(mountMediaPanels(container, keys, { sync: true, labelled: true }));
   }
   load().catch((e) => { if (alive) body.replaceChildren(errorEl(e)); });
   return { node, title: `Compare · ${project}`, cleanup: () => { alive = false; mounted.forEach((m) => m.destroy()); } };

@@ -1,6 +1,6 @@
 /* #/run/ID a run's page: its info, the job it follows (its attempts on a timeline and in a
  * table), params, tags, metrics and charts (live while the run is running; system charts by
- * node), metadata, artifacts and checkpoints; edit, archive, restore and delete. */
+ * node), media, metadata, artifacts and checkpoints; edit, archive, restore and delete. */
 
 import { chartControls, chartSettings, mountCharts, mountSystemCharts, seriesState } from '../charts.js';
 import { enc, tableHref } from '../lib/address.js';
@@ -11,6 +11,7 @@ import { fmtDuration, fmtNum, fmtTime, fmtUsd, toNum } from '../lib/format.js';
 import { COST_KEY, isSystemKey, LIVE_MS, orderSystemKeys, runDuration } from '../lib/runs.js';
 import { mayAdmin, mayWrite } from '../lib/session.js';
 import { artifactPreviews, artifactsTable, checkpointsTable } from './run-artifacts.js';
+import { runMediaSection } from './run-media.js';
 
 /** The summary of each metric key: last, min, max, mean, last step and count. */
 function summaryTable(run, keys) {
@@ -294,6 +295,8 @@ export function runView(id) {
     };
     const md = run.metadata || {};
     const meta = metadataSections(md);
+    const media = runMediaSection(run);
+    mounted.push(media);
     body.replaceChildren(...[
       el('div', { class: 'breadcrumb' }, el('a', { href: '#/' }, 'Projects'), ' / ',
         el('a', { href: '#/p/' + enc(run.project) }, run.project), ' / '),
@@ -310,6 +313,8 @@ export function runView(id) {
       metricKeys.length ? el('div', { style: 'margin-top:12px' }, chartControls(settings), chartsEl) : null,
       systemKeys.length ? el('h2', {}, 'System') : null,
       systemKeys.length ? el('div', { 'data-testid': 'system-panel' }, chartControls(systemSettings), systemEl) : null,
+      el('h2', {}, 'Media'),
+      media.node,
       el('h2', {}, 'Metadata'),
       meta.length ? el('div', { class: 'grid2' }, meta) : el('p', { class: 'muted' }, 'No metadata.'),
       el('h2', {}, 'Artifacts'), artifactsTable(id, arts), artifactPreviews(id, arts),
