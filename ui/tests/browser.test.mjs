@@ -3,36 +3,19 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const binary = process.env.TRAINLOG_BIN || path.join(repo, 'target/release/trainlog');
+import { binary, repo, startServer } from './server.mjs';
 const shots = path.join(repo, 'target/ui-screenshots');
 const RUNS = 30;
 const SPIKE_RUN = 7;
 const SPIKE_STEP = 1234;
 let server, base, browser, page;
 const ids = [];
-
-function startServer(extra = [], data = mkdtempSync(path.join(tmpdir(), 'trainlog-ui-'))) {
-  const proc = spawn(binary, ['server', '--host', '127.0.0.1', '--port', '0', '--data', data, ...extra], { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('the server did not start')), 30000);
-    proc.stdout.on('data', (chunk) => {
-      out += chunk;
-      const m = out.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
-      if (m) { clearTimeout(timer); resolve({ proc, url: m[1] }); }
-    });
-    proc.on('exit', (code) => reject(new Error(`the server exited with ${code}`)));
-  });
-}
 
 async function post(p, body) {
   const r = await fetch(`${base}/api/v1${p}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });

@@ -5,34 +5,16 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { deflateSync } from 'node:zlib';
 import { chromium } from 'playwright-core';
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const binary = process.env.TRAINLOG_BIN || path.join(repo, 'target/release/trainlog');
+import { repo, startServer } from './server.mjs';
 const shots = path.join(repo, 'target/ui-screenshots');
 const TEST_TIMEOUT = 60000;
 let server, base, browser, page;
-
-function startServer(data = mkdtempSync(path.join(tmpdir(), 'trainlog-media-'))) {
-  const proc = spawn(binary, ['server', '--host', '127.0.0.1', '--port', '0', '--data', data], { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('the server did not start')), 30000);
-    proc.stdout.on('data', (chunk) => {
-      out += chunk;
-      const m = out.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
-      if (m) { clearTimeout(timer); resolve({ proc, url: m[1] }); }
-    });
-    proc.on('exit', (code) => reject(new Error(`the server exited with ${code}`)));
-  });
-}
 
 async function call(method, p, body, type = 'application/json') {
   const r = await fetch(`${base}/api/v1${p}`, { method, headers: { 'content-type': type }, body: type === 'application/json' ? JSON.stringify(body) : body });
