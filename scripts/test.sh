@@ -7,22 +7,36 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-echo "== Python test environment"
+echo "== Lint: rustfmt first; clippy after the build, ruff once the Python environment is there"
+cargo fmt --all -- --check
+
+echo "== Python test environments, installed in the background while the Rust code builds"
+# .venv: the tests' packages; .venv-mlflow: MLflow's own server, which the import tests start
+# (and bench/python/bench_mlflow_compat.py). Downloading overlaps compiling; the Python stages
+# wait for it below.
 if [[ ! -x .venv/bin/python ]]; then
     python3 -m venv .venv
 fi
-.venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
-
-echo "== Lint: rustfmt and ruff (the Python package) first, clippy after the build"
-cargo fmt --all -- --check
-.venv/bin/ruff check client-py/python-source
-.venv/bin/ruff format --check client-py/python-source
-
-echo "== MLflow's own server, which the import tests start (and bench/python/bench_mlflow_compat.py)"
 if [[ ! -x .venv-mlflow/bin/python ]]; then
     python3 -m venv .venv-mlflow
 fi
-.venv-mlflow/bin/pip install --quiet --disable-pip-version-check -r tests/python/mlflow-server-requirements.txt
+pip_log=$(mktemp "${TMPDIR:-/tmp}/trainlog-pip.XXXXXX")
+(
+    .venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+    .venv-mlflow/bin/pip install --quiet --disable-pip-version-check -r tests/python/mlflow-server-requirements.txt
+) >"$pip_log" 2>&1 &
+pip_pid=$!
+wait_for_python() {
+    if [[ -n "$pip_pid" ]]; then
+        if ! wait "$pip_pid"; then
+            cat "$pip_log"
+            echo "installing the Python test environments failed" >&2
+            exit 1
+        fi
+        pip_pid=
+        cat "$pip_log"
+    fi
+}
 
 echo "== Tools the tests call (openssl makes a test certificate; curl talks HTTPS to it)"
 if ! command -v openssl >/dev/null || ! command -v curl >/dev/null; then
@@ -35,6 +49,7 @@ pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/trainlog-pg.XXXXXX")
 moto_pid=
 cleanup() {
     if [[ -n "$moto_pid" ]]; then kill "$moto_pid" 2>/dev/null || true; fi
+    if [[ -n "$pip_pid" ]]; then kill "$pip_pid" 2>/dev/null || true; fi
     scripts/postgres.sh stop "$pg_dir"
     rm -rf "$pg_dir"
 }
@@ -53,6 +68,11 @@ cargo test --release --workspace --locked
 
 echo "== The metadata tests and the end-to-end suite again, on PostgreSQL"
 TRAINLOG_TEST_META=postgres cargo test --release --locked -p trainlog-meta -p trainlog-tests
+
+echo "== Lint: ruff (the Python package), once the Python environment is installed"
+wait_for_python
+.venv/bin/ruff check client-py/python-source
+.venv/bin/ruff format --check client-py/python-source
 
 echo "== Python package (maturin, into .venv) and its stubs"
 (cd client-py && VIRTUAL_ENV="$root/.venv" "$root/.venv/bin/maturin" develop --release --locked)
@@ -88,7 +108,12 @@ echo "== The Python tests again, every server on PostgreSQL (the framework train
 # and the Rust suite already run on PostgreSQL; it runs once, above.
 TRAINLOG_TEST_META=postgres TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q -m "not frameworks" \
     --ignore=tests/python/test_mlflow_import.py
-TRAINLOG_TEST_META=postgres TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest client-py/tests -q -m "not frameworks"
+# What only the client decides (its accounting, redaction, media encoding, the examples, the
+# SkyPilot task) is checked once, above; on PostgreSQL the server's share of it is the Rust suite's.
+TRAINLOG_TEST_META=postgres TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest client-py/tests -q -m "not frameworks" \
+    --ignore=client-py/tests/test_client_keeps_everything.py --ignore=client-py/tests/test_redaction.py \
+    --ignore=client-py/tests/test_media.py --ignore=client-py/tests/test_examples.py \
+    --ignore=client-py/tests/test_sweep_skypilot.py
 
 if [[ -n "${MLFLOW_TESTS:-}" ]]; then
     echo "== MLflow's REST test modules against trainlog (a report: counts per module)"
