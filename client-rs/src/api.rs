@@ -193,6 +193,35 @@ impl Api {
         Ok(bytes)
     }
 
+    /// A run's histograms under `key`, by step (`step`, `edges`, `counts`, `timestamp`).
+    pub fn histograms(&self, run_id: &str, key: &str) -> Result<Vec<Value>> {
+        let mut out = Vec::new();
+        let mut token = String::new();
+        loop {
+            let path = format!("/runs/{}/histograms?key={}&page_token={}", encode(run_id), encode(key), encode(&token));
+            let page = self.http.get(&path)?;
+            out.extend(page["histograms"].as_array().cloned().unwrap_or_default());
+            match page["next_page_token"].as_str() {
+                Some(t) if !t.is_empty() => token = t.to_owned(),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// A run's table under `key` as of `step` (the last when `None`): every row of its parts,
+    /// in order, as an Arrow IPC stream.
+    pub fn table_arrow(&self, run_id: &str, key: &str, step: Option<i64>) -> Result<Vec<u8>> {
+        use std::io::Read;
+        let mut path = format!("/runs/{}/tables?format=arrow&key={}", encode(run_id), encode(key));
+        if let Some(s) = step {
+            path.push_str(&format!("&step={s}"));
+        }
+        let mut response = self.http.get_stream(&path)?;
+        let mut bytes = Vec::new();
+        response.read_to_end(&mut bytes).map_err(crate::io_err(format!("reading table {key}")))?;
+        Ok(bytes)
+    }
+
     /// The raw JSON of any GET route under `/api/v1` (for what this type does not wrap yet).
     pub fn get_json(&self, path: &str) -> Result<Value> {
         self.http.get(path)

@@ -347,3 +347,136 @@ fn the_rust_sdk_logs_media_in_the_background_and_sends_what_an_outage_spooled() 
     assert_eq!(body, "hello media");
     assert!(!spool.path().join("media/sdk-media").exists(), "the media spool is gone once sent");
 }
+
+#[test]
+fn storage_histograms_and_table_parts_read_back_joined_filtered_and_sorted() {
+    let s = TestServer::spawn();
+    let run = s.create_run("vision", "series");
+    let h = |step: i64, counts: Value| json!({"key": "weights/fc", "step": step, "edges": [0, 1, 2], "counts": counts});
+    let (status, body) = s
+        .post(&format!("/runs/{run}/histograms"), &json!({"histograms": [h(0, json!([1, 2])), h(4, json!([3, 0.5]))]}));
+    assert_eq!((status, &body["recorded"]), (200, &json!(2)), "{body}");
+    for (bad, expected) in [
+        (h(1, json!([1])), "histograms[1].edges"),
+        (h(1, json!([1, -1])), "histograms[1].counts"),
+        (json!({"key": "w", "step": 1, "edges": [1, 0], "counts": [1]}), "histograms[1].edges"),
+    ] {
+        let (status, body) =
+            s.post(&format!("/runs/{run}/histograms"), &json!({"histograms": [h(9, json!([1, 1])), bad]}));
+        assert_eq!((status, field(&body)), (400, expected), "{body}");
+    }
+    let (_, page) = s.get(&format!("/runs/{run}/histograms?key=weights/fc&limit=1"));
+    assert_eq!(page["histograms"][0]["counts"], json!([1.0, 2.0]));
+    let token = page["next_page_token"].as_str().unwrap().to_owned();
+    let (_, page) = s.get(&format!("/runs/{run}/histograms?key=weights/fc&page_token={token}"));
+    assert_eq!(page["histograms"].as_array().unwrap().len(), 1, "a refused request wrote nothing: {page}");
+    assert_eq!(page["histograms"][0]["step"], 4);
+
+    let post_table = |step: i64, mode: &str, body: Value| {
+        let r = s
+            .client
+            .post(s.api(&format!("/runs/{run}/tables?key=preds&step={step}&mode={mode}")))
+            .json(&body)
+            .send()
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().unwrap_or(Value::Null))
+    };
+    let columns = json!(["id", "label", "score"]);
+    let (status, body) = post_table(0, "replace", json!({"columns": columns, "rows": [[0, "cat", 0.5]]}));
+    assert_eq!(status, 200, "{body}");
+    for step in 1..=3 {
+        let rows: Vec<Value> = (0..2).map(|i| json!([step * 10 + i, if i == 0 { "dog" } else { "cat" }, i])).collect();
+        let (status, body) = post_table(step, "append", json!({"columns": columns, "rows": rows}));
+        assert_eq!((status, &body["mode"]), (200, &json!("append")), "{body}");
+    }
+    let (status, body) = post_table(4, "append", json!({"columns": ["id", "other"], "rows": [[1, 2]]}));
+    assert_eq!((status, field(&body)), (409, "columns"), "{body}");
+    let (status, body) = post_table(4, "append", json!({"columns": columns, "rows": [[1, 2]]}));
+    assert_eq!((status, field(&body)), (400, "rows[0]"), "{body}");
+
+    let (status, table) = s.get(&format!("/runs/{run}/tables?key=preds"));
+    assert_eq!(status, 200, "{table}");
+    assert_eq!((table["parts"].as_u64(), table["total_rows"].as_u64()), (Some(4), Some(7)));
+    let ids: Vec<i64> = table["rows"].as_array().unwrap().iter().map(|r| r[0].as_i64().unwrap()).collect();
+    assert_eq!(ids, vec![0, 10, 11, 20, 21, 30, 31], "every part, in order");
+    assert_eq!(table["columns"][2], json!({"name": "score", "type": "float64"}), "integers fit the float column");
+    let (_, sorted) =
+        s.get(&format!("/runs/{run}/tables?key=preds&sort=id&order=desc&filter_column=label&filter_value=dog&limit=2"));
+    assert_eq!(sorted["matched_rows"], 3);
+    assert_eq!(sorted["rows"], json!([[30, "dog", 0.0], [20, "dog", 0.0]]));
+    let (_, as_of) = s.get(&format!("/runs/{run}/tables?key=preds&step=1"));
+    assert_eq!(as_of["total_rows"], 3, "the table as of step 1");
+    let (status, body) = s.get(&format!("/runs/{run}/tables?key=preds&sort=nope"));
+    assert_eq!((status, field(&body)), (400, "sort"));
+    let (status, _) = s.get(&format!("/runs/{run}/tables?key=absent"));
+    assert_eq!(status, 404);
+    let (_, keys) = s.get(&format!("/runs/{run}/media/keys"));
+    let kinds: Vec<(&str, &str)> = keys["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["key"].as_str().unwrap(), k["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kinds, vec![("preds", "table"), ("weights/fc", "histogram")]);
+    let arrow = s.client.get(s.api(&format!("/runs/{run}/tables?key=preds&format=arrow"))).send().unwrap();
+    assert_eq!(arrow.headers()["content-type"], "application/vnd.apache.arrow.stream");
+    let bytes = arrow.bytes().unwrap();
+    let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes.to_vec()), None).unwrap();
+    let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(rows, 7, "the Arrow answer holds every row");
+    s.flush();
+    if s.store_url().is_none() {
+        let files = walk(&s.data.join("store/projects"));
+        assert!(files.iter().any(|p| p.ends_with(format!("media/runs/{run}/histograms.parquet"))), "{files:?}");
+    }
+}
+
+#[test]
+fn the_rust_sdk_logs_histograms_and_appends_table_parts_through_an_outage() {
+    let mut s = TestServer::spawn_local();
+    let spool = tempfile::tempdir().unwrap();
+    let start = |s: &TestServer| {
+        trainlog::Run::builder("vision")
+            .id("sdk-series")
+            .server(&s.url)
+            .spool_dir(spool.path())
+            .resume(trainlog::Resume::Allow)
+            .system_metrics(None)
+            .capture_code(false)
+            .capture_environment(false)
+            .start()
+            .unwrap()
+    };
+    let part = |step: i64| {
+        trainlog::Media::table_rows(
+            vec!["step".into(), "text".into()],
+            vec![vec![json!(step), json!(format!("at {step}"))]],
+        )
+    };
+    let run = start(&s);
+    run.log_media("weights", 0, vec![trainlog::Media::histogram(vec![0.0, 1.0, 1.0, 2.0, 3.0, 10.0], 4)]);
+    run.log_media("preds", 0, vec![part(0)]);
+    run.log_media("preds", 1, vec![part(1).append(), part(1).append()]);
+    assert!(run.flush(std::time::Duration::from_secs(10)));
+    s.kill9();
+    run.log_media("preds", 2, vec![part(2).append()]);
+    run.log_media("weights", 2, vec![trainlog::Media::histogram_binned(vec![1.0], vec![0.0, 1.0])]);
+    let summary = run.finish_with("killed", std::time::Duration::from_secs(5)).unwrap();
+    assert_eq!((summary.media_sent, summary.media_spooled), (4, 2), "{summary:?}");
+
+    s.restart();
+    let resumed = start(&s);
+    let summary = resumed.finish().unwrap();
+    assert_eq!((summary.media_sent, summary.media_spooled), (2, 0), "{summary:?}");
+    let api = trainlog::Api::new(Some(&s.url)).unwrap();
+    let histograms = api.histograms("sdk-series", "weights").unwrap();
+    assert_eq!(histograms.len(), 2);
+    assert_eq!(histograms[0]["edges"], json!([0.0, 2.5, 5.0, 7.5, 10.0]), "numpy's edges");
+    assert_eq!(histograms[0]["counts"], json!([4.0, 1.0, 0.0, 1.0]), "numpy's counts");
+    let (_, table) = s.get("/runs/sdk-series/tables?key=preds");
+    let steps: Vec<i64> = table["rows"].as_array().unwrap().iter().map(|r| r[0].as_i64().unwrap()).collect();
+    assert_eq!(steps, vec![0, 1, 1, 2], "two parts appended at one step both stay: {table}");
+    let ipc = api.table_arrow("sdk-series", "preds", Some(1)).unwrap();
+    let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(ipc), None).unwrap();
+    assert_eq!(reader.map(|b| b.unwrap().num_rows()).sum::<usize>(), 3);
+}

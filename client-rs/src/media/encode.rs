@@ -135,15 +135,71 @@ fn given_bytes(
     Ok((blob(bytes, &mime), size))
 }
 
+/// Where a prepared item is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Its blobs are uploaded, then `item` is recorded with `POST /runs/{id}/media`.
+    Media,
+    /// `item` is a histogram, recorded with `POST /runs/{id}/histograms`.
+    Histogram,
+    /// `item` names the part (key, step, mode, index); its one blob is the body of
+    /// `POST /runs/{id}/tables`.
+    Table,
+}
+
 /// An item ready to send: its manifest entry and the blobs it names.
 #[derive(Debug, Clone)]
 pub struct Prepared {
+    pub route: Route,
     pub item: Value,
     pub blobs: Vec<Blob>,
 }
 
+/// A histogram or a table part, ready to send.
+fn prepare_series(key: &str, step: i64, index: usize, timestamp_ms: i64, media: Media) -> Result<Prepared> {
+    let histogram = |edges: Vec<f64>, counts: Vec<f64>| Prepared {
+        route: Route::Histogram,
+        item: json!({"key": key, "step": step, "edges": edges, "counts": counts, "timestamp": timestamp_ms}),
+        blobs: vec![],
+    };
+    let table = |bytes: Vec<u8>, mime: &str| Prepared {
+        route: Route::Table,
+        item: json!({"key": key, "step": step, "mode": media.table_mode.as_str(), "index": index}),
+        blobs: vec![blob(bytes, mime)],
+    };
+    Ok(match media.content {
+        Content::Values { values, bins } => {
+            let (edges, counts) = trainlog_schema::Histogram::bin(&values, bins);
+            histogram(edges, counts)
+        }
+        Content::Binned { edges, counts } => histogram(edges, counts),
+        Content::Rows { ref columns, ref rows } => {
+            table(json!({"columns": columns, "rows": rows}).to_string().into_bytes(), "application/json")
+        }
+        Content::ArrowStream(ref bytes) => table(bytes.clone(), ARROW_STREAM),
+        Content::Batch(ref batch) => {
+            let mut out = Vec::new();
+            let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut out, &batch.schema())
+                .map_err(|e| Error::Invalid(format!("writing a table: {e}")))?;
+            writer
+                .write(batch)
+                .and_then(|()| writer.finish())
+                .map_err(|e| Error::Invalid(format!("writing a table: {e}")))?;
+            drop(writer);
+            table(out, ARROW_STREAM)
+        }
+        _ => return Err(Error::Invalid(format!("a {} is logged from values, counts or rows", media.kind))),
+    })
+}
+
+/// The media type of an Arrow IPC stream.
+const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
+
 /// Encodes one logged item (the slow part: PNG, thumbnails, hashing).
 pub fn prepare(key: &str, step: i64, index: usize, timestamp_ms: i64, media: Media) -> Result<Prepared> {
+    if matches!(media.kind, MediaKind::Histogram | MediaKind::Table) {
+        return prepare_series(key, step, index, timestamp_ms, media);
+    }
     let mut blobs = Vec::new();
     let (mut width, mut height) = (None, None);
     let main = match media.content {
@@ -160,6 +216,12 @@ pub fn prepare(key: &str, step: i64, index: usize, timestamp_ms: i64, media: Med
             let bytes = std::fs::read(&path).map_err(crate::io_err(format!("reading {}", path.display())))?;
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
             given_bytes(&media.kind, media.mime.as_deref(), bytes, name.as_deref(), &mut blobs)?
+        }
+        _ => {
+            return Err(Error::Invalid(format!(
+                "values, counts and rows make histograms and tables, not a {}",
+                media.kind
+            )))
         }
     };
     if let (None, Some(size)) = (width, main.1) {
@@ -193,7 +255,7 @@ pub fn prepare(key: &str, step: i64, index: usize, timestamp_ms: i64, media: Med
         "timestamp": timestamp_ms,
     });
     blobs.push(main);
-    Ok(Prepared { item, blobs })
+    Ok(Prepared { route: Route::Media, item, blobs })
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ pub(crate) use uploader::MediaQueue;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-pub use trainlog_schema::{BoxDomain, MediaBox, MediaKind};
+pub use trainlog_schema::{BoxDomain, MediaBox, MediaKind, TableMode};
 
 /// Whether an earlier process of the run left media in the spool.
 pub(crate) fn has_spool(spool_dir: &std::path::Path, run_id: &str) -> bool {
@@ -37,6 +37,16 @@ pub enum Content {
     Bytes(Vec<u8>),
     /// A file, read on the media thread.
     File(PathBuf),
+    /// Values for a histogram, binned on the media thread as `numpy.histogram` bins them.
+    Values { values: Vec<f64>, bins: usize },
+    /// A histogram already binned: `counts[i]` over `[edges[i], edges[i + 1])`.
+    Binned { edges: Vec<f64>, counts: Vec<f64> },
+    /// A part of a table as rows of JSON values; the server infers the column types.
+    Rows { columns: Vec<String>, rows: Vec<Vec<serde_json::Value>> },
+    /// A part of a table as an Arrow IPC stream.
+    ArrowStream(Vec<u8>),
+    /// A part of a table as a record batch, written as an Arrow IPC stream on the media thread.
+    Batch(arrow_array::RecordBatch),
 }
 
 /// A segmentation mask: one class id per pixel.
@@ -57,6 +67,8 @@ pub struct Media {
     pub boxes: Vec<MediaBox>,
     pub masks: Vec<Mask>,
     pub class_labels: BTreeMap<i64, String>,
+    /// For a table: whether this part replaces the table or adds rows to it.
+    pub table_mode: TableMode,
 }
 
 impl Media {
@@ -69,7 +81,40 @@ impl Media {
             boxes: Vec::new(),
             masks: Vec::new(),
             class_labels: BTreeMap::new(),
+            table_mode: TableMode::Replace,
         }
+    }
+
+    /// A histogram of `values` in `bins` equal bins (numpy's edges and counts).
+    pub fn histogram(values: Vec<f64>, bins: usize) -> Self {
+        Self::new(MediaKind::Histogram, Content::Values { values, bins })
+    }
+
+    /// A histogram already binned.
+    pub fn histogram_binned(counts: Vec<f64>, edges: Vec<f64>) -> Self {
+        Self::new(MediaKind::Histogram, Content::Binned { edges, counts })
+    }
+
+    /// A table from column names and rows.
+    pub fn table_rows(columns: Vec<String>, rows: Vec<Vec<serde_json::Value>>) -> Self {
+        Self::new(MediaKind::Table, Content::Rows { columns, rows })
+    }
+
+    /// A table from a record batch.
+    pub fn table(batch: arrow_array::RecordBatch) -> Self {
+        Self::new(MediaKind::Table, Content::Batch(batch))
+    }
+
+    /// A table from an Arrow IPC stream.
+    pub fn table_arrow(stream: Vec<u8>) -> Self {
+        Self::new(MediaKind::Table, Content::ArrowStream(stream))
+    }
+
+    /// For a table: its rows follow the rows logged before under the key, without sending
+    /// those again.
+    pub fn append(mut self) -> Self {
+        self.table_mode = TableMode::Append;
+        self
     }
 
     /// An image from pixels, stored as a PNG.
@@ -97,6 +142,11 @@ impl Media {
             Content::Pixels(p) => p.data.len(),
             Content::Bytes(b) => b.len(),
             Content::File(_) => 0,
+            Content::Values { values, .. } => values.len() * 8,
+            Content::Binned { edges, counts } => (edges.len() + counts.len()) * 8,
+            Content::Rows { columns, rows } => columns.len() * 16 * (1 + rows.len()),
+            Content::ArrowStream(b) => b.len(),
+            Content::Batch(b) => b.get_array_memory_size(),
         };
         content + self.masks.iter().map(|m| m.class_ids.data.len()).sum::<usize>() + 256 * (1 + self.boxes.len())
     }

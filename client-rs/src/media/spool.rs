@@ -2,7 +2,7 @@
 //! recorded by the server, in order, and `blobs/{sha256}` the bytes they name. A blob is written
 //! before the entry that names it, and an entry appears whole (written aside, then renamed).
 
-use super::encode::{Blob, Prepared};
+use super::encode::{Blob, Prepared, Route};
 use crate::{io_err, Error, Result};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -12,11 +12,21 @@ pub struct MediaSpool {
     next: u64,
 }
 
-/// An entry read back: the items, and the blobs they name with their media types.
+/// An entry read back: the items, and the blobs they name with their media types; the
+/// histograms; the table parts with the blob holding each one's body.
 pub struct Entry {
     pub path: PathBuf,
     pub items: Vec<Value>,
     pub blobs: Vec<(String, String)>,
+    pub histograms: Vec<Value>,
+    pub tables: Vec<(Value, String, String)>,
+}
+
+impl Entry {
+    /// Items, histograms and table parts together.
+    pub fn len(&self) -> usize {
+        self.items.len() + self.histograms.len() + self.tables.len()
+    }
 }
 
 impl MediaSpool {
@@ -45,23 +55,33 @@ impl MediaSpool {
 
     /// Items waiting in the spool.
     pub fn items(&self) -> u64 {
-        self.entries().iter().filter_map(|p| self.load(p).ok()).map(|e| e.items.len() as u64).sum()
+        self.entries().iter().filter_map(|p| self.load(p).ok()).map(|e| e.len() as u64).sum()
     }
 
     /// Writes encoded items and their blobs to disk, to be sent later.
     pub fn save(&mut self, prepared: &[Prepared]) -> Result<()> {
         let blobs_dir = self.dir.join("blobs");
         std::fs::create_dir_all(&blobs_dir).map_err(io_err(format!("creating {}", blobs_dir.display())))?;
-        let mut named = Vec::new();
-        for blob in prepared.iter().flat_map(|p| &p.blobs) {
-            let path = blobs_dir.join(&blob.sha256);
-            if !path.exists() {
-                write_whole(&path, &blob.bytes)?;
+        let (mut named, mut items, mut histograms, mut tables) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for p in prepared {
+            for blob in &p.blobs {
+                let path = blobs_dir.join(&blob.sha256);
+                if !path.exists() {
+                    write_whole(&path, &blob.bytes)?;
+                }
+                let entry = json!({"sha256": blob.sha256, "mime": blob.mime});
+                match p.route {
+                    Route::Table => tables.push(json!({"part": p.item, "body": entry})),
+                    _ => named.push(entry),
+                }
             }
-            named.push(json!({"sha256": blob.sha256, "mime": blob.mime}));
+            match p.route {
+                Route::Media => items.push(&p.item),
+                Route::Histogram => histograms.push(&p.item),
+                Route::Table => {}
+            }
         }
-        let items: Vec<&Value> = prepared.iter().map(|p| &p.item).collect();
-        let body = json!({"items": items, "blobs": named}).to_string();
+        let body = json!({"items": items, "blobs": named, "histograms": histograms, "tables": tables}).to_string();
         write_whole(&self.dir.join(format!("{:012}.json", self.next)), body.as_bytes())?;
         self.next += 1;
         Ok(())
@@ -72,13 +92,19 @@ impl MediaSpool {
         let body: Value = serde_json::from_str(&text)
             .map_err(|e| Error::Invalid(format!("{} is not a media spool entry: {e}", path.display())))?;
         let items = body["items"].as_array().cloned().unwrap_or_default();
-        let blobs = body["blobs"]
+        let named = |b: &Value| Some((b["sha256"].as_str()?.to_owned(), b["mime"].as_str()?.to_owned()));
+        let blobs = body["blobs"].as_array().into_iter().flatten().filter_map(named).collect();
+        let histograms = body["histograms"].as_array().cloned().unwrap_or_default();
+        let tables = body["tables"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|b| Some((b["sha256"].as_str()?.to_owned(), b["mime"].as_str()?.to_owned())))
+            .filter_map(|t| {
+                let (sha, mime) = named(&t["body"])?;
+                Some((t["part"].clone(), sha, mime))
+            })
             .collect();
-        Ok(Entry { path: path.to_owned(), items, blobs })
+        Ok(Entry { path: path.to_owned(), items, blobs, histograms, tables })
     }
 
     pub fn blob(&self, sha: &str, mime: &str) -> Result<Blob> {

@@ -1,13 +1,13 @@
 //! The media thread: takes queued items, encodes them, uploads their blobs and records them; when
 //! the server cannot take them, spools them and sends the spool again once it can.
 
-use super::encode::{prepare, Prepared};
+use super::encode::{prepare, Blob, Prepared, Route};
 use super::spool::{Entry, MediaSpool};
 use super::Media;
 use crate::http::Http;
 use crate::{Error, Result};
 use serde_json::json;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -52,6 +52,8 @@ struct State {
     /// Items taken from the queue and not yet sent or spooled.
     in_flight: usize,
     counts: MediaCounts,
+    /// Per table key, the step of its last part and the index the next part at that step takes.
+    table_parts: HashMap<String, (i64, usize)>,
 }
 
 struct Shared {
@@ -87,7 +89,7 @@ impl MediaQueue {
     /// Queues items; never blocks on the network or the disk.
     pub fn push(&self, key: &str, step: i64, timestamp_ms: i64, items: Vec<Media>) {
         let mut state = lock(&self.shared.state);
-        for (index, media) in items.into_iter().enumerate() {
+        for (mut index, media) in items.into_iter().enumerate() {
             let bytes = media.queued_bytes();
             if state.deadline.is_some() || state.bytes + bytes > MAX_QUEUED_BYTES {
                 state.counts.dropped += 1;
@@ -98,6 +100,14 @@ impl MediaQueue {
                     );
                 }
                 continue;
+            }
+            if media.kind == trainlog_schema::MediaKind::Table {
+                let at = state.table_parts.entry(key.to_owned()).or_insert((step, 0));
+                if at.0 != step {
+                    *at = (step, 0);
+                }
+                index = at.1;
+                at.1 += 1;
             }
             state.bytes += bytes;
             state.items.push_back(Queued { key: key.to_owned(), step, index, timestamp_ms, media, bytes });
@@ -246,34 +256,59 @@ impl Worker {
         f(&mut lock(&self.shared.state).counts);
     }
 
-    /// Uploads each blob, then records the items in one request.
+    /// Uploads each blob, records the items in one request, the histograms in another, then
+    /// sends each table part.
     fn send(&self, prepared: &[Prepared]) -> Sent {
-        let items: Vec<&serde_json::Value> = prepared.iter().map(|p| &p.item).collect();
-        let blobs =
-            prepared.iter().flat_map(|p| p.blobs.iter().map(|b| (b.sha256.as_str(), b.mime.as_str(), &b.bytes)));
-        self.send_parts(blobs, &items)
+        let of = |route: Route| prepared.iter().filter(move |p| p.route == route);
+        let items: Vec<&serde_json::Value> = of(Route::Media).map(|p| &p.item).collect();
+        let histograms: Vec<&serde_json::Value> = of(Route::Histogram).map(|p| &p.item).collect();
+        let blobs: Vec<&Blob> = of(Route::Media).flat_map(|p| &p.blobs).collect();
+        let tables: Vec<(&serde_json::Value, &Blob)> =
+            of(Route::Table).filter_map(|p| Some((&p.item, p.blobs.first()?))).collect();
+        self.send_parts(&blobs, &items, &histograms, &tables)
     }
 
-    fn send_parts<'a>(
+    fn send_parts(
         &self,
-        blobs: impl Iterator<Item = (&'a str, &'a str, &'a Vec<u8>)>,
+        blobs: &[&Blob],
         items: &[&serde_json::Value],
+        histograms: &[&serde_json::Value],
+        tables: &[(&serde_json::Value, &Blob)],
     ) -> Sent {
         let Some(http) = &self.http else { return Sent::Later };
         let verdict = |e: Error| match e {
             Error::Unreachable { .. } => Sent::Later,
             other => Sent::Refused(other.to_string()),
         };
-        for (sha, mime, bytes) in blobs {
-            let path = format!("/runs/{}/media/blobs/{sha}", self.run_id);
-            if let Err(e) = http.put_bytes(&path, mime, bytes.clone()) {
+        let run = &self.run_id;
+        for b in blobs {
+            if let Err(e) = http.put_bytes(&format!("/runs/{run}/media/blobs/{}", b.sha256), &b.mime, b.bytes.clone()) {
                 return verdict(e);
             }
         }
-        match http.post(&format!("/runs/{}/media", self.run_id), &json!({ "items": items })) {
-            Ok(_) => Sent::Done,
-            Err(e) => verdict(e),
+        if !items.is_empty() {
+            if let Err(e) = http.post(&format!("/runs/{run}/media"), &json!({ "items": items })) {
+                return verdict(e);
+            }
         }
+        if !histograms.is_empty() {
+            if let Err(e) = http.post(&format!("/runs/{run}/histograms"), &json!({ "histograms": histograms })) {
+                return verdict(e);
+            }
+        }
+        for (part, body) in tables {
+            let path = format!(
+                "/runs/{run}/tables?key={}&step={}&mode={}&index={}",
+                crate::api::encode(part["key"].as_str().unwrap_or_default()),
+                part["step"],
+                part["mode"].as_str().unwrap_or("replace"),
+                part["index"]
+            );
+            if let Err(e) = http.post_bytes(&path, &body.mime, body.bytes.clone()) {
+                return verdict(e);
+            }
+        }
+        Sent::Done
     }
 
     /// Sends the spool's entries in order, until one cannot be sent now.
@@ -282,13 +317,13 @@ impl Worker {
             let outcome = self.spool.load(&path).and_then(|entry| Ok((self.send_entry(&entry)?, entry)));
             match outcome {
                 Ok((Sent::Done, entry)) => {
-                    self.count(|c| c.sent += entry.items.len() as u64);
+                    self.count(|c| c.sent += entry.len() as u64);
                     let _ = self.spool.remove(&entry);
                 }
                 Ok((Sent::Refused(why), entry)) => {
                     self.count(|c| {
-                        c.rejected += entry.items.len() as u64;
-                        c.warnings.push(format!("the server refused {} spooled media items: {why}", entry.items.len()));
+                        c.rejected += entry.len() as u64;
+                        c.warnings.push(format!("the server refused {} spooled media items: {why}", entry.len()));
                     });
                     let _ = self.spool.remove(&entry);
                 }
@@ -306,7 +341,11 @@ impl Worker {
 
     fn send_entry(&self, entry: &Entry) -> Result<Sent> {
         let blobs = entry.blobs.iter().map(|(sha, mime)| self.spool.blob(sha, mime)).collect::<Result<Vec<_>>>()?;
+        let bodies =
+            entry.tables.iter().map(|(_, sha, mime)| self.spool.blob(sha, mime)).collect::<Result<Vec<_>>>()?;
         let items: Vec<&serde_json::Value> = entry.items.iter().collect();
-        Ok(self.send_parts(blobs.iter().map(|b| (b.sha256.as_str(), b.mime.as_str(), &b.bytes)), &items))
+        let histograms: Vec<&serde_json::Value> = entry.histograms.iter().collect();
+        let tables: Vec<(&serde_json::Value, &Blob)> = entry.tables.iter().map(|t| &t.0).zip(&bodies).collect();
+        Ok(self.send_parts(&blobs.iter().collect::<Vec<_>>(), &items, &histograms, &tables))
     }
 }
