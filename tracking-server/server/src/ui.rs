@@ -36,6 +36,8 @@ const ASSETS: &[(&str, &str, &str, &str)] = &[
     ui_file!("lib/downloads.js", JS),
     ui_file!("lib/format.js", JS),
     ui_file!("lib/line-diff.js", JS),
+    ui_file!("lib/media-hist.js", JS),
+    ui_file!("lib/media-table.js", JS),
     ui_file!("lib/media.js", JS),
     ui_file!("lib/parcoords.js", JS),
     ui_file!("lib/runs.js", JS),
