@@ -86,26 +86,30 @@ function rowMass(h, lo, hi, rows) {
 }
 
 /** Where each histogram's column starts and ends on the x axis, in [0, width]: by step, a column
- * reaching the next histogram's step (the last one as wide as the median gap). */
-function columnsOf(hists, width) {
+ * reaching the next histogram's step (the last one as wide as the median gap), the axis spanning
+ * the steps `range` ([first, last]) too. */
+function columnsOf(hists, width, range) {
   const steps = hists.map((h) => h.step);
-  if (steps.length === 1) return [[0, width]];
   const gaps = steps.slice(1).map((s, i) => s - steps[i]).sort((a, b) => a - b);
-  const gap = Math.max(1, gaps[gaps.length >> 1]);
-  const span = steps[steps.length - 1] + gap - steps[0];
-  const x = (s) => ((s - steps[0]) / span) * width;
-  return steps.map((s, i) => [x(s), i + 1 < steps.length ? x(steps[i + 1]) : width]);
+  const gap = gaps.length ? Math.max(1, gaps[gaps.length >> 1]) : 1;
+  const first = Math.min(steps[0], range ? range[0] : Infinity);
+  const last = Math.max(steps[steps.length - 1], range ? range[1] : -Infinity);
+  const span = last + gap - first;
+  const x = (s) => ((s - first) / span) * width;
+  return steps.map((s, i) => [x(s), x(i + 1 < steps.length ? steps[i + 1] : s + gap)]);
 }
 
 /**
  * A run's histograms under a key as a heatmap with bars below for one step. `hists`: ascending by
- * step; `truncated`: more were logged than read. `onPick(step)`: a click on the heatmap at a step.
- * Returns {node, show(step, hist)}: marks `step` and draws `hist` (that step's histogram) as bars.
+ * step; `truncated`: more were logged than read; `stepRange`: [first, last] step the x axis spans
+ * at least (the steps of every run of a panel, so that their heatmaps line up). `onPick(step)`: a
+ * click on the heatmap at a step. Returns {node, show(step, hist)}: marks `step` and draws `hist`
+ * (that step's histogram) as bars.
  */
-export function histogramFigure(hists, { color, truncated, onPick }) {
+export function histogramFigure(hists, { color, truncated, stepRange, onPick }) {
   const dpr = Math.max(1, Math.min(3, window.devicePixelRatio || 1));
   const [lo, hi] = valueRange(hists);
-  const cols = columnsOf(hists, HEAT_W);
+  const cols = columnsOf(hists, HEAT_W, stepRange);
   // The heatmap, drawn once in canvas pixels; the canvas shown is it with the step's marker.
   const W = Math.round(HEAT_W * dpr), H = Math.round(HEAT_H * dpr);
   const base = document.createElement('canvas');
@@ -133,10 +137,11 @@ export function histogramFigure(hists, { color, truncated, onPick }) {
   const canvas = el('canvas', { class: 'media-heatmap', width: String(W), height: String(H), 'data-testid': 'media-histogram-heatmap', 'data-histograms': String(hists.length) });
   const ctx = canvas.getContext('2d');
   const steps = hists.map((h) => h.step);
+  /** The histogram at `px` (a fraction of the width): the last whose column starts at or before it. */
   const stepAtX = (px) => {
     const x = px * HEAT_W;
-    let k = cols.findIndex(([a, z]) => x >= a && x < z);
-    if (k < 0) k = x < 0 ? 0 : cols.length - 1;
+    let k = 0;
+    while (k + 1 < cols.length && cols[k + 1][0] <= x) k++;
     return k;
   };
   canvas.addEventListener('mousemove', (e) => {
@@ -162,11 +167,11 @@ export function histogramFigure(hists, { color, truncated, onPick }) {
     el('div', { class: 'media-hist-plot' },
       el('div', { class: 'media-hist-y mono' }, el('span', {}, fmtNum(hi)), el('span', {}, fmtNum(lo))),
       canvas),
-    el('div', { class: 'media-hist-x mono' }, el('span', {}, `step ${fmtNum(steps[0])}`),
+    el('div', { class: 'media-hist-x mono' }, el('span', {}, `step ${fmtNum(Math.min(steps[0], stepRange ? stepRange[0] : Infinity))}`),
       el('span', { class: 'media-hist-legend', title: 'the colour of a cell: how many values fell in its range at its step (square-root scale)' },
         'few ', el('span', { class: 'media-hist-ramp', style: `background:linear-gradient(to right, ${RAMP.map(([r, g, b]) => `rgb(${r},${g},${b})`).join(', ')})` }), ' many',
         truncated ? ` · the first ${hists.length} histograms` : ''),
-      el('span', {}, `step ${fmtNum(steps[steps.length - 1])}`)),
+      el('span', {}, `step ${fmtNum(Math.max(steps[steps.length - 1], stepRange ? stepRange[1] : -Infinity))}`)),
     bars, caption);
 
   function drawMarker(step) {

@@ -342,7 +342,7 @@ function mediaPanel(key, kind, runs, { labelled, onMove, initialStep }) {
         if (!hists.length) return el('p', { class: 'muted' }, 'No histograms.');
         let fig = figures.get(r.id);
         if (!fig || fig.data !== data) {
-          fig = histogramFigure(hists, { color: r.color, truncated: data.truncated, onPick: pick });
+          fig = histogramFigure(hists, { color: r.color, truncated: data.truncated, stepRange: [steps[0], steps[steps.length - 1]], onPick: pick });
           fig.data = data;
           figures.set(r.id, fig);
         }
