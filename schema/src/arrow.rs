@@ -13,6 +13,10 @@ pub const METRICS_SCHEMA_VERSION: u32 = 1;
 pub const RUNS_SCHEMA_VERSION: u32 = 2;
 /// Version of a run's media index (`media/runs/{run}/index.parquet`).
 pub const MEDIA_INDEX_SCHEMA_VERSION: u32 = 1;
+/// Version of a run's histograms file (`media/runs/{run}/histograms.parquet`).
+pub const HISTOGRAMS_SCHEMA_VERSION: u32 = 1;
+/// Version of the layout of a table part's Parquet file (the user's columns, as logged).
+pub const TABLE_PART_SCHEMA_VERSION: u32 = 1;
 /// Key-value metadata key holding, in a metric points file, the JSON index
 /// `{key: [first_row, rows, min_step, max_step]}` of the keys it holds.
 pub const KEY_INDEX_KEY: &str = "trainlog.key_index";

@@ -2,12 +2,14 @@
 //! reserved key prefixes and the Arrow schemas of the persisted Parquet files. No IO here.
 
 pub mod arrow;
+mod histogram;
 mod ids;
 pub mod limits;
 mod media;
 mod params;
 mod points;
 
+pub use histogram::{Histogram, TableMode};
 pub use ids::{ArtifactPath, MetricKey, ParamKey, ProjectName, RunId, TagKey, ViewName};
 pub use media::{parse_mime, BoxDomain, MediaBox, MediaItem, MediaKind, MediaMask, Sha256};
 pub use params::{flatten_params, ParamValue};

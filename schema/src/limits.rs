@@ -79,6 +79,18 @@ pub const MAX_MEDIA_CLASS_LABELS: usize = 10_000;
 pub const MAX_MEDIA_MIME_CHARS: usize = 200;
 /// Media items in one page of a listing.
 pub const MAX_MEDIA_PAGE: usize = 1_000;
+/// Bins of one histogram.
+pub const MAX_HISTOGRAM_BINS: usize = 512;
+/// Histograms in one request recording them, and in one page of a listing.
+pub const MAX_HISTOGRAMS_PER_REQUEST: usize = 1_000;
+/// Rows in one part of a table (one log of it).
+pub const MAX_TABLE_PART_ROWS: usize = 100_000;
+/// Columns of a table.
+pub const MAX_TABLE_COLUMNS: usize = 1_000;
+/// Rows a table holds over all its parts, as read back.
+pub const MAX_TABLE_ROWS: usize = 2_000_000;
+/// Rows in one page of a table read as JSON.
+pub const MAX_TABLE_PAGE: usize = 10_000;
 
 /// Refuses `value` when it has more than `max` characters, naming `field` and what it is.
 pub fn check_len(field: &str, what: &str, value: &str, max: usize) -> Result<()> {

@@ -17,10 +17,15 @@ pub enum MediaKind {
     Video,
     Text,
     File,
+    /// A part of a table: Parquet bytes, one log of the table.
+    Table,
+    /// A histogram: counts over bin edges, recorded without a blob.
+    Histogram,
 }
 
 impl MediaKind {
-    pub const ALL: [MediaKind; 5] = [Self::Image, Self::Audio, Self::Video, Self::Text, Self::File];
+    pub const ALL: [MediaKind; 7] =
+        [Self::Image, Self::Audio, Self::Video, Self::Text, Self::File, Self::Table, Self::Histogram];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -29,12 +34,17 @@ impl MediaKind {
             Self::Video => "video",
             Self::Text => "text",
             Self::File => "file",
+            Self::Table => "table",
+            Self::Histogram => "histogram",
         }
     }
 
     pub fn parse(field: &str, s: &str) -> Result<Self> {
         Self::ALL.into_iter().find(|k| k.as_str() == s).ok_or_else(|| {
-            Error::new(field, format!("a media kind is one of image, audio, video, text or file, got {s:?}"))
+            Error::new(
+                field,
+                format!("a media kind is one of image, audio, video, text, file, table or histogram, got {s:?}"),
+            )
         })
     }
 }

@@ -6,7 +6,8 @@ use crate::db::{vals, Db, Row};
 use crate::{not_found, now_ms, Error, MetaStore, Result};
 use serde_json::{json, Map, Value as Json};
 use std::collections::BTreeMap;
-use trainlog_schema::{BoxDomain, MediaBox, MediaItem, MediaKind, MediaMask, MetricKey, RunId, Sha256};
+use trainlog_schema::limits::MAX_MEDIA_ITEMS_PER_STEP;
+use trainlog_schema::{BoxDomain, MediaBox, MediaItem, MediaKind, MediaMask, MetricKey, RunId, Sha256, TableMode};
 
 /// A blob as recorded: its size and media type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +46,24 @@ pub struct MediaQuery {
     pub limit: usize,
 }
 
+/// How a table part joins the table, how many rows it holds, and its columns as
+/// `[{"name", "type"}]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TablePartShape {
+    pub mode: TableMode,
+    pub rows: u64,
+    pub columns: Json,
+}
+
+/// A part of a table: where it was logged, the blob of its Parquet bytes, and its shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TablePart {
+    pub step: i64,
+    pub index: u32,
+    pub blob: Sha256,
+    pub shape: TablePartShape,
+}
+
 /// A run whose Parquet index is behind its rows, with the change count its rows were read at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirtyIndex {
@@ -57,7 +76,7 @@ const ITEM_COLUMNS: &str =
     "key, step, idx, kind, blob, thumbnail, mime, size, width, height, caption, detail, timestamp_ms";
 
 /// Boxes, masks and class labels as the JSON of the `detail` column.
-fn detail_json(item: &MediaItem) -> String {
+fn detail_json(item: &MediaItem, table: Option<&TablePartShape>) -> String {
     let boxes: Vec<Json> = item
         .boxes
         .iter()
@@ -69,7 +88,23 @@ fn detail_json(item: &MediaItem) -> String {
     let masks: Vec<Json> = item.masks.iter().map(|m| json!({"group": m.group, "blob": m.blob.as_str()})).collect();
     let labels: Map<String, Json> =
         item.class_labels.iter().map(|(id, label)| (id.to_string(), Json::from(label.as_str()))).collect();
-    json!({"boxes": boxes, "masks": masks, "class_labels": labels}).to_string()
+    let mut detail = json!({"boxes": boxes, "masks": masks, "class_labels": labels});
+    if let Some(t) = table {
+        detail["table"] = json!({"mode": t.mode.as_str(), "rows": t.rows, "columns": t.columns});
+    }
+    detail.to_string()
+}
+
+/// A table part's mode, row count and columns (`[{"name", "type"}]`) as its `detail` holds them.
+fn parse_table_detail(text: &str) -> Result<TablePartShape> {
+    let detail: Json = serde_json::from_str(text).map_err(|_| corrupt("detail"))?;
+    let table = detail.get("table").ok_or_else(|| corrupt("table"))?;
+    Ok(TablePartShape {
+        mode: TableMode::parse("mode", table.get("mode").and_then(Json::as_str).unwrap_or_default())
+            .map_err(|_| corrupt("table mode"))?,
+        rows: table.get("rows").and_then(Json::as_u64).ok_or_else(|| corrupt("table rows"))?,
+        columns: table.get("columns").cloned().unwrap_or(Json::Null),
+    })
 }
 
 fn corrupt(what: &str) -> Error {
@@ -135,14 +170,80 @@ fn media_row(r: &Row) -> Result<MediaRow> {
 }
 
 /// The project of a run that exists and is not archived; 404 otherwise.
-fn live_run_project(tx: &dyn Db, run: &RunId) -> Result<i64> {
+pub(crate) fn live_run_project(tx: &dyn Db, run: &RunId) -> Result<i64> {
     tx.row("SELECT project_id FROM runs WHERE id = ?1 AND deleted = 0", vals![run.as_str()])?
         .ok_or_else(|| not_found(format!("run {run}")))?
         .get(0)
 }
 
+/// Records items of a live run (see [`MetaStore::put_media_items`]), a table part's shape
+/// joining each item's detail when given.
+fn insert_items(tx: &dyn Db, run: &RunId, items: &[MediaItem], table: Option<&TablePartShape>) -> Result<usize> {
+    let project_id = live_run_project(tx, run)?;
+    for (i, item) in items.iter().enumerate() {
+        let mut size = 0;
+        for (which, sha) in item.blobs().enumerate() {
+            let found = tx.row(
+                "SELECT size FROM media_blobs WHERE project_id = ?1 AND sha256 = ?2",
+                vals![project_id, sha.as_str()],
+            )?;
+            let Some(found) = found else {
+                let field = match which {
+                    0 => format!("items[{i}].blob"),
+                    1 if item.thumbnail.is_some() => format!("items[{i}].thumbnail"),
+                    _ => format!("items[{i}].masks"),
+                };
+                return Err(Error::Conflict {
+                    field,
+                    reason: format!(
+                        "blob {sha} has not been uploaded; PUT its bytes to /api/v1/runs/{run}/media/blobs/{sha} first"
+                    ),
+                });
+            };
+            if which == 0 {
+                size = found.get::<i64>(0)?;
+            }
+            tx.exec(
+                "INSERT INTO media_refs (run_id, sha256, project_id) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (run_id, sha256) DO NOTHING",
+                vals![run.as_str(), sha.as_str(), project_id],
+            )?;
+        }
+        tx.exec(
+            &format!(
+                "INSERT INTO media_items (run_id, {ITEM_COLUMNS})
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                     ON CONFLICT (run_id, key, step, idx) DO UPDATE SET kind = excluded.kind, blob = excluded.blob,
+                       thumbnail = excluded.thumbnail, mime = excluded.mime, size = excluded.size,
+                       width = excluded.width, height = excluded.height, caption = excluded.caption,
+                       detail = excluded.detail, timestamp_ms = excluded.timestamp_ms"
+            ),
+            vals![
+                run.as_str(),
+                item.key.as_str(),
+                item.step,
+                i64::from(item.index),
+                item.kind.as_str(),
+                item.blob.as_str(),
+                item.thumbnail.as_ref().map(Sha256::as_str),
+                item.mime.as_str(),
+                size,
+                item.width.map(i64::from),
+                item.height.map(i64::from),
+                item.caption.as_deref(),
+                detail_json(item, table),
+                item.timestamp_ms,
+            ],
+        )?;
+    }
+    if !items.is_empty() {
+        mark_dirty(tx, run, project_id)?;
+    }
+    Ok(items.len())
+}
+
 /// Marks a run's Parquet index of media as behind its rows.
-fn mark_dirty(tx: &dyn Db, run: &RunId, project_id: i64) -> Result<()> {
+pub(crate) fn mark_dirty(tx: &dyn Db, run: &RunId, project_id: i64) -> Result<()> {
     tx.exec(
         "INSERT INTO media_index_dirty (run_id, project_id, since_ms, changes) VALUES (?1, ?2, ?3, 1)
          ON CONFLICT (run_id) DO UPDATE SET changes = media_index_dirty.changes + 1",
@@ -180,68 +281,90 @@ impl MetaStore {
     /// `(key, step, index)`. Every blob an item names must be recorded in the run's project;
     /// the first one missing refuses the whole request (409, naming the item's field).
     pub fn put_media_items(&self, run: &RunId, items: &[MediaItem]) -> Result<usize> {
+        self.write(|tx| insert_items(tx, run, items, None))
+    }
+
+    /// Records a part of a table (a media item of kind `table` over its Parquet blob) with its
+    /// mode, row count and columns. An appended part's columns must be those of the part before
+    /// it under the key (409, `columns`, otherwise). Without an index, an appended part takes the
+    /// next free index at its step; the index it was recorded at is answered.
+    pub fn put_table_part(
+        &self,
+        run: &RunId,
+        item: &MediaItem,
+        part: &TablePartShape,
+        index: Option<u32>,
+    ) -> Result<u32> {
         self.write(|tx| {
-            let project_id = live_run_project(tx, run)?;
-            for (i, item) in items.iter().enumerate() {
-                let mut size = 0;
-                for (which, sha) in item.blobs().enumerate() {
-                    let found = tx.row(
-                        "SELECT size FROM media_blobs WHERE project_id = ?1 AND sha256 = ?2",
-                        vals![project_id, sha.as_str()],
-                    )?;
-                    let Some(found) = found else {
-                        let field = match which {
-                            0 => format!("items[{i}].blob"),
-                            1 if item.thumbnail.is_some() => format!("items[{i}].thumbnail"),
-                            _ => format!("items[{i}].masks"),
-                        };
+            let mut item = item.clone();
+            item.index = match (index, part.mode) {
+                (Some(i), _) => i,
+                (None, TableMode::Replace) => 0,
+                (None, TableMode::Append) => tx
+                    .row(
+                        "SELECT COALESCE(MAX(idx) + 1, 0) FROM media_items WHERE run_id = ?1 AND key = ?2 AND step = ?3",
+                        vals![run.as_str(), item.key.as_str(), item.step],
+                    )?
+                    .map(|r| r.get::<i64>(0))
+                    .transpose()?
+                    .unwrap_or(0) as u32,
+            };
+            if item.index as usize >= MAX_MEDIA_ITEMS_PER_STEP {
+                return Err(Error::Invalid {
+                    field: "index".into(),
+                    reason: format!("a key holds at most {MAX_MEDIA_ITEMS_PER_STEP} parts at one step"),
+                });
+            }
+            if part.mode == TableMode::Append {
+                let before = tx.row(
+                    "SELECT detail FROM media_items WHERE run_id = ?1 AND key = ?2 AND kind = 'table'
+                       AND (step < ?3 OR (step = ?3 AND idx < ?4)) ORDER BY step DESC, idx DESC LIMIT 1",
+                    vals![run.as_str(), item.key.as_str(), item.step, i64::from(item.index)],
+                )?;
+                if let Some(before) = before {
+                    let before = parse_table_detail(&before.get::<String>(0)?)?;
+                    if before.columns != part.columns {
                         return Err(Error::Conflict {
-                            field,
+                            field: "columns".into(),
                             reason: format!(
-                                "blob {sha} has not been uploaded; PUT its bytes to /api/v1/runs/{run}/media/blobs/{sha} first"
+                                "an appended part has the columns of the part before it ({}), got {}",
+                                before.columns, part.columns
                             ),
                         });
-                    };
-                    if which == 0 {
-                        size = found.get::<i64>(0)?;
                     }
-                    tx.exec(
-                        "INSERT INTO media_refs (run_id, sha256, project_id) VALUES (?1, ?2, ?3)
-                         ON CONFLICT (run_id, sha256) DO NOTHING",
-                        vals![run.as_str(), sha.as_str(), project_id],
-                    )?;
                 }
-                tx.exec(
-                    &format!(
-                        "INSERT INTO media_items (run_id, {ITEM_COLUMNS})
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-                         ON CONFLICT (run_id, key, step, idx) DO UPDATE SET kind = excluded.kind, blob = excluded.blob,
-                           thumbnail = excluded.thumbnail, mime = excluded.mime, size = excluded.size,
-                           width = excluded.width, height = excluded.height, caption = excluded.caption,
-                           detail = excluded.detail, timestamp_ms = excluded.timestamp_ms"
-                    ),
-                    vals![
-                        run.as_str(),
-                        item.key.as_str(),
-                        item.step,
-                        i64::from(item.index),
-                        item.kind.as_str(),
-                        item.blob.as_str(),
-                        item.thumbnail.as_ref().map(Sha256::as_str),
-                        item.mime.as_str(),
-                        size,
-                        item.width.map(i64::from),
-                        item.height.map(i64::from),
-                        item.caption.as_deref(),
-                        detail_json(item),
-                        item.timestamp_ms,
-                    ],
-                )?;
             }
-            if !items.is_empty() {
-                mark_dirty(tx, run, project_id)?;
+            insert_items(tx, run, std::slice::from_ref(&item), Some(part))?;
+            Ok(item.index)
+        })
+    }
+
+    /// The parts that make up the table under `key` as of `step` (the last step when `None`):
+    /// the last part logged with mode replace at or before it, and every part after that, in
+    /// order of step and index.
+    pub fn table_parts(&self, run: &RunId, key: &MetricKey, step: Option<i64>) -> Result<Vec<TablePart>> {
+        self.read(|db| {
+            let rows = db.rows(
+                "SELECT step, idx, blob, detail FROM media_items WHERE run_id = ?1 AND key = ?2 AND kind = 'table'
+                   AND step <= ?3 ORDER BY step DESC, idx DESC",
+                vals![run.as_str(), key.as_str(), step.unwrap_or(i64::MAX)],
+            )?;
+            let mut parts = Vec::new();
+            for r in &rows {
+                let shape = parse_table_detail(&r.get::<String>(3)?)?;
+                let replace = shape.mode == TableMode::Replace;
+                parts.push(TablePart {
+                    step: r.get(0)?,
+                    index: u32::try_from(r.get::<i64>(1)?).map_err(|_| corrupt("index"))?,
+                    blob: Sha256::from_trusted(r.get(2)?),
+                    shape,
+                });
+                if replace {
+                    break;
+                }
             }
-            Ok(items.len())
+            parts.reverse();
+            Ok(parts)
         })
     }
 
@@ -250,7 +373,11 @@ impl MetaStore {
         self.read(|db| {
             db.rows(
                 "SELECT key, kind, COUNT(*), COUNT(DISTINCT step), MIN(step), MAX(step) FROM media_items
-                 WHERE run_id = ?1 GROUP BY key, kind ORDER BY key, kind",
+                 WHERE run_id = ?1 GROUP BY key, kind
+                 UNION ALL
+                 SELECT key, 'histogram', COUNT(*), COUNT(*), MIN(step), MAX(step) FROM media_histograms
+                 WHERE run_id = ?1 GROUP BY key
+                 ORDER BY 1, 2",
                 vals![run.as_str()],
             )?
             .iter()
@@ -301,7 +428,8 @@ impl MetaStore {
     pub fn media_steps(&self, run: &RunId, key: &MetricKey) -> Result<Vec<i64>> {
         self.read(|db| {
             db.rows(
-                "SELECT DISTINCT step FROM media_items WHERE run_id = ?1 AND key = ?2 ORDER BY step",
+                "SELECT step FROM media_items WHERE run_id = ?1 AND key = ?2
+                 UNION SELECT step FROM media_histograms WHERE run_id = ?1 AND key = ?2 ORDER BY 1",
                 vals![run.as_str(), key.as_str()],
             )?
             .iter()

@@ -30,6 +30,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (18, include_str!("migrations/0018_prices.sql"), include_str!("migrations/postgres/0018_prices.sql")),
     (19, include_str!("migrations/0019_report_rollup.sql"), include_str!("migrations/postgres/0019_report_rollup.sql")),
     (20, include_str!("migrations/0020_media.sql"), include_str!("migrations/postgres/0020_media.sql")),
+    (
+        21,
+        include_str!("migrations/0021_media_histograms.sql"),
+        include_str!("migrations/postgres/0021_media_histograms.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -32,6 +32,7 @@ const RUN_TABLES: &[&str] = &[
     "media_items",
     "media_refs",
     "media_index_dirty",
+    "media_histograms",
 ];
 
 /// Whether `id` names a run deleted for good.
@@ -176,7 +177,8 @@ mod tests {
                      INSERT INTO media_items VALUES ('{run}', 'img', 0, 0, 'image', 'x', NULL, 'image/png', 1,
                          NULL, NULL, NULL, '{{}}', 1);
                      INSERT INTO media_refs VALUES ('{run}', 'x', 1);
-                     INSERT INTO media_index_dirty VALUES ('{run}', 1, 1, 1);"
+                     INSERT INTO media_index_dirty VALUES ('{run}', 1, 1, 1);
+                     INSERT INTO media_histograms VALUES ('{run}', 'w', 0, '[0,1]', '[1]', 1);"
                 ))?;
                 Ok(())
             })

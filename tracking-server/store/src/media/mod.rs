@@ -3,7 +3,9 @@
 //! Parquet index of media (`index`). A blob is written, and fsynced on a local store, before its
 //! row; the row is what items may name.
 
+pub mod histograms;
 pub mod index;
+pub mod table;
 
 use crate::{blocking, objects, Error, Result};
 use bytes::Bytes;
@@ -76,6 +78,25 @@ impl MediaStore {
         Ok((row.ok_or_else(|| Error::Corrupt(format!("media blob {sha} vanished as it was recorded")))?, true))
     }
 
+    /// A blob's bytes, whole.
+    pub async fn blob_bytes(&self, project_id: i64, sha: &Sha256) -> Result<Bytes> {
+        Ok(self.objects.get(&blob_location(project_id, sha)).await?.bytes().await?)
+    }
+
+    /// The table made of `parts` (in order), read from their Parquet blobs.
+    pub async fn read_table(
+        &self,
+        project_id: i64,
+        parts: &[trainlog_meta::TablePart],
+    ) -> Result<arrow_array::RecordBatch> {
+        let mut batches = Vec::with_capacity(parts.len());
+        for part in parts {
+            let bytes = self.blob_bytes(project_id, &part.blob).await?;
+            batches.push(blocking(move || table::decode_part(bytes)).await?);
+        }
+        blocking(move || table::join(&batches)).await
+    }
+
     /// A blob's stored size and a stream of its bytes.
     pub async fn read_blob(
         &self,
@@ -91,8 +112,17 @@ impl MediaStore {
     pub async fn write_index(&self, dirty: DirtyIndex) -> Result<()> {
         let (meta, run) = (self.meta.clone(), dirty.run.clone());
         let project_id = dirty.project_id;
-        let bytes = blocking(move || index::encode(project_id, &run, &meta.media_index_rows(&run)?)).await?;
+        let (bytes, histograms) = blocking(move || {
+            let index = index::encode(project_id, &run, &meta.media_index_rows(&run)?)?;
+            let rows = meta.histogram_index_rows(&run)?;
+            let histograms = if rows.is_empty() { None } else { Some(histograms::encode(&run, &rows)?) };
+            Ok((index, histograms))
+        })
+        .await?;
         self.put_durable(&index_location(project_id, &dirty.run), bytes).await?;
+        if let Some(histograms) = histograms {
+            self.put_durable(&histograms::location(project_id, &dirty.run), histograms).await?;
+        }
         let meta = self.meta.clone();
         blocking(move || Ok(meta.media_index_written(&dirty)?)).await
     }

@@ -1,6 +1,8 @@
 //! A run's media: blobs uploaded by their SHA-256, items recorded over them, and reads by key
 //! and step (paged), with blobs served as immutable.
 
+mod histograms;
+mod tables;
 mod wire;
 
 use crate::body::{json_body, read_body};
@@ -22,12 +24,27 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/runs/{id}/media/keys", web::get().to(media_keys))
         .route("/runs/{id}/media/steps", web::get().to(media_steps))
         .route("/runs/{id}/media/blobs/{sha256}", web::put().to(put_blob))
-        .route("/runs/{id}/media/blobs/{sha256}", web::get().to(get_blob));
+        .route("/runs/{id}/media/blobs/{sha256}", web::get().to(get_blob))
+        .route("/runs/{id}/histograms", web::post().to(histograms::record_histograms))
+        .route("/runs/{id}/histograms", web::get().to(histograms::list_histograms))
+        .route("/runs/{id}/tables", web::post().to(tables::record_table))
+        .route("/runs/{id}/tables", web::get().to(tables::read_table));
 }
 
 /// This resource's operations in the API document.
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(record_media, list_media, media_keys, media_steps, put_blob, get_blob))]
+#[openapi(paths(
+    record_media,
+    list_media,
+    media_keys,
+    media_steps,
+    put_blob,
+    get_blob,
+    histograms::record_histograms,
+    histograms::list_histograms,
+    tables::record_table,
+    tables::read_table
+))]
 pub(super) struct Api;
 
 /// The blob a path names, once its text is a SHA-256; another text is a blob not found.

@@ -17,6 +17,8 @@ pub enum Kind {
     Video,
     Text,
     File,
+    Table,
+    Histogram,
 }
 
 impl From<Kind> for MediaKind {
@@ -27,6 +29,8 @@ impl From<Kind> for MediaKind {
             Kind::Video => MediaKind::Video,
             Kind::Text => MediaKind::Text,
             Kind::File => MediaKind::File,
+            Kind::Table => MediaKind::Table,
+            Kind::Histogram => MediaKind::Histogram,
         }
     }
 }
@@ -39,6 +43,8 @@ impl From<MediaKind> for Kind {
             MediaKind::Video => Kind::Video,
             MediaKind::Text => Kind::Text,
             MediaKind::File => Kind::File,
+            MediaKind::Table => Kind::Table,
+            MediaKind::Histogram => Kind::Histogram,
         }
     }
 }
@@ -155,6 +161,12 @@ impl MediaItemIn {
                 crate::error::ApiError::invalid(at("class_labels"), format!("a class id is an integer, got {id:?}"))
             })?;
             class_labels.insert(parsed, label);
+        }
+        if matches!(self.kind, Kind::Table | Kind::Histogram) {
+            return Err(crate::error::ApiError::invalid(
+                at("kind"),
+                "tables are logged with POST /api/v1/runs/{id}/tables and histograms with POST /api/v1/runs/{id}/histograms",
+            ));
         }
         let item = MediaItem {
             key: MetricKey::parse(&at("key"), &self.key)?,
@@ -355,3 +367,95 @@ pub struct MediaSteps {
 
 /// The limits the caption's schema states, tied to the store's.
 const _: () = assert!(MAX_MEDIA_CAPTION_CHARS == 4096);
+
+/// One histogram to record: `counts[i]` values fell in `[edges[i], edges[i + 1])`.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistogramIn {
+    #[schema(schema_with = KeyText::schema)]
+    pub key: String,
+    #[serde(deserialize_with = "integer::required")]
+    #[schema(minimum = 0)]
+    pub step: i64,
+    /// Strictly increasing, one more than `counts`.
+    #[schema(min_items = 2, max_items = 513)]
+    pub edges: Vec<f64>,
+    /// At most 512 bins, each 0 or more.
+    #[schema(min_items = 1, max_items = 512)]
+    pub counts: Vec<f64>,
+    /// Milliseconds since the Unix epoch; the server's time when absent.
+    #[serde(default, deserialize_with = "integer::optional")]
+    pub timestamp: Option<i64>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecordHistograms {
+    /// At most 1000; recorded together or not at all.
+    pub histograms: Vec<HistogramIn>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct HistogramView {
+    pub step: i64,
+    pub edges: Vec<f64>,
+    pub counts: Vec<f64>,
+    /// Milliseconds since the Unix epoch.
+    pub timestamp: i64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct HistogramPage {
+    /// By step.
+    pub histograms: Vec<HistogramView>,
+    /// Give it back as `page_token` for the next page; absent on the last.
+    pub next_page_token: Option<String>,
+}
+
+/// A table part sent as JSON: column names and rows of values, one per column.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TableRows {
+    /// At most 1000 names, each 1 to 250 characters.
+    pub columns: Vec<String>,
+    /// At most 100000 rows. Column types are inferred: integers, numbers, booleans, else text.
+    #[schema(value_type = Vec<Vec<Object>>)]
+    pub rows: Vec<Vec<serde_json::Value>>,
+}
+
+/// A recorded part of a table.
+#[derive(Serialize, ToSchema)]
+pub struct TablePartView {
+    pub key: String,
+    pub step: i64,
+    pub index: u32,
+    pub mode: String,
+    pub rows: u64,
+    /// The SHA-256 of its Parquet bytes.
+    pub blob: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ColumnView {
+    pub name: String,
+    /// int64, float64, bool, string, or another Arrow type's name.
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// Rows of a table as of a step.
+#[derive(Serialize, ToSchema)]
+pub struct TableView {
+    pub key: String,
+    /// The step of the last part joined.
+    pub step: i64,
+    /// How many parts were joined.
+    pub parts: usize,
+    pub columns: Vec<ColumnView>,
+    pub total_rows: usize,
+    pub matched_rows: usize,
+    pub offset: usize,
+    /// A value per column.
+    #[schema(value_type = Vec<Vec<Object>>)]
+    pub rows: Vec<serde_json::Value>,
+}
