@@ -1,8 +1,11 @@
-/* Media panels: the images, audio, video, text and files logged under a key, one panel per key,
- * each with a step slider over the steps logged, for one run (the run page) or several side by
- * side (the compare page). A panel fetches nothing until it comes near the viewport, then its
- * steps, then only the items of the step shown. Boxes are drawn in SVG over their image, with a
- * checkbox per box group and per class; a click on an image shows it whole in an overlay. */
+/* Media panels: the images, audio, video, text, files, histograms and tables logged under a key,
+ * one panel per key, each with a step slider over the steps logged, for one run (the run page) or
+ * several side by side (the compare page). A panel fetches nothing until it comes near the
+ * viewport, then its steps, then only what the step shown needs. Boxes are drawn in SVG over their
+ * image, with a checkbox per box group and per class; a click on an image shows it whole in an
+ * overlay. Histograms are a heatmap over the steps with the chosen step's bars (media-hist.js);
+ * a table is read from the server a page at a time, sorted and filtered there (media-table.js); on
+ * the compare page text can be shown as a line diff against the first run's (line-diff.js). */
 
 import { enc } from './address.js';
 import { api, authHeaders, settleLimited, storedKey } from './api.js';
@@ -10,12 +13,36 @@ import { runColor } from './colors.js';
 import { el, errorEl, svg } from './dom.js';
 import { artifactLink } from './downloads.js';
 import { fmtBytes, fmtNum } from './format.js';
+import { lineDiff } from './line-diff.js';
+import { histogramFigure, readHistogramAt, readHistograms } from './media-hist.js';
+import { tableWidget } from './media-table.js';
 
 /** How far outside the viewport a panel starts loading. */
 const PANEL_LOAD_MARGIN = '300px';
 
 /** Text items longer than this are cut when shown. */
 const TEXT_MAX_CHARS = 100000;
+
+/** Text items' contents by URL (the bytes of a URL never change), the oldest forgotten past TEXTS_MAX. */
+const texts = new Map();
+const TEXTS_MAX = 200;
+
+/** The text at `url` (a text item's bytes), fetched once. */
+function textOf(url) {
+  if (!texts.has(url)) {
+    const got = fetch(url, { headers: authHeaders() }).then(async (res) => {
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      return res.text();
+    });
+    got.catch(() => texts.delete(url));
+    texts.set(url, got);
+    if (texts.size > TEXTS_MAX) texts.delete(texts.keys().next().value);
+  }
+  return texts.get(url);
+}
+
+/** A text as shown: cut past TEXT_MAX_CHARS, saying how large it was. */
+const clipText = (text, size) => (text.length > TEXT_MAX_CHARS ? text.slice(0, TEXT_MAX_CHARS) + `\n… (${fmtBytes(size)} in all)` : text);
 
 /** Blob URLs made for bytes fetched with an API key (a plain `src` cannot send one), by URL. */
 const keyedUrls = new Map();
@@ -181,10 +208,8 @@ function itemEl(item, opts) {
     body = setSrc(el('video', { controls: true, preload: 'metadata', 'data-testid': 'media-video' }), 'src', item.url);
   } else if (item.kind === 'text') {
     body = el('pre', { class: 'json media-text', 'data-testid': 'media-text' }, 'loading…');
-    fetch(item.url, { headers: authHeaders() }).then(async (res) => {
-      if (!res.ok) throw new Error(`HTTP ${res.status}`);
-      const text = await res.text();
-      body.textContent = text.length > TEXT_MAX_CHARS ? text.slice(0, TEXT_MAX_CHARS) + `\n… (${fmtBytes(item.size)} in all)` : text;
+    textOf(item.url).then((text) => {
+      body.textContent = clipText(text, item.size);
     }).catch((e) => { body.className = 'error'; body.textContent = `could not load: ${e.message}`; });
   } else {
     const ext = (item.mime.split('/')[1] || 'bin').split(/[;+]/)[0];
@@ -195,20 +220,35 @@ function itemEl(item, opts) {
     body, item.caption ? el('div', { class: 'media-caption', 'data-testid': 'media-caption' }, item.caption) : null);
 }
 
+/** Text `text` as a line diff against `base` (`baseName`'s): each line marked added, removed or the same. */
+function textDiffEl(base, text, baseName) {
+  const d = lineDiff(base, text);
+  const mark = { add: '+', del: '−', eq: ' ' };
+  return el('div', { class: 'media-item', 'data-testid': 'media-diff', 'data-added': String(d.added), 'data-removed': String(d.removed) },
+    el('div', { class: 'media-note', 'data-testid': 'media-diff-summary' },
+      d.added || d.removed ? `+${d.added} −${d.removed} lines against ${baseName}` : `the same as ${baseName}`,
+      d.exact ? '' : ' (too long to align: what differs is shown removed, then added)'),
+    el('pre', { class: 'json media-text media-diff' }, d.ops.map((o) =>
+      el('div', { class: 'diff-line diff-' + o.op, 'data-testid': 'media-diff-line', 'data-op': o.op }, el('span', { class: 'diff-mark' }, mark[o.op]), o.line))));
+}
+
 /**
  * A panel of key `key` (`kind`) over `runs` ({id, name, color}; columns labelled when
  * `labelled`). `initialStep`: where its slider starts (the last step when null). `onMove(step)`
- * is called when the user moves its slider. Returns {node, start, setStep, refresh, loaded}.
+ * is called when the user moves its slider. Returns {node, start, setStep, refresh, destroy}.
+ * What a column shows of a run at a step is the kind's view (items, histograms or a table).
  */
 function mediaPanel(key, kind, runs, { labelled, onMove, initialStep }) {
   const slider = el('input', { type: 'range', min: '0', max: '0', value: '0', disabled: true, 'data-testid': 'media-slider', 'aria-label': `step of ${key}` });
   const stepLabel = el('span', { class: 'mono', 'data-testid': 'media-step' }, '');
   const toggles = el('div', { class: 'media-toggles', 'data-testid': 'media-toggles' });
-  const columns = el('div', { class: 'media-columns' + (labelled ? ' labelled' : '') }, el('p', { class: 'muted' }, 'Loading…'));
+  const controls = el('div', { class: 'media-controls', 'data-testid': 'media-controls' });
+  const wide = kind === 'histogram' || kind === 'table';
+  const columns = el('div', { class: 'media-columns' + (labelled ? ' labelled' : '') + (wide ? ' wide' : '') }, el('p', { class: 'muted' }, 'Loading…'));
   const node = el('div', { class: 'panel media-panel', 'data-testid': 'media-panel', 'data-key': key, 'data-kind': kind, 'data-loaded': '0' },
     el('div', { class: 'media-head' }, el('h3', { class: 'mono' }, key), el('span', { class: 'badge' }, kind),
       el('label', { class: 'media-slider' }, slider, ' ', stepLabel)),
-    toggles, columns);
+    controls, toggles, columns);
   const hidden = { groups: new Set(), classes: new Set() };
   let runSteps = new Map(); // run id → its ascending steps under this key
   let steps = []; // the union, ascending
@@ -249,19 +289,113 @@ function mediaPanel(key, kind, runs, { labelled, onMove, initialStep }) {
         ...[...classes].sort(([a], [b]) => Number(a) - Number(b)).map(([c, label]) => box(hidden.classes, c, label, 'media-class-toggle', classColor(c === '' ? null : c)))] : [])] : []));
   }
 
-  /** Shows the items at steps[i]: each run's at the last step it logged at or before it. */
+  /** The items of a run at a step, as images, players, text (on the compare page, text can be
+   * shown as a diff against the first run's) or links; with a checkbox per box group and class. */
+  function itemsView() {
+    const diffBox = kind === 'text' && labelled && runs.length > 1 ? el('input', { type: 'checkbox', 'data-testid': 'media-diff-toggle' }) : null;
+    if (diffBox) {
+      diffBox.addEventListener('change', () => { if (steps.length) show(Number(slider.value)); });
+      controls.append(el('label', { class: 'media-toggle' }, diffBox, ` diff: each run's text against ${runs[0].name}'s`));
+    }
+    const diffing = () => Boolean(diffBox && diffBox.checked);
+    return {
+      runs: () => runs,
+      async load(r, at) {
+        const items = await itemsAt(r.id, key, at);
+        if (!diffing()) return { items };
+        const parts = await Promise.all(items.filter((it) => it.kind === 'text').map(async (it) => clipText(await textOf(it.url), it.size)));
+        return { items, text: parts.join('\n') };
+      },
+      render(r, data, at, k, got) {
+        if (diffing() && k > 0) {
+          const base = got[0];
+          if (base.status === 'fulfilled' && base.value.data && base.value.data.text !== undefined && data.text !== undefined) {
+            return textDiffEl(base.value.data.text, data.text, runs[0].name);
+          }
+          return [el('p', { class: 'muted' }, `${runs[0].name} has no text at or before this step to compare with.`),
+            el('div', { class: 'media-items' }, data.items.map((it) => itemEl(it, opts)))];
+        }
+        return el('div', { class: 'media-items' }, data.items.map((it) => itemEl(it, opts)));
+      },
+      done(got) { renderToggles(got.flatMap((g) => (g.status === 'fulfilled' && g.value.data ? g.value.data.items : []))); },
+    };
+  }
+
+  /** A run's histograms under the key as a heatmap over its steps, the step's histogram as bars. */
+  function histogramView() {
+    const read = new Map(); // run id → its histograms (a promise)
+    const figures = new Map(); // run id → its figure
+    return {
+      runs: () => runs,
+      async load(r, at) {
+        if (!read.has(r.id)) {
+          const got = readHistograms(r.id, key);
+          got.catch(() => read.delete(r.id));
+          read.set(r.id, got);
+        }
+        const data = await read.get(r.id);
+        const hist = data.hists.find((h) => h.step === at) || await readHistogramAt(r.id, key, at);
+        return { data, hist };
+      },
+      render(r, { data, hist }, at) {
+        const hists = data.hists.length ? data.hists : hist ? [hist] : [];
+        if (!hists.length) return el('p', { class: 'muted' }, 'No histograms.');
+        let fig = figures.get(r.id);
+        if (!fig || fig.data !== data) {
+          fig = histogramFigure(hists, { color: r.color, truncated: data.truncated, stepRange: [steps[0], steps[steps.length - 1]], onPick: pick });
+          fig.data = data;
+          figures.set(r.id, fig);
+        }
+        fig.show(at, hist);
+        return fig.node;
+      },
+      reset() { read.clear(); figures.clear(); },
+    };
+  }
+
+  /** The table as of the step, sorted, filtered and paged by the server; on the compare page two
+   * runs' tables side by side (two pickers choose them among more). */
+  function tableView() {
+    const widgets = new Map(); // `${slot}|${run id}` → its table
+    const picked = [0, 1];
+    const picking = labelled && runs.length > 2;
+    if (picking) {
+      const pickers = picked.map((chosen, slot) => {
+        const s = el('select', { 'data-testid': 'media-table-run', 'aria-label': `run ${slot + 1} of 2` },
+          runs.map((r, k) => el('option', { value: String(k), selected: k === chosen }, r.name)));
+        s.addEventListener('change', () => { picked[slot] = Number(s.value); if (steps.length) show(Number(slider.value)); });
+        return s;
+      });
+      controls.append(el('span', { class: 'muted' }, 'side by side:'), pickers[0], pickers[1]);
+    }
+    return {
+      runs: () => (picking ? picked.map((k) => runs[k]) : runs),
+      async load(r, at, slot) {
+        const id = `${slot}|${r.id}`;
+        if (!widgets.has(id)) widgets.set(id, tableWidget(r, key));
+        const w = widgets.get(id);
+        await w.load(at);
+        return w;
+      },
+      render: (r, w) => w.node,
+    };
+  }
+
+  const view = kind === 'histogram' ? histogramView() : kind === 'table' ? tableView() : itemsView();
+
+  /** Shows steps[i]: each run's at the last step it logged at or before it. */
   async function show(i) {
     const step = steps[i];
     slider.value = String(i);
     stepLabel.textContent = `step ${fmtNum(step)}`;
     const mine = ++seq;
-    const got = await settleLimited(runs, 4, async (r) => {
+    const shownRuns = view.runs();
+    const got = await settleLimited(shownRuns.map((r, k) => [r, k]), 4, async ([r, k]) => {
       const at = stepAtOrBefore(runSteps.get(r.id) || [], step);
-      return { at, items: at === null ? [] : await itemsAt(r.id, key, at) };
+      return { at, data: at === null ? null : await view.load(r, at, k) };
     });
     if (mine !== seq) return;
-    const all = [];
-    const cols = runs.map((r, k) => {
+    const cols = shownRuns.map((r, k) => {
       const g = got[k];
       let content;
       if (g.status === 'rejected') content = errorEl(g.reason);
@@ -269,16 +403,15 @@ function mediaPanel(key, kind, runs, { labelled, onMove, initialStep }) {
         const first = (runSteps.get(r.id) || [])[0];
         content = el('p', { class: 'muted' }, first === undefined ? 'nothing logged under this key' : `nothing at or before step ${fmtNum(step)} (first at step ${fmtNum(first)})`);
       } else {
-        all.push(...g.value.items);
         content = [
           g.value.at !== step ? el('div', { class: 'media-note', 'data-testid': 'media-shown-step' }, `step ${fmtNum(g.value.at)} (last at or before ${fmtNum(step)})`) : null,
-          el('div', { class: 'media-items' }, g.value.items.map((it) => itemEl(it, opts)))];
+          view.render(r, g.value.data, g.value.at, k, got)];
       }
       return el('div', { class: 'media-column', 'data-testid': 'media-column', 'data-run': r.id, 'data-shown-step': g.status === 'fulfilled' && g.value.at !== null ? String(g.value.at) : '' },
         labelled ? el('div', { class: 'media-run' }, el('span', { class: 'swatch', style: `background:${r.color}` }), r.name) : null,
         content);
     });
-    renderToggles(all);
+    if (view.done) view.done(got);
     columns.replaceChildren(...cols);
     applyToggles(node);
     node.dataset.step = String(step);
@@ -290,6 +423,14 @@ function mediaPanel(key, kind, runs, { labelled, onMove, initialStep }) {
     const at = stepAtOrBefore(steps, step);
     return at === null ? 0 : steps.indexOf(at);
   };
+
+  /** Shows the last step at or before `step` (a click on a heatmap), as a move of the slider. */
+  function pick(step) {
+    const i = indexOf(step);
+    clearTimeout(timer);
+    show(i);
+    if (onMove) onMove(steps[i]);
+  }
 
   slider.addEventListener('input', () => {
     const i = Number(slider.value);
@@ -341,7 +482,9 @@ function mediaPanel(key, kind, runs, { labelled, onMove, initialStep }) {
       const before = steps.length;
       const current = steps[Number(slider.value)];
       if (!(await readSteps())) return;
-      if (steps.length !== before) await show(atLast ? steps.length - 1 : indexOf(current));
+      if (steps.length === before) return;
+      if (view.reset) view.reset();
+      await show(atLast ? steps.length - 1 : indexOf(current));
     },
     destroy() { clearTimeout(timer); seq++; },
   };

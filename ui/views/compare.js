@@ -1,7 +1,8 @@
 /* #/compare/NAME/ID,ID,… or #/compare/NAME?filter=… a comparison of runs: the legend, metric
  * charts (above COMPARE_LINES_MAX runs, groups of runs), parallel coordinates, the differences in
  * params, code and environment, the system charts (by node for jobs of several nodes), the
- * media panels (the runs side by side at a step) and the cost panel. */
+ * media panels (the runs side by side at a step: histograms, two runs' tables, text diffed
+ * against the first run's on request) and the cost panel. */
 
 import { chartControls, chartSettings, mountCharts, mountSystemCharts, runLegend, seriesState } from '../charts.js';
 import { enc, setHashQuery, tableHref } from '../lib/address.js';

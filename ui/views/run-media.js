@@ -1,5 +1,5 @@
-/* The media section of a run's page: a panel per key the run logged images, audio, video, text or
- * files under, each with its own step slider (see lib/media.js). */
+/* The media section of a run's page: a panel per key the run logged images, audio, video, text,
+ * files, histograms or tables under, each with its own step slider (see lib/media.js). */
 
 import { enc } from '../lib/address.js';
 import { api } from '../lib/api.js';
