@@ -45,7 +45,7 @@ fn to_py_err(e: trainlog::Error) -> PyErr {
 }
 
 /// Converts a Python value (dict, list, str, number, bool, None) to JSON.
-fn to_json(value: &Bound<'_, PyAny>) -> PyResult<Value> {
+pub(crate) fn to_json(value: &Bound<'_, PyAny>) -> PyResult<Value> {
     if value.is_none() {
         return Ok(Value::Null);
     }
@@ -629,6 +629,19 @@ impl NativeApi {
     ) -> PyResult<Py<PyAny>> {
         let items = py.detach(|| self.api.media(run_id, key, step_min, step_max)).map_err(to_py_err)?;
         to_py(py, &Value::Array(items))
+    }
+
+    /// A run's histograms under `key` (every page), by step.
+    fn histograms(&self, py: Python<'_>, run_id: &str, key: &str) -> PyResult<Py<PyAny>> {
+        let rows = py.detach(|| self.api.histograms(run_id, key)).map_err(to_py_err)?;
+        to_py(py, &Value::Array(rows))
+    }
+
+    /// A run's table under `key` as of `step` (the last when None), as Arrow IPC stream bytes.
+    #[pyo3(signature = (run_id, key, step=None))]
+    fn table_arrow(&self, py: Python<'_>, run_id: &str, key: &str, step: Option<i64>) -> PyResult<Py<PyAny>> {
+        let bytes = py.detach(|| self.api.table_arrow(run_id, key, step)).map_err(to_py_err)?;
+        Ok(pyo3::types::PyBytes::new(py, &bytes).into_any().unbind())
     }
 
     /// The bytes of a media blob of the run, checked against its SHA-256.

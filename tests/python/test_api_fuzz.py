@@ -130,9 +130,19 @@ include-name = ["POST /api/v1/prices", "POST /api/v1/runs/{{id}}/checkpoints/{{n
 checks.positive_data_acceptance.expected-statuses = {grammar}
 
 # A blob's body must have the SHA-256 its path names; a media item's boxes have their minimum
-# at most their maximum, and its class labels are keyed by integers (README, "Media").
+# at most their maximum, and its class labels are keyed by integers; a histogram's edges
+# increase and number one more than its counts; a table's rows hold a value per column, an
+# appended part has the columns of the part before, and a read sorts and filters by columns the
+# table has (README, "Media").
 [[operations]]
-include-name = ["PUT /api/v1/runs/{{id}}/media/blobs/{{sha256}}", "POST /api/v1/runs/{{id}}/media"]
+include-name = [
+    "PUT /api/v1/runs/{{id}}/media/blobs/{{sha256}}",
+    "POST /api/v1/runs/{{id}}/media",
+    "POST /api/v1/runs/{{id}}/histograms",
+    "GET /api/v1/runs/{{id}}/histograms",
+    "POST /api/v1/runs/{{id}}/tables",
+    "GET /api/v1/runs/{{id}}/tables",
+]
 checks.positive_data_acceptance.expected-statuses = {grammar}
 
 # An artifact path's rules are in its pattern, but the stateful phase builds paths from other

@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -377,3 +378,38 @@ def test_duckdb_reads_the_media_index_and_finds_each_items_bytes(trainlog_server
         assert data == uploaded[(name, step, index)]
         assert hashlib.sha256(data).hexdigest() == sha
         assert obj.endswith(f"/media/sha256/{sha[:2]}/{sha}")
+
+
+def test_duckdb_reads_histograms_and_the_parts_of_a_table(trainlog_server, demo):
+    run_id = next(iter(demo))
+    values = np.random.default_rng(5).normal(size=1000)
+    counts, edges = np.histogram(values, bins=8)
+    histograms = [
+        {"key": "grad/fc", "step": step, "edges": edges.tolist(), "counts": (counts * (step + 1)).tolist()}
+        for step in (0, 10, 20)
+    ]
+    assert api(trainlog_server, f"/runs/{run_id}/histograms", {"histograms": histograms}) == {"recorded": 3}
+    for step, mode in ((0, "replace"), (1, "append"), (2, "append")):
+        body = {"columns": ["id", "label"], "rows": [[step * 10 + i, f"p{step}.{i}"] for i in range(2)]}
+        api(trainlog_server, f"/runs/{run_id}/tables?key=worst&step={step}&mode={mode}", body)
+    assert api(trainlog_server, "/admin/flush") == {"status": "ok"}
+
+    store = trainlog_server.store
+    projects = (store / "projects").as_posix()
+    [path] = store.glob(f"projects/*/media/runs/{run_id}/histograms.parquet")
+    assert pq.read_metadata(path).metadata[b"trainlog.schema_version"] == b"1"
+    with duckdb.connect() as con:
+        rows = con.execute(
+            f"SELECT key, step, edges, counts FROM '{projects}/*/media/runs/*/histograms.parquet' ORDER BY step"
+        ).fetchall()
+        assert [(k, s) for k, s, *_ in rows] == [("grad/fc", 0), ("grad/fc", 10), ("grad/fc", 20)]
+        assert rows[1][2] == edges.tolist() and rows[1][3] == (counts * 11).astype(float).tolist()
+        # A table is its parts in order: the index names each part's Parquet object.
+        parts = con.execute(
+            f"""SELECT step, index, object FROM '{projects}/*/media/runs/{run_id}/index.parquet'
+                WHERE key = 'worst' AND kind = 'table' ORDER BY step, index"""
+        ).fetchall()
+        assert [p[:2] for p in parts] == [(0, 0), (1, 0), (2, 0)]
+        objects = ", ".join(f"'{(store / p[2]).as_posix()}'" for p in parts)
+        table = con.execute(f"SELECT id, label FROM read_parquet([{objects}])").fetchall()
+    assert table == [(s * 10 + i, f"p{s}.{i}") for s in range(3) for i in range(2)]

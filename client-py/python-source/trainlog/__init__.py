@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
 from trainlog._api import Api, ApiRun, MediaItem, Model, ModelVersion
 from trainlog._environment import installed_packages, python_info
-from trainlog._media import Audio, File, Image, Text, Video
+from trainlog._media import Audio, File, Histogram, Image, Table, Text, Video
 from trainlog._run import Config, FinishReport, Run, _register
 from trainlog._trainlog import (
     ChecksumError,
@@ -40,6 +40,7 @@ __all__ = [
     "ConflictError",
     "File",
     "FinishReport",
+    "Histogram",
     "Image",
     "InvalidArgumentError",
     "MediaItem",
@@ -49,6 +50,7 @@ __all__ = [
     "Run",
     "ServerError",
     "SourceDeletedError",
+    "Table",
     "Text",
     "TrainlogError",
     "UnreachableError",

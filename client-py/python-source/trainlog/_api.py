@@ -88,6 +88,29 @@ class ApiRun:
         first, last = steps if steps is not None else (None, None)
         return [MediaItem(self, item) for item in self._api._native.media(self.id, key, first, last)]
 
+    def table(self, key: str, step: Optional[int] = None) -> Any:
+        """The table logged under `key` as of `step` (the last when None): every row of its parts,
+        in order, as a `pyarrow.Table`."""
+        import pyarrow  # type: ignore[import-untyped]
+
+        stream = self._api._native.table_arrow(self.id, key, step)
+        return pyarrow.ipc.open_stream(pyarrow.py_buffer(stream)).read_all()
+
+    def histograms(self, key: str) -> List[Dict[str, Any]]:
+        """The histograms logged under `key`, by step: `[{"step", "edges", "counts", "timestamp"}]`,
+        edges and counts as numpy arrays."""
+        import numpy
+
+        return [
+            {
+                "step": int(h["step"]),
+                "edges": numpy.asarray(h["edges"], dtype=numpy.float64),
+                "counts": numpy.asarray(h["counts"], dtype=numpy.float64),
+                "timestamp": int(h["timestamp"]),
+            }
+            for h in self._api._native.histograms(self.id, key)
+        ]
+
     def history(self, key: str) -> List[Dict[str, Any]]:
         """Every point of one metric: `[{"step", "timestamp", "value"}]`, sorted by step."""
         return [

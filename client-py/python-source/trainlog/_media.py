@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-__all__ = ["Audio", "File", "Image", "Media", "Text", "Video"]
+__all__ = ["Audio", "File", "Histogram", "Image", "Media", "Table", "Text", "Video"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -245,6 +245,137 @@ class Image(Media):
                 labels.update({int(c["id"]): str(c["name"]) for c in classes})
         item["class_labels"] = labels
         self._item = item
+
+
+#: Bins of a histogram at most, as the server takes them.
+MAX_HISTOGRAM_BINS = 512
+
+
+class Histogram(Media):
+    """A histogram: `values` (a sequence, numpy array or torch tensor) binned into `bins` equal
+    bins on the media thread, with numpy's edges and counts; or `(counts, edges)` already binned
+    (`np_histogram=` as W&B takes it). Values that are not finite are left out.
+    """
+
+    kind = "histogram"
+
+    def __init__(
+        self,
+        sequence: Any = None,
+        bins: int = 64,
+        *,
+        np_histogram: Optional[Tuple[Any, Any]] = None,
+        num_bins: Optional[int] = None,
+    ) -> None:
+        np = _numpy()
+        if num_bins is not None:
+            bins = num_bins
+        if not 1 <= int(bins) <= MAX_HISTOGRAM_BINS:
+            raise ValueError(f"trainlog.Histogram: 1 to {MAX_HISTOGRAM_BINS} bins, got {bins}")
+        pair = isinstance(sequence, tuple) and len(sequence) == 2 and all(np.ndim(p) == 1 for p in sequence)
+        if np_histogram is None and pair:
+            np_histogram, sequence = sequence, None
+        if np_histogram is not None:
+            counts = np.asarray(np_histogram[0], dtype=np.float64).ravel()
+            edges = np.asarray(np_histogram[1], dtype=np.float64).ravel()
+            if len(edges) != len(counts) + 1:
+                raise ValueError(
+                    f"trainlog.Histogram: {len(counts)} counts need {len(counts) + 1} edges, got {len(edges)}"
+                )
+            self._item = {"kind": "histogram", "counts": counts.tolist(), "edges": edges.tolist()}
+            return
+        if sequence is None:
+            raise ValueError("trainlog.Histogram: give values, or (counts, edges)")
+        values = np.ascontiguousarray(_as_array(sequence), dtype="<f8").ravel()
+        self._item = {"kind": "histogram", "values": values.tobytes(), "bins": int(bins)}
+
+
+#: W&B's log modes, read as trainlog's.
+_TABLE_MODES = {
+    "replace": "replace",
+    "append": "append",
+    "incremental": "append",
+    "immutable": "replace",
+    "mutable": "replace",
+}
+
+
+def _plain(v: Any) -> Any:
+    """A cell as a plain Python value: numpy scalars unwrapped."""
+    item = getattr(v, "item", None)
+    if item is not None and getattr(v, "ndim", None) == 0:
+        return item()
+    return v
+
+
+class Table(Media):
+    """A table: a pandas DataFrame, a pyarrow Table, or rows with `columns`. Each log is a part;
+    with `mode="append"` the part's rows follow the rows logged before under the key, without
+    sending those again; else (`"replace"`) it is the whole table from its step on. W&B's
+    `log_mode="INCREMENTAL"` is taken as append.
+    """
+
+    kind = "table"
+
+    def __init__(
+        self,
+        data: Any = None,
+        columns: Optional[Sequence[str]] = None,
+        *,
+        rows: Any = None,
+        dataframe: Any = None,
+        mode: str = "replace",
+        log_mode: Optional[str] = None,
+    ) -> None:
+        mode = _TABLE_MODES.get(str(log_mode or mode).lower(), "")
+        if not mode:
+            raise ValueError(f"trainlog.Table: mode is replace or append, got {log_mode or mode!r}")
+        self.mode = mode
+        self.columns: List[str] = [str(c) for c in columns] if columns is not None else []
+        self._arrow: Optional[bytes] = None
+        self.data: List[List[Any]] = []
+        source = next((d for d in (dataframe, rows, data) if d is not None), None)
+        if source is None:
+            return
+        if hasattr(source, "schema") and hasattr(source, "to_batches"):
+            self._arrow = _ipc(source)
+            return
+        if hasattr(source, "columns") and hasattr(source, "itertuples"):
+            try:
+                import pyarrow  # type: ignore[import-untyped]
+
+                self._arrow = _ipc(pyarrow.Table.from_pandas(source, preserve_index=False))
+                return
+            except ImportError:
+                self.columns = [str(c) for c in source.columns]
+                source = source.itertuples(index=False, name=None)
+        for row in source:
+            self.add_data(*row)
+
+    def add_data(self, *row: Any) -> None:
+        """Adds a row (a value per column), as W&B's `Table.add_data`."""
+        if self._arrow is not None:
+            raise ValueError("trainlog.Table: rows are added to a table made from rows, not from a DataFrame")
+        if len(row) != len(self.columns):
+            raise ValueError(f"trainlog.Table: a row has a value per column ({len(self.columns)}), got {len(row)}")
+        self.data.append([_plain(v) for v in row])
+
+    def _as_item(self) -> Dict[str, Any]:
+        if self._arrow is not None:
+            return {"kind": "table", "mode": self.mode, "arrow": self._arrow}
+        if not self.columns:
+            raise ValueError("trainlog.Table: a table made from rows needs its columns")
+        return {"kind": "table", "mode": self.mode, "columns": self.columns, "rows": self.data}
+
+
+def _ipc(table: Any) -> bytes:
+    """A pyarrow Table as Arrow IPC stream bytes."""
+    import pyarrow
+
+    sink = pyarrow.BufferOutputStream()
+    with pyarrow.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue())
 
 
 def media_items(value: Any) -> Optional[List[Dict[str, Any]]]:
