@@ -518,3 +518,39 @@ def test_logged_models_are_named_tagged_and_deleted_as_mlflows(trainlog_server: 
     assert client.get_run(run.info.run_id).info.lifecycle_stage == "active"
     holders = {r["name"]: r["archived"] for r in native(trainlog_server, "GET", "/projects/logged-models/runs?archived=true")["runs"]}
     assert holders.get(first.name) is True, holders
+
+
+def test_mlflows_images_tables_text_and_dicts_land_in_the_media_store(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
+    mlflow.set_experiment("media-door")
+    rng = np.random.default_rng(1)
+    images = {step: rng.integers(0, 256, size=(24, 32, 3), dtype=np.uint8) for step in (0, 5)}
+    with mlflow.start_run() as run:
+        for step, pixels in images.items():
+            mlflow.log_image(pixels, key="val/samples", step=step)
+        mlflow.log_image(images[0], key="val/samples", step=5)
+        mlflow.log_table({"prompt": ["a", "b"], "score": [0.5, 0.25]}, artifact_file="eval/results.json")
+        mlflow.log_table({"prompt": ["c"], "score": [1.0]}, artifact_file="eval/results.json")
+        mlflow.log_text("generated text\nsecond line", "samples/generation.txt")
+        mlflow.log_dict({"lr": 0.1, "layers": [1, 2]}, "config.yaml")
+    run_id = run.info.run_id
+    keys = {k["key"]: (k["kind"], k["items"]) for k in native(trainlog_server, "GET", f"/runs/{run_id}/media/keys")["keys"]}
+    assert keys == {
+        "val/samples": ("image", 3),
+        "eval/results.json": ("table", 1),
+        "samples/generation.txt": ("text", 1),
+        "config.yaml": ("text", 1),
+    }, keys
+    items = native(trainlog_server, "GET", f"/runs/{run_id}/media?key=val/samples")["items"]
+    assert [(i["step"], i["index"], i["width"], i["height"]) for i in items] == [(0, 0, 32, 24), (5, 0, 32, 24), (5, 1, 32, 24)]
+    from PIL import Image as PILImage
+    import io
+
+    with urllib.request.urlopen(trainlog_server.url + items[1]["url"], timeout=30) as response:
+        assert np.array_equal(np.asarray(PILImage.open(io.BytesIO(response.read()))), images[5]), "the PNG MLflow uploaded"
+    table = native(trainlog_server, "GET", f"/runs/{run_id}/tables?key=eval/results.json")
+    assert table["rows"] == [["a", 0.5], ["b", 0.25], ["c", 1.0]], "MLflow re-logs the whole table; the last one shows"
+    text = native(trainlog_server, "GET", f"/runs/{run_id}/media?key=samples/generation.txt")["items"][0]
+    with urllib.request.urlopen(trainlog_server.url + text["url"], timeout=30) as response:
+        assert response.read().decode() == "generated text\nsecond line"
+    # The files stay MLflow's artifacts too.
+    assert "eval" in {f.path for f in client.list_artifacts(run_id)}

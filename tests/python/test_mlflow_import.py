@@ -6,6 +6,7 @@ through `MlflowClient` and must agree point for point."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -120,6 +121,8 @@ def populate(url: str) -> None:
             if i % 15 == 0:
                 client.log_text(run_id, f"config for {name}-{i}\n", "config/run config.yaml")
                 client.log_dict(run_id, {"i": i, "name": name}, "summary.json")
+                client.log_image(run_id, np.full((6, 8, 3), i, dtype=np.uint8), key="val/samples", step=i)
+                client.log_table(run_id, {"i": [i, i + 1], "name": [name, name]}, "eval/table.json")
             status = "FAILED" if i % 23 == 5 else "KILLED" if i % 29 == 7 else "FINISHED"
             client.set_terminated(run_id, status, end_time=now + i * 1000 + 500)
             if i % 37 == 36:
@@ -278,6 +281,12 @@ def test_import_from_a_running_mlflow_server_and_again(mlflow_server, tmp_path):
         assert len(native.search_runs([native.get_experiment_by_name("vision").experiment_id], max_results=1000)) > 100
         with urllib.request.urlopen(f"{server.url}/api/v1/projects/nlp/runs?limit=1000") as answer:
             assert answer.status == 200
+
+        # Images logged with a key and step, and tables, are media in the copy.
+        probe = next(r for r in native.search_runs([native.get_experiment_by_name("vision").experiment_id], "attributes.run_name = 'vision-15'"))
+        with urllib.request.urlopen(f"{server.url}/api/v1/runs/{probe.info.run_id}/media/keys") as answer:
+            keys = {k["key"]: (k["kind"], k["first_step"]) for k in json.load(answer)["keys"]}
+        assert keys["val/samples"] == ("image", 15) and keys["eval/table.json"] == ("table", 0), keys
 
         # A model loads from the copy by alias and predicts what it did in MLflow.
         sample = np.array([[1.0, 2.0], [3.0, -1.5]])

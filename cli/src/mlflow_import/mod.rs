@@ -337,10 +337,11 @@ impl Import<'_> {
         for key in &run.metric_keys {
             self.metric(run, key)?;
         }
-        let files = self.source.artifact_files(&run.artifact_uri)?;
-        let to = format!("/api/v1/runs/{}/artifacts", run.id);
-        for path in &files {
-            self.artifact(&run.artifact_uri, path, &to, path)?;
+        // Through MLflow's artifact proxy, so images logged with a key and step, tables and text
+        // land in the media store as they do when MLflow's client logs them.
+        for path in &self.source.artifact_files(&run.artifact_uri)? {
+            let to = format!("{experiment_id}/{}/artifacts/{path}", run.id);
+            self.artifact(&run.artifact_uri, path, PROXY, &to)?;
         }
         for model in models {
             self.logged_model_counted(model, experiment_id, &run.id)?;

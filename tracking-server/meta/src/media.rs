@@ -284,6 +284,38 @@ impl MetaStore {
         self.write(|tx| insert_items(tx, run, items, None))
     }
 
+    /// Records an item at the next free index under its key and step, unless an item there
+    /// already names its blob (the same upload sent again); answers the index it holds.
+    pub fn add_media_item(&self, run: &RunId, item: &MediaItem) -> Result<u32> {
+        self.write(|tx| {
+            let same = tx.row(
+                "SELECT idx FROM media_items WHERE run_id = ?1 AND key = ?2 AND step = ?3 AND blob = ?4",
+                vals![run.as_str(), item.key.as_str(), item.step, item.blob.as_str()],
+            )?;
+            if let Some(same) = same {
+                return Ok(same.get::<i64>(0)? as u32);
+            }
+            let next = tx
+                .row(
+                    "SELECT COALESCE(MAX(idx) + 1, 0) FROM media_items WHERE run_id = ?1 AND key = ?2 AND step = ?3",
+                    vals![run.as_str(), item.key.as_str(), item.step],
+                )?
+                .map(|r| r.get::<i64>(0))
+                .transpose()?
+                .unwrap_or(0);
+            if next as usize >= MAX_MEDIA_ITEMS_PER_STEP {
+                return Err(Error::Invalid {
+                    field: "index".into(),
+                    reason: format!("a key holds at most {MAX_MEDIA_ITEMS_PER_STEP} items at one step"),
+                });
+            }
+            let mut item = item.clone();
+            item.index = next as u32;
+            insert_items(tx, run, std::slice::from_ref(&item), None)?;
+            Ok(item.index)
+        })
+    }
+
     /// Records a part of a table (a media item of kind `table` over its Parquet blob) with its
     /// mode, row count and columns. An appended part's columns must be those of the part before
     /// it under the key (409, `columns`, otherwise). Without an index, an appended part takes the

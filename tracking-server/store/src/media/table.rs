@@ -21,6 +21,9 @@ use std::sync::Arc;
 use trainlog_schema::arrow::{SCHEMA_VERSION_KEY, TABLE_PART_SCHEMA_VERSION};
 use trainlog_schema::limits::{MAX_TABLE_COLUMNS, MAX_TABLE_PART_ROWS};
 
+/// A table logged as JSON elsewhere (MLflow's `log_table`) larger than this stays a file.
+pub const MAX_PART_JSON_BYTES: u64 = 64 << 20;
+
 /// The media type of a table part's bytes.
 pub const PARQUET_MIME: &str = "application/vnd.apache.parquet";
 

@@ -130,7 +130,9 @@ async fn upload(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let (run, project_id, rest) = target(&state, &req, &path, Role::Write).await?;
-    crate::routes::artifacts::store_artifact(&state, run, project_id, artifact_path(&rest)?, payload).await?;
+    let path = artifact_path(&rest)?;
+    let row = crate::routes::artifacts::store_artifact(&state, run.clone(), project_id, path.clone(), payload).await?;
+    super::media_door::record(&state, &run, project_id, &path, row.size).await?;
     Ok(HttpResponse::Ok().json(json!({})))
 }
 

@@ -6,6 +6,7 @@
 mod artifacts;
 mod experiments;
 mod logged_models;
+mod media_door;
 mod registry;
 mod runs;
 

@@ -1,0 +1,181 @@
+//! What MLflow's clients log as artifacts that is media to trainlog: `mlflow.log_image(key=,
+//! step=)` images (`images/{key}+step+{step}+timestamp+{ms}+{uuid}.png`, `/` in the key written
+//! `~`), `log_table` tables (JSON with `columns` and `data`), and `log_text` / `log_dict` text.
+//! The artifact is stored first; these are recorded beside it.
+
+use crate::error::{ApiError, Result};
+use crate::state::{meta, State};
+use futures::StreamExt;
+use std::collections::BTreeMap;
+use trainlog_meta::TablePartShape;
+use trainlog_schema::{ArtifactPath, MediaItem, MediaKind, MetricKey, RunId, TableMode};
+use trainlog_store::media::table;
+
+/// Text files larger than this stay artifacts only.
+const MAX_TEXT_BYTES: u64 = 1 << 20;
+
+/// What an uploaded artifact is to the media store.
+#[derive(Debug, PartialEq)]
+enum Door {
+    Image {
+        key: String,
+        step: i64,
+        timestamp_ms: i64,
+    },
+    /// A JSON file that may be a table (`log_table`) or else text (`log_dict`).
+    Json,
+    Text,
+}
+
+/// MLflow's image file name: `{key}{sep}step{sep}{step}{sep}timestamp{sep}{ms}{sep}{uuid}.png`,
+/// with `+` as the separator and `~` for a `/` in the key (MLflow 3), or `%` and `#` (MLflow 2).
+fn image_name(name: &str) -> Option<(String, i64, i64)> {
+    let stem = name.strip_suffix(".png")?;
+    let sep = ['+', '%'].into_iter().find(|s| stem.contains(&format!("{s}step{s}")))?;
+    let parts: Vec<&str> = stem.split(sep).collect();
+    match parts.as_slice() {
+        [key, "step", step, "timestamp", ms, _uuid] => {
+            let slash = if sep == '+' { '~' } else { '#' };
+            Some((key.replace(slash, "/"), step.parse().ok()?, ms.parse().ok()?))
+        }
+        _ => None,
+    }
+}
+
+fn door(path: &str, size: u64) -> Option<Door> {
+    if let Some(name) = path.strip_prefix("images/") {
+        return image_name(name).map(|(key, step, timestamp_ms)| Door::Image { key, step, timestamp_ms });
+    }
+    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase())?;
+    match ext.as_str() {
+        "json" if size <= table::MAX_PART_JSON_BYTES => Some(Door::Json),
+        "txt" | "md" | "log" | "yaml" | "yml" | "json" if size <= MAX_TEXT_BYTES => Some(Door::Text),
+        _ => None,
+    }
+}
+
+/// A PNG's width and height, from its header.
+fn png_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    if bytes.len() < 24 || &bytes[..8] != b"\x89PNG\r\n\x1a\n" || &bytes[12..16] != b"IHDR" {
+        return None;
+    }
+    let be = |at: usize| u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    Some((be(16), be(20)))
+}
+
+fn item(
+    key: MetricKey,
+    step: i64,
+    kind: MediaKind,
+    blob: trainlog_schema::Sha256,
+    mime: &str,
+    timestamp_ms: i64,
+) -> MediaItem {
+    MediaItem {
+        key,
+        step,
+        index: 0,
+        kind,
+        blob,
+        thumbnail: None,
+        mime: mime.into(),
+        width: None,
+        height: None,
+        caption: None,
+        boxes: vec![],
+        masks: vec![],
+        class_labels: BTreeMap::new(),
+        timestamp_ms,
+    }
+}
+
+/// After an artifact of `run` was stored through MLflow's artifact proxy: records it as media
+/// when it is an image logged with a key and step, a table or a text file. A failure to store
+/// or record is answered (the client sends the artifact again); a file that is not what its
+/// name says stays an artifact only.
+pub(crate) async fn record(state: &State, run: &RunId, project_id: i64, path: &ArtifactPath, size: u64) -> Result<()> {
+    let Some(door) = door(path.as_str(), size) else {
+        return Ok(());
+    };
+    let location = trainlog_store::ArtifactStore::location(project_id, run, path)?;
+    let (_, mut body) = state.store.artifacts().download(&location).await?;
+    let mut bytes = Vec::with_capacity(size as usize);
+    while let Some(chunk) = body.next().await {
+        bytes.extend_from_slice(&chunk?);
+    }
+    let media = state.store.media();
+    let now = trainlog_meta::now_ms();
+    match door {
+        Door::Image { key, step, timestamp_ms } => {
+            let Ok(key) = MetricKey::parse("key", &key) else { return Ok(()) };
+            let Some((width, height)) = png_size(&bytes) else { return Ok(()) };
+            let sha = trainlog_store::media::digest(&bytes);
+            media.put_blob(project_id, &sha, "image/png", bytes.into()).await?;
+            let mut image = item(key, step, MediaKind::Image, sha, "image/png", timestamp_ms);
+            (image.width, image.height) = (Some(width), Some(height));
+            let run = run.clone();
+            meta(state, move |m| m.add_media_item(&run, &image)).await?;
+        }
+        Door::Json | Door::Text => {
+            let Ok(key) = MetricKey::parse("key", path.as_str()) else { return Ok(()) };
+            let rows = if door == Door::Json { table_rows(&bytes) } else { None };
+            if let Some((columns, rows)) = rows {
+                let Ok(batch) = web_block(move || table::from_json(&columns, &rows, None)).await? else {
+                    return Ok(());
+                };
+                let shape = TablePartShape {
+                    mode: TableMode::Replace,
+                    rows: batch.num_rows() as u64,
+                    columns: table::columns_json(&batch.schema()),
+                };
+                let encoded = web_block(move || table::encode_part(&batch)).await??;
+                let sha = trainlog_store::media::digest(&encoded);
+                media.put_blob(project_id, &sha, table::PARQUET_MIME, encoded).await?;
+                let part = item(key, 0, MediaKind::Table, sha, table::PARQUET_MIME, now);
+                let run = run.clone();
+                meta(state, move |m| m.put_table_part(&run, &part, &shape, Some(0))).await?;
+            } else if size <= MAX_TEXT_BYTES && std::str::from_utf8(&bytes).is_ok() {
+                let sha = trainlog_store::media::digest(&bytes);
+                let mime = "text/plain; charset=utf-8";
+                media.put_blob(project_id, &sha, mime, bytes.into()).await?;
+                let text = item(key, 0, MediaKind::Text, sha, mime, now);
+                let run = run.clone();
+                meta(state, move |m| m.put_media_items(&run, std::slice::from_ref(&text))).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `log_table`'s JSON (pandas' split orient): `columns` and `data`, rows of a value per column.
+fn table_rows(bytes: &[u8]) -> Option<(Vec<String>, Vec<Vec<serde_json::Value>>)> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let columns =
+        value.get("columns")?.as_array()?.iter().map(|c| c.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>()?;
+    let rows = value.get("data")?.as_array()?.iter().map(|r| r.as_array().cloned()).collect::<Option<Vec<_>>>()?;
+    Some((columns, rows))
+}
+
+async fn web_block<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    actix_web::web::block(f).await.map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mlflow_image_names_give_their_key_and_step() {
+        assert_eq!(
+            image_name("val~samples+step+12+timestamp+1700000000000+0f3c.png"),
+            Some(("val/samples".into(), 12, 1_700_000_000_000))
+        );
+        assert_eq!(image_name("a#k%step%3%timestamp%5%u.png"), Some(("a/k".into(), 3, 5)));
+        assert_eq!(image_name("k+step+3+timestamp+5+u+compressed.webp"), None);
+        assert_eq!(image_name("plain.png"), None);
+        assert_eq!(door("table.json", 10), Some(Door::Json));
+        assert_eq!(door("notes.txt", 10), Some(Door::Text));
+        assert_eq!(door("model.bin", 10), None);
+        assert_eq!(door("notes.txt", MAX_TEXT_BYTES + 1), None);
+    }
+}
