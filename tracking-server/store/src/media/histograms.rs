@@ -1,16 +1,12 @@
 //! A run's histograms as Parquet, `projects/{project_id}/media/runs/{run_id}/histograms.parquet`:
 //! a row per key and step with its bin edges and counts as lists, sorted by key and step.
 
-use crate::{Error, Result};
+use crate::Result;
 use arrow_array::builder::{Float64Builder, ListBuilder};
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use bytes::Bytes;
 use object_store::path::Path as ObjectPath;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
 use std::collections::HashMap;
 use std::sync::Arc;
 use trainlog_schema::arrow::{HISTOGRAMS_SCHEMA_VERSION, SCHEMA_VERSION_KEY};
@@ -65,16 +61,5 @@ pub fn encode(run: &RunId, rows: &[Histogram]) -> Result<Bytes> {
         list(&|h| &h.counts),
     ];
     let batch = RecordBatch::try_new(schema(), columns)?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(Error::Parquet)?))
-        .set_key_value_metadata(Some(vec![KeyValue::new(
-            SCHEMA_VERSION_KEY.to_owned(),
-            HISTOGRAMS_SCHEMA_VERSION.to_string(),
-        )]))
-        .build();
-    let mut buf = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))?;
-    writer.write(&batch)?;
-    writer.close()?;
-    Ok(Bytes::from(buf))
+    super::parquet_bytes(&batch, HISTOGRAMS_SCHEMA_VERSION)
 }

@@ -3,7 +3,7 @@
 //! thumbnail and its masks, with its boxes and class labels as nested columns.
 
 use super::blob_location;
-use crate::{Error, Result};
+use crate::Result;
 use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::{
     ArrayRef, Int32Array, Int64Array, ListArray, RecordBatch, StringArray, StructArray, TimestampMillisecondArray,
@@ -11,10 +11,6 @@ use arrow_array::{
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field, Fields, Schema, TimeUnit};
 use bytes::Bytes;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
 use std::collections::HashMap;
 use std::sync::Arc;
 use trainlog_meta::MediaRow;
@@ -167,16 +163,5 @@ pub fn record_batch(project_id: i64, run: &RunId, rows: &[MediaRow]) -> Result<R
 /// The index as Parquet bytes (zstd, the schema version in the key-value metadata).
 pub fn encode(project_id: i64, run: &RunId, rows: &[MediaRow]) -> Result<Bytes> {
     let batch = record_batch(project_id, run, rows)?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(Error::Parquet)?))
-        .set_key_value_metadata(Some(vec![KeyValue::new(
-            SCHEMA_VERSION_KEY.to_owned(),
-            MEDIA_INDEX_SCHEMA_VERSION.to_string(),
-        )]))
-        .build();
-    let mut buf = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))?;
-    writer.write(&batch)?;
-    writer.close()?;
-    Ok(Bytes::from(buf))
+    super::parquet_bytes(&batch, MEDIA_INDEX_SCHEMA_VERSION)
 }

@@ -35,6 +35,26 @@ pub fn index_location(project_id: i64, run: &RunId) -> ObjectPath {
     ObjectPath::from(format!("projects/{project_id}/media/runs/{run}/index.parquet"))
 }
 
+/// A record batch as Parquet bytes, as every media file is written: zstd, and `version` under
+/// the schema-version key of the key-value metadata.
+pub(crate) fn parquet_bytes(batch: &arrow_array::RecordBatch, version: u32) -> Result<Bytes> {
+    use parquet::basic::{Compression, ZstdLevel};
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(Error::Parquet)?))
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            trainlog_schema::arrow::SCHEMA_VERSION_KEY.to_owned(),
+            version.to_string(),
+        )]))
+        .build();
+    let mut buf = Vec::new();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))?;
+    writer.write(batch)?;
+    writer.close()?;
+    Ok(Bytes::from(buf))
+}
+
 /// The SHA-256 of `bytes`, the address they are stored at.
 pub fn digest(bytes: &[u8]) -> Sha256 {
     Sha256::from_trusted(crate::artifacts::hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref()))

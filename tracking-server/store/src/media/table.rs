@@ -11,14 +11,10 @@ use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchReader,
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
 use serde_json::{json, Value as Json};
 use std::cmp::Ordering;
 use std::sync::Arc;
-use trainlog_schema::arrow::{SCHEMA_VERSION_KEY, TABLE_PART_SCHEMA_VERSION};
+use trainlog_schema::arrow::TABLE_PART_SCHEMA_VERSION;
 use trainlog_schema::limits::{MAX_TABLE_COLUMNS, MAX_TABLE_PART_ROWS};
 
 /// A table logged as JSON elsewhere (MLflow's `log_table`) larger than this stays a file.
@@ -171,18 +167,7 @@ pub fn from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
 /// A part as Parquet bytes (zstd, the layout's version in the key-value metadata). The same
 /// part encodes to the same bytes, so a part sent again is the same blob.
 pub fn encode_part(batch: &RecordBatch) -> Result<Bytes> {
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(Error::Parquet)?))
-        .set_key_value_metadata(Some(vec![KeyValue::new(
-            SCHEMA_VERSION_KEY.to_owned(),
-            TABLE_PART_SCHEMA_VERSION.to_string(),
-        )]))
-        .build();
-    let mut buf = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))?;
-    writer.write(batch)?;
-    writer.close()?;
-    Ok(Bytes::from(buf))
+    super::parquet_bytes(batch, TABLE_PART_SCHEMA_VERSION)
 }
 
 /// A stored part read back.
