@@ -90,7 +90,7 @@ fn a_catalog_prices_nodes_by_the_date_their_attempt_started() {
     );
     assert!((again["job"]["cost_usd"].as_f64().unwrap() - 21.957642).abs() < 1e-9, "{}", again["job"]);
 
-    // The installation's own rate wins over the catalog; a price the user gave wins over both.
+    // The installation's own rate wins over the catalog; a price the job reports wins over neither.
     cli(&s, &["prices", "set", "--usd-per-gpu-hour", "1.25", "--cluster", "lab", "--valid-from", &long_ago]);
     let lab = run_on(
         &s,
@@ -104,13 +104,29 @@ fn a_catalog_prices_nodes_by_the_date_their_attempt_started() {
         lab["price_source"].as_str().unwrap_or_default().starts_with("installation rate: 4 x lab at $1.25/GPU-hour"),
         "{lab}"
     );
-    let mut given = json!({"rank": 0, "world_size": 1, "host": "given", "started_ms": now - HOUR, "cloud": "aws",
-        "instance_type": "p4d.24xlarge", "region": "us-east-1", "zone": "us-east-1a",
-        "node": {"gpus": 8, "gpu_names": ["NVIDIA A100-SXM4-40GB"], "usd_per_hour": 3.0, "price_source": "cost per hour given to the SDK"}});
-    given["node"]["gpu_names"] = json!(vec!["NVIDIA A100-SXM4-40GB"; 8]);
-    assert_eq!(s.post("/runs", &json!({"id": "given", "project": "priced", "process": given})).0, 201);
+    let reported = |id: &str, instance: &str, gpus: i64, usd: f64| {
+        let process = json!({"rank": 0, "world_size": 1, "host": id, "started_ms": now, "cloud": "aws",
+            "instance_type": instance, "region": "us-east-1", "zone": "us-east-1a",
+            "node": {"gpus": gpus, "gpu_names": ["NVIDIA A100-SXM4-40GB"], "usd_per_hour": usd,
+                     "price_source": "cost per hour given to the SDK"}});
+        s.post("/runs", &json!({"id": id, "project": "priced", "process": process}))
+    };
+    assert_eq!(reported("given", "p4d.24xlarge", 8, 0.0).0, 201);
     let (_, run) = s.get("/runs/given");
-    assert_eq!(run["attempts"][0]["nodes"][0]["usd_per_hour"].as_f64(), Some(3.0));
+    let node = &run["attempts"][0]["nodes"][0];
+    assert_eq!(node["usd_per_hour"].as_f64(), Some(30.0), "the catalog's price, not the job's $0: {node}");
+    assert!(node["price_source"].as_str().unwrap_or_default().ends_with("; the job reported $0/h, not used"), "{node}");
+    assert_eq!(reported("own", "p9.huge", 8, 3.0).0, 201);
+    let (_, run) = s.get("/runs/own");
+    let node = &run["attempts"][0]["nodes"][0];
+    assert_eq!(node["usd_per_hour"].as_f64(), Some(3.0), "no catalog price: the job's own is used: {node}");
+    assert_eq!(node["price_source"], "reported by the job: $3/h (cost per hour given to the SDK)");
+    // Within bounds: no node of 2^62 GPUs, no price of 1e300 dollars an hour.
+    let (status, body) = reported("huge", "p9.huge", 1 << 62, 1.0);
+    assert_eq!((status, &body["error"]["field"]), (400, &json!("process.node.gpus")), "{body}");
+    let (status, body) = reported("dear", "p9.huge", 8, 1e300);
+    assert_eq!((status, &body["error"]["field"]), (400, &json!("process.node.usd_per_hour")), "{body}");
+    assert_eq!(s.get("/runs/huge").0, 404, "a refused run is not half-written");
 
     let listed = cli(&s, &["prices", "list"]);
     assert!(listed.contains("p4d.24xlarge") && listed.contains("30") && listed.contains("lab"), "{listed}");

@@ -219,19 +219,28 @@ pub(crate) fn join_in(tx: &dyn Db, run: &str, p: &ProcessJoin) -> Result<Joined>
     )?;
     if let Some(node) = &p.node {
         let names = serde_json::to_string(&node.gpu_names).unwrap_or_else(|_| "[]".into());
-        // The installation's prices win over the SDK's shipped table, never over a price the
-        // user gave; they are the ones valid when the attempt started.
-        let (mut usd_per_hour, mut price_source) = (node.usd_per_hour, node.price_source.clone());
-        if usd_per_hour.is_none() || price_source.as_deref().is_some_and(|s| s.starts_with("price table")) {
-            let attempt_start: i64 = tx
-                .row("SELECT start_ms FROM run_attempts WHERE run_id = ?1 AND number = ?2", vals![run, attempt])?
-                .map(|r| r.get(0))
-                .transpose()?
-                .unwrap_or(started);
-            if let Some((usd, source)) = crate::prices::price_node(tx, p, node.gpus, &node.gpu_names, attempt_start)? {
-                (usd_per_hour, price_source) = (Some(usd), Some(source));
-            }
-        }
+        // Money is the admins': the installation's catalog (valid when the attempt started)
+        // prices the node whenever it can, whatever the job says; a price the job reports is
+        // used only where the catalog has none, and its source says so.
+        let attempt_start: i64 = tx
+            .row("SELECT start_ms FROM run_attempts WHERE run_id = ?1 AND number = ?2", vals![run, attempt])?
+            .map(|r| r.get(0))
+            .transpose()?
+            .unwrap_or(started);
+        let reported = node.usd_per_hour.map(|usd| {
+            let from = node.price_source.as_deref().filter(|s| !s.is_empty()).unwrap_or("no source given");
+            (usd, format!("reported by the job: ${usd}/h ({from})"))
+        });
+        let (usd_per_hour, price_source) =
+            match crate::prices::price_node(tx, p, node.gpus, &node.gpu_names, attempt_start)? {
+                Some((usd, source)) => match &reported {
+                    Some((theirs, _)) if *theirs != usd => {
+                        (Some(usd), Some(format!("{source}; the job reported ${theirs}/h, not used")))
+                    }
+                    _ => (Some(usd), Some(source)),
+                },
+                None => reported.map_or((None, None), |(usd, source)| (Some(usd), Some(source))),
+            };
         tx.exec(
             "DELETE FROM run_nodes WHERE run_id = ?1 AND attempt = ?2 AND node_rank = ?3",
             vals![run, attempt, p.node_rank],
@@ -256,6 +265,12 @@ pub(crate) fn join_in(tx: &dyn Db, run: &str, p: &ProcessJoin) -> Result<Joined>
     Ok(Joined { attempt, new_attempt: starts_new })
 }
 
+/// The most GPUs one node may report (the largest single systems hold 72).
+pub const MAX_NODE_GPUS: i64 = 1024;
+/// The highest price per hour a job may report for its node (clouds' largest GPU instances
+/// cost about $100 an hour).
+pub const MAX_NODE_USD_PER_HOUR: f64 = 10_000.0;
+
 fn check_join(p: &ProcessJoin) -> Result<()> {
     let invalid = |field: &str, reason: String| Err(Error::Invalid { field: format!("process.{field}"), reason });
     if p.world_size < 1 {
@@ -277,11 +292,14 @@ fn check_join(p: &ProcessJoin) -> Result<()> {
         return invalid("local_rank", format!("a local rank is at least 0, got {}", p.local_rank));
     }
     if let Some(node) = &p.node {
-        if node.gpus < 0 {
-            return invalid("node.gpus", format!("a GPU count is at least 0, got {}", node.gpus));
+        if !(0..=MAX_NODE_GPUS).contains(&node.gpus) {
+            return invalid("node.gpus", format!("a node has 0 to {MAX_NODE_GPUS} GPUs, got {}", node.gpus));
         }
-        if node.usd_per_hour.is_some_and(|u| !u.is_finite() || u < 0.0) {
-            return invalid("node.usd_per_hour", "a price is a finite number of at least 0".into());
+        if node.usd_per_hour.is_some_and(|u| !u.is_finite() || !(0.0..=MAX_NODE_USD_PER_HOUR).contains(&u)) {
+            return invalid(
+                "node.usd_per_hour",
+                format!("a node's price is a finite number of dollars from 0 to {MAX_NODE_USD_PER_HOUR} an hour"),
+            );
         }
     }
     Ok(())
