@@ -35,7 +35,7 @@ macro_rules! string_newtype {
 }
 
 /// A run's id: 1 to 64 characters from `[A-Za-z0-9_-]`, safe inside an object path.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RunId(String);
 string_newtype!(RunId);
 
@@ -76,7 +76,7 @@ fn check_text(field: &str, s: &str, what: &str, max: usize) -> Result<()> {
 }
 
 /// A project's name (also a registered model's): 1 to 500 characters of printable text.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProjectName(String);
 string_newtype!(ProjectName);
 
@@ -92,7 +92,7 @@ impl ProjectName {
 
 /// A saved view's name: 1 to 100 characters, no control characters, not only whitespace.
 /// Spaces at either end are kept: the name is the UI's, as typed.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ViewName(String);
 string_newtype!(ViewName);
 
@@ -116,7 +116,7 @@ impl ViewName {
 }
 
 /// A metric key such as `train/loss` or `sys/gpu.0.util`: 1 to 250 characters of printable text.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MetricKey(String);
 string_newtype!(MetricKey);
 
@@ -133,7 +133,7 @@ impl MetricKey {
 
 /// A param key; nested configs are flattened into dotted keys such as `model.depth`. 1 to 250
 /// characters of printable text.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ParamKey(String);
 string_newtype!(ParamKey);
 
@@ -148,7 +148,7 @@ impl ParamKey {
 }
 
 /// A tag key: 1 to 250 characters of printable text.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TagKey(String);
 string_newtype!(TagKey);
 
@@ -164,7 +164,7 @@ impl TagKey {
 
 /// A file's path inside a run's artifacts: relative, `/`-separated, no empty, `.` or `..`
 /// segment, no NUL, backslash or control character; at most 1024 characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ArtifactPath(String);
 string_newtype!(ArtifactPath);
 
@@ -210,6 +210,19 @@ impl ArtifactPath {
     }
 }
 
+/// A name's debug form is its text, quoted, as a `String`'s: messages that print one with `{:?}`
+/// never show the type (`ProjectName("x")`).
+macro_rules! debug_as_text {
+    ($($name:ident),*) => {$(
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Debug::fmt(&self.0, f)
+            }
+        }
+    )*};
+}
+debug_as_text!(RunId, ProjectName, ViewName, MetricKey, ParamKey, TagKey, ArtifactPath);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,6 +235,13 @@ mod tests {
         for bad in ["", "   ", "a\nb", "tab\t", "\u{7f}", &"x".repeat(101)] {
             assert_eq!(ViewName::parse("view", bad).unwrap_err().field, "view", "{bad:?}");
         }
+    }
+
+    #[test]
+    fn names_print_as_their_quoted_text() {
+        let name = ProjectName::parse("project", "secret").unwrap();
+        assert_eq!(format!("project {name:?}"), "project \"secret\"");
+        assert_eq!(format!("{:?}", RunId::parse("id", "r1").unwrap()), "\"r1\"");
     }
 
     #[test]

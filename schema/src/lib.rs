@@ -11,7 +11,7 @@ mod points;
 
 pub use histogram::{Histogram, TableMode};
 pub use ids::{ArtifactPath, MetricKey, ParamKey, ProjectName, RunId, TagKey, ViewName};
-pub use media::{parse_mime, BoxDomain, MediaBox, MediaItem, MediaKind, MediaMask, Sha256};
+pub use media::{mime_essence, parse_mime, BoxDomain, MediaBox, MediaItem, MediaKind, MediaMask, Sha256};
 pub use params::{flatten_params, ParamValue};
 pub use points::{
     json_f64, parse_non_finite, BatchPoint, MetricPoint, MetricSummary, PointBatch, RunStatus, COST_PREFIX,

@@ -86,14 +86,28 @@ impl fmt::Display for Sha256 {
 /// A media type such as `image/png`: `type/subtype`, printable ASCII without spaces.
 pub fn parse_mime(field: &str, s: &str) -> Result<String> {
     check_len(field, "a media type", s, MAX_MEDIA_MIME_CHARS)?;
-    let valid = s.split_once('/').is_some_and(|(t, sub)| {
-        let token = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_graphic() && b != b'/');
-        token(t) && !sub.is_empty() && sub.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
-    });
+    let token =
+        |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    let mut parts = s.split(';');
+    let essence = parts.next().unwrap_or("").trim();
+    let valid = essence.split_once('/').is_some_and(|(t, sub)| token(t) && token(sub))
+        && parts
+            .all(|p| p.trim().split_once('=').is_some_and(|(name, value)| token(name.trim()) && token(value.trim())));
     if !valid {
-        return Err(Error::new(field, format!("a media type is type/subtype, such as image/png, got {s:?}")));
+        return Err(Error::new(
+            field,
+            format!(
+                "a media type is type/subtype with name=value parameters, such as text/plain; charset=utf-8, got {s:?}"
+            ),
+        ));
     }
     Ok(s.to_ascii_lowercase())
+}
+
+/// The `type/subtype` of a media type that [`parse_mime`] takes, without its parameters; None
+/// for one it refuses.
+pub fn mime_essence(mime: &str) -> Option<String> {
+    parse_mime("mime", mime).ok().map(|m| m.split(';').next().unwrap_or("").trim().to_owned())
 }
 
 /// Whether a box's coordinates are in pixels or fractions of the image's width and height.
@@ -263,6 +277,13 @@ mod tests {
         assert!(parse_mime("mime", "png").is_err());
         assert!(parse_mime("mime", "image/").is_err());
         assert!(parse_mime("mime", "text/plain; charset=utf-8").is_ok());
+        for bad in
+            ["text/plain;x=1,text/html", "text/plain, text/html", "text/html;x=\"a\"", "text/ plain", "text/plain;x"]
+        {
+            assert!(parse_mime("mime", bad).is_err(), "{bad}");
+        }
+        assert_eq!(mime_essence("Text/Plain ; Charset=UTF-8").as_deref(), Some("text/plain"));
+        assert_eq!(mime_essence("text/plain;x=1,text/html"), None);
     }
 
     #[test]

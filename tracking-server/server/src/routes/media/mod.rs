@@ -190,11 +190,12 @@ pub(crate) async fn media_steps(state: State, path: web::Path<String>, req: Http
 }
 
 /// Media types a browser may show in place; any other blob is served as an attachment.
-fn shown_inline(mime: &str) -> bool {
-    matches!(mime, "image/png" | "image/jpeg" | "image/gif" | "image/webp" | "image/bmp" | "image/avif" | "text/plain")
-        || mime.starts_with("text/plain;")
-        || mime.starts_with("audio/")
-        || mime.starts_with("video/")
+fn shown_inline(essence: &str) -> bool {
+    matches!(
+        essence,
+        "image/png" | "image/jpeg" | "image/gif" | "image/webp" | "image/bmp" | "image/avif" | "text/plain"
+    ) || essence.starts_with("audio/")
+        || essence.starts_with("video/")
 }
 
 /// Read a blob that one of the run's items names. Blobs never change: the answer carries an
@@ -233,14 +234,16 @@ pub(crate) async fn get_blob(
         }
         Err(e) => return Err(e.into()),
     };
+    // A media type stored before types were checked strictly is served as plain bytes.
+    let essence = trainlog_schema::mime_essence(&blob.mime);
     let mut answer = HttpResponse::Ok();
     answer
-        .content_type(blob.mime.as_str())
+        .content_type(if essence.is_some() { blob.mime.as_str() } else { "application/octet-stream" })
         .insert_header((header::ETAG, etag))
         .insert_header(cache)
         // Bytes from a client are never a page of this origin, whatever their media type says.
         .insert_header((header::CONTENT_SECURITY_POLICY, "sandbox; default-src 'none'"));
-    if !shown_inline(&blob.mime) {
+    if !essence.as_deref().is_some_and(shown_inline) {
         answer.insert_header((header::CONTENT_DISPOSITION, "attachment"));
     }
     Ok(answer.no_chunking(size).streaming(body.map(|chunk| chunk.map_err(|e| ApiError::Internal(e.to_string())))))
