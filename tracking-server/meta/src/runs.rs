@@ -334,9 +334,6 @@ pub(crate) fn create_run_in(tx: &dyn Db, new: &NewRun) -> Result<(RunId, bool, O
         }
     }
     if let (Some(id), Some((project_id, deleted))) = (&new.id, existing) {
-        if deleted != 0 {
-            return Err(Error::Conflict { field: "id".into(), reason: format!("run {id} was deleted") });
-        }
         let project_name: String =
             one(tx.row("SELECT name FROM projects WHERE id = ?1", vals![project_id])?, "a run's project")?.get(0)?;
         if let Some(actor) = &new.actor {
@@ -345,6 +342,9 @@ pub(crate) fn create_run_in(tx: &dyn Db, new: &NewRun) -> Result<(RunId, bool, O
                 return Err(not_found(format!("run {id}")));
             }
             crate::roles::check(actor, Scope::Project, &project_name, has, Role::Write)?;
+        }
+        if deleted != 0 {
+            return Err(Error::Conflict { field: "id".into(), reason: format!("run {id} was deleted") });
         }
         if !new.resume {
             return Err(Error::Conflict {
@@ -388,7 +388,19 @@ pub(crate) fn create_run_in(tx: &dyn Db, new: &NewRun) -> Result<(RunId, bool, O
     };
     let project = ensure_project_in(tx, project.as_str(), new.actor.as_ref(), Role::Write)?;
     if let Some(parent) = &new.parent_id {
-        if !tx.exists("SELECT 1 FROM runs WHERE id = ?1", vals![parent.as_str()])? {
+        // A parent the caller may not read is not found, exactly as one that does not exist.
+        let parent_project: Option<i64> = tx
+            .row("SELECT project_id FROM runs WHERE id = ?1", vals![parent.as_str()])?
+            .map(|r| r.get(0))
+            .transpose()?;
+        let readable = match (parent_project, &new.actor) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(project_id), Some(actor)) => {
+                crate::roles::role_in(tx, actor, Scope::Project, project_id)? >= Role::Read
+            }
+        };
+        if !readable {
             return Err(not_found(format!("parent run {parent}")));
         }
     }

@@ -178,19 +178,49 @@ pub fn decode_part(bytes: Bytes) -> Result<RecordBatch> {
     Ok(arrow_select::concat::concat_batches(&schema, &batches)?)
 }
 
-/// Parts joined in order; the first part's schema names the columns (appended parts were
-/// checked to have the same).
+/// Parts joined in order, their columns matched by name: a column a part lacks is null in its
+/// rows, and a column whose type differs between parts reads as text in all of them. Parts may
+/// arrive in any order (a `replace` part at an earlier step than an append written after another
+/// base), and every order reads.
 pub fn join(parts: &[RecordBatch]) -> Result<RecordBatch> {
-    let schema: SchemaRef = match parts.first() {
-        Some(first) => first.schema(),
-        None => Arc::new(Schema::empty()),
-    };
-    let parts = parts
+    let mut fields: Vec<Field> = Vec::new();
+    for part in parts {
+        for f in part.schema().fields() {
+            match fields.iter_mut().find(|known| known.name() == f.name()) {
+                Some(known) if known.data_type() != f.data_type() => {
+                    *known = Field::new(f.name(), DataType::Utf8, true);
+                }
+                Some(known) if f.is_nullable() => known.set_nullable(true),
+                Some(_) => {}
+                None => fields.push(f.as_ref().clone()),
+            }
+        }
+    }
+    for field in &mut fields {
+        if parts.iter().any(|p| p.column_by_name(field.name()).is_none()) {
+            field.set_nullable(true);
+        }
+    }
+    let schema: SchemaRef = Arc::new(Schema::new(fields.clone()));
+    let aligned = parts
         .iter()
-        .map(|p| RecordBatch::try_new(schema.clone(), p.columns().to_vec()))
+        .map(|part| {
+            let columns = fields
+                .iter()
+                .map(|field| match part.column_by_name(field.name()) {
+                    Some(column) if column.data_type() == field.data_type() => column.clone(),
+                    Some(column) => Arc::new(arrow_array::StringArray::from(
+                        cells(column).iter().map(|c| (*c != Cell::Null).then(|| c.text())).collect::<Vec<_>>(),
+                    )) as ArrayRef,
+                    None => arrow_array::new_null_array(field.data_type(), part.num_rows()),
+                })
+                .collect();
+            let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(part.num_rows()));
+            RecordBatch::try_new_with_options(schema.clone(), columns, &options)
+        })
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| Error::Corrupt(format!("a table's parts do not share their columns: {e}")))?;
-    Ok(arrow_select::concat::concat_batches(&schema, &parts)?)
+        .map_err(|e| Error::Corrupt(format!("a table's parts could not be joined: {e}")))?;
+    Ok(arrow_select::concat::concat_batches(&schema, &aligned)?)
 }
 
 /// How rows are compared with a filter's value.
@@ -464,5 +494,20 @@ mod tests {
         let ipc = ipc_stream(&part).unwrap();
         assert_eq!(from_ipc(&ipc).unwrap(), part);
         assert!(from_ipc(b"not arrow").is_err());
+    }
+
+    #[test]
+    fn parts_with_other_columns_join_by_name_whatever_order_they_came_in() {
+        let part = |columns: &[&str], row: Vec<Json>| {
+            from_json(&columns.iter().map(|c| c.to_string()).collect::<Vec<_>>(), &[row], None).unwrap()
+        };
+        // A replace part at step 5 that arrived after an append at step 10 made against step 0.
+        let replaced = part(&["name", "score"], vec![json!("a"), json!("high")]);
+        let appended = part(&["id", "score"], vec![json!(7), json!(0.5)]);
+        let whole = join(&[replaced, appended]).unwrap();
+        let names: Vec<&str> = whole.schema().fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, vec!["name", "score", "id"]);
+        assert_eq!(rows_json(&whole), vec![json!(["a", "high", null]), json!([null, "0.5", 7])]);
+        assert_eq!(join(&[]).unwrap().num_rows(), 0);
     }
 }
