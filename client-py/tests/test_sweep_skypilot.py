@@ -47,6 +47,7 @@ print(json.dumps({
     "run": task.run,
     "setup": task.setup,
     "workdir": task.workdir,
+    "file_mounts": task.file_mounts,
     "envs": dict(task.envs),
     "secrets": plain(task.secrets),
     "secret_refs": [r.name for r in task.managed_secret_refs],
@@ -87,9 +88,16 @@ def sweep_id(client_env: dict, tmp_path: Path) -> str:
 def test_skypilot_task_is_read_by_skypilot(client_env: dict, sweep_id: str, tmp_path: Path) -> None:
     env = dict(os.environ, TRAINLOG_API_KEY="tl_secret_value_never_in_the_file")
     task_file = tmp_path / "sweep-sky.yaml"
+    wheel = tmp_path / "trainlog-0.1.0-cp39-abi3-manylinux_2_34_x86_64.whl"
+    wheel.write_bytes(b"PK")
+    # Nothing names a package to install: the task refuses to guess, since `trainlog` on PyPI is
+    # another project.
+    unsaid = cli(env, "sweep", "skypilot", sweep_id, "--gpus", "A100:1")
+    assert unsaid.returncode != 0 and "--wheel" in unsaid.stderr and "PyPI" in unsaid.stderr
     made = cli(env, "sweep", "skypilot", sweep_id, "--gpus", "A100:2", "--gpus-per-trial", "1", "--spot",
                "--cloud", "aws", "--region", "us-east-1", "--workers", "3",
-               "--job-server", "https://trainlog.example:7310", "--workdir", ".", "--output", str(task_file))
+               "--job-server", "https://trainlog.example:7310", "--workdir", ".", "--output", str(task_file),
+               "--wheel", str(wheel))
     assert made.returncode == 0, made.stderr
     name = f"trainlog-sweep-{sweep_id.lower()}"
     assert f"sky jobs launch --num-jobs 3 -n {name} {task_file} --secret TRAINLOG_API_KEY" in made.stdout
@@ -105,7 +113,9 @@ def test_skypilot_task_is_read_by_skypilot(client_env: dict, sweep_id: str, tmp_
     assert (task["cloud"], task["region"]) == ("AWS", "us-east-1")
     assert task["run"] == ('trainlog agent "$TRAINLOG_SWEEP_ID" --gpus all --gpus-per-trial 1 '
                            '--name "$(hostname):$SKYPILOT_TASK_ID"')
-    assert (task["setup"], task["workdir"]) == ("pip install trainlog", ".")
+    remote = "~/.trainlog-wheels/" + wheel.name
+    assert (task["setup"], task["workdir"]) == (f"pip install {remote}", ".")
+    assert task["file_mounts"] == {remote: str(wheel)}
     assert task["envs"] == {"TRAINLOG_SERVER": "https://trainlog.example:7310", "TRAINLOG_SWEEP_ID": sweep_id}
     # The key is only named: no value in the file, one given at launch with --secret.
     assert (task["secrets"], task["secret_refs"]) == ({}, ["TRAINLOG_API_KEY"])

@@ -100,9 +100,11 @@ pub struct TaskOptions {
     /// A container image (`resources.image_id: docker:IMAGE`) holding the trial's code and
     /// trainlog.
     pub image: Option<String>,
-    /// Commands that install trainlog (and the trial's dependencies); None: `pip install
-    /// trainlog`, or nothing with an image.
+    /// Commands that install the trial's dependencies (and trainlog, without `wheel` or an image).
     pub setup: Option<String>,
+    /// A trainlog wheel on this machine (`maturin build --release` in client-py/): uploaded to
+    /// each node (`file_mounts`) and installed there before `setup`.
+    pub wheel: Option<String>,
     /// A folder SkyPilot uploads and runs the agent in (the trial's code).
     pub workdir: Option<String>,
     /// Agents to launch: one managed job each (`--num-jobs`), named in the file's comments.
@@ -166,10 +168,21 @@ pub fn task(o: &TaskOptions) -> Result<Value, String> {
     if let Some(image) = &o.image {
         resources.insert("image_id".into(), json!(format!("docker:{image}")));
     }
-    let setup = match (&o.setup, &o.image) {
-        (Some(setup), _) => Some(setup.clone()).filter(|s| !s.trim().is_empty()),
-        (None, Some(_)) => None,
-        (None, None) => Some("pip install trainlog".to_owned()),
+    let wheel = o.wheel.as_deref().map(wheel_mount).transpose()?;
+    let setup = match (&wheel, &o.setup, &o.image) {
+        (Some((remote, _)), setup, _) => Some(match setup.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+            Some(setup) => format!("pip install {remote}\n{setup}"),
+            None => format!("pip install {remote}"),
+        }),
+        (None, Some(setup), _) => Some(setup.clone()).filter(|s| !s.trim().is_empty()),
+        (None, None, Some(_)) => None,
+        // The name `trainlog` on PyPI belongs to another project: nothing installs it by name.
+        (None, None, None) => {
+            return Err("say how the nodes get trainlog: --wheel PATH (a wheel built with `maturin build --release` \
+                        in client-py/), --image IMAGE (an image holding it), or --setup COMMANDS. The name \
+                        trainlog on PyPI is another project's, so the task never installs it by name"
+                .into())
+        }
     };
     // The sweep and the name come from variables, so nothing here needs shell quoting.
     let run = format!("trainlog agent \"$TRAINLOG_SWEEP_ID\" {slots} --name \"$(hostname):$SKYPILOT_TASK_ID\"");
@@ -185,6 +198,9 @@ pub fn task(o: &TaskOptions) -> Result<Value, String> {
     if let Some(workdir) = &o.workdir {
         task["workdir"] = json!(workdir);
     }
+    if let Some((remote, local)) = wheel {
+        task["file_mounts"] = json!({ remote: local });
+    }
     if let Some(setup) = setup {
         task["setup"] = json!(setup);
     }
@@ -193,7 +209,19 @@ pub fn task(o: &TaskOptions) -> Result<Value, String> {
 }
 
 /// Every field `task` may set, in the order the file shows them.
-const FIELD_ORDER: [&str; 8] = ["name", "num_nodes", "resources", "workdir", "envs", "secrets", "setup", "run"];
+const FIELD_ORDER: [&str; 9] =
+    ["name", "num_nodes", "resources", "workdir", "file_mounts", "envs", "secrets", "setup", "run"];
+
+/// Where a wheel lands on a node, and its path here: its file name must be a wheel's
+/// (`NAME-VERSION-TAGS.whl`, letters, digits, `.`, `_`, `-`, `+`), which needs no shell quoting.
+fn wheel_mount(local: &str) -> Result<(String, String), String> {
+    let name = std::path::Path::new(local).file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+'));
+    if !name.ends_with(".whl") || !plain || name.len() <= 4 {
+        return Err(format!("--wheel {local:?}: expected a wheel file, NAME-VERSION-TAGS.whl"));
+    }
+    Ok((format!("~/.trainlog-wheels/{name}"), local.to_owned()))
+}
 
 /// The task file: comment lines on how to launch it, then the task (JSON, which is YAML).
 pub fn task_yaml(o: &TaskOptions) -> Result<String, String> {
@@ -239,6 +267,7 @@ mod tests {
             region: Some("us-east-1".into()),
             image: None,
             setup: None,
+            wheel: Some("target/wheels/trainlog-0.1.0-cp39-abi3-manylinux_2_34_x86_64.whl".into()),
             workdir: Some(".".into()),
             workers: 4,
             api_key: true,
@@ -279,7 +308,28 @@ mod tests {
             json!({"TRAINLOG_SERVER": "https://trainlog.example:7310", "TRAINLOG_SWEEP_ID": "Ab12cd"})
         );
         assert_eq!(t["secrets"], json!({"TRAINLOG_API_KEY": null}));
-        assert_eq!((t["setup"].as_str(), t["workdir"].as_str()), (Some("pip install trainlog"), Some(".")));
+        let remote = "~/.trainlog-wheels/trainlog-0.1.0-cp39-abi3-manylinux_2_34_x86_64.whl";
+        assert_eq!((t["setup"].as_str(), t["workdir"].as_str()), (Some(&*format!("pip install {remote}")), Some(".")));
+        assert_eq!(
+            t["file_mounts"],
+            json!({ remote: "target/wheels/trainlog-0.1.0-cp39-abi3-manylinux_2_34_x86_64.whl" })
+        );
+    }
+
+    #[test]
+    fn nothing_is_installed_by_a_name_the_project_does_not_own() {
+        let none = TaskOptions { wheel: None, ..options() };
+        let why = task(&none).unwrap_err();
+        assert!(why.contains("--wheel") && why.contains("PyPI"), "{why}");
+        for o in [options(), TaskOptions { wheel: None, setup: Some("pip install -r r.txt".into()), ..options() }] {
+            let setup = task(&o).unwrap()["setup"].as_str().unwrap_or("").to_owned();
+            assert!(!setup.split_whitespace().any(|w| w == "trainlog"), "{setup}");
+        }
+        let both = task(&TaskOptions { setup: Some("pip install -r r.txt".into()), ..options() }).unwrap();
+        assert!(both["setup"].as_str().unwrap().ends_with(".whl\npip install -r r.txt"), "{both}");
+        for bad in ["trainlog.tar.gz", "dir/it's.whl", ".whl", "a b.whl"] {
+            assert!(task(&TaskOptions { wheel: Some(bad.into()), ..options() }).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -305,11 +355,12 @@ mod tests {
         let cpu = task(&TaskOptions { accelerators: None, cloud: None, use_spot: false, ..options() }).unwrap();
         assert!(cpu["run"].as_str().unwrap().contains(" --cpu-slots 1 "));
         assert_eq!(cpu["resources"], json!({"infra": "*/us-east-1"}));
-        let image = task(&TaskOptions { image: Some("registry.example/train:1".into()), ..options() }).unwrap();
+        let image =
+            task(&TaskOptions { image: Some("registry.example/train:1".into()), wheel: None, ..options() }).unwrap();
         assert_eq!(image["resources"]["image_id"], "docker:registry.example/train:1");
         assert!(image.get("setup").is_none());
-        let setup = "pip install 'trainlog==0.1.0' -r requirements.txt\necho \"ready\"";
-        let custom = task_yaml(&TaskOptions { setup: Some(setup.into()), ..options() }).unwrap();
+        let setup = "pip install -r requirements.txt\necho \"ready\"";
+        let custom = task_yaml(&TaskOptions { setup: Some(setup.into()), wheel: None, ..options() }).unwrap();
         assert_eq!(parsed(&custom)["setup"], setup);
         assert!(task(&TaskOptions { gpus_per_trial: Some(3), ..options() }).is_err());
         assert!(task(&TaskOptions { accelerators: None, gpus_per_trial: Some(1), ..options() }).is_err());
