@@ -74,6 +74,15 @@ enum Command {
         /// The private key (PEM) of --tls-cert.
         #[arg(long, env = "TRAINLOG_TLS_KEY", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// With --auth: a file whose first line is the key (32 characters or more) a metrics
+        /// scraper sends as `Authorization: Bearer` to read all of /metrics, projects' budgets
+        /// and spend included, which other keys but server admins' do not see.
+        #[arg(long, env = "TRAINLOG_METRICS_KEY_FILE", requires = "auth")]
+        metrics_key_file: Option<PathBuf>,
+        /// With --auth: failed key checks one address may make in a minute before its requests
+        /// answer 429 until the minute ends; 0 for no limit (behind a proxy that limits itself).
+        #[arg(long, env = "TRAINLOG_MAX_KEY_FAILURES", default_value_t = trainlog_server::DEFAULT_MAX_KEY_FAILURES)]
+        max_key_failures: u32,
     },
     /// Give a user a role on a project (or with --model, a registered model), in the server's
     /// data folder (the server may be running): none, read, write or admin.
@@ -549,8 +558,12 @@ struct SkypilotArgs {
     /// Container image with the trial's code and trainlog (`image_id: docker:IMAGE`).
     #[arg(long)]
     image: Option<String>,
-    /// Setup commands that install trainlog and the trial's dependencies; default
-    /// `pip install trainlog`, or none with --image.
+    /// A trainlog wheel here (`maturin build --release` in client-py/), uploaded to each node and
+    /// installed there. One of --wheel, --image or --setup says how the nodes get trainlog.
+    #[arg(long)]
+    wheel: Option<String>,
+    /// Setup commands for the trial's dependencies, run after the wheel is installed (and
+    /// installing trainlog themselves without --wheel or --image).
     #[arg(long)]
     setup: Option<String>,
     /// Folder with the trial's code, uploaded by SkyPilot; the agent runs in it.
@@ -724,6 +737,7 @@ fn skypilot_task(server: Option<&str>, id: &str, o: SkypilotArgs) -> Result<Stri
         region: o.region,
         image: o.image,
         setup: o.setup,
+        wheel: o.wheel,
         workdir: o.workdir,
         workers: o.workers,
         api_key: !o.no_api_key,
@@ -899,6 +913,8 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             default_permission,
             tls_cert,
             tls_key,
+            metrics_key_file,
+            max_key_failures,
         } => {
             // Fails only when this process already has a subscriber, which then keeps logging.
             tracing_subscriber::fmt()
@@ -924,6 +940,8 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 auth,
                 insecure_no_auth,
                 tls: tls_cert.zip(tls_key).map(|(cert, key)| trainlog_server::TlsFiles { cert, key }),
+                metrics_key_file,
+                max_key_failures,
                 default_role: match trainlog_meta::Role::parse("default-permission", &default_permission) {
                     Ok(role) => role,
                     Err(e) => {

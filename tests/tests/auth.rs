@@ -28,8 +28,11 @@ fn call(s: &TestServer, method: &str, path: &str, key: Option<&str>, body: Optio
     if let Some(k) = key {
         request = request.bearer_auth(k);
     }
-    if let Some(b) = body {
-        request = request.json(b);
+    match body {
+        Some(b) => request = request.json(b),
+        // A POST without a body still says it is JSON, as every client of the API does.
+        None if method == "POST" => request = request.header("content-type", "application/json"),
+        None => {}
     }
     let response = request.send().expect("the server answers");
     let status = response.status().as_u16();

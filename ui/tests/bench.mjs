@@ -34,7 +34,7 @@ for (let r = 0; r < 2; r++) {
   await call(`/runs/${run.id}/finish`, { status: 'finished' });
   wideIds.push(run.id);
 }
-await fetch(`${base}/api/v1/admin/flush`, { method: 'POST' });
+await fetch(`${base}/api/v1/admin/flush`, { method: 'POST', headers: { 'content-type': 'application/json' } });
 console.log(`seeded 10,000 runs, 20 x 1,000,000 points and 2 runs x ${WIDE_KEYS} keys in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
 
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium',

@@ -1,8 +1,8 @@
-//! API keys, when the server runs with `--auth`: every documented route but `GET
-//! /api/v1/health` needs `Authorization: Bearer KEY` (or HTTP basic auth with the user's name
-//! and the key as password). Verified keys are cached, so a key check costs ingest a hash and
-//! a map lookup; the cache is dropped whenever a key is revoked or a user removed, here or by
-//! another process on the same data folder.
+//! API keys, when the server runs with `--auth`: every request needs `Authorization: Bearer
+//! KEY` (or HTTP basic auth with the user's name and the key as password) but the few on
+//! [`is_open`]'s list, decided on the path the router matches. Verified keys are cached, so a
+//! key check costs ingest a hash and a map lookup; the cache is dropped whenever a key is
+//! revoked or a user removed, here or by another process on the same data folder.
 
 use crate::error::ApiError;
 use actix_web::body::{EitherBody, MessageBody};
@@ -13,9 +13,10 @@ use actix_web::{web, HttpMessage, HttpRequest, ResponseError};
 use base64::Engine;
 use ring::digest::{digest, SHA256};
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use trainlog_meta::auth::Caller;
 use trainlog_meta::{Actor, MetaStore, Role, Scope, Visibility};
 use trainlog_schema::RunId;
@@ -24,6 +25,68 @@ use trainlog_schema::RunId;
 const GENERATION_POLL: Duration = Duration::from_millis(200);
 /// How often last-used times are written.
 const LAST_USED_FLUSH: Duration = Duration::from_secs(30);
+/// Failed key checks one address may make in [`FAILURE_WINDOW`] by default; past them its
+/// requests are answered 429 until the window ends, without checking a key.
+pub const DEFAULT_MAX_KEY_FAILURES: u32 = 20;
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// Addresses whose failures are remembered at most; beyond, the oldest windows are dropped.
+const MAX_TRACKED_ADDRESSES: usize = 10_000;
+
+/// Failed key checks: counted for `/metrics`, and throttled per address.
+struct Failures {
+    /// Failures an address may make in a window; 0: no limit.
+    max: u32,
+    by_address: HashMap<IpAddr, (Instant, u32)>,
+    failed: u64,
+    throttled: u64,
+}
+
+impl Failures {
+    /// When the address has used up its failures, the time until its window ends.
+    fn new(max: u32) -> Self {
+        Failures { max, by_address: HashMap::new(), failed: 0, throttled: 0 }
+    }
+
+    fn throttled_for(&mut self, address: IpAddr, now: Instant) -> Option<Duration> {
+        if self.max == 0 {
+            return None;
+        }
+        let &(start, count) = self.by_address.get(&address)?;
+        let left = FAILURE_WINDOW.checked_sub(now.duration_since(start)).filter(|left| !left.is_zero())?;
+        (count >= self.max).then(|| {
+            self.throttled += 1;
+            left
+        })
+    }
+
+    fn record(&mut self, address: Option<IpAddr>, now: Instant) {
+        self.failed += 1;
+        let Some(address) = address.filter(|_| self.max > 0) else { return };
+        if self.by_address.len() >= MAX_TRACKED_ADDRESSES && !self.by_address.contains_key(&address) {
+            self.by_address.retain(|_, (start, _)| now.duration_since(*start) < FAILURE_WINDOW);
+            if self.by_address.len() >= MAX_TRACKED_ADDRESSES {
+                return;
+            }
+        }
+        let window = self.by_address.entry(address).or_insert((now, 0));
+        if now.duration_since(window.0) >= FAILURE_WINDOW {
+            *window = (now, 0);
+        }
+        window.1 += 1;
+    }
+}
+
+/// Failed key checks since the server started, and requests refused for too many of them.
+pub fn failure_counts(req: &HttpRequest) -> (u64, u64) {
+    auth_of(req).map_or((0, 0), |a| {
+        let f = lock(&a.failures);
+        (f.failed, f.throttled)
+    })
+}
+
+/// What a request presenting the scraper's key (`--metrics-key-file`) is marked with.
+#[derive(Clone, Copy)]
+pub struct MetricsScraper;
 
 pub struct Auth {
     enabled: bool,
@@ -37,10 +100,19 @@ pub struct Auth {
     generation: AtomicI64,
     /// Key id → when it was last used, not yet written.
     used: Mutex<HashMap<String, i64>>,
+    failures: Mutex<Failures>,
+    /// The SHA-256 of the key a metrics scraper may read all of `/metrics` with.
+    metrics_key: Option<[u8; 32]>,
 }
 
 impl Auth {
-    pub fn new(enabled: bool, default_role: Role, meta: Arc<MetaStore>) -> Self {
+    pub fn new(
+        enabled: bool,
+        default_role: Role,
+        meta: Arc<MetaStore>,
+        metrics_key: Option<&str>,
+        max_key_failures: u32,
+    ) -> Self {
         Auth {
             enabled,
             default_role,
@@ -49,6 +121,8 @@ impl Auth {
             roles: Mutex::new(HashMap::new()),
             generation: AtomicI64::new(i64::MIN),
             used: Mutex::new(HashMap::new()),
+            failures: Mutex::new(Failures::new(max_key_failures)),
+            metrics_key: metrics_key.map(sha256),
         }
     }
 
@@ -121,7 +195,7 @@ impl Auth {
     }
 
     async fn caller(&self, key: &str) -> Result<Option<Caller>, ApiError> {
-        let hash: [u8; 32] = digest(&SHA256, key.as_bytes()).as_ref().try_into().unwrap_or([0; 32]);
+        let hash = sha256(key);
         if let Some(c) = lock(&self.verified).get(&hash) {
             return Ok(Some(c.clone()));
         }
@@ -132,6 +206,10 @@ impl Auth {
         }
         Ok(found)
     }
+}
+
+fn sha256(text: &str) -> [u8; 32] {
+    digest(&SHA256, text.as_bytes()).as_ref().try_into().unwrap_or([0; 32])
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -155,13 +233,17 @@ fn presented(req: &HttpRequest) -> Option<(Option<String>, String)> {
     }
 }
 
-/// Whether a request needs a key: everything the API describes but its health check, and the
-/// MLflow door.
+/// The health checks, open to load balancers and orchestrators.
+const HEALTH: [&str; 3] = ["/api/v1/health", "/api/v1/health/live", "/api/v1/health/ready"];
+
+/// Whether a request is served without a key: reading the health checks and the UI's own files,
+/// nothing else. A route added later needs a key until it is put here on purpose.
+pub fn is_open(method: &Method, routed_path: &str) -> bool {
+    matches!(*method, Method::GET | Method::HEAD) && (HEALTH.contains(&routed_path) || crate::ui::is_asset(routed_path))
+}
+
 fn needs_key(req: &HttpRequest) -> bool {
-    let path = req.path();
-    let health = matches!(path, "/api/v1/health" | "/api/v1/health/live" | "/api/v1/health/ready")
-        && matches!(*req.method(), Method::GET | Method::HEAD);
-    (path.starts_with("/api/v1/") || path == "/metrics" || crate::error::is_mlflow_path(path)) && !health
+    !is_open(req.method(), crate::guard::routed_path(req))
 }
 
 /// The caller of a request, when the server checks keys.
@@ -255,7 +337,8 @@ pub fn forget(req: &HttpRequest) {
     }
 }
 
-/// Middleware: answers 401 to a request that needs a key and has no valid one.
+/// Middleware: answers 401 to a request that needs a key and has no valid one, and 429 to an
+/// address that failed too many key checks in a row.
 pub async fn authenticate(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -263,14 +346,34 @@ pub async fn authenticate(
     let Some(auth) = auth_of(req.request()).filter(|_| needs_key(req.request())) else {
         return Ok(next.call(req).await?.map_into_left_body());
     };
-    let refused = match presented(req.request()) {
-        None => Err(ApiError::Unauthenticated(
+    let address = req.peer_addr().map(|a| a.ip());
+    let now = Instant::now();
+    let throttled = address.and_then(|a| lock(&auth.failures).throttled_for(a, now));
+    let max_failures = lock(&auth.failures).max;
+    let refused = match (throttled, presented(req.request())) {
+        (Some(left), _) => Err(ApiError::TooManyRequests {
+            reason: format!(
+                "too many failed key checks from this address ({max_failures} in {} s); try again in {} s",
+                FAILURE_WINDOW.as_secs(),
+                left.as_secs() + 1
+            ),
+            retry_after_s: left.as_secs() + 1,
+        }),
+        (None, None) => Err(ApiError::Unauthenticated(
             "this server needs an API key: send Authorization: Bearer KEY (trainlog users add, trainlog keys create)"
                 .into(),
         )),
-        Some((claimed_user, key)) => match auth.caller(&key).await {
+        (None, Some((None, key)))
+            if auth.metrics_key.is_some_and(|k| k == sha256(&key))
+                && crate::guard::routed_path(req.request()) == "/metrics" =>
+        {
+            req.extensions_mut().insert(MetricsScraper);
+            return Ok(next.call(req).await?.map_into_left_body());
+        }
+        (None, Some((claimed_user, key))) => match auth.caller(&key).await {
             Ok(Some(c)) if claimed_user.as_ref().is_none_or(|u| *u == c.name) => Ok(c),
             Ok(_) => {
+                lock(&auth.failures).record(address, now);
                 Err(ApiError::Unauthenticated("the API key is not valid: unknown, revoked, or not this user's".into()))
             }
             Err(e) => Err(e),
@@ -283,11 +386,13 @@ pub async fn authenticate(
             Ok(next.call(req).await?.map_into_left_body())
         }
         Err(e) => {
-            let response = if crate::error::is_mlflow_path(req.path()) {
+            let response = if crate::error::is_mlflow_path(crate::guard::routed_path(req.request())) {
                 let mut response = crate::error::mlflow_response(&e, None);
-                response
-                    .headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Basic realm=\"trainlog\""));
+                if let ApiError::Unauthenticated(_) = e {
+                    response
+                        .headers_mut()
+                        .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Basic realm=\"trainlog\""));
+                }
                 response
             } else {
                 e.error_response()
@@ -337,16 +442,46 @@ mod tests {
     }
 
     #[test]
-    fn the_health_check_and_the_ui_need_no_key() {
+    fn an_address_is_throttled_after_its_failures_until_its_window_ends() {
+        let mut f = Failures::new(DEFAULT_MAX_KEY_FAILURES);
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let t0 = Instant::now();
+        for _ in 0..DEFAULT_MAX_KEY_FAILURES {
+            assert_eq!(f.throttled_for(a, t0), None);
+            f.record(Some(a), t0);
+        }
+        assert!(f.throttled_for(a, t0 + Duration::from_secs(1)).is_some());
+        assert_eq!(f.throttled_for(b, t0), None, "another address is not");
+        assert_eq!(f.throttled_for(a, t0 + FAILURE_WINDOW), None, "the window ended");
+        f.record(Some(a), t0 + FAILURE_WINDOW);
+        assert_eq!(f.by_address[&a].1, 1, "a new window starts");
+        assert_eq!((f.failed, f.throttled), (u64::from(DEFAULT_MAX_KEY_FAILURES) + 1, 1));
+        let mut unlimited = Failures::new(0);
+        for _ in 0..1000 {
+            unlimited.record(Some(a), t0);
+        }
+        assert_eq!(unlimited.throttled_for(a, t0), None);
+        assert!(unlimited.by_address.is_empty());
+    }
+
+    #[test]
+    fn only_the_health_check_and_the_ui_files_need_no_key() {
         let at = |m: Method, p: &str| needs_key(&TestRequest::default().method(m).uri(p).to_http_request());
         assert!(!at(Method::GET, "/api/v1/health"));
-        assert!(!at(Method::GET, "/api/v1/health/live"));
+        assert!(!at(Method::HEAD, "/api/v1/health/live"));
         assert!(!at(Method::GET, "/api/v1/health/ready"));
         assert!(!at(Method::GET, "/"));
-        assert!(!at(Method::GET, "/app.js"));
+        assert!(!at(Method::GET, "/ui/app.js"));
+        assert!(!at(Method::GET, "/%75i/app.js"), "decoded as the router decodes it");
         assert!(at(Method::POST, "/api/v1/health"));
         assert!(at(Method::GET, "/api/v1/openapi.json"));
         assert!(at(Method::GET, "/metrics"));
+        assert!(at(Method::GET, "/%6detrics"));
         assert!(at(Method::POST, "/api/v1/runs"));
+        assert!(at(Method::GET, "/%61pi/v1/projects"));
+        assert!(at(Method::GET, "/api/2%2E0/mlflow/experiments/search"));
+        assert!(at(Method::GET, "/app.js"), "not a UI file: a path no route takes");
+        assert!(at(Method::GET, "/anything/else"));
+        assert!(at(Method::OPTIONS, "/api/v1/health"));
     }
 }

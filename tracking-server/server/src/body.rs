@@ -35,6 +35,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::invalid("body", "expected a JSON object, got an empty body"));
     }
+    refuse_nul(bytes)?;
     match serde_json::from_slice(bytes) {
         Ok(v) => Ok(v),
         Err(_) => {
@@ -48,6 +49,42 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
                 }
             }
         }
+    }
+}
+
+/// Refuses JSON whose text (a string or a key) holds a NUL character, which no store keeps
+/// alike (PostgreSQL refuses it, C strings end at it). Raw NUL bytes are not JSON; escaped, it is
+/// `\u0000`, so only a body holding that is walked to name the field.
+pub fn refuse_nul(bytes: &[u8]) -> Result<()> {
+    if memchr::memmem::find(bytes, br"\u0000").is_none() {
+        return Ok(());
+    }
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else { return Ok(()) };
+    match nul_at(&value, String::new()) {
+        Some(field) => Err(ApiError::invalid(
+            if field.is_empty() { "body".to_owned() } else { field },
+            "text may not hold a NUL character (\\u0000)",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The path of the first string or key holding NUL, `a.b[2]` style.
+fn nul_at(value: &serde_json::Value, path: String) -> Option<String> {
+    match value {
+        serde_json::Value::String(s) => s.contains('\0').then_some(path),
+        serde_json::Value::Array(items) => {
+            items.iter().enumerate().find_map(|(i, v)| nul_at(v, format!("{path}[{i}]")))
+        }
+        serde_json::Value::Object(map) => map.iter().find_map(|(k, v)| {
+            let here = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+            if k.contains('\0') {
+                Some(here)
+            } else {
+                nul_at(v, here)
+            }
+        }),
+        _ => None,
     }
 }
 
@@ -111,6 +148,19 @@ mod tests {
     fn request_with(content_type: &[u8]) -> HttpRequest {
         let value = actix_web::http::header::HeaderValue::from_bytes(content_type).unwrap();
         TestRequest::default().insert_header((actix_web::http::header::CONTENT_TYPE, value)).to_http_request()
+    }
+
+    #[test]
+    fn nul_in_any_text_is_refused_naming_its_field() {
+        let field = |body: &str| match refuse_nul(body.as_bytes()) {
+            Err(ApiError::Invalid { field, .. }) => Some(field),
+            _ => None,
+        };
+        assert_eq!(field(r#"{"name": "a\u0000b"}"#).as_deref(), Some("name"));
+        assert_eq!(field(r#"{"tags": {"t": ["x", "\u0000"]}}"#).as_deref(), Some("tags.t[1]"));
+        assert_eq!(field(r#"{"pa\u0000rams": 1}"#).as_deref(), Some("pa\u{0}rams"));
+        assert_eq!(field(r#"{"text": "a literal \\u0000 is kept"}"#), None);
+        assert_eq!(field(r#"{"name": "plain"}"#), None);
     }
 
     #[test]

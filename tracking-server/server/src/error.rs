@@ -25,6 +25,8 @@ pub enum ApiError {
     Unauthenticated(String),
     #[error("this route does not take {method}; it takes {allow}")]
     MethodNotAllowed { method: String, allow: String },
+    #[error("{reason}")]
+    TooManyRequests { reason: String, retry_after_s: u64 },
     #[error("{0}")]
     Unavailable(String),
     #[error("{0}")]
@@ -51,9 +53,33 @@ impl ApiError {
             ApiError::MisdirectedRequest(_) => "misdirected_request",
             ApiError::Unauthenticated(_) => "unauthenticated",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::TooManyRequests { .. } => "too_many_requests",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::InsufficientStorage(_) => "insufficient_storage",
             ApiError::Internal(_) => "internal",
+        }
+    }
+
+    /// The message a client reads. An internal error's own text (a database's, a store's) stays
+    /// in the server's log, under a number the answer gives.
+    fn public_message(&self) -> String {
+        match self {
+            ApiError::Internal(detail) => {
+                static INCIDENTS: AtomicU64 = AtomicU64::new(1);
+                let n = INCIDENTS.fetch_add(1, Ordering::Relaxed);
+                tracing::error!("internal error #{n}: {detail}");
+                format!("internal error #{n} of this server; its log says more")
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// Seconds after which the same request may succeed, for `Retry-After`.
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            ApiError::Unavailable(_) | ApiError::InsufficientStorage(_) => Some(1),
+            ApiError::TooManyRequests { retry_after_s, .. } => Some(*retry_after_s),
+            _ => None,
         }
     }
 
@@ -80,6 +106,7 @@ fn status_of(error: &ApiError) -> StatusCode {
         ApiError::MisdirectedRequest(_) => StatusCode::MISDIRECTED_REQUEST,
         ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
         ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+        ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
         ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
         ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -93,17 +120,14 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         count(self.code());
-        if matches!(self, ApiError::Internal(_)) {
-            tracing::error!("internal error: {self}");
-        }
-        let mut body = json!({"code": self.code(), "message": self.to_string()});
+        let mut body = json!({"code": self.code(), "message": self.public_message()});
         if let Some(field) = self.field() {
             body["field"] = json!(field);
         }
         let mut response = HttpResponse::build(self.status_code());
-        if matches!(self, ApiError::Unavailable(_) | ApiError::InsufficientStorage(_)) {
+        if let Some(seconds) = self.retry_after() {
             // Clients keep the data (the SDKs spool it) and send it again after this long.
-            response.insert_header((actix_web::http::header::RETRY_AFTER, "1"));
+            response.insert_header((actix_web::http::header::RETRY_AFTER, seconds.to_string()));
         }
         if let ApiError::Unauthenticated(_) = self {
             response.insert_header((actix_web::http::header::WWW_AUTHENTICATE, "Bearer realm=\"trainlog\""));
@@ -139,6 +163,7 @@ pub fn mlflow_code(error: &ApiError) -> (StatusCode, &'static str) {
         ApiError::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, "ENDPOINT_NOT_FOUND"),
         ApiError::Forbidden { .. } => (StatusCode::FORBIDDEN, "PERMISSION_DENIED"),
         ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
+        ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "REQUEST_LIMIT_EXCEEDED"),
         ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "TEMPORARILY_UNAVAILABLE"),
         ApiError::InsufficientStorage(_) => (StatusCode::INSUFFICIENT_STORAGE, "RESOURCE_EXHAUSTED"),
         ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
@@ -148,20 +173,17 @@ pub fn mlflow_code(error: &ApiError) -> (StatusCode, &'static str) {
 /// The MLflow body of an error: `{"error_code", "message"}`, counted like every other.
 pub fn mlflow_response(error: &ApiError, code_override: Option<&'static str>) -> HttpResponse {
     count(error.code());
-    if matches!(error, ApiError::Internal(_)) {
-        tracing::error!("internal error: {error}");
-    }
     let (status, code) = mlflow_code(error);
     let mut response = HttpResponse::build(status);
-    if matches!(error, ApiError::Unavailable(_) | ApiError::InsufficientStorage(_)) {
-        response.insert_header((actix_web::http::header::RETRY_AFTER, "1"));
+    if let Some(seconds) = error.retry_after() {
+        response.insert_header((actix_web::http::header::RETRY_AFTER, seconds.to_string()));
     }
     // MLflow's messages name their parameter in words; the field goes beside them.
     match error {
         ApiError::Invalid { field, reason } | ApiError::Conflict { field, reason } => {
             response.json(json!({"error_code": code_override.unwrap_or(code), "message": reason, "field": field}))
         }
-        _ => response.json(json!({"error_code": code_override.unwrap_or(code), "message": error.to_string()})),
+        _ => response.json(json!({"error_code": code_override.unwrap_or(code), "message": error.public_message()})),
     }
 }
 
@@ -172,7 +194,7 @@ impl From<trainlog_schema::Error> for ApiError {
 }
 
 /// Error answers given since start, by error code.
-static ERRORS_BY_CODE: [(&str, AtomicU64); 13] = [
+static ERRORS_BY_CODE: [(&str, AtomicU64); 14] = [
     ("not_found", AtomicU64::new(0)),
     ("invalid_argument", AtomicU64::new(0)),
     ("conflict", AtomicU64::new(0)),
@@ -182,6 +204,7 @@ static ERRORS_BY_CODE: [(&str, AtomicU64); 13] = [
     ("misdirected_request", AtomicU64::new(0)),
     ("unauthenticated", AtomicU64::new(0)),
     ("method_not_allowed", AtomicU64::new(0)),
+    ("too_many_requests", AtomicU64::new(0)),
     ("unavailable", AtomicU64::new(0)),
     ("insufficient_storage", AtomicU64::new(0)),
     ("internal", AtomicU64::new(0)),

@@ -1,6 +1,7 @@
-//! Defences against other web pages using a server that a browser can reach: the `Host` allow
-//! list (DNS rebinding), the same-origin rule for state-changing requests, and the security
-//! headers every response carries.
+//! Defences at the edge: the request path checked once, so that the key check and the router
+//! read the same path; against other web pages using a server that a browser can reach, the
+//! `Host` allow list (DNS rebinding) and the same-origin rule for state-changing requests; and
+//! the security headers every response carries.
 
 use crate::error::ApiError;
 use actix_web::body::{EitherBody, MessageBody};
@@ -129,6 +130,13 @@ pub fn check(policy: &HostPolicy, req: &HttpRequest) -> Result<(), ApiError> {
         return Ok(());
     }
     let headers = req.headers();
+    if *req.method() == Method::POST && is_simple_content_type(headers.get(header::CONTENT_TYPE)) {
+        return Err(ApiError::UnsupportedMediaType(
+            "a POST needs a Content-Type that a web page cannot send without asking first, such as application/json \
+             (also for an empty body)"
+                .into(),
+        ));
+    }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
         let own_scheme = if req.app_config().secure() { "https" } else { "http" };
@@ -152,14 +160,63 @@ pub fn check(policy: &HostPolicy, req: &HttpRequest) -> Result<(), ApiError> {
     }
 }
 
-/// Middleware applying `check` before any route runs.
+/// The path the router matches: percent-decoded once, but for `/`, `%` and `+`, which stay
+/// encoded (actix's rule). Every decision on a path (which routes need a key, which answer in
+/// MLflow's shape) reads this one, never `HttpRequest::path`, the raw one.
+pub fn routed_path(req: &HttpRequest) -> &str {
+    req.match_info().as_str()
+}
+
+/// Refuses a path that names a route only by a spelling the router would not match the same
+/// way: dot segments and empty segments (`/api//v1`, `/api/v1/runs/../users`, also encoded, as
+/// `%2e%2e` or inside `%2F..%2F`), control characters, and percent-encoding that is not UTF-8.
+pub fn check_path(req: &HttpRequest) -> Result<(), ApiError> {
+    let refuse = |reason: &str| Err(ApiError::invalid("path", format!("{reason}: {:?}", req.uri().path())));
+    let raw = req.uri().path();
+    let Ok(decoded) = percent_encoding::percent_decode_str(raw).decode_utf8() else {
+        return refuse("the path's percent-encoding is not UTF-8");
+    };
+    if decoded.chars().any(char::is_control) {
+        return refuse("the path holds a control character");
+    }
+    let query = percent_encoding::percent_decode_str(req.query_string());
+    if query.clone().any(|b| b == 0) {
+        return Err(ApiError::invalid("query", "the query string holds a NUL character (%00)"));
+    }
+    if query.decode_utf8().is_err() {
+        return Err(ApiError::invalid("query", "the query string's percent-encoding is not UTF-8"));
+    }
+    for path in [routed_path(req), decoded.as_ref()] {
+        let mut segments = path.split('/').skip(1).peekable();
+        while let Some(segment) = segments.next() {
+            if segment == "." || segment == ".." {
+                return refuse("the path holds a dot segment");
+            }
+            if segment.is_empty() && segments.peek().is_some() {
+                return refuse("the path holds an empty segment");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a request's Content-Type is one a page of any site may send in a plain form post or
+/// `fetch` without a CORS preflight: none, `application/x-www-form-urlencoded`,
+/// `multipart/form-data` or `text/plain`.
+fn is_simple_content_type(value: Option<&header::HeaderValue>) -> bool {
+    let Some(value) = value else { return true };
+    let essence = value.to_str().unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    matches!(essence.as_str(), "" | "application/x-www-form-urlencoded" | "multipart/form-data" | "text/plain")
+}
+
+/// Middleware applying `check_path`, then `check`, before any route runs.
 pub async fn guard(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
     let refused = match req.app_data::<web::Data<HostPolicy>>() {
-        Some(policy) => check(policy, req.request()).err(),
-        None => None,
+        Some(policy) => check_path(req.request()).and_then(|()| check(policy, req.request())).err(),
+        None => check_path(req.request()).err(),
     };
     if let Some(error) = refused {
         let response = error.error_response();
@@ -182,6 +239,37 @@ mod tests {
     }
 
     #[test]
+    fn paths_the_router_would_read_otherwise_are_refused() {
+        let at = |p: &str| check_path(&TestRequest::default().uri(p).to_http_request());
+        for ok in [
+            "/",
+            "/api/v1/runs/r1",
+            "/%61pi/v1/runs",
+            "/api/v1/runs/r1/artifacts/a%20b.txt",
+            "/api/v1/x/",
+            "/ui/app.js",
+        ] {
+            assert!(at(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "/api//v1/projects",
+            "//api/v1/projects",
+            "/api/v1/runs/../users",
+            "/api/v1/runs/%2e%2E/users",
+            "/api/v1/runs/r1/artifacts/a%2F..%2Fb",
+            "/api/v1/runs/./x",
+            "/api/v1/runs/a%00b",
+            "/api/v1/runs/%ff",
+            "/api/v1/runs?filter=a%00b",
+            "/api/v1/runs?filter=%c3",
+        ] {
+            let err = at(bad).expect_err(bad);
+            let want = if bad.contains('?') { "query" } else { "path" };
+            assert!(matches!(&err, ApiError::Invalid { field, .. } if field == want), "{bad}: {err:?}");
+        }
+    }
+
+    #[test]
     fn a_loopback_bind_answers_loopback_names_and_the_allowed_hosts_only() {
         let policy = HostPolicy::new("127.0.0.1", &["tracker.lab".into()]);
         for host in ["127.0.0.1:7310", "localhost:7310", "LOCALHOST", "[::1]:7310", "tracker.lab:80", "tracker.lab."] {
@@ -200,12 +288,31 @@ mod tests {
     #[test]
     fn state_changes_from_another_origin_are_refused() {
         let policy = HostPolicy::new("127.0.0.1", &[]);
-        let ok = |m: Method, h: &[(&str, &str)]| check(&policy, &request(m, "127.0.0.1:7310", h)).is_ok();
+        let ok = |m: Method, h: &[(&str, &str)]| {
+            let mut h = h.to_vec();
+            if m == Method::POST && !h.iter().any(|(k, _)| *k == "content-type") {
+                h.push(("content-type", "application/json"));
+            }
+            check(&policy, &request(m, "127.0.0.1:7310", &h)).is_ok()
+        };
         assert!(ok(Method::POST, &[]));
         assert!(ok(Method::POST, &[("origin", "http://127.0.0.1:7310")]));
         assert!(ok(Method::GET, &[("origin", "http://evil.example")]));
         assert!(ok(Method::POST, &[("sec-fetch-site", "same-origin")]));
         assert!(ok(Method::POST, &[("sec-fetch-site", "none")]));
+        assert!(ok(Method::POST, &[("content-type", "application/vnd.apache.arrow.stream")]));
+        assert!(ok(Method::PUT, &[]), "only a POST can be sent from a page without a preflight");
+        for simple in [
+            "",
+            "text/plain",
+            "Text/Plain; charset=utf-8",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+        ] {
+            assert!(!ok(Method::POST, &[("content-type", simple)]), "{simple:?}");
+        }
+        let bare = TestRequest::default().method(Method::POST).insert_header((header::HOST, "127.0.0.1:7310"));
+        assert!(matches!(check(&policy, &bare.to_http_request()), Err(ApiError::UnsupportedMediaType(_))));
         assert!(!ok(Method::POST, &[("origin", "http://evil.example")]));
         assert!(!ok(Method::PUT, &[("origin", "http://127.0.0.1:8000")]));
         assert!(!ok(Method::DELETE, &[("origin", "null")]));
@@ -215,6 +322,7 @@ mod tests {
         let err = check(&policy, &request(Method::GET, "evil.example:7310", &[])).unwrap_err();
         assert!(matches!(err, ApiError::MisdirectedRequest(_)), "{err:?}");
         let default_port = HostPolicy::new("localhost", &[]);
-        assert!(check(&default_port, &request(Method::POST, "localhost", &[("origin", "http://localhost")])).is_ok());
+        let same_origin = [("origin", "http://localhost"), ("content-type", "application/json")];
+        assert!(check(&default_port, &request(Method::POST, "localhost", &same_origin)).is_ok());
     }
 }

@@ -17,4 +17,5 @@ mod state;
 mod ui;
 mod wire;
 
+pub use auth::DEFAULT_MAX_KEY_FAILURES;
 pub use startup::{serve, ServerConfig, TlsFiles, DEFAULT_PORT};

@@ -38,6 +38,10 @@ pub struct ServerConfig {
     pub default_role: trainlog_meta::Role,
     /// Serve HTTPS with this certificate chain and private key (PEM files).
     pub tls: Option<TlsFiles>,
+    /// With `auth`: a file holding the key a metrics scraper reads all of `/metrics` with.
+    pub metrics_key_file: Option<PathBuf>,
+    /// With `auth`: failed key checks an address may make in a minute; 0 for no limit.
+    pub max_key_failures: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -79,6 +83,45 @@ fn is_loopback(host: &str) -> bool {
     host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
+/// Takes the group's and others' permissions off `dir` and everything below it (links are not
+/// followed); answers how many entries had any.
+pub fn make_private(dir: &std::path::Path) -> std::io::Result<usize> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut tightened = 0;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(path) = pending.pop() {
+        let meta = std::fs::symlink_metadata(&path)?;
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let mode = meta.permissions().mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o700))?;
+            tightened += 1;
+        }
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path)? {
+                pending.push(entry?.path());
+            }
+        }
+    }
+    Ok(tightened)
+}
+
+/// The scraper's key: the file's first line, at least 32 characters.
+fn read_metrics_key(path: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--metrics-key-file {}: {e}", path.display()))?;
+    let key = text.lines().next().unwrap_or("").trim().to_owned();
+    if key.len() < 32 {
+        return Err(format!(
+            "--metrics-key-file {}: the key is {} characters; use at least 32 (e.g. `openssl rand -hex 32`)",
+            path.display(),
+            key.len()
+        ));
+    }
+    Ok(key)
+}
+
 /// Opens the stores, serves until SIGINT or SIGTERM, then persists what is buffered.
 pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let started = std::time::Instant::now();
@@ -95,7 +138,19 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
         ));
     }
     let tls = config.tls.as_ref().map(tls_config).transpose().map_err(to_io)?;
+    // Everything the server writes (the database, its log, metric files, media, artifacts) is
+    // for its own user only: folders 0700, files 0600.
+    // SAFETY: umask only swaps the process's creation mask; it cannot fail.
+    unsafe { libc::umask(0o077) };
     std::fs::create_dir_all(&config.data_dir)?;
+    let tightened = make_private(&config.data_dir)
+        .map_err(|e| to_io(format!("making {} private: {e}", config.data_dir.display())))?;
+    if tightened > 0 {
+        eprintln!(
+            "trainlog: {tightened} files and folders in {} were readable by others; now only by their owner",
+            config.data_dir.display()
+        );
+    }
     let meta_url = match &config.meta_url {
         Some(url) => trainlog_meta::MetaUrl::parse(url).map_err(|e| to_io(format!("--meta: {e}")))?,
         None => trainlog_meta::MetaUrl::Sqlite(config.data_dir.join("trainlog.db")),
@@ -122,7 +177,14 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
             println!("trainlog: created user admin; its API key is in {} (readable by you only)", path.display());
         }
     }
-    let auth = Arc::new(auth::Auth::new(config.auth, config.default_role, meta.clone()));
+    let metrics_key = config.metrics_key_file.as_deref().map(read_metrics_key).transpose().map_err(to_io)?;
+    let auth = Arc::new(auth::Auth::new(
+        config.auth,
+        config.default_role,
+        meta.clone(),
+        metrics_key.as_deref(),
+        config.max_key_failures,
+    ));
     let store = MetricsStore::open(store_config, meta.clone())
         .await
         .map_err(|e| to_io(format!("opening the metrics store: {e}")))?;

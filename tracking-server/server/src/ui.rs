@@ -75,6 +75,11 @@ const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 const SVG: &str = "image/svg+xml";
 
+/// Whether a path is one of the UI's files (as the router matches it).
+pub fn is_asset(path: &str) -> bool {
+    ASSETS.iter().any(|&(route, ..)| route == path)
+}
+
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let from_disk = std::env::var_os("TRAINLOG_UI_DIR").map(std::path::PathBuf::from);
     for &(route, file, content_type, embedded) in ASSETS {

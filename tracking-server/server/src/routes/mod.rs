@@ -40,9 +40,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(views::configure),
     )
     .default_service(web::to(|req: HttpRequest| async move {
-        Err::<HttpResponse, _>(match openapi::allowed_methods(req.path()) {
+        Err::<HttpResponse, _>(match openapi::allowed_methods(crate::guard::routed_path(&req)) {
             Some(allow) => ApiError::MethodNotAllowed { method: req.method().to_string(), allow },
-            None => ApiError::NotFound(format!("route {} {}", req.method(), req.path())),
+            None => ApiError::NotFound(format!("route {} {}", req.method(), crate::guard::routed_path(&req))),
         })
     }));
 }

@@ -84,10 +84,19 @@ fn full() -> utoipa::openapi::OpenApi {
     doc
 }
 
-/// The API description as JSON, built once.
+/// The API description as JSON, built once the routes are registered. `x-mlflow-door` lists the
+/// MLflow door's routes (method and path), which MLflow's own documentation describes.
 pub fn document() -> &'static str {
     static DOC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    DOC.get_or_init(|| full().to_pretty_json().unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")))
+    DOC.get_or_init(|| {
+        let mut doc = full();
+        let door: Vec<serde_json::Value> = super::mlflow::route_table()
+            .into_iter()
+            .map(|(method, path)| serde_json::json!({"method": method, "path": path}))
+            .collect();
+        doc.extensions = Some(utoipa::openapi::extensions::ExtensionsBuilder::new().add("x-mlflow-door", door).build());
+        doc.to_pretty_json().unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    })
 }
 
 /// The methods the API serves at `path`, as an `Allow` header value, when some route has this

@@ -5,26 +5,21 @@
 use super::{MlflowError, Result};
 use crate::auth::require_run;
 use crate::error::ApiError;
-use crate::error::MLFLOW_ARTIFACT_PREFIXES as PREFIXES;
 use crate::lookup::run_project;
 use crate::query::{query_one, query_pairs};
 use crate::state::{meta, State};
+use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use trainlog_meta::Role;
 use trainlog_schema::{ArtifactPath, RunId};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    for prefix in PREFIXES {
-        cfg.service(
-            web::scope(prefix)
-                .route("/artifacts", web::get().to(list))
-                .route("/artifacts/{path:.*}", web::get().to(download))
-                .route("/artifacts/{path:.*}", web::put().to(upload))
-                .route("/artifacts/{path:.*}", web::delete().to(delete)),
-        );
-    }
+pub(super) fn routes(door: &mut super::Door) {
+    door.route(Method::GET, "/artifacts", list)
+        .route(Method::GET, "/artifacts/{path:.*}", download)
+        .route(Method::PUT, "/artifacts/{path:.*}", upload)
+        .route(Method::DELETE, "/artifacts/{path:.*}", delete);
 }
 
 /// A run and a path inside its artifacts, from `{experiment}/{run}/artifacts[/{path}]` (or a

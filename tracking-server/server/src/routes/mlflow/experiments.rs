@@ -6,6 +6,7 @@ use super::{mlflow_key, tag_pairs};
 use crate::auth::require;
 use crate::error::ApiError;
 use crate::state::{meta, State};
+use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -13,17 +14,17 @@ use trainlog_meta::{Project, Role, Scope};
 use trainlog_schema::limits::{check_len, MAX_TAG_VALUE_CHARS};
 use trainlog_schema::{ProjectName, RunId};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/experiments/create", web::post().to(create_experiment))
-        .route("/experiments/get", web::get().to(get_experiment))
-        .route("/experiments/get-by-name", web::get().to(get_experiment_by_name))
-        .route("/experiments/search", web::post().to(search_experiments))
-        .route("/experiments/search", web::get().to(search_experiments))
-        .route("/experiments/update", web::post().to(update_experiment))
-        .route("/experiments/delete", web::post().to(delete_experiment))
-        .route("/experiments/restore", web::post().to(restore_experiment))
-        .route("/experiments/set-experiment-tag", web::post().to(set_experiment_tag))
-        .route("/experiments/delete-experiment-tag", web::post().to(delete_experiment_tag));
+pub(super) fn routes(door: &mut super::Door) {
+    door.route(Method::POST, "/experiments/create", create_experiment)
+        .route(Method::GET, "/experiments/get", get_experiment)
+        .route(Method::GET, "/experiments/get-by-name", get_experiment_by_name)
+        .route(Method::POST, "/experiments/search", search_experiments)
+        .route(Method::GET, "/experiments/search", search_experiments)
+        .route(Method::POST, "/experiments/update", update_experiment)
+        .route(Method::POST, "/experiments/delete", delete_experiment)
+        .route(Method::POST, "/experiments/restore", restore_experiment)
+        .route(Method::POST, "/experiments/set-experiment-tag", set_experiment_tag)
+        .route(Method::POST, "/experiments/delete-experiment-tag", delete_experiment_tag);
 }
 
 /// MLflow's default experiment: id `0`, the project named so.

@@ -8,22 +8,23 @@ use super::{arguments, page, required_text, text, texts, MlflowError, Result};
 use crate::error::ApiError;
 use crate::lookup::run_project;
 use crate::state::{meta, State};
+use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use trainlog_meta::{LoggedModelRow, NewRun, Project, Role};
 use trainlog_schema::{ProjectName, RunId, RunStatus, TagKey};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/logged-models", web::post().to(create))
-        .route("/logged-models/search", web::post().to(search))
-        .route("/logged-models/{model_id}", web::get().to(get))
-        .route("/logged-models/{model_id}", web::patch().to(finalize))
-        .route("/logged-models/{model_id}", web::delete().to(delete_model))
-        .route("/logged-models/{model_id}/tags", web::patch().to(set_tags))
-        .route("/logged-models/{model_id}/tags/{key}", web::delete().to(delete_tag))
-        .route("/logged-models/{model_id}/params", web::post().to(log_params))
-        .route("/runs/outputs", web::post().to(log_outputs));
+pub(super) fn routes(door: &mut super::Door) {
+    door.route(Method::POST, "/logged-models", create)
+        .route(Method::POST, "/logged-models/search", search)
+        .route(Method::GET, "/logged-models/{model_id}", get)
+        .route(Method::PATCH, "/logged-models/{model_id}", finalize)
+        .route(Method::DELETE, "/logged-models/{model_id}", delete_model)
+        .route(Method::PATCH, "/logged-models/{model_id}/tags", set_tags)
+        .route(Method::DELETE, "/logged-models/{model_id}/tags/{key}", delete_tag)
+        .route(Method::POST, "/logged-models/{model_id}/params", log_params)
+        .route(Method::POST, "/runs/outputs", log_outputs);
 }
 
 /// Where a logged model's files are among its run's artifacts.

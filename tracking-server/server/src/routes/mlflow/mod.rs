@@ -12,26 +12,62 @@ mod runs;
 
 use crate::error::MLFLOW_API_PREFIXES as PREFIXES;
 use crate::error::{mlflow_response, ApiError};
-use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use actix_web::http::Method;
+use actix_web::{web, FromRequest, Handler, HttpRequest, HttpResponse, Responder, ResponseError};
 use serde_json::{Map, Value};
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    artifacts::configure(cfg);
+    for prefix in crate::error::MLFLOW_ARTIFACT_PREFIXES {
+        cfg.service(web::scope(prefix).configure(|cfg| artifacts::routes(&mut Door { cfg, prefix })));
+    }
     for prefix in PREFIXES {
         cfg.service(
             web::scope(prefix)
-                .configure(experiments::configure)
-                .configure(runs::configure)
-                .configure(registry::configure)
-                .configure(logged_models::configure)
+                .configure(|cfg| {
+                    let door = &mut Door { cfg, prefix };
+                    experiments::routes(door);
+                    runs::routes(door);
+                    registry::routes(door);
+                    logged_models::routes(door);
+                })
                 .default_service(web::to(|req: HttpRequest| async move {
                     Err::<HttpResponse, _>(MlflowError::from(ApiError::NotFound(format!(
                         "the MLflow endpoint {} {} (this server does not serve it)",
                         req.method(),
-                        req.path()
+                        crate::guard::routed_path(&req)
                     ))))
                 })),
         );
+    }
+}
+
+/// Every route of the door as registered: method and whole path template.
+static ROUTES: Mutex<BTreeSet<(String, String)>> = Mutex::new(BTreeSet::new());
+
+/// The door's route table, as the server registered it (empty before it did).
+pub fn route_table() -> Vec<(String, String)> {
+    ROUTES.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+}
+
+/// A scope of the door that records each route it registers in [`ROUTES`], so the table can be
+/// listed (the OpenAPI document's `x-mlflow-door`) and no route of the door goes untested.
+pub(super) struct Door<'a> {
+    cfg: &'a mut web::ServiceConfig,
+    prefix: &'static str,
+}
+
+impl Door<'_> {
+    pub(super) fn route<F, Args>(&mut self, method: Method, path: &str, handler: F) -> &mut Self
+    where
+        F: Handler<Args>,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
+    {
+        ROUTES.lock().unwrap_or_else(|p| p.into_inner()).insert((method.to_string(), format!("{}{path}", self.prefix)));
+        self.cfg.route(path, web::method(method).to(handler));
+        self
     }
 }
 

@@ -10,34 +10,35 @@ use crate::error::ApiError;
 use crate::lookup::run_project;
 use crate::routes::registry::{model_access, register_version, CreateVersion};
 use crate::state::{meta, State};
+use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use trainlog_meta::{ModelRow, Role, Scope, VersionRef, VersionRow, VersionUpdate};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/registered-models/create", web::post().to(create_model))
-        .route("/registered-models/get", web::get().to(get_model))
-        .route("/registered-models/update", web::patch().to(update_model))
-        .route("/registered-models/rename", web::post().to(rename_model))
-        .route("/registered-models/delete", web::delete().to(delete_model))
-        .route("/registered-models/search", web::get().to(search_models))
-        .route("/registered-models/get-latest-versions", web::post().to(latest_versions))
-        .route("/registered-models/get-latest-versions", web::get().to(latest_versions))
-        .route("/registered-models/set-tag", web::post().to(set_model_tag))
-        .route("/registered-models/delete-tag", web::delete().to(delete_model_tag))
-        .route("/registered-models/alias", web::post().to(set_alias))
-        .route("/registered-models/alias", web::delete().to(delete_alias))
-        .route("/registered-models/alias", web::get().to(version_by_alias))
-        .route("/model-versions/create", web::post().to(create_version))
-        .route("/model-versions/get", web::get().to(get_version))
-        .route("/model-versions/update", web::patch().to(update_version))
-        .route("/model-versions/delete", web::delete().to(delete_version))
-        .route("/model-versions/search", web::get().to(search_versions))
-        .route("/model-versions/get-download-uri", web::get().to(download_uri))
-        .route("/model-versions/transition-stage", web::post().to(transition_stage))
-        .route("/model-versions/set-tag", web::post().to(set_version_tag))
-        .route("/model-versions/delete-tag", web::delete().to(delete_version_tag));
+pub(super) fn routes(door: &mut super::Door) {
+    door.route(Method::POST, "/registered-models/create", create_model)
+        .route(Method::GET, "/registered-models/get", get_model)
+        .route(Method::PATCH, "/registered-models/update", update_model)
+        .route(Method::POST, "/registered-models/rename", rename_model)
+        .route(Method::DELETE, "/registered-models/delete", delete_model)
+        .route(Method::GET, "/registered-models/search", search_models)
+        .route(Method::POST, "/registered-models/get-latest-versions", latest_versions)
+        .route(Method::GET, "/registered-models/get-latest-versions", latest_versions)
+        .route(Method::POST, "/registered-models/set-tag", set_model_tag)
+        .route(Method::DELETE, "/registered-models/delete-tag", delete_model_tag)
+        .route(Method::POST, "/registered-models/alias", set_alias)
+        .route(Method::DELETE, "/registered-models/alias", delete_alias)
+        .route(Method::GET, "/registered-models/alias", version_by_alias)
+        .route(Method::POST, "/model-versions/create", create_version)
+        .route(Method::GET, "/model-versions/get", get_version)
+        .route(Method::PATCH, "/model-versions/update", update_version)
+        .route(Method::DELETE, "/model-versions/delete", delete_version)
+        .route(Method::GET, "/model-versions/search", search_versions)
+        .route(Method::GET, "/model-versions/get-download-uri", download_uri)
+        .route(Method::POST, "/model-versions/transition-stage", transition_stage)
+        .route(Method::POST, "/model-versions/set-tag", set_version_tag)
+        .route(Method::DELETE, "/model-versions/delete-tag", delete_version_tag);
 }
 
 /// The version tag that keeps a version's MLflow stage; it is not listed among its tags.

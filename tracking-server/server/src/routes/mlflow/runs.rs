@@ -8,6 +8,7 @@ use crate::auth::require_run;
 use crate::error::ApiError;
 use crate::lookup::run_project;
 use crate::state::{meta, State};
+use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -21,21 +22,21 @@ use trainlog_schema::{
 };
 use trainlog_store::StepRange;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/artifacts/list", web::get().to(super::artifacts::list_of_run))
-        .route("/runs/delete", web::post().to(delete_run))
-        .route("/runs/restore", web::post().to(restore_run))
-        .route("/runs/create", web::post().to(create_run))
-        .route("/runs/get", web::get().to(get_run))
-        .route("/runs/update", web::post().to(update_run))
-        .route("/runs/log-metric", web::post().to(log_metric))
-        .route("/runs/log-parameter", web::post().to(log_param))
-        .route("/runs/set-tag", web::post().to(set_tag))
-        .route("/runs/delete-tag", web::post().to(delete_tag))
-        .route("/runs/log-batch", web::post().to(log_batch))
-        .route("/runs/search", web::post().to(search_runs))
-        .route("/metrics/get-history", web::get().to(metric_history))
-        .route("/runs/log-inputs", web::post().to(log_inputs));
+pub(super) fn routes(door: &mut super::Door) {
+    door.route(Method::GET, "/artifacts/list", super::artifacts::list_of_run)
+        .route(Method::POST, "/runs/delete", delete_run)
+        .route(Method::POST, "/runs/restore", restore_run)
+        .route(Method::POST, "/runs/create", create_run)
+        .route(Method::GET, "/runs/get", get_run)
+        .route(Method::POST, "/runs/update", update_run)
+        .route(Method::POST, "/runs/log-metric", log_metric)
+        .route(Method::POST, "/runs/log-parameter", log_param)
+        .route(Method::POST, "/runs/set-tag", set_tag)
+        .route(Method::POST, "/runs/delete-tag", delete_tag)
+        .route(Method::POST, "/runs/log-batch", log_batch)
+        .route(Method::POST, "/runs/search", search_runs)
+        .route(Method::GET, "/metrics/get-history", metric_history)
+        .route(Method::POST, "/runs/log-inputs", log_inputs);
 }
 
 /// What one log-batch may carry, as MLflow's server limits it.

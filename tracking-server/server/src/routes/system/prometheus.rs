@@ -1,8 +1,9 @@
 //! `GET /metrics`: the store's counters and gauges and the error answers by code, in the
-//! OpenMetrics text format that Prometheus scrapes.
+//! OpenMetrics text format that Prometheus scrapes. With `--auth`, the figures of projects
+//! (names, budgets, spend) are shown to server admins and to the scraper's key only.
 
 use crate::state::State;
-use actix_web::HttpResponse;
+use actix_web::{HttpMessage, HttpRequest, HttpResponse};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
@@ -15,7 +16,7 @@ const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset
 /// The server's counters in the OpenMetrics text format, for Prometheus.
 #[utoipa::path(get, path = "/metrics", tag = "system",
     responses((status = 200, description = "Counters and gauges.", content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String)))]
-pub(crate) async fn prometheus(state: State) -> HttpResponse {
+pub(crate) async fn prometheus(state: State, req: HttpRequest) -> HttpResponse {
     let stats = state.store.stats();
     let c = stats.counters;
     let mut registry = Registry::with_prefix("trainlog");
@@ -49,13 +50,34 @@ pub(crate) async fn prometheus(state: State) -> HttpResponse {
         "Background rounds that failed to bring the training report's rows up to date (each is tried again)",
         ConstCounter::new(crate::routes::report::refresh_failures()),
     );
+    let (failed, throttled) = crate::auth::failure_counts(&req);
+    registry.register("auth_failures", "Requests refused for a missing or invalid API key", ConstCounter::new(failed));
+    registry.register(
+        "auth_throttled",
+        "Requests refused without a key check, their address having failed too many",
+        ConstCounter::new(throttled),
+    );
+    let sees_projects = crate::auth::actor(&req).is_none_or(|a| a.is_admin)
+        || req.extensions().get::<crate::auth::MetricsScraper>().is_some();
+    if sees_projects {
+        if let Err(response) = register_projects(&state, &mut registry).await {
+            return response;
+        }
+    }
+    let mut text = String::new();
+    match encode(&mut text, &registry) {
+        Ok(()) => HttpResponse::Ok().content_type(CONTENT_TYPE).body(text),
+        Err(e) => HttpResponse::InternalServerError().body(format!("encoding metrics: {e}")),
+    }
+}
+
+/// Every project's budget and spend this month.
+async fn register_projects(state: &State, registry: &mut Registry) -> Result<(), HttpResponse> {
     // Budgets read the report's rows as the background refresh left them (at most 30 s old).
     let now = trainlog_meta::now_ms();
-    let budgets = match crate::state::meta(&state, move |m| m.budgets(&trainlog_meta::search::RunScope::All, now)).await
-    {
-        Ok(budgets) => budgets,
-        Err(e) => return HttpResponse::ServiceUnavailable().body(format!("reading the projects' budgets: {e}")),
-    };
+    let budgets = crate::state::meta(state, move |m| m.budgets(&trainlog_meta::search::RunScope::All, now))
+        .await
+        .map_err(|e| HttpResponse::ServiceUnavailable().body(format!("reading the projects' budgets: {e}")))?;
     let budget = Family::<Vec<(String, String)>, Gauge<f64, AtomicU64>>::default();
     let spend = Family::<Vec<(String, String)>, Gauge<f64, AtomicU64>>::default();
     for b in &budgets {
@@ -65,9 +87,5 @@ pub(crate) async fn prometheus(state: State) -> HttpResponse {
     }
     registry.register("project_budget_usd", "A project's budget for this calendar month (UTC)", budget);
     registry.register("project_spend_usd", "What a project's runs that started this month cost (priced runs)", spend);
-    let mut text = String::new();
-    match encode(&mut text, &registry) {
-        Ok(()) => HttpResponse::Ok().content_type(CONTENT_TYPE).body(text),
-        Err(e) => HttpResponse::InternalServerError().body(format!("encoding metrics: {e}")),
-    }
+    Ok(())
 }

@@ -1,0 +1,181 @@
+//! Defects a team server must not have, each found by trying it from outside: a run one may not
+//! see told apart from a missing one through `parent_id` or a deleted id, NUL characters reaching
+//! the database, a media type that a browser reads as HTML served inline, and body-less form
+//! posts. Each runs on SQLite, and on PostgreSQL in the test command's second pass.
+
+use trainlog_tests::{json, TestServer, Value};
+
+fn call(s: &TestServer, method: &str, path: &str, key: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut request = s
+        .client
+        .request(reqwest::Method::from_bytes(method.as_bytes()).expect("a method"), s.api(path))
+        .bearer_auth(key);
+    if let Some(b) = body {
+        request = request.json(b);
+    }
+    let response = request.send().expect("the server answers");
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+#[test]
+fn a_run_one_may_not_read_is_not_told_apart_from_a_missing_one() {
+    let s = TestServer::spawn_local_with(&["--auth", "--default-permission", "none"]);
+    let admin = s.api_key.clone().expect("the admin's key");
+    let mallory = s.admin_cli(&["users", "add", "mallory"]);
+    let (status, hidden) = call(&s, "POST", "/runs", &admin, Some(&json!({"project": "secret", "name": "h"})));
+    assert_eq!(status, 201, "{hidden}");
+    let hidden = hidden["id"].as_str().unwrap().to_owned();
+    let (status, gone) = call(&s, "POST", "/runs", &admin, Some(&json!({"project": "secret", "name": "g"})));
+    assert_eq!(status, 201);
+    let gone = gone["id"].as_str().unwrap().to_owned();
+    assert_eq!(call(&s, "POST", &format!("/runs/{gone}/archive"), &admin, Some(&json!({}))).0, 200);
+
+    // As a parent: a hidden run and a missing one both answer 404, and no run is made.
+    let child = |parent: &str| {
+        call(&s, "POST", "/runs", &mallory, Some(&json!({"project": "mine", "name": "c", "parent_id": parent})))
+    };
+    let (hidden_status, hidden_body) = child(&hidden);
+    let (missing_status, _) = child("0123456789abcdef0123456789abcdef");
+    assert_eq!((hidden_status, missing_status), (404, 404), "{hidden_body}");
+    let (_, runs) = call(&s, "POST", "/runs/search", &mallory, Some(&json!({"projects": ["mine"]})));
+    assert_eq!(runs["runs"].as_array().map(Vec::len).unwrap_or(0), 0, "{runs}");
+    // As an id to create or resume, a deleted hidden run answers as a hidden live one, not 409.
+    for id in [&hidden, &gone] {
+        let (status, body) = call(&s, "POST", "/runs", &mallory, Some(&json!({"id": id, "project": "mine"})));
+        assert_eq!(status, 404, "{id}: {body}");
+        assert!(!body.to_string().contains("secret"), "the project's name leaks: {body}");
+    }
+}
+
+#[test]
+fn nul_characters_are_refused_with_a_400_naming_the_field() {
+    let s = TestServer::spawn_local();
+    let run = s.create_run("p", "r");
+    let cases = [
+        ("/runs", json!({"project": "p", "name": "a\u{0}b"}), "name"),
+        ("/runs", json!({"project": "p\u{0}q"}), "project"),
+        (&format!("/runs/{run}/params") as &str, json!({"params": {"lr": "0.1\u{0}"}}), "params.lr"),
+        (&format!("/runs/{run}/tags"), json!({"tags": {"t": "\u{0}"}}), "tags.t"),
+        ("/runs/search", json!({"filter": "params.lr = '\u{0}'"}), "filter"),
+    ];
+    for (path, body, field) in cases {
+        let (status, answer) = s.post(path, &body);
+        assert_eq!((status, answer["error"]["field"].as_str()), (400, Some(field)), "{path} {body}: {answer}");
+        assert!(!answer.to_string().contains("invalid byte sequence"), "a database's text: {answer}");
+    }
+    let (status, answer) = s.get(&format!("/projects/p/runs?filter=name%20%3D%20%27%00%27"));
+    assert_eq!((status, answer["error"]["field"].as_str()), (400, Some("query")), "{answer}");
+    let (_, run) = s.get(&format!("/runs/{run}"));
+    assert!(!run.to_string().contains('\u{0}'), "nothing was half-written: {run}");
+}
+
+#[test]
+fn a_media_type_that_names_another_type_is_refused() {
+    let s = TestServer::spawn_local();
+    let run = s.create_run("p", "r");
+    let bytes = b"<script>alert(1)</script>".to_vec();
+    let sha = {
+        use ring::digest::{digest, SHA256};
+        digest(&SHA256, &bytes).as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    for mime in ["text/plain;x=1,text/html", "text/plain, text/html", "text/plain; x=\"a,b\""] {
+        let put = s
+            .client
+            .put(s.api(&format!("/runs/{run}/media/blobs/{sha}")))
+            .header("content-type", mime)
+            .body(bytes.clone())
+            .send()
+            .expect("the server answers");
+        let status = put.status().as_u16();
+        let answer: Value = put.json().unwrap_or(Value::Null);
+        assert_eq!((status, answer["error"]["field"].as_str()), (400, Some("Content-Type")), "{mime}: {answer}");
+    }
+}
+
+#[test]
+fn a_post_without_a_json_content_type_is_refused_even_without_a_body() {
+    let s = TestServer::spawn_local();
+    let flush = |content_type: Option<&str>| {
+        let mut request = s.client.post(s.api("/admin/flush"));
+        if let Some(t) = content_type {
+            request = request.header("content-type", t);
+        }
+        request.send().expect("the server answers").status().as_u16()
+    };
+    assert_eq!(flush(None), 415, "no Content-Type: a page of any site could send it");
+    assert_eq!(flush(Some("text/plain")), 415);
+    assert_eq!(flush(Some("application/x-www-form-urlencoded")), 415);
+    assert_eq!(flush(Some("multipart/form-data; boundary=x")), 415);
+    assert_eq!(flush(Some("application/json")), 200);
+}
+
+#[test]
+fn failed_key_checks_are_throttled_per_address_and_counted() {
+    let s = TestServer::spawn_local_with(&["--auth"]);
+    let admin = s.api_key.clone().expect("the admin's key");
+    let wrong = format!("tl_000000000000_{}", "0".repeat(64));
+    // The default limit: 20 failed checks an address a minute.
+    for _ in 0..20 {
+        assert_eq!(call(&s, "GET", "/projects", &wrong, None).0, 401);
+    }
+    let refused = s.client.get(s.api("/projects")).bearer_auth(&wrong).send().expect("the server answers");
+    assert_eq!(refused.status().as_u16(), 429);
+    let retry: u64 = refused.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    // Throttled, even the right key waits: the address is refused before any key is checked.
+    assert_eq!(call(&s, "GET", "/projects", &admin, None).0, 429);
+    let from_another_address = reqwest::blocking::Client::builder()
+        .local_address(Some("127.0.0.2".parse().unwrap()))
+        .build()
+        .unwrap()
+        .get(s.api("/projects"))
+        .bearer_auth(&admin)
+        .send()
+        .expect("the server answers 127.0.0.2");
+    assert_eq!(from_another_address.status().as_u16(), 200, "another address is not throttled");
+    let (_, seen) = {
+        let answer = reqwest::blocking::Client::builder()
+            .local_address(Some("127.0.0.2".parse().unwrap()))
+            .build()
+            .unwrap()
+            .get(format!("{}/metrics", s.url))
+            .bearer_auth(&admin)
+            .send()
+            .expect("the server answers");
+        (answer.status().as_u16(), answer.text().unwrap_or_default())
+    };
+    assert!(seen.contains("trainlog_auth_failures_total 20"), "{seen}");
+    assert!(seen.contains("trainlog_auth_throttled_total 2"), "{seen}");
+}
+
+#[test]
+fn metrics_show_projects_money_to_admins_and_the_scraper_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("scraper.key");
+    let scraper = "0123456789abcdef0123456789abcdef0123";
+    std::fs::write(&key_file, format!("{scraper}\n")).unwrap();
+    let s = TestServer::spawn_local_with(&["--auth", "--metrics-key-file", key_file.to_str().unwrap()]);
+    let admin = s.api_key.clone().expect("the admin's key");
+    let ada = s.admin_cli(&["users", "add", "ada"]);
+    assert_eq!(call(&s, "POST", "/runs", &admin, Some(&json!({"project": "secret-budget"}))).0, 201);
+    let body = json!({"monthly_usd": 5000});
+    assert_eq!(call(&s, "PUT", "/projects/secret-budget/budget", &admin, Some(&body)).0, 200);
+    let metrics = |key: &str| {
+        let answer = s.client.get(format!("{}/metrics", s.url)).bearer_auth(key).send().expect("the server answers");
+        (answer.status().as_u16(), answer.text().unwrap_or_default())
+    };
+    let (status, seen) = metrics(&admin);
+    assert_eq!(status, 200);
+    assert!(seen.contains("trainlog_project_budget_usd{project=\"secret-budget\"} 5000"), "{seen}");
+    assert!(seen.contains("trainlog_auth_failures_total"), "{seen}");
+    let (status, seen) = metrics(&ada);
+    assert_eq!(status, 200);
+    assert!(!seen.contains("secret-budget") && !seen.contains("project_budget_usd"), "{seen}");
+    assert!(seen.contains("trainlog_buffered_points"), "the server's own counters stay: {seen}");
+    let (status, seen) = metrics(scraper);
+    assert_eq!(status, 200);
+    assert!(seen.contains("secret-budget"), "{seen}");
+    // The scraper's key opens /metrics and nothing else.
+    assert_eq!(call(&s, "GET", "/projects", scraper, None).0, 401);
+}
