@@ -669,11 +669,11 @@ fn sync(py: Python<'_>, dir: Option<String>, server: Option<String>, include_liv
     )
 }
 
-/// `args` with the values of secret flags and the credentials of URLs masked, as the SDK records
-/// a command line.
+/// `args` with the values of secret flags, the credentials of URLs and other secrets masked, as
+/// the SDK records a command line.
 #[pyfunction]
 fn redact_command_line(args: Vec<String>) -> Vec<String> {
-    trainlog::collect::redact::redact_command_line(&args)
+    trainlog::collect::redact::redact_command_line(&args).0
 }
 
 /// Runs the `trainlog` command line (`server`, `sync`) with `argv`; answers its exit code.
