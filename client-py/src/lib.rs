@@ -670,10 +670,10 @@ fn sync(py: Python<'_>, dir: Option<String>, server: Option<String>, include_liv
 }
 
 /// `args` with the values of secret flags, the credentials of URLs and other secrets masked, as
-/// the SDK records a command line.
+/// the SDK records a command line, and how many secrets were masked.
 #[pyfunction]
-fn redact_command_line(args: Vec<String>) -> Vec<String> {
-    trainlog::collect::redact::redact_command_line(&args).0
+fn redact_command_line(args: Vec<String>) -> (Vec<String>, usize) {
+    trainlog::collect::redact::redact_command_line(&args)
 }
 
 /// Runs the `trainlog` command line (`server`, `sync`) with `argv`; answers its exit code.
