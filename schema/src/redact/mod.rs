@@ -27,7 +27,8 @@
 //! narrower, since names such as `token_type`, `secret_name` or `sort_key` are common there and
 //! hold no secret: the *last* word must be one of [`SECRET_WORDS`] (or end with one of the
 //! longer of them), `pass`, `pw`, `bearer`, `cookie` or `jwt`, or be `key` after one of
-//! [`KEY_PREFIXES`] (`api_key`, `SECRET_KEY`, `aws_secret_access_key`, `apikey`).
+//! [`KEY_PREFIXES`] (`api_key`, `SECRET_KEY`, `aws_secret_access_key`, `apikey`); and `token`
+//! after a word of pagination or of tokenizers (`page_token`, `eos_token`) does not count.
 //!
 //! # Command lines ([`redact_command_line`])
 //!
@@ -70,8 +71,9 @@
 //!   - an unquoted value after `:` is masked when it ends the line (YAML's `secret: ***`,
 //!     a comment may follow), unless it is a type (`token: str`);
 //!   - never masked: empty values, `None`, `null`, `true`, `false` and the like, numbers,
-//!     references (`$TOKEN`, `${TOKEN}`, `{token}`, `<your key>`, `[MASK]`), paths
-//!     (`/run/secrets/token`) and values already masked;
+//!     references (`$TOKEN`, `${TOKEN}`, `{token}`, `<your key>`, `[MASK]`), names of
+//!     environment variables (`HF_TOKEN`), paths (`/run/secrets/token`), placeholders (`xxx`,
+//!     `tl_…`) and values already masked;
 //! - tokens of a known shape wherever they stand: AWS access key ids (`AKIA…`, `ASIA…`),
 //!   GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`), Slack tokens
 //!   (`xoxb-` and kin), `sk-…` keys (OpenAI, Anthropic) and Stripe's `sk_live_`/`rk_live_`,
@@ -97,6 +99,11 @@ pub const LAST_WORD_SECRETS: &[&str] =
 
 /// The last words that make the name of an assignment secret, besides [`SECRET_WORDS`] and keys.
 const ASSIGNMENT_LAST_WORDS: &[&str] = &["pass", "pw", "bearer", "cookie", "jwt"];
+
+/// Words before `token` that make it no secret in an assignment: pagination and the special
+/// tokens of tokenizers (`page_token`, `eos_token`).
+const PLAIN_TOKEN_QUALIFIERS: &[&str] =
+    &["page", "next", "continuation", "cancellation", "pad", "eos", "bos", "unk", "cls", "sep", "mask"];
 
 /// What may stand before `key`, glued or as the word before, in one secret name (`apikey`,
 /// `access_key`).
@@ -155,6 +162,9 @@ pub fn is_secret_assignment_name(name: &str) -> bool {
         return false;
     };
     let before_last = words.len().checked_sub(2).map(|i| words[i].as_str());
+    if last == "token" && before_last.is_some_and(|word| PLAIN_TOKEN_QUALIFIERS.contains(&word)) {
+        return false;
+    }
     is_secret_word(last)
         || ASSIGNMENT_LAST_WORDS.contains(&last)
         || is_glued_key(last)

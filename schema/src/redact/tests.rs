@@ -425,6 +425,12 @@ fn code_and_config_without_literal_secrets_are_kept() {
         "diff --git a/secrets.py b/secrets.py",
         "@@ -1,3 +1,4 @@ def main():",
         "+    lr = 0.1",
+        "assert_eq!(redact(&[\"--password=\"]), [\"--password=\"]);",
+        "{\"total\": true, \"page_token\": \"40\"}",
+        "eos_token: \"im_end\"",
+        "sky jobs launch task.yaml --secret TRAINLOG_API_KEY",
+        "export TRAINLOG_API_KEY=tl_…",
+        "token = \"HF_TOKEN\"",
     ]);
 }
 

@@ -291,7 +291,10 @@ fn redact_line(patterns: &Patterns, line: &str, candidates: &Candidates, count: 
                 let (name, name_quote, separator, value) = (&caps[1], &caps[2], &caps[3], &caps[4]);
                 let (quote, inner) = unquote(value);
                 let after = caps.get(0).map_or("", |m| &whole[m.end()..]);
-                let keep = !is_secret_assignment_name(name)
+                // `"--password=", "x"`: the quote after `=` ends a string, it opens no value.
+                let closes_a_string = quote.is_some() && inner.starts_with([')', ']', '}', ',', ';', ' ']);
+                let keep = closes_a_string
+                    || !is_secret_assignment_name(name)
                     || is_reference_or_literal(inner, quote.is_some())
                     || (quote.is_none() && is_code(separator, inner, after));
                 if keep {
@@ -323,7 +326,7 @@ fn masked(quote: Option<char>) -> String {
 }
 
 /// Whether a value holds no secret whatever its name: empty, already masked, a reference
-/// (`$TOKEN`, `{token}`, `<your key>`), a path, a placeholder of one repeated character (`xxx`), or,
+/// (`$TOKEN`, `{token}`, `<your key>`, `HF_TOKEN`), a path, a placeholder (`xxx`, `tl_…`), or,
 /// unquoted, a keyword or a number.
 fn is_reference_or_literal(value: &str, quoted: bool) -> bool {
     let Some(first) = value.chars().next() else {
@@ -332,8 +335,17 @@ fn is_reference_or_literal(value: &str, quoted: bool) -> bool {
     value.starts_with(MASK)
         || matches!(first, '$' | '{' | '<' | '[' | '%')
         || (value.len() >= 3 && value.chars().all(|c| c == first))
+        || value.contains('…')
+        || is_variable_name(value)
         || is_path(value)
         || (!quoted && (KEYWORDS.contains(&value.to_ascii_lowercase().as_str()) || value.parse::<f64>().is_ok()))
+}
+
+/// `TRAINLOG_API_KEY`: the name of an environment variable (upper case, with an underscore).
+fn is_variable_name(value: &str) -> bool {
+    value.contains('_')
+        && value.starts_with(|c: char| c.is_ascii_uppercase())
+        && value.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// `/run/secrets/token`, `./keys/dev.pem`, `~/.netrc`: two parts or more of a path.
