@@ -41,12 +41,17 @@ const SHAPES: &[Shape] = &[
         accept: anything,
     },
     Shape {
-        literals: &["gh", "github_pat_"],
+        literals: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
         pattern: r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
         keep: Keep::Nothing,
         accept: anything,
     },
-    Shape { literals: &["xox"], pattern: r"\bxox[baprs]-[A-Za-z0-9-]{10,}", keep: Keep::Nothing, accept: anything },
+    Shape {
+        literals: &["xoxb-", "xoxa-", "xoxp-", "xoxr-", "xoxs-"],
+        pattern: r"\bxox[baprs]-[A-Za-z0-9-]{10,}",
+        keep: Keep::Nothing,
+        accept: anything,
+    },
     Shape { literals: &["sk-"], pattern: r"\bsk-[A-Za-z0-9_-]{20,}", keep: Keep::Nothing, accept: has_digit },
     Shape {
         literals: &["k_live_", "k_test_"],
