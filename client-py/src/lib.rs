@@ -669,10 +669,10 @@ fn sync(py: Python<'_>, dir: Option<String>, server: Option<String>, include_liv
     )
 }
 
-/// `args` with the values of secret flags and the credentials of URLs masked, as the SDK records
-/// a command line.
+/// `args` with the values of secret flags, the credentials of URLs and other secrets masked, as
+/// the SDK records a command line, and how many secrets were masked.
 #[pyfunction]
-fn redact_command_line(args: Vec<String>) -> Vec<String> {
+fn redact_command_line(args: Vec<String>) -> (Vec<String>, usize) {
     trainlog::collect::redact::redact_command_line(&args)
 }
 

@@ -1,5 +1,5 @@
-"""What the SDK records by itself keeps no secrets: the command line is stored with secret flag
-values and URL credentials masked, and the uncommitted diff can be left out."""
+"""What the SDK records by itself keeps no secrets: the command line and the uncommitted diff are
+stored with their secrets masked and counted, and the diff can be left out."""
 
 from __future__ import annotations
 
@@ -71,7 +71,9 @@ def test_secret_arguments_are_masked_in_the_stored_run(server: Server, client_en
         "--keyframes", "3",
     ]
     assert run["metadata"]["environment"]["command_line"][-len(args):] == expected_tail
+    assert run["metadata"]["environment"]["command_line_redactions"] == 4
     assert run["metadata"]["python"]["argv"][1:] == expected_tail
+    assert run["metadata"]["python"]["argv_redactions"] == 4
     assert run["metadata"]["python"]["argv"][0].endswith("train_script.py")
 
 
@@ -90,7 +92,10 @@ def test_the_diff_can_be_left_out(server: Server, client_env: dict, tmp_path: Pa
     commit = git(repo, "rev-parse", "HEAD")
 
     captured = stored_run(server, run_script_file(tmp_path, client_env, [], cwd=repo))
-    assert "tok-in-diff-999" in captured["metadata"]["code"]["diff"], "by default the diff is recorded"
+    diff = captured["metadata"]["code"]["diff"]
+    assert "+token = '***'" in diff and "untracked-notes.txt" in diff, "by default the diff is recorded"
+    assert "tok-in-diff-999" not in diff, "with its secrets masked"
+    assert captured["metadata"]["code"]["diff_redactions"] == 1
 
     if switch == "keyword":
         run_id = run_script_file(tmp_path, client_env, [], cwd=repo, init_kwargs="{'capture_code_diff': False}")
@@ -100,6 +105,6 @@ def test_the_diff_can_be_left_out(server: Server, client_env: dict, tmp_path: Pa
     run = stored_run(server, run_id)
     code = run["metadata"]["code"]
     assert code["commit"] == commit and code["branch"] == "main" and code["dirty"] is True
-    assert code["diff"] is None and code["diff_truncated"] is None
+    assert code["diff"] is None and code["diff_truncated"] is None and code["diff_redactions"] is None
     text = json.dumps(run)
     assert "tok-in-diff-999" not in text and "untracked-notes.txt" not in text

@@ -432,9 +432,10 @@ fn describe(ended: &Ended) -> String {
     }
 }
 
-/// Reports the end of a trial; URLs in the output's tail lose their credentials first.
+/// Reports the end of a trial; the secrets in the output's tail (credentials in URLs, tokens,
+/// secret assignments) are masked first.
 fn end(http: &Http, sweep: &str, index: i64, attempt: Option<i64>, outcome: &str, exit_code: Option<i64>, tail: &str) {
-    let tail = crate::collect::redact::redact_urls(tail);
+    let (tail, _) = crate::collect::redact::redact_text(tail);
     let body = json!({"outcome": outcome, "attempt": attempt, "exit_code": exit_code, "output_tail": tail});
     for attempt in 0..30 {
         match http.post(&format!("/sweeps/{sweep}/trials/{index}/end"), &body) {

@@ -3,6 +3,9 @@
 //! the server already acknowledged, so a resend never starts over. `trainlog sync` sends the
 //! spools that processes left behind. Requests the server refuses for good go, with its answer,
 //! to `rejected/<run id>.jsonl` beside the spools.
+//!
+//! Requests hold what a run records (params, its command line, its diff), so on Unix the spool
+//! folders are the owner's alone (0700, an existing one tightened) and their files too (0600).
 
 use crate::http::Http;
 use crate::{io_err, Error, Result};
@@ -61,12 +64,13 @@ impl Spool {
     /// Opens the spool of one rank of a job's run.
     pub fn open_for_rank(dir: &Path, run_id: &str, rank: u32, server: &str) -> Result<Self> {
         let name = if rank == 0 { run_id.to_owned() } else { format!("{run_id}~rank{rank}") };
-        std::fs::create_dir_all(dir).map_err(io_err(format!("creating the spool folder {}", dir.display())))?;
+        private_dir(dir).map_err(io_err(format!("creating the spool folder {}", dir.display())))?;
         let owner = json!({"server": server, "pid": std::process::id(), "run_id": run_id, "rank": rank});
         write_atomic(&path(dir, &name, "json"), owner.to_string().as_bytes())?;
         let spool_path = path(dir, &name, "spool");
-        let file =
-            OpenOptions::new().create(true).append(true).open(&spool_path).map_err(io_err("opening the spool"))?;
+        let file = private_file(OpenOptions::new().create(true).append(true))
+            .open(&spool_path)
+            .map_err(io_err("opening the spool"))?;
         // A process killed mid-append leaves a torn record: cut it, or records appended after
         // it could never be read back.
         let whole = read_records(&spool_path, 0)?.last().map_or(0, |(_, end)| *end);
@@ -252,9 +256,10 @@ impl Rejected {
     fn append_line(&self, line: &[u8]) -> Result<()> {
         let context = || format!("writing {}", self.path.display());
         if let Some(folder) = self.path.parent() {
-            std::fs::create_dir_all(folder).map_err(io_err(context()))?;
+            private_dir(folder).map_err(io_err(context()))?;
         }
-        let mut file = OpenOptions::new().create(true).append(true).open(&self.path).map_err(io_err(context()))?;
+        let mut file =
+            private_file(OpenOptions::new().create(true).append(true)).open(&self.path).map_err(io_err(context()))?;
         file.write_all(line).map_err(io_err(context()))?;
         file.sync_data().map_err(io_err(context()))
     }
@@ -287,9 +292,42 @@ fn crc32(data: &[u8]) -> u32 {
     !crc
 }
 
+/// Creates `dir` and the folders above it that are missing, readable by their owner alone, and
+/// tightens `dir` itself when it exists already. Tightening is best effort: a spool pointed at a
+/// folder of someone else's still works.
+pub(crate) fn private_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        let mode = std::fs::metadata(dir)?.permissions().mode() & 0o777;
+        if mode != 0o700 {
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
+        Ok(())
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir)
+    }
+}
+
+/// `options` creating files readable and writable by their owner alone.
+pub(crate) fn private_file(options: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options
+}
+
 fn write_atomic(target: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = target.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(io_err("writing spool state"))?;
+    private_file(OpenOptions::new().create(true).write(true).truncate(true))
+        .open(&tmp)
+        .and_then(|mut file| file.write_all(bytes))
+        .map_err(io_err("writing spool state"))?;
     std::fs::rename(&tmp, target).map_err(io_err("writing spool state"))
 }
 
@@ -458,6 +496,26 @@ pub fn sync_all(dir: &Path, server: Option<&str>, include_live: bool) -> Result<
     Ok(report)
 }
 
+/// Every folder and file under `dir`, with its permission bits.
+#[cfg(all(test, unix))]
+pub(crate) fn modes_under(dir: &Path) -> Vec<(PathBuf, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut found = Vec::new();
+    let mut folders = vec![dir.to_owned()];
+    while let Some(folder) = folders.pop() {
+        found.push((folder.clone(), std::fs::metadata(&folder).unwrap().permissions().mode() & 0o777));
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                found.push((path.clone(), std::fs::metadata(&path).unwrap().permissions().mode() & 0o777));
+            }
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,6 +569,35 @@ mod tests {
         let refusal = Error::Server { status: 400, code: "invalid_argument".into(), message: "no".into(), field: None };
         assert!(rejected.keep(&json!({"op": "points", "points": [["a", 0, 0, 1.0]]}), &refusal).is_err());
         assert!(rejected.is_empty());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn spool_folders_and_files_are_the_owners_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("spool");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut spool = Spool::open(&dir, "r1", "http://127.0.0.1:1").unwrap();
+        spool.append(&json!({"op": "params", "body": {"a": 1}})).unwrap();
+        write_offset(&dir, "r1", 0).unwrap();
+        let refusal = Error::Server { status: 400, code: "invalid_argument".into(), message: "no".into(), field: None };
+        Rejected::new(&dir, "r1").keep(&json!({"op": "params", "body": {}}), &refusal).unwrap();
+        let fresh = root.path().join("a").join("b");
+        Spool::open(&fresh, "r2", "http://127.0.0.1:1").unwrap();
+
+        let mut modes = modes_under(&dir);
+        modes.extend(modes_under(&root.path().join("a")));
+        let names: Vec<String> =
+            modes.iter().map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        for expected in ["spool", "r1.spool", "r1.json", "r1.offset", "rejected", "r1.jsonl", "a", "b", "r2.spool"] {
+            assert!(names.iter().any(|n| n == expected), "{expected} not among {names:?}");
+        }
+        for (path, mode) in modes {
+            let wanted = if path.is_dir() { 0o700 } else { 0o600 };
+            assert_eq!(mode, wanted, "{} is {mode:o}", path.display());
+        }
     }
 
     #[test]

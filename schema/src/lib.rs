@@ -1,5 +1,6 @@
 //! Shared types of trainlog: identifiers parsed once at the edge, typed params, metric points,
-//! reserved key prefixes and the Arrow schemas of the persisted Parquet files. No IO here.
+//! reserved key prefixes, the redaction of secrets from recorded text and the Arrow schemas of the
+//! persisted Parquet files. No IO here.
 
 pub mod arrow;
 mod histogram;
@@ -8,6 +9,7 @@ pub mod limits;
 mod media;
 mod params;
 mod points;
+pub mod redact;
 
 pub use histogram::{Histogram, TableMode};
 pub use ids::{ArtifactPath, MetricKey, ParamKey, ProjectName, RunId, TagKey, ViewName};

@@ -10,11 +10,13 @@ from trainlog._trainlog import redact_command_line
 
 
 def python_info() -> Dict[str, Any]:
+    argv, argv_redactions = redact_command_line(list(sys.argv))
     return {
         "version": platform.python_version(),
         "implementation": platform.python_implementation(),
         "executable": sys.executable,
-        "argv": redact_command_line(list(sys.argv)),
+        "argv": argv,
+        "argv_redactions": argv_redactions,
     }
 
 

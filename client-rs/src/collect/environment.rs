@@ -10,7 +10,8 @@ use super::{gpu, redact};
 
 /// A JSON object: `os` {name, version, arch}, `kernel`, `hostname`,
 /// `cpu` {model, logical_cores, physical_cores}, `ram_total_bytes`, `command_line` (this
-/// process's arguments, secrets masked by [`redact::redact_command_line`]), `executable`, `cwd`,
+/// process's arguments, secrets masked by [`redact::redact_command_line`]),
+/// `command_line_redactions` (how many secrets were masked in it), `executable`, `cwd`,
 /// `sdk_version`, `cuda_visible_devices` and `gpu` (see [`gpu::describe`]).
 pub fn capture() -> Value {
     let system = System::new_with_specifics(
@@ -23,7 +24,7 @@ pub fn capture() -> Value {
         if cpus.is_empty() { std::thread::available_parallelism().ok().map(|n| n.get()) } else { Some(cpus.len()) };
     let ram_total = system.as_ref().map(System::total_memory).filter(|total| *total > 0);
     let arguments: Vec<String> = std::env::args_os().map(|arg| arg.to_string_lossy().into_owned()).collect();
-    let command_line = redact::redact_command_line(&arguments);
+    let (command_line, command_line_redactions) = redact::redact_command_line(&arguments);
     json!({
         "os": {
             "name": System::name().ok(),
@@ -39,6 +40,7 @@ pub fn capture() -> Value {
         },
         "ram_total_bytes": ram_total,
         "command_line": command_line,
+        "command_line_redactions": command_line_redactions,
         "executable": std::env::current_exe().ok().map(|p| p.to_string_lossy().into_owned()),
         "cwd": std::env::current_dir().ok().map(|p| p.to_string_lossy().into_owned()),
         "sdk_version": env!("CARGO_PKG_VERSION"),
@@ -62,6 +64,7 @@ mod tests {
         assert!(!args.is_empty(), "{env}");
         let first = std::env::args().next().unwrap_or_default();
         assert_eq!(args[0], first.as_str());
+        assert!(env["command_line_redactions"].is_u64(), "{env}");
         assert!(env["executable"].as_str().is_some_and(|e| !e.is_empty()), "{env}");
         assert_eq!(env["cwd"], std::env::current_dir().unwrap().to_string_lossy().as_ref());
         assert_eq!(env["sdk_version"], env!("CARGO_PKG_VERSION"));

@@ -4,7 +4,8 @@
 //! Each git command runs with a deadline (killed past it), no terminal prompt and no optional
 //! locks, so capturing never hangs the run or disturbs a concurrent `git` in the same checkout.
 //! Remote URLs are stored without credentials, and without the values of secret query
-//! parameters (`?access_token=`, see [`redact`]).
+//! parameters (`?access_token=`); the diff is stored with its secrets masked (private keys,
+//! tokens, secret assignments: see [`redact`]) and says how many were.
 
 use std::io::Read;
 use std::path::Path;
@@ -153,9 +154,10 @@ fn cap_text(text: &mut String, cap: usize) -> bool {
 /// The object: `commit` (null before the first commit), `branch` (null when detached), `remote_url`
 /// (origin's, else the first remote's; credentials and secret query parameters removed; null
 /// without remotes), `dirty` (uncommitted changes, untracked files included), `diff` (`git diff
-/// HEAD` followed by the list of untracked files, cut at `diff_cap_bytes` on a char boundary),
-/// `diff_truncated`, `root`. With `diff_cap_bytes` None the diff is not read: `diff` and
-/// `diff_truncated` are null.
+/// HEAD` followed by the list of untracked files, cut at `diff_cap_bytes`, then back to its last
+/// whole line, with its secrets masked by [`redact::redact_text`]), `diff_truncated`,
+/// `diff_redactions` (how many secrets were masked), `root`. With `diff_cap_bytes` None the diff
+/// is not read: `diff`, `diff_truncated` and `diff_redactions` are null.
 pub fn capture(dir: &Path, diff_cap_bytes: Option<usize>) -> Option<Value> {
     let inside = run_git(dir, &["rev-parse", "--is-inside-work-tree"], SMALL_OUTPUT)?.line();
     if inside.as_deref() != Some("true") {
@@ -168,7 +170,7 @@ pub fn capture(dir: &Path, diff_cap_bytes: Option<usize>) -> Option<Value> {
     let commit =
         run_git(dir, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], SMALL_OUTPUT).and_then(GitOutput::line);
     let branch = run_git(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"], SMALL_OUTPUT).and_then(GitOutput::line);
-    let remote_url = remote_url(dir).map(|url| redact::redact_urls(&strip_credentials(&url)));
+    let remote_url = remote_url(dir).map(|url| redact::redact_urls(&strip_credentials(&url)).0);
 
     let status = run_git(dir, &["status", "--porcelain", "--untracked-files=normal"], SMALL_OUTPUT);
     let status_known = status.as_ref().is_some_and(|s| s.success);
@@ -185,6 +187,7 @@ pub fn capture(dir: &Path, diff_cap_bytes: Option<usize>) -> Option<Value> {
         "dirty": dirty,
         "diff": diff.as_ref().map(|d| d.text.as_str()),
         "diff_truncated": diff.as_ref().map(|d| d.truncated),
+        "diff_redactions": diff.as_ref().map(|d| d.redactions),
         "root": root,
     }))
 }
@@ -194,11 +197,14 @@ struct Diff {
     /// `git diff` against HEAD (or the empty tree) then the untracked files, at most the cap.
     text: String,
     truncated: bool,
+    /// How many secrets were masked in `text`.
+    redactions: usize,
     /// Whether `git diff` answered (else `text` holds at most the untracked files).
     known: bool,
 }
 
-/// Reads the diff of the work tree at `root`, cut at `cap_bytes` on a char boundary.
+/// Reads the diff of the work tree at `root`, cut at `cap_bytes` on a char boundary and then back
+/// to its last whole line (a secret cut in two could no longer be recognised), secrets masked.
 fn read_diff(root: &Path, has_commit: bool, cap_bytes: usize) -> Diff {
     // Before the first commit there is no HEAD: compare with the empty tree instead.
     let base = if has_commit {
@@ -241,7 +247,13 @@ fn read_diff(root: &Path, has_commit: bool, cap_bytes: usize) -> Diff {
         }
     }
     truncated |= cap_text(&mut text, cap_bytes);
-    Diff { text, truncated, known: diff_output.as_ref().is_some_and(|o| o.success) }
+    if truncated {
+        if let Some(last_newline) = text.rfind('\n') {
+            text.truncate(last_newline + 1);
+        }
+    }
+    let (text, redactions) = redact::redact_text(&text);
+    Diff { text, truncated, redactions, known: diff_output.as_ref().is_some_and(|o| o.success) }
 }
 
 /// origin's URL, else the first remote's.
@@ -347,8 +359,37 @@ mod tests {
         assert!(diff.contains("-lr = 0.1") && diff.contains("+lr = 0.2"), "{diff}");
         assert!(diff.contains("notes.txt"), "untracked file listed: {diff}");
         assert_eq!(value["diff_truncated"], false);
+        assert_eq!(value["diff_redactions"], 0);
         let root = PathBuf::from(value["root"].as_str().unwrap());
         assert_eq!(root.canonicalize().unwrap(), dir.canonicalize().unwrap());
+    }
+
+    #[test]
+    fn secrets_in_the_diff_are_masked_and_counted() {
+        let tmp = repo();
+        let dir = tmp.0.as_path();
+        let key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n";
+        std::fs::write(dir.join("train.py"), "lr = 0.2\napi_key = 'sk-live-123'\nmax_tokens = 512\n").unwrap();
+        std::fs::write(dir.join("deploy_key"), key).unwrap();
+        git(dir, &["add", "deploy_key"]);
+        let value = capture(dir, Some(1 << 20)).unwrap();
+        let diff = value["diff"].as_str().unwrap();
+        assert!(diff.contains("+api_key = '***'\n") && diff.contains("+max_tokens = 512\n"), "{diff}");
+        assert!(diff.contains("+lr = 0.2\n") && diff.contains("+***\n"), "{diff}");
+        assert!(!diff.contains("sk-live-123") && !diff.contains("b3BlbnNzaC1rZXktdjEAAAAA"), "{diff}");
+        assert_eq!(value["diff_redactions"], 2);
+    }
+
+    #[test]
+    fn a_secret_at_the_cap_is_not_kept_in_part() {
+        let tmp = repo();
+        let dir = tmp.0.as_path();
+        std::fs::write(dir.join("train.py"), "lr = 0.2\npassword = \"hunter2-and-more\"\n").unwrap();
+        let cut_inside_the_secret = git(dir, &["diff", "HEAD"]).find("hunter2").unwrap() + 4;
+        let value = capture(dir, Some(cut_inside_the_secret)).unwrap();
+        let diff = value["diff"].as_str().unwrap();
+        assert_eq!(value["diff_truncated"], true);
+        assert!(diff.ends_with("+lr = 0.2\n") && !diff.contains("hunt"), "{diff}");
     }
 
     #[test]
@@ -372,6 +413,7 @@ mod tests {
         assert_eq!(value["dirty"], true);
         assert_eq!(value["diff"], Value::Null);
         assert_eq!(value["diff_truncated"], Value::Null);
+        assert_eq!(value["diff_redactions"], Value::Null);
         let text = value.to_string();
         assert!(!text.contains("sk-live-123") && !text.contains("credentials.txt"), "{value}");
     }
@@ -406,7 +448,7 @@ mod tests {
         let value = capture(dir, Some(100)).unwrap();
         let diff = value["diff"].as_str().unwrap();
         assert!(diff.len() <= 100 && diff.len() > 50, "{}", diff.len());
-        assert!(diff.starts_with("diff --git"), "{diff}");
+        assert!(diff.starts_with("diff --git") && diff.ends_with('\n'), "{diff}");
         assert_eq!(value["diff_truncated"], true);
         assert_eq!(value["dirty"], true);
     }

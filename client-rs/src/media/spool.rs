@@ -1,6 +1,7 @@
 //! The media spool of a run: `{spool}/media/{run_id}/NNNNNNNNNNNN.json` holds encoded items not yet
 //! recorded by the server, in order, and `blobs/{sha256}` the bytes they name. A blob is written
 //! before the entry that names it, and an entry appears whole (written aside, then renamed).
+//! Folders and files are the owner's alone, as in the request spool.
 
 use super::encode::{Blob, Prepared, Route};
 use crate::{io_err, Error, Result};
@@ -61,7 +62,9 @@ impl MediaSpool {
     /// Writes encoded items and their blobs to disk, to be sent later.
     pub fn save(&mut self, prepared: &[Prepared]) -> Result<()> {
         let blobs_dir = self.dir.join("blobs");
-        std::fs::create_dir_all(&blobs_dir).map_err(io_err(format!("creating {}", blobs_dir.display())))?;
+        for dir in [&self.dir, &blobs_dir] {
+            crate::spool::private_dir(dir).map_err(io_err(format!("creating {}", dir.display())))?;
+        }
         let (mut named, mut items, mut histograms, mut tables) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for p in prepared {
             for blob in &p.blobs {
@@ -140,7 +143,31 @@ fn entry_number(path: &Path) -> Option<u64> {
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let aside = path.with_extension("partial");
-    let mut f = std::fs::File::create(&aside).map_err(io_err(format!("creating {}", aside.display())))?;
+    let mut f = crate::spool::private_file(std::fs::OpenOptions::new().create(true).write(true).truncate(true))
+        .open(&aside)
+        .map_err(io_err(format!("creating {}", aside.display())))?;
     f.write_all(bytes).and_then(|()| f.sync_all()).map_err(io_err(format!("writing {}", aside.display())))?;
     std::fs::rename(&aside, path).map_err(io_err(format!("renaming {}", aside.display())))
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_spool_folders_and_files_are_the_owners_alone() {
+        let root = tempfile::tempdir().unwrap();
+        let mut spool = MediaSpool::open(root.path(), "r1");
+        let blob = Blob { sha256: "ab".repeat(32), mime: "image/png".into(), bytes: vec![1, 2, 3] };
+        let item = json!({"key": "images", "step": 0});
+        spool.save(&[Prepared { route: Route::Media, item, blobs: vec![blob] }]).unwrap();
+        let modes = crate::spool::modes_under(&root.path().join("media"));
+        let names: Vec<String> =
+            modes.iter().map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert!(names.iter().any(|n| n == &"ab".repeat(32)) && names.iter().any(|n| n.ends_with(".json")), "{names:?}");
+        for (path, mode) in modes {
+            let wanted = if path.is_dir() { 0o700 } else { 0o600 };
+            assert_eq!(mode, wanted, "{} is {mode:o}", path.display());
+        }
+    }
 }

@@ -23,6 +23,7 @@ pub mod report;
 pub mod roles;
 mod runs;
 pub mod search;
+mod settings;
 mod sweeps;
 mod views;
 
@@ -38,6 +39,7 @@ pub use purge::PurgedRun;
 pub use registry::{ModelRow, NewVersion, VersionRef, VersionRow, VersionUpdate};
 pub use roles::{Actor, Role, Scope, Visibility};
 pub use runs::{NewRun, Project, Run, RunExport, RunHead, RunUpdate};
+pub use settings::ProjectSettings;
 pub use sweeps::{Placement, SweepRow, TrialEnd, TrialRow};
 pub use views::ViewRow;
 

@@ -35,6 +35,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/0021_media_histograms.sql"),
         include_str!("migrations/postgres/0021_media_histograms.sql"),
     ),
+    (
+        22,
+        include_str!("migrations/0022_project_settings.sql"),
+        include_str!("migrations/postgres/0022_project_settings.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

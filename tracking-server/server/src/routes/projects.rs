@@ -1,5 +1,6 @@
-//! Projects: listing, creating and reading them, and the keys their runs use (params, metrics,
-//! tags), which the UI completes filters from.
+//! Projects: listing, creating and reading them, their settings (whether runs keep their git
+//! diff), and the keys their runs use (params, metrics, tags), which the UI completes filters
+//! from.
 
 use crate::auth::role_on;
 use crate::body::json_body;
@@ -9,7 +10,7 @@ use crate::state::{meta, State};
 use crate::wire::{NameText, RoleName};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
-use trainlog_meta::{Project, Role, Scope};
+use trainlog_meta::{Project, ProjectSettings, Role, Scope};
 use trainlog_schema::limits::{check_len, MAX_TEXT_CHARS};
 use trainlog_schema::ProjectName;
 use utoipa::{PartialSchema, ToSchema};
@@ -18,12 +19,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/projects", web::get().to(list_projects))
         .route("/projects", web::post().to(create_project))
         .route("/projects/{name}", web::get().to(get_project))
+        .route("/projects/{name}/settings", web::get().to(get_settings))
+        .route("/projects/{name}/settings", web::patch().to(update_settings))
         .route("/projects/{name}/keys", web::get().to(project_keys));
 }
 
 /// This resource's operations in the API document.
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(list_projects, create_project, get_project, project_keys,))]
+#[openapi(paths(list_projects, create_project, get_project, get_settings, update_settings, project_keys,))]
 pub(super) struct Api;
 
 /// List projects, with how many runs each holds.
@@ -58,6 +61,41 @@ pub(crate) async fn get_project(state: State, path: web::Path<String>, req: Http
     let project = lookup::project(&state, &req, path.into_inner(), Role::Read).await?;
     let role = role_on(&req, Scope::Project, project.id).await?;
     Ok(HttpResponse::Ok().json(ProjectView::new(&project, None, role)))
+}
+
+/// A project's settings.
+#[utoipa::path(get, path = "/api/v1/projects/{name}/settings", tag = "projects", params(("name" = inline(NameText), Path, description = "The project's name.")),
+    responses((status = 200, description = "The settings.", body = SettingsView)))]
+pub(crate) async fn get_settings(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    let project = lookup::project(&state, &req, path.into_inner(), Role::Read).await?;
+    let id = project.id;
+    let settings = meta(&state, move |m| m.project_settings(id)).await?;
+    Ok(HttpResponse::Ok().json(SettingsView::of(settings)))
+}
+
+/// Change a project's settings (admin of the project, or of the server); settings left out stay
+/// as they are.
+#[utoipa::path(patch, path = "/api/v1/projects/{name}/settings", tag = "projects", params(("name" = inline(NameText), Path, description = "The project's name.")),
+    request_body = UpdateSettings, responses((status = 200, description = "The settings as they are now.", body = SettingsView)))]
+pub(crate) async fn update_settings(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let body: UpdateSettings = json_body(&req, payload).await?;
+    let project = lookup::project(&state, &req, path.into_inner(), Role::Admin).await?;
+    let id = project.id;
+    let settings = meta(&state, move |m| {
+        let mut settings = m.project_settings(id)?;
+        if let Some(capture_diff) = body.capture_diff {
+            settings.capture_diff = capture_diff;
+        }
+        m.set_project_settings(id, settings)?;
+        Ok(settings)
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(SettingsView::of(settings)))
 }
 
 /// The distinct param, metric and tag keys of a project's runs (archived runs left out).
@@ -114,6 +152,28 @@ pub struct CreateProject {
     #[serde(default)]
     #[schema(max_length = 1048576)]
     pub description: String,
+}
+
+/// A project's settings.
+#[derive(Serialize, ToSchema)]
+pub struct SettingsView {
+    /// Whether runs keep the uncommitted git diff their clients record; when false the server
+    /// stores `code.diff` as null with `diff_disabled: true`.
+    pub capture_diff: bool,
+}
+
+impl SettingsView {
+    fn of(settings: ProjectSettings) -> Self {
+        SettingsView { capture_diff: settings.capture_diff }
+    }
+}
+
+/// Settings to change; those left out stay as they are.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSettings {
+    #[serde(default)]
+    pub capture_diff: Option<bool>,
 }
 
 /// The keys a project's runs use.

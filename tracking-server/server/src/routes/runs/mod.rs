@@ -3,6 +3,7 @@
 //! and searching them (`search`).
 
 mod job;
+mod recorded;
 mod search;
 mod wire;
 
@@ -197,7 +198,11 @@ pub(crate) async fn get_run(state: State, path: web::Path<String>, req: HttpRequ
 /// Largest metadata document accepted, so a huge git diff cannot bloat the database.
 const MAX_METADATA_BYTES: usize = 4 << 20;
 
-/// Store one metadata section of a run (code, environment, packages, …), replacing it.
+/// Store one metadata section of a run (code, environment, packages, …), replacing it. The
+/// command lines of `environment` and `python` and the diff and remote URL of `code` are stored
+/// with their secrets masked (`command_line_redactions`, `argv_redactions` and `diff_redactions`
+/// count them); in a project that keeps no diffs, `code.diff` is stored null with
+/// `diff_disabled: true`.
 #[utoipa::path(put, path = "/api/v1/runs/{id}/metadata/{section}", tag = "runs",
     params(("id" = inline(RunIdText), Path, description = "The run's id."), ("section" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "A section's name.")),
     request_body(content = Object, description = "The section: a JSON object of at most 4 MiB."),
@@ -223,7 +228,17 @@ pub(crate) async fn put_metadata(
     if !value.is_object() {
         return Err(ApiError::invalid("body", "a metadata section is a JSON object"));
     }
-    change_run(&state, &req, &id, move |m, id| m.set_metadata(id, &section, &value)).await?;
+    change_run(&state, &req, &id, move |m, id| {
+        if !recorded::is_redacted(&section) {
+            return m.set_metadata(id, &section, &value);
+        }
+        let capture_diff =
+            !recorded::needs_project_settings(&section) || m.project_settings(m.run(id)?.project_id)?.capture_diff;
+        let mut value = value.clone();
+        recorded::redact_section(&section, &mut value, capture_diff);
+        m.set_metadata(id, &section, &value)
+    })
+    .await?;
     Ok(HttpResponse::Ok().json(OK))
 }
 
