@@ -54,8 +54,9 @@ fn archived_runs_leave_lists_stay_readable_and_come_back() {
     assert_eq!(status, 200, "{archived}");
     assert_eq!((&archived["id"], &archived["archived"], &archived["name"]), (&json!(a), &json!(true), &json!("a")));
     assert_eq!(archived["summary"]["loss"]["last"], 0.25, "the answer is a whole run: {archived}");
-    // Again: nothing changes; an empty body is fine too.
-    let again = s.client.post(s.api(&format!("/runs/{a}/archive"))).send().unwrap();
+    // Again: nothing changes; an empty body is fine too (said to be JSON, as any POST must).
+    let again =
+        s.client.post(s.api(&format!("/runs/{a}/archive"))).header("content-type", "application/json").send().unwrap();
     assert_eq!(again.status().as_u16(), 200);
 
     let (status, got) = s.get(&format!("/runs/{a}"));

@@ -132,8 +132,8 @@ pub fn check(policy: &HostPolicy, req: &HttpRequest) -> Result<(), ApiError> {
     let headers = req.headers();
     if *req.method() == Method::POST && is_simple_content_type(headers.get(header::CONTENT_TYPE)) {
         return Err(ApiError::UnsupportedMediaType(
-            "a POST needs a Content-Type that a web page cannot send without asking first, such as application/json \
-             (also for an empty body)"
+            "a POST needs a Content-Type that a web page cannot send without asking first: application/json or \
+             application/vnd.apache.arrow.stream, also with an empty body"
                 .into(),
         ));
     }
@@ -169,15 +169,16 @@ pub fn routed_path(req: &HttpRequest) -> &str {
 
 /// Refuses a path that names a route only by a spelling the router would not match the same
 /// way: dot segments and empty segments (`/api//v1`, `/api/v1/runs/../users`, also encoded, as
-/// `%2e%2e` or inside `%2F..%2F`), control characters, and percent-encoding that is not UTF-8.
+/// `%2e%2e` or inside `%2F..%2F`), NUL, and percent-encoding that is not UTF-8. Other control
+/// characters are the routes' to refuse, naming their field.
 pub fn check_path(req: &HttpRequest) -> Result<(), ApiError> {
     let refuse = |reason: &str| Err(ApiError::invalid("path", format!("{reason}: {:?}", req.uri().path())));
     let raw = req.uri().path();
     let Ok(decoded) = percent_encoding::percent_decode_str(raw).decode_utf8() else {
         return refuse("the path's percent-encoding is not UTF-8");
     };
-    if decoded.chars().any(char::is_control) {
-        return refuse("the path holds a control character");
+    if decoded.contains('\0') {
+        return refuse("the path holds a NUL character");
     }
     let query = percent_encoding::percent_decode_str(req.query_string());
     if query.clone().any(|b| b == 0) {

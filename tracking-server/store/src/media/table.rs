@@ -505,7 +505,7 @@ mod tests {
         let replaced = part(&["name", "score"], vec![json!("a"), json!("high")]);
         let appended = part(&["id", "score"], vec![json!(7), json!(0.5)]);
         let whole = join(&[replaced, appended]).unwrap();
-        let names: Vec<&str> = whole.schema().fields().iter().map(|f| f.name().as_str()).collect();
+        let names: Vec<String> = whole.schema().fields().iter().map(|f| f.name().clone()).collect();
         assert_eq!(names, vec!["name", "score", "id"]);
         assert_eq!(rows_json(&whole), vec![json!(["a", "high", null]), json!([null, "0.5", 7])]);
         assert_eq!(join(&[]).unwrap().num_rows(), 0);
