@@ -348,8 +348,10 @@ pub async fn authenticate(
     };
     let address = req.peer_addr().map(|a| a.ip());
     let now = Instant::now();
-    let throttled = address.and_then(|a| lock(&auth.failures).throttled_for(a, now));
-    let max_failures = lock(&auth.failures).max;
+    let (throttled, max_failures) = {
+        let mut failures = lock(&auth.failures);
+        (address.and_then(|a| failures.throttled_for(a, now)), failures.max)
+    };
     let refused = match (throttled, presented(req.request())) {
         (Some(left), _) => Err(ApiError::TooManyRequests {
             reason: format!(
