@@ -13,7 +13,8 @@ use trainlog_schema::limits::{check_len, MAX_NAME_CHARS};
 use trainlog_schema::RunId;
 use trainlog_store::StepRange;
 
-/// One metric of many runs, by run (as `GET /metrics`, with up to 20,000 ids) or by group: each
+/// One metric of many runs, by run (as `GET /metrics`, with up to 20,000 ids, each answered once)
+/// or by group: each
 /// group's runs bucketed on one step grid, with the mean of their last values, their min and
 /// max, and how many runs each bucket holds.
 #[utoipa::path(post, path = "/api/v1/metrics/query", tag = "metrics", request_body = wire::MetricsQuery,
@@ -48,14 +49,19 @@ pub(crate) async fn query_metrics(state: State, req: HttpRequest, payload: web::
                     format!("give 1 to {MAX_QUERY_RUNS} run ids, got {}", runs.len()),
                 ));
             }
-            if runs.len().saturating_mul(n) > MAX_QUERY_BUCKETS {
-                return Err(too_many_buckets("runs", runs.len()));
+            // A run named twice is read and answered once, in the place it was first named.
+            let ids = super::distinct_ids(runs.iter().map(|s| lookup::run_id(s)).collect::<Result<_>>()?);
+            if ids.len().saturating_mul(n) > MAX_QUERY_BUCKETS {
+                return Err(too_many_buckets("runs", ids.len()));
             }
-            let ids: Vec<RunId> = runs.iter().map(|s| lookup::run_id(s)).collect::<Result<_>>()?;
             lookup::readable_runs(&state, &req, &ids).await?;
+            super::check_points_budget(&state, &ids, &key, super::max_query_points()).await?;
             let buckets: Vec<Vec<trainlog_store::Bucket>> = futures::stream::iter(ids.iter().map(|id| {
                 let (state, key) = (&state, &key);
-                async move { Ok::<_, ApiError>(state.store.series(id, key, range).await?.downsample(n)) }
+                async move {
+                    let series = state.store.series(id, key, range).await?;
+                    Ok::<_, ApiError>(web::block(move || series.downsample(n)).await?)
+                }
             }))
             .buffered(SERIES_READS_IN_FLIGHT)
             .collect::<Vec<_>>()
@@ -118,6 +124,7 @@ pub(crate) async fn query_metrics(state: State, req: HttpRequest, payload: web::
         members.push(m);
     }
     lookup::readable_runs(&state, &req, &distinct).await?;
+    super::check_points_budget(&state, &distinct, &key, super::max_query_points()).await?;
     let mut groups_of: Vec<Vec<usize>> = vec![Vec::new(); distinct.len()];
     for (g, m) in members.iter().enumerate() {
         for &i in m {
