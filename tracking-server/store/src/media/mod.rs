@@ -109,9 +109,18 @@ impl MediaStore {
         project_id: i64,
         parts: &[trainlog_meta::TablePart],
     ) -> Result<arrow_array::RecordBatch> {
-        let mut batches = Vec::with_capacity(parts.len());
+        // Every part's size from its footer first: a read past the budget decodes nothing.
+        let mut stored = Vec::with_capacity(parts.len());
+        let mut cells = 0u64;
         for part in parts {
             let bytes = self.blob_bytes(project_id, &part.blob).await?;
+            let footer = bytes.clone();
+            cells = cells.saturating_add(blocking(move || table::part_cells(footer)).await?);
+            table::check_read_cells(cells)?;
+            stored.push(bytes);
+        }
+        let mut batches = Vec::with_capacity(parts.len());
+        for bytes in stored {
             batches.push(blocking(move || table::decode_part(bytes)).await?);
         }
         blocking(move || table::join(&batches)).await

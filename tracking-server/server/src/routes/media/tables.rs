@@ -2,7 +2,7 @@
 //! Parquet); a read joins the parts as of a step, then filters, sorts and pages the rows.
 
 use super::wire::{ColumnView, TablePartView, TableRows, TableView};
-use crate::body::{media_type, parse_json_object, read_body, JSON_MEDIA_TYPE};
+use crate::body::{media_type, parse_json_object, read_body_within, JSON_MEDIA_TYPE, MAX_BODY_BYTES};
 use crate::error::{ApiError, Result};
 use crate::lookup;
 use crate::query::{query_int, query_one, query_pairs};
@@ -54,7 +54,10 @@ pub(crate) async fn record_table(
     }
     let accepted = "application/json or application/vnd.apache.arrow.stream";
     let content_type = media_type(&req, accepted)?;
-    let body = read_body(&req, payload).await?;
+    // A JSON part is limited to a size its rows' limits imply before it is read, and counted as
+    // it parses.
+    let limit = if content_type == JSON_MEDIA_TYPE { table::MAX_PART_JSON_BYTES as usize } else { MAX_BODY_BYTES };
+    let body = read_body_within(&req, payload, limit).await?;
     let batch = match content_type.as_str() {
         JSON_MEDIA_TYPE => {
             let rows: TableRows = parse_json_object(&body)?;
@@ -173,6 +176,13 @@ pub(crate) async fn read_table(state: State, path: web::Path<String>, req: HttpR
             format!("the table holds {total} rows as of this step, more than the {MAX_TABLE_ROWS} a read joins"),
         ));
     }
+    // The budget in values, from the parts' recorded shapes; the store checks it again from the
+    // parts' own footers before it decodes them.
+    let cells: u64 = parts
+        .iter()
+        .map(|p| p.shape.rows.saturating_mul(p.shape.columns.as_array().map_or(0, Vec::len) as u64))
+        .fold(0, u64::saturating_add);
+    table::check_read_cells(cells)?;
     let whole = state.store.media().read_table(project_id, &parts).await?;
     let (total_rows, schema) = (whole.num_rows(), whole.schema());
     let (matched, page) = web::block(move || table::select(&whole, &query)).await??;
@@ -186,14 +196,21 @@ pub(crate) async fn read_table(state: State, path: web::Path<String>, req: HttpR
         .map(|f| ColumnView { name: f.name().clone(), kind: table::type_name(f.data_type()) })
         .collect();
     let offset = query_int(&pairs, "offset")?.unwrap_or(0);
-    Ok(HttpResponse::Ok().json(TableView {
-        key: key.to_string(),
-        step: last_step,
-        parts: parts.len(),
-        columns,
-        total_rows,
-        matched_rows: matched,
-        offset,
-        rows: table::rows_json(&page),
-    }))
+    let (key, parts) = (key.to_string(), parts.len());
+    // The page's rows become JSON on the blocking pool: the workers keep answering other requests.
+    let body = web::block(move || {
+        serde_json::to_vec(&TableView {
+            key,
+            step: last_step,
+            parts,
+            columns,
+            total_rows,
+            matched_rows: matched,
+            offset,
+            rows: table::rows_json(&page),
+        })
+    })
+    .await?
+    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(HttpResponse::Ok().content_type("application/json").body(body))
 }

@@ -178,13 +178,18 @@ pub(crate) async fn record(state: &State, run: &RunId, project_id: i64, path: &A
     Ok(())
 }
 
-/// `log_table`'s JSON (pandas' split orient): `columns` and `data`, rows of a value per column.
+/// `log_table`'s JSON (pandas' split orient): `columns` and `data`, rows of a value per column,
+/// counted as they parse against a table part's limits (past them, the file stays text).
 fn table_rows(bytes: &[u8]) -> Option<(Vec<String>, Vec<Vec<serde_json::Value>>)> {
-    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    let columns =
-        value.get("columns")?.as_array()?.iter().map(|c| c.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>()?;
-    let rows = value.get("data")?.as_array()?.iter().map(|r| r.as_array().cloned()).collect::<Option<Vec<_>>>()?;
-    Some((columns, rows))
+    #[derive(serde::Deserialize)]
+    struct Split {
+        #[serde(deserialize_with = "crate::routes::media::rows::bounded_columns")]
+        columns: Vec<String>,
+        #[serde(deserialize_with = "crate::routes::media::rows::bounded_rows")]
+        data: Vec<Vec<serde_json::Value>>,
+    }
+    let split: Split = serde_json::from_slice(bytes).ok()?;
+    Some((split.columns, split.data))
 }
 
 async fn web_block<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
