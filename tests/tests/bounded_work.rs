@@ -10,6 +10,7 @@ use std::time::Duration;
 use trainlog_tests::{json, TestServer, Value};
 
 // The limits as the README documents them.
+const MAX_QUERY_BODY_BYTES: usize = 4 << 20;
 const MAX_HISTORY_PAGE: usize = 25_000;
 const MAX_MEDIA_ITEM_BYTES: u64 = 64 << 20;
 const MAX_PART_JSON_BYTES: usize = 16 << 20;
@@ -40,6 +41,12 @@ fn a_run_named_many_times_is_read_and_answered_once() {
         body["series"].as_array().expect("series").iter().filter_map(|r| r["run_id"].as_str()).collect();
     assert_eq!(answered.len(), 2, "each run once, not {} series", answered.len());
     assert_eq!(answered, [a.as_str(), b.as_str()], "each run where it was first named");
+    // The body itself is limited to what 20,000 ids need.
+    let mut padded = json!({"key": "loss", "buckets": 10, "runs": [a]}).to_string().into_bytes();
+    padded.resize(MAX_QUERY_BODY_BYTES + 1, b' ');
+    let (status, body) = s.post_raw("/metrics/query", "application/json", padded);
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(body["error"]["limit"], MAX_QUERY_BODY_BYTES, "{body}");
     let listed = [a.as_str(); 500].join(",") + "," + &b;
     let (status, body) = s.get(&format!("/metrics?key=loss&runs={listed}"));
     assert_eq!(status, 200, "{body}");

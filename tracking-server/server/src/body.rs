@@ -310,6 +310,16 @@ pub async fn json_body<T: DeserializeOwned>(req: &HttpRequest, payload: web::Pay
     parse_json_object(&json_bytes(req, payload).await?)
 }
 
+/// `json_body` with a route's own size limit, smaller than `MAX_BODY_BYTES` where the route's
+/// limits imply one: a larger body is refused (413) before it is read further or parsed.
+pub async fn json_body_within<T: DeserializeOwned>(
+    req: &HttpRequest,
+    payload: web::Payload,
+    limit: usize,
+) -> Result<T> {
+    parse_json_object(&json_bytes_within(req, payload, limit).await?)
+}
+
 /// Parses a body that must be one JSON object into `T`.
 pub fn parse_json_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     match bytes.trim_ascii_start().first() {

@@ -60,7 +60,7 @@ pub(crate) async fn record_table(
     let body = read_body_within(&req, payload, limit).await?;
     let batch = match content_type.as_str() {
         JSON_MEDIA_TYPE => {
-            let rows: TableRows = parse_json_object(&body)?;
+            let rows: TableRows = web::block(move || parse_json_object(&body)).await??;
             let before = match mode {
                 TableMode::Append => {
                     let (run, key) = (run.clone(), key.clone());

@@ -2,7 +2,7 @@
 //! bucketed on one step grid over their extents, each run read once whatever its groups.
 
 use super::{wire, GROUP_POINTS_KEPT, SERIES_READS_IN_FLIGHT};
-use crate::body::json_body;
+use crate::body::json_body_within;
 use crate::error::{ApiError, Result};
 use crate::lookup;
 use crate::respond::json_answer;
@@ -13,16 +13,19 @@ use trainlog_schema::limits::{check_len, MAX_NAME_CHARS};
 use trainlog_schema::RunId;
 use trainlog_store::StepRange;
 
+/// The largest body of a query: 20,000 run ids of 64 characters, quoted, and the names of 100
+/// groups take less than half of it.
+pub const MAX_QUERY_BODY_BYTES: usize = 4 << 20;
+
 /// One metric of many runs, by run (as `GET /metrics`, with up to 20,000 ids, each answered once)
-/// or by group: each
-/// group's runs bucketed on one step grid, with the mean of their last values, their min and
-/// max, and how many runs each bucket holds.
+/// or by group: each group's runs bucketed on one step grid, with the mean of their last values,
+/// their min and max, and how many runs each bucket holds. The body is at most 4 MiB.
 #[utoipa::path(post, path = "/api/v1/metrics/query", tag = "metrics", request_body = wire::MetricsQuery,
     responses((status = 200, description = "With `runs`, the series in the order given, as `GET /metrics` answers them; with `groups`, the groups in the order given.",
         body = wire::MetricsQueryAnswer)))]
 pub(crate) async fn query_metrics(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     use trainlog_schema::limits::{MAX_QUERY_BUCKETS, MAX_QUERY_GROUPS, MAX_QUERY_RUNS};
-    let body: wire::MetricsQuery = json_body(&req, payload).await?;
+    let body: wire::MetricsQuery = json_body_within(&req, payload, MAX_QUERY_BODY_BYTES).await?;
     let key = body.key.as_deref().ok_or_else(|| ApiError::invalid("key", "the metric's key is required"))?;
     let key = trainlog_schema::MetricKey::parse("key", key)?;
     let n = body.buckets.ok_or_else(|| ApiError::invalid("buckets", "the number of buckets is required"))?;
