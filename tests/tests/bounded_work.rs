@@ -16,6 +16,7 @@ const MAX_MEDIA_ITEM_BYTES: u64 = 64 << 20;
 const MAX_PART_JSON_BYTES: usize = 16 << 20;
 const MAX_TABLE_COLUMNS: usize = 1_000;
 const MAX_TABLE_CELLS: usize = 10_000_000;
+const MAX_TABLE_PAGE_VALUES: usize = 1_000_000;
 
 fn points(key: &str, n: i64) -> Value {
     Value::Array((0..n).map(|s| json!({"key": key, "step": s, "value": s as f64})).collect())
@@ -316,4 +317,23 @@ fn a_body_that_pauses_or_trickles_is_answered_408() {
     let (status, listed) = s.get(&format!("/runs/{run}/artifacts"));
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed["artifacts"].as_array().map(Vec::len), Some(0), "{listed}");
+}
+
+#[test]
+fn a_json_page_of_a_wide_table_is_bounded_in_values() {
+    let s = TestServer::spawn_local();
+    let run = s.create_run("bounded", "wide");
+    let arrow = "application/vnd.apache.arrow.stream";
+    let (status, body) = post_table(&s, &run, "step=0", arrow, null_columns(MAX_TABLE_COLUMNS, 2_000));
+    assert_eq!(status, 200, "{body}");
+    let rows = MAX_TABLE_PAGE_VALUES / MAX_TABLE_COLUMNS;
+    let (status, body) = s.get(&format!("/runs/{run}/tables?key=t&limit={rows}"));
+    assert_eq!(status, 200, "{}", body["error"]);
+    assert_eq!(body["rows"].as_array().map(Vec::len), Some(rows));
+    let (status, body) = s.get(&format!("/runs/{run}/tables?key=t&limit={}", rows + 1));
+    assert_over_budget((status, body), "limit", MAX_TABLE_PAGE_VALUES as u64);
+    // As Arrow, the same rows are one stream.
+    let r =
+        s.client.get(s.api(&format!("/runs/{run}/tables?key=t&format=arrow&limit={}", rows + 1))).send().expect("GET");
+    assert_eq!(r.status().as_u16(), 200);
 }

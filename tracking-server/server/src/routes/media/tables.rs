@@ -15,6 +15,9 @@ use trainlog_schema::limits::{MAX_MEDIA_ITEMS_PER_STEP, MAX_TABLE_PAGE, MAX_TABL
 use trainlog_schema::{MediaItem, MediaKind, MetricKey, TableMode};
 use trainlog_store::media::table::{self, FilterOp, TableQuery, PARQUET_MIME};
 
+/// Values (rows × columns) in one page of a table read as JSON.
+pub const MAX_TABLE_PAGE_VALUES: usize = 1_000_000;
+
 /// The media type of an Arrow IPC stream.
 const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
 
@@ -134,7 +137,7 @@ fn filter_of(pairs: &[(String, String)]) -> Result<Option<(String, FilterOp, Str
         ("filter_op" = Option<String>, Query, pattern = "^(eq|ne|lt|le|gt|ge|contains)$", description = "How the value is compared; eq when absent."),
         ("filter_value" = Option<String>, Query, max_length = 1000, description = "The value compared with."),
         ("offset" = Option<u32>, Query, description = "Rows of the answer to skip."),
-        ("limit" = Option<u32>, Query, minimum = 1, maximum = 10000, description = "Rows in the answer: 100 when absent for JSON, all for Arrow."),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 10000, description = "Rows in the answer: 100 when absent for JSON, all for Arrow. A JSON page holds at most 1,000,000 values (rows × columns)."),
         ("format" = Option<String>, Query, pattern = "^(json|arrow)$", description = "json (the default) or arrow.")),
     responses((status = 200, description = "The rows.", body = TableView),
         (status = 404, description = "The run has no table under the key at or before the step.")))]
@@ -169,6 +172,20 @@ pub(crate) async fn read_table(state: State, path: web::Path<String>, req: HttpR
         return Err(ApiError::NotFound(format!("a table {key} of run {run} at or before the step asked")));
     };
     let last_step = last.step;
+    // A JSON page is as many values as its rows × the table's columns: bounded as well.
+    let columns_of_table = last.shape.columns.as_array().map_or(0, Vec::len);
+    if let Some(rows) = query.limit.filter(|_| !arrow) {
+        if rows.saturating_mul(columns_of_table) > MAX_TABLE_PAGE_VALUES {
+            return Err(ApiError::OverBudget {
+                field: "limit".into(),
+                reason: format!(
+                    "a page of {rows} rows × {columns_of_table} columns is more than the {MAX_TABLE_PAGE_VALUES} values a JSON page may hold; ask for at most {} rows, or for format=arrow",
+                    MAX_TABLE_PAGE_VALUES / columns_of_table.max(1)
+                ),
+                limit: MAX_TABLE_PAGE_VALUES as u64,
+            });
+        }
+    }
     let total: u64 = parts.iter().map(|p| p.shape.rows).sum();
     if total > MAX_TABLE_ROWS as u64 {
         return Err(ApiError::invalid(
