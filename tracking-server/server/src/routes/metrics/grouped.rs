@@ -159,19 +159,26 @@ pub(crate) async fn query_metrics(state: State, req: HttpRequest, payload: web::
         .map(|m| trainlog_store::StepGrid::over(m.iter().filter_map(|&i| extents[i]), n))
         .map(|grid| grid.map(trainlog_store::GroupBuckets::new))
         .collect();
-    let mut add = |i: usize, series: &trainlog_store::Series| {
-        for &g in &groups_of[i] {
-            if let Some(grid) = grids[g].as_mut() {
-                grid.add(series);
+    // Points are added to the grids on the blocking pool, the kept series in one call and each
+    // series read again in one: the workers keep answering other requests.
+    let groups_of = std::sync::Arc::new(groups_of);
+    let add = |mut grids: Vec<Option<trainlog_store::GroupBuckets>>, series: Vec<(usize, trainlog_store::Series)>| {
+        let groups_of = groups_of.clone();
+        web::block(move || {
+            for (i, series) in &series {
+                for &g in &groups_of[*i] {
+                    if let Some(grid) = grids[g].as_mut() {
+                        grid.add(series);
+                    }
+                }
             }
-        }
+            grids
+        })
     };
     let again: Vec<usize> = (0..distinct.len()).filter(|&i| extents[i].is_some() && kept[i].is_none()).collect();
-    for (i, series) in kept.iter_mut().enumerate() {
-        if let Some(series) = series.take() {
-            add(i, &series);
-        }
-    }
+    let kept: Vec<(usize, trainlog_store::Series)> =
+        kept.into_iter().enumerate().filter_map(|(i, series)| series.map(|s| (i, s))).collect();
+    grids = add(grids, kept).await?;
     {
         let mut reads = futures::stream::iter(again.iter().map(|&i| {
             let (state, key, id) = (&state, &key, &distinct[i]);
@@ -179,8 +186,7 @@ pub(crate) async fn query_metrics(state: State, req: HttpRequest, payload: web::
         }))
         .buffered(SERIES_READS_IN_FLIGHT);
         while let Some(read) = reads.next().await {
-            let (i, series) = read?;
-            add(i, &series);
+            grids = add(grids, vec![read?]).await?;
         }
     }
     let answer = wire::MetricsQueryAnswer::Groups(wire::GroupedSeries {
