@@ -314,6 +314,12 @@ fn a_body_that_pauses_or_trickles_is_answered_408() {
         Duration::from_millis(100),
     );
     assert_eq!(status, 408, "{body}");
+    // Through MLflow's artifact proxy, in MLflow's shape.
+    let chunks = vec![b"0123456789".to_vec(); 200];
+    let path = format!("/api/2.0/mlflow-artifacts/artifacts/0/{run}/artifacts/slow.txt");
+    let (status, body, _) = chunked_upload(&s, "PUT", &path, chunks, Duration::from_millis(100));
+    assert_eq!(status, 408, "{body}");
+    assert_eq!(body["error_code"], "REQUEST_LIMIT_EXCEEDED", "{body}");
     let (status, listed) = s.get(&format!("/runs/{run}/artifacts"));
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed["artifacts"].as_array().map(Vec::len), Some(0), "{listed}");

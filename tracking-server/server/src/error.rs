@@ -181,10 +181,10 @@ pub fn mlflow_code(error: &ApiError) -> (StatusCode, &'static str) {
         | ApiError::Conflict { .. }
         | ApiError::TooLarge { .. }
         | ApiError::OverBudget { .. }
-        | ApiError::Timeout(_)
         | ApiError::UnsupportedMediaType(_)
         | ApiError::MisdirectedRequest(_) => (StatusCode::BAD_REQUEST, "INVALID_PARAMETER_VALUE"),
         ApiError::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, "ENDPOINT_NOT_FOUND"),
+        ApiError::Timeout(_) => (StatusCode::REQUEST_TIMEOUT, "REQUEST_LIMIT_EXCEEDED"),
         ApiError::Forbidden { .. } => (StatusCode::FORBIDDEN, "PERMISSION_DENIED"),
         ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
         ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "REQUEST_LIMIT_EXCEEDED"),
