@@ -288,6 +288,39 @@ fn table_parts_past_the_budget_in_values_are_refused_when_written_and_when_read(
     assert_eq!(status, 200, "as of the step before, the table is within the budget: {body}");
 }
 
+/// An Arrow IPC stream of boolean columns named `{prefix}{c}` of `rows` nulls.
+fn named_null_columns(prefix: &str, columns: usize, rows: usize) -> Vec<u8> {
+    use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
+    let nulls: ArrayRef = Arc::new(BooleanArray::from(vec![None::<bool>; rows]));
+    let batch =
+        RecordBatch::try_from_iter((0..columns).map(|c| (format!("{prefix}{c}"), nulls.clone()))).expect("a batch");
+    let mut body = Vec::new();
+    let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut body, &batch.schema()).expect("a writer");
+    writer.write(&batch).expect("write");
+    writer.finish().expect("finish");
+    drop(writer);
+    body
+}
+
+#[test]
+fn parts_with_other_columns_count_every_column_of_the_joined_table() {
+    let s = TestServer::spawn_local();
+    let run = s.create_run("bounded", "disjoint");
+    let arrow = "application/vnd.apache.arrow.stream";
+    // A part appended at step 10 to the table of step 0, then a replacing part at step 5 that
+    // arrived after it with other columns: as of step 10 the two join, 6,000 rows × 2,000
+    // columns, 12,000,000 values, though each part holds 3,000,000.
+    let rows = 3_000;
+    for (query, prefix) in [("step=0&mode=replace", "a"), ("step=10&mode=append", "a"), ("step=5&mode=replace", "b")] {
+        let (status, answer) = post_table(&s, &run, query, arrow, named_null_columns(prefix, MAX_TABLE_COLUMNS, rows));
+        assert_eq!(status, 200, "{}", answer["error"]["code"]);
+    }
+    let (status, body) = s.get(&format!("/runs/{run}/tables?key=t&limit=1"));
+    assert_eq!(status, 400, "{}", body["error"]);
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("12000000") && message.contains(&MAX_TABLE_CELLS.to_string()), "{message}");
+}
+
 #[test]
 fn a_body_that_pauses_or_trickles_is_answered_408() {
     let s = TestServer::spawn_local_with_env(&[], &[("TRAINLOG_BODY_TIMEOUT_S", "1")]);

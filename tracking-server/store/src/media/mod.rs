@@ -110,13 +110,13 @@ impl MediaStore {
         parts: &[trainlog_meta::TablePart],
     ) -> Result<arrow_array::RecordBatch> {
         // Every part's size from its footer first: a read past the budget decodes nothing.
-        let mut stored = Vec::with_capacity(parts.len());
-        let mut cells = 0u64;
+        let (mut stored, mut shapes) = (Vec::with_capacity(parts.len()), Vec::with_capacity(parts.len()));
         for part in parts {
             let bytes = self.blob_bytes(project_id, &part.blob).await?;
             let footer = bytes.clone();
-            cells = cells.saturating_add(blocking(move || table::part_cells(footer)).await?);
-            table::check_read_cells(cells)?;
+            shapes.push(blocking(move || table::part_shape(footer)).await?);
+            let shapes = shapes.iter().map(|(rows, names)| (*rows, names.iter().map(String::as_str)));
+            table::check_read_cells(table::joined_cells(shapes))?;
             stored.push(bytes);
         }
         let mut batches = Vec::with_capacity(parts.len());

@@ -200,12 +200,24 @@ pub fn encode_part(batch: &RecordBatch) -> Result<Bytes> {
     super::parquet_bytes(batch, TABLE_PART_SCHEMA_VERSION)
 }
 
-/// The values (rows × columns) a stored part holds, from its Parquet footer alone.
-pub fn part_cells(bytes: Bytes) -> Result<u64> {
+/// A stored part's rows and column names, from its Parquet footer alone.
+pub fn part_shape(bytes: Bytes) -> Result<(u64, Vec<String>)> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
     let metadata = builder.metadata().file_metadata();
     let rows = u64::try_from(metadata.num_rows()).unwrap_or(0);
-    Ok(rows.saturating_mul(metadata.schema_descr().num_columns() as u64))
+    let names = metadata.schema_descr().columns().iter().map(|c| c.name().to_owned()).collect();
+    Ok((rows, names))
+}
+
+/// The values a read of parts decodes and joins: all their rows × every column any of them has
+/// (the join fills a column a part lacks with nulls).
+pub fn joined_cells<'a>(shapes: impl IntoIterator<Item = (u64, impl IntoIterator<Item = &'a str>)>) -> u64 {
+    let (mut rows, mut columns) = (0u64, std::collections::HashSet::new());
+    for (part_rows, names) in shapes {
+        rows = rows.saturating_add(part_rows);
+        columns.extend(names);
+    }
+    rows.saturating_mul(columns.len() as u64)
 }
 
 /// Refuses a read of parts holding more than `MAX_TABLE_CELLS` values together.
@@ -556,7 +568,8 @@ mod tests {
         let replaced = part(&["name", "score"], vec![json!("a"), json!("high")]);
         let appended = part(&["id", "score"], vec![json!(7), json!(0.5)]);
         let whole = join(&[replaced, appended]).unwrap();
-        let names: Vec<&str> = whole.schema().fields().iter().map(|f| f.name().as_str()).collect();
+        let schema = whole.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         assert_eq!(names, vec!["name", "score", "id"]);
         assert_eq!(rows_json(&whole), vec![json!(["a", "high", null]), json!([null, "0.5", 7])]);
         assert_eq!(join(&[]).unwrap().num_rows(), 0);

@@ -195,11 +195,11 @@ pub(crate) async fn read_table(state: State, path: web::Path<String>, req: HttpR
     }
     // The budget in values, from the parts' recorded shapes; the store checks it again from the
     // parts' own footers before it decodes them.
-    let cells: u64 = parts
-        .iter()
-        .map(|p| p.shape.rows.saturating_mul(p.shape.columns.as_array().map_or(0, Vec::len) as u64))
-        .fold(0, u64::saturating_add);
-    table::check_read_cells(cells)?;
+    let shapes = parts.iter().map(|p| {
+        let names = p.shape.columns.as_array().into_iter().flatten().filter_map(|c| c.get("name")?.as_str());
+        (p.shape.rows, names)
+    });
+    table::check_read_cells(table::joined_cells(shapes))?;
     let whole = state.store.media().read_table(project_id, &parts).await?;
     let (total_rows, schema) = (whole.num_rows(), whole.schema());
     let (matched, page) = web::block(move || table::select(&whole, &query)).await??;
