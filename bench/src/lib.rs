@@ -1,6 +1,7 @@
 //! Building blocks of the trainlog benchmark binary (`src/main.rs`): synthetic metrics,
 //! async HTTP drivers and measurement helpers.
 
+pub mod bounds;
 pub mod client;
 pub mod data;
 pub mod jobs;

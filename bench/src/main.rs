@@ -412,9 +412,11 @@ fn main() {
     let mut jobs_only = false;
     let mut postgres: Option<String> = None;
     let mut report_on: Option<String> = None;
+    let mut bounds = false;
     let usage =
-        "usage: trainlog-bench [--quick] [--jobs] [--postgres URL] [--report URL]   (--quick scales sizes down ~10x for a smoke run; \
+        "usage: trainlog-bench [--quick] [--jobs] [--bounds] [--postgres URL] [--report URL]   (--quick scales sizes down ~10x for a smoke run; \
                  --jobs measures only the job figures (J1-J4); \
+                 --bounds measures the worst read each budget allows, with the server's peak memory and the health check's latency; \
                  --postgres measures a server on PostgreSQL instead, making databases on the server URL names; \
                  --report measures the training report over 100,000 to 1,000,000 runs there)";
     let mut args = std::env::args().skip(1);
@@ -422,6 +424,7 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "--jobs" => jobs_only = true,
+            "--bounds" => bounds = true,
             "--postgres" => postgres = args.next(),
             "--report" => report_on = args.next(),
             "-h" | "--help" => {
@@ -444,6 +447,13 @@ fn main() {
     }
     let scale = Scale::new(quick);
     let started = Instant::now();
+    if bounds {
+        let worst = trainlog_bench::bounds::run(quick);
+        println!("\n## The worst reads the budgets allow ({} mode)\n", if quick { "quick" } else { "full" });
+        print!("{}", trainlog_bench::bounds::table(&worst));
+        println!("\ntotal benchmark time {:.1} s", started.elapsed().as_secs_f64());
+        return;
+    }
     if let Some(admin) = report_on {
         let mut report = Report::default();
         trainlog_bench::report::run(&admin, scale.reps, &mut |id, name, value, unit, target| {

@@ -77,6 +77,8 @@ pub struct TestServer {
     pub api_key: Option<String>,
     /// Flags given besides the address, data folder and store; a restart keeps them.
     flags: Vec<String>,
+    /// Environment variables set for the server process; a restart keeps them.
+    env: Vec<(String, String)>,
     /// Milliseconds from spawning the process to its ready line.
     pub startup_ms: u128,
     /// The `--meta` URL the server was given, if any.
@@ -126,6 +128,16 @@ impl TestServer {
         s
     }
 
+    /// Starts a server on the local object store with environment variables set for it
+    /// (`TRAINLOG_BODY_TIMEOUT_S`, say).
+    pub fn spawn_local_with_env(flags: &[&str], env: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut s = Self::start_full(dir.path().join("data"), None, 0, flags, env);
+        s._dir = Some(dir);
+        s
+    }
+
     /// Starts a server on an existing data folder (one a stopped server left), with more flags.
     pub fn spawn_on_folder(data: PathBuf, flags: &[&str]) -> Self {
         Self::start_with(data, None, 0, flags)
@@ -140,6 +152,16 @@ impl TestServer {
     }
 
     fn start_with(data: PathBuf, store_url: Option<String>, port: u16, flags: &[&str]) -> Self {
+        Self::start_full(data, store_url, port, flags, Vec::new())
+    }
+
+    fn start_full(
+        data: PathBuf,
+        store_url: Option<String>,
+        port: u16,
+        flags: &[&str],
+        env: Vec<(String, String)>,
+    ) -> Self {
         let started = Instant::now();
         let mut cmd = Command::new(binary());
         cmd.args(["server", "--host", "127.0.0.1", "--port", &port.to_string(), "--data"]).arg(&data);
@@ -158,7 +180,8 @@ impl TestServer {
             .env_remove("TRAINLOG_META")
             .env_remove("TRAINLOG_STORE")
             .env_remove("TRAINLOG_DATA")
-            .env_remove("TRAINLOG_AUTH");
+            .env_remove("TRAINLOG_AUTH")
+            .envs(env.iter().map(|(k, v)| (k, v)));
         let mut child =
             cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("the trainlog binary starts");
         let stdout = child.stdout.take().expect("piped stdout");
@@ -197,7 +220,7 @@ impl TestServer {
             .build()
             .expect("an HTTP client");
         let flags = flags.iter().map(|f| f.to_string()).collect();
-        Self { url, data, store_url, child: Some(child), _dir: None, client, api_key, flags, startup_ms, meta_url }
+        Self { url, data, store_url, child: Some(child), _dir: None, client, api_key, flags, env, startup_ms, meta_url }
     }
 
     /// The object store URL the server was started with (None: the local folder under `data`).
@@ -256,7 +279,7 @@ impl TestServer {
         self.kill9();
         let dir = self._dir.take();
         let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
-        let mut next = Self::start_with(self.data.clone(), self.store_url.clone(), 0, &flags);
+        let mut next = Self::start_full(self.data.clone(), self.store_url.clone(), 0, &flags, self.env.clone());
         next._dir = dir;
         *self = next;
     }
@@ -267,7 +290,7 @@ impl TestServer {
         let port: u16 = self.url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port in the URL");
         let dir = self._dir.take();
         let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
-        let mut next = Self::start_with(self.data.clone(), self.store_url.clone(), port, &flags);
+        let mut next = Self::start_full(self.data.clone(), self.store_url.clone(), port, &flags, self.env.clone());
         next._dir = dir;
         *self = next;
     }

@@ -235,12 +235,16 @@ impl Source for RestSource {
     }
 
     fn history(&self, run: &SourceRun, key: &str) -> Result<Vec<Point>> {
-        let answer =
-            self.rest.get("/api/2.0/mlflow/metrics/get-history", &[("run_id", &run.id), ("metric_key", key)])?;
-        answer["metrics"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        // Servers page a long history (MLflow's at 25,000 points): every page is read.
+        let metrics = self.all_pages("metrics", |token| {
+            let mut query = vec![("run_id", run.id.as_str()), ("metric_key", key), ("max_results", "25000")];
+            if let Some(token) = token {
+                query.push(("page_token", token));
+            }
+            self.rest.get("/api/2.0/mlflow/metrics/get-history", &query)
+        })?;
+        metrics
+            .iter()
             .map(|m| {
                 Ok(Point {
                     step: millis(&m["step"]).unwrap_or(0),

@@ -1,33 +1,206 @@
-//! Request bodies: reading with a size limit, the content type checked, and JSON with errors
-//! that name the field.
+//! Request bodies: reading with a size limit and a time limit, the content type checked, and
+//! JSON with errors that name the field; streamed uploads checked as their bytes arrive.
 
 use crate::error::{ApiError, Result};
 use actix_web::{web, HttpRequest};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 << 20;
 
-/// Reads the whole body, refusing more than `MAX_BODY_BYTES` without buffering the excess.
-pub async fn read_body(req: &HttpRequest, mut payload: web::Payload) -> Result<web::Bytes> {
-    let declared = req
-        .headers()
+/// How long a body may go without a byte, and the grace a body has before it must keep up
+/// `MIN_BODY_BYTES_PER_S` on average: a body that trickles in is answered 408.
+/// `TRAINLOG_BODY_TIMEOUT_S` changes it (seconds).
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The average rate a body must keep up past its first `BODY_TIMEOUT`.
+pub const MIN_BODY_BYTES_PER_S: u64 = 16 << 10;
+
+/// `BODY_TIMEOUT`, or the seconds `TRAINLOG_BODY_TIMEOUT_S` gives.
+pub fn body_timeout() -> Duration {
+    static TIMEOUT: OnceLock<Duration> = OnceLock::new();
+    *TIMEOUT.get_or_init(|| {
+        std::env::var("TRAINLOG_BODY_TIMEOUT_S")
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .map_or(BODY_TIMEOUT, Duration::from_secs_f64)
+    })
+}
+
+/// The time a body's bytes have to arrive: none for `body_timeout()`, and past that grace at
+/// least `MIN_BODY_BYTES_PER_S` on average.
+struct BodyClock {
+    started: Instant,
+    grace: Duration,
+}
+
+impl BodyClock {
+    fn start() -> Self {
+        Self { started: Instant::now(), grace: body_timeout() }
+    }
+
+    /// The next chunk of `payload`, or 408 when it does not come in time.
+    async fn next<S, T>(&self, payload: &mut S, received: u64) -> Result<Option<T>>
+    where
+        S: Stream<Item = T> + Unpin,
+    {
+        let earned = Duration::from_secs_f64(received as f64 / MIN_BODY_BYTES_PER_S as f64);
+        let wait = (self.grace + earned).saturating_sub(self.started.elapsed()).min(self.grace);
+        tokio::time::timeout(wait, payload.next()).await.map_err(|_| {
+            ApiError::Timeout(format!(
+                "the request body did not arrive in time: {received} bytes in {:.0} s; a body may pause at most {} s \
+                 and must arrive at {MIN_BODY_BYTES_PER_S} bytes a second or more past its first {} s",
+                self.started.elapsed().as_secs_f64(),
+                self.grace.as_secs_f64(),
+                self.grace.as_secs_f64(),
+            ))
+        })
+    }
+}
+
+fn declared_length(req: &HttpRequest) -> Option<u64> {
+    req.headers()
         .get(actix_web::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
-        return Err(ApiError::TooLarge { limit: MAX_BODY_BYTES });
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// Reads the whole body, refusing more than `MAX_BODY_BYTES` without buffering the excess.
+pub async fn read_body(req: &HttpRequest, payload: web::Payload) -> Result<web::Bytes> {
+    read_body_within(req, payload, MAX_BODY_BYTES).await
+}
+
+/// Reads the whole body, refusing more than `limit` bytes (413, before the excess is read) and a
+/// body that does not arrive in time (408).
+pub async fn read_body_within(req: &HttpRequest, mut payload: web::Payload, limit: usize) -> Result<web::Bytes> {
+    let declared = declared_length(req);
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::TooLarge { limit });
     }
-    let mut body = web::BytesMut::with_capacity(declared.unwrap_or(8192).min(MAX_BODY_BYTES));
-    while let Some(chunk) = payload.next().await {
+    let clock = BodyClock::start();
+    let mut body = web::BytesMut::with_capacity(declared.map_or(8192, |n| n as usize).min(limit));
+    while let Some(chunk) = clock.next(&mut payload, body.len() as u64).await? {
         let chunk = chunk.map_err(|e| ApiError::invalid("body", format!("could not read the body: {e}")))?;
-        if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(ApiError::TooLarge { limit: MAX_BODY_BYTES });
+        if body.len() + chunk.len() > limit {
+            return Err(ApiError::TooLarge { limit });
         }
         body.extend_from_slice(&chunk);
     }
     Ok(body.freeze())
+}
+
+/// A check of an upload's first bytes (a file type's magic bytes).
+pub type HeadCheck = fn(&[u8]) -> Result<()>;
+
+/// What a streamed upload must be: at most `limit` bytes, and its first `head` bytes passing
+/// `check`.
+pub struct UploadRules {
+    pub limit: Option<u64>,
+    pub head: usize,
+    pub check: Option<HeadCheck>,
+}
+
+impl UploadRules {
+    /// Any size, any bytes: only the time limit.
+    pub const ANY: UploadRules = UploadRules { limit: None, head: 0, check: None };
+}
+
+/// Why a checked upload stopped, kept for the handler: the store sees only that the stream failed.
+#[derive(Clone, Default)]
+pub struct Refusal(Rc<RefCell<Option<ApiError>>>);
+
+impl Refusal {
+    /// The refusal when the stream stopped for one, else `other`.
+    pub fn or(&self, other: ApiError) -> ApiError {
+        self.0.borrow_mut().take().unwrap_or(other)
+    }
+
+    fn set(&self, e: ApiError) -> String {
+        let text = e.to_string();
+        *self.0.borrow_mut() = Some(e);
+        text
+    }
+}
+
+/// A request's body as a stream that follows `rules` and the time limit as the bytes arrive:
+/// past the limit, or with a head that fails its check, it fails at once, before the rest is
+/// read; the `Refusal` says why.
+pub fn checked_upload(
+    req: &HttpRequest,
+    payload: web::Payload,
+    rules: UploadRules,
+) -> Result<(impl Stream<Item = std::result::Result<web::Bytes, String>> + Unpin, Refusal)> {
+    if let (Some(limit), Some(declared)) = (rules.limit, declared_length(req)) {
+        if declared > limit {
+            return Err(ApiError::TooLarge { limit: limit as usize });
+        }
+    }
+    let refusal = Refusal::default();
+    struct Reading {
+        payload: web::Payload,
+        clock: BodyClock,
+        received: u64,
+        head: Option<Vec<u8>>,
+        rules: UploadRules,
+        refusal: Refusal,
+        done: bool,
+    }
+    let head = (rules.check.is_some() && rules.head > 0).then(|| Vec::with_capacity(rules.head));
+    let reading =
+        Reading { payload, clock: BodyClock::start(), received: 0, head, rules, refusal: refusal.clone(), done: false };
+    let stream = futures::stream::unfold(reading, |mut r| async move {
+        if r.done {
+            return None;
+        }
+        let fail = |r: &mut Reading, e: ApiError| {
+            r.done = true;
+            Err(r.refusal.set(e))
+        };
+        let item = match r.clock.next(&mut r.payload, r.received).await {
+            Err(e) => fail(&mut r, e),
+            Ok(None) => {
+                // The body ended: a head shorter than the check needs is checked as it is.
+                r.done = true;
+                match (r.head.take(), r.rules.check) {
+                    (Some(head), Some(check)) => match check(&head) {
+                        Ok(()) => return None,
+                        Err(e) => Err(r.refusal.set(e)),
+                    },
+                    _ => return None,
+                }
+            }
+            Ok(Some(Err(e))) => fail(&mut r, ApiError::invalid("body", format!("could not read the body: {e}"))),
+            Ok(Some(Ok(chunk))) => {
+                r.received += chunk.len() as u64;
+                if let Some(limit) = r.rules.limit.filter(|&l| r.received > l) {
+                    fail(&mut r, ApiError::TooLarge { limit: limit as usize })
+                } else {
+                    let mut verdict = Ok(());
+                    if let Some(head) = r.head.as_mut() {
+                        let take = (r.rules.head - head.len()).min(chunk.len());
+                        head.extend_from_slice(&chunk[..take]);
+                        if head.len() == r.rules.head {
+                            if let (Some(check), Some(head)) = (r.rules.check, r.head.take()) {
+                                verdict = check(&head);
+                            }
+                        }
+                    }
+                    match verdict {
+                        Ok(()) => Ok(chunk),
+                        Err(e) => fail(&mut r, e),
+                    }
+                }
+            }
+        };
+        Some((item, r))
+    });
+    Ok((Box::pin(stream), refusal))
 }
 
 /// Parses JSON; on failure, re-parses to name the field at fault (`points[3].value`).
@@ -119,7 +292,12 @@ fn require_json(req: &HttpRequest) -> Result<()> {
 /// Reads a JSON body. An empty body needs no content type: routes whose body is optional take
 /// it as absent, the others refuse it as empty.
 pub async fn json_bytes(req: &HttpRequest, payload: web::Payload) -> Result<web::Bytes> {
-    let bytes = read_body(req, payload).await?;
+    json_bytes_within(req, payload, MAX_BODY_BYTES).await
+}
+
+/// `json_bytes` with a route's own size limit, smaller than `MAX_BODY_BYTES`.
+pub async fn json_bytes_within(req: &HttpRequest, payload: web::Payload, limit: usize) -> Result<web::Bytes> {
+    let bytes = read_body_within(req, payload, limit).await?;
     if !bytes.is_empty() {
         require_json(req)?;
     }
@@ -130,6 +308,16 @@ pub async fn json_bytes(req: &HttpRequest, payload: web::Payload) -> Result<web:
 /// of its fields in order; such bodies are refused.
 pub async fn json_body<T: DeserializeOwned>(req: &HttpRequest, payload: web::Payload) -> Result<T> {
     parse_json_object(&json_bytes(req, payload).await?)
+}
+
+/// `json_body` with a route's own size limit, smaller than `MAX_BODY_BYTES` where the route's
+/// limits imply one: a larger body is refused (413) before it is read further or parsed.
+pub async fn json_body_within<T: DeserializeOwned>(
+    req: &HttpRequest,
+    payload: web::Payload,
+    limit: usize,
+) -> Result<T> {
+    parse_json_object(&json_bytes_within(req, payload, limit).await?)
 }
 
 /// Parses a body that must be one JSON object into `T`.

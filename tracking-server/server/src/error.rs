@@ -15,6 +15,11 @@ pub enum ApiError {
     Conflict { field: String, reason: String },
     #[error("the request body is larger than the limit of {limit} bytes")]
     TooLarge { limit: usize },
+    /// The work a request asks for is past a budget: `field` names what to ask less of.
+    #[error("{field}: {reason}")]
+    OverBudget { field: String, reason: String, limit: u64 },
+    #[error("{0}")]
+    Timeout(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
     #[error("{field}: {reason}")]
@@ -48,6 +53,8 @@ impl ApiError {
             ApiError::Invalid { .. } => "invalid_argument",
             ApiError::Conflict { .. } => "conflict",
             ApiError::TooLarge { .. } => "payload_too_large",
+            ApiError::OverBudget { .. } => "over_budget",
+            ApiError::Timeout(_) => "request_timeout",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Forbidden { .. } => "forbidden",
             ApiError::MisdirectedRequest(_) => "misdirected_request",
@@ -85,10 +92,20 @@ impl ApiError {
 
     fn field(&self) -> Option<&str> {
         match self {
-            ApiError::Invalid { field, .. } | ApiError::Conflict { field, .. } | ApiError::Forbidden { field, .. } => {
-                Some(field)
-            }
+            ApiError::Invalid { field, .. }
+            | ApiError::Conflict { field, .. }
+            | ApiError::Forbidden { field, .. }
+            | ApiError::OverBudget { field, .. } => Some(field),
             ApiError::MisdirectedRequest(_) => Some("Host"),
+            _ => None,
+        }
+    }
+
+    /// The limit a refusal for size or work names.
+    fn limit(&self) -> Option<u64> {
+        match self {
+            ApiError::TooLarge { limit } => Some(*limit as u64),
+            ApiError::OverBudget { limit, .. } => Some(*limit),
             _ => None,
         }
     }
@@ -101,6 +118,8 @@ fn status_of(error: &ApiError) -> StatusCode {
         ApiError::Invalid { .. } => StatusCode::BAD_REQUEST,
         ApiError::Conflict { .. } => StatusCode::CONFLICT,
         ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        ApiError::OverBudget { .. } => StatusCode::BAD_REQUEST,
+        ApiError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
         ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
         ApiError::MisdirectedRequest(_) => StatusCode::MISDIRECTED_REQUEST,
@@ -123,6 +142,9 @@ impl ResponseError for ApiError {
         let mut body = json!({"code": self.code(), "message": self.public_message()});
         if let Some(field) = self.field() {
             body["field"] = json!(field);
+        }
+        if let Some(limit) = self.limit() {
+            body["limit"] = json!(limit);
         }
         let mut response = HttpResponse::build(self.status_code());
         if let Some(seconds) = self.retry_after() {
@@ -158,9 +180,11 @@ pub fn mlflow_code(error: &ApiError) -> (StatusCode, &'static str) {
         ApiError::Invalid { .. }
         | ApiError::Conflict { .. }
         | ApiError::TooLarge { .. }
+        | ApiError::OverBudget { .. }
         | ApiError::UnsupportedMediaType(_)
         | ApiError::MisdirectedRequest(_) => (StatusCode::BAD_REQUEST, "INVALID_PARAMETER_VALUE"),
         ApiError::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, "ENDPOINT_NOT_FOUND"),
+        ApiError::Timeout(_) => (StatusCode::REQUEST_TIMEOUT, "REQUEST_LIMIT_EXCEEDED"),
         ApiError::Forbidden { .. } => (StatusCode::FORBIDDEN, "PERMISSION_DENIED"),
         ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
         ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "REQUEST_LIMIT_EXCEEDED"),
@@ -183,6 +207,12 @@ pub fn mlflow_response(error: &ApiError, code_override: Option<&'static str>) ->
         ApiError::Invalid { field, reason } | ApiError::Conflict { field, reason } => {
             response.json(json!({"error_code": code_override.unwrap_or(code), "message": reason, "field": field}))
         }
+        ApiError::OverBudget { field, reason, limit } => response.json(
+            json!({"error_code": code_override.unwrap_or(code), "message": reason, "field": field, "limit": limit}),
+        ),
+        ApiError::TooLarge { limit } => response.json(
+            json!({"error_code": code_override.unwrap_or(code), "message": error.public_message(), "limit": limit}),
+        ),
         _ => response.json(json!({"error_code": code_override.unwrap_or(code), "message": error.public_message()})),
     }
 }
@@ -194,11 +224,13 @@ impl From<trainlog_schema::Error> for ApiError {
 }
 
 /// Error answers given since start, by error code.
-static ERRORS_BY_CODE: [(&str, AtomicU64); 14] = [
+static ERRORS_BY_CODE: [(&str, AtomicU64); 16] = [
     ("not_found", AtomicU64::new(0)),
     ("invalid_argument", AtomicU64::new(0)),
     ("conflict", AtomicU64::new(0)),
     ("payload_too_large", AtomicU64::new(0)),
+    ("over_budget", AtomicU64::new(0)),
+    ("request_timeout", AtomicU64::new(0)),
     ("unsupported_media_type", AtomicU64::new(0)),
     ("forbidden", AtomicU64::new(0)),
     ("misdirected_request", AtomicU64::new(0)),

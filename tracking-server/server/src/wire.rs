@@ -283,8 +283,9 @@ pub struct ErrorBody {
 
 #[derive(Serialize, ToSchema)]
 pub struct ErrorDetail {
-    /// invalid_argument (400), forbidden (403), not_found (404), conflict (409),
-    /// payload_too_large (413), unsupported_media_type (415), misdirected_request (421),
+    /// invalid_argument (400), over_budget (400: the work asked for is past a budget), forbidden
+    /// (403), not_found (404), request_timeout (408: the body did not arrive in time), conflict
+    /// (409), payload_too_large (413), unsupported_media_type (415), misdirected_request (421),
     /// internal (500), unavailable (503), insufficient_storage (507).
     pub code: &'static str,
     /// What went wrong, for people.
@@ -292,6 +293,9 @@ pub struct ErrorDetail {
     /// The offending field when one is to blame, e.g. "points[3].value", "params.lr", "filter".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// With payload_too_large and over_budget: the limit passed (bytes, points or cells).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
 }
 
 /// The answer of a change that returns nothing else.

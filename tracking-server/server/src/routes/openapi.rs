@@ -227,7 +227,8 @@ impl Modify for SharedErrors {
                     add("409", "conflict: the request contradicts what is stored.");
                 }
                 if any_body {
-                    add("413", "payload_too_large: the body is over the limit.");
+                    add("408", "request_timeout: the body did not arrive in time.");
+                    add("413", "payload_too_large: the body is over the limit; `limit` gives it in bytes.");
                 }
                 if json_body {
                     add("415", "unsupported_media_type: the body must be application/json.");

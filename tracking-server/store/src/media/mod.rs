@@ -109,9 +109,18 @@ impl MediaStore {
         project_id: i64,
         parts: &[trainlog_meta::TablePart],
     ) -> Result<arrow_array::RecordBatch> {
-        let mut batches = Vec::with_capacity(parts.len());
+        // Every part's size from its footer first: a read past the budget decodes nothing.
+        let (mut stored, mut shapes) = (Vec::with_capacity(parts.len()), Vec::with_capacity(parts.len()));
         for part in parts {
             let bytes = self.blob_bytes(project_id, &part.blob).await?;
+            let footer = bytes.clone();
+            shapes.push(blocking(move || table::part_shape(footer)).await?);
+            let shapes = shapes.iter().map(|(rows, names)| (*rows, names.iter().map(String::as_str)));
+            table::check_read_cells(table::joined_cells(shapes))?;
+            stored.push(bytes);
+        }
+        let mut batches = Vec::with_capacity(parts.len());
+        for bytes in stored {
             batches.push(blocking(move || table::decode_part(bytes)).await?);
         }
         blocking(move || table::join(&batches)).await

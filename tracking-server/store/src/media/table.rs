@@ -17,8 +17,16 @@ use std::sync::Arc;
 use trainlog_schema::arrow::TABLE_PART_SCHEMA_VERSION;
 use trainlog_schema::limits::{MAX_TABLE_COLUMNS, MAX_TABLE_PART_ROWS};
 
-/// A table logged as JSON elsewhere (MLflow's `log_table`) larger than this stays a file.
-pub const MAX_PART_JSON_BYTES: u64 = 64 << 20;
+/// A table part sent as JSON: a larger body answers 413 (send an Arrow IPC stream, or more
+/// parts). A table logged as JSON elsewhere (MLflow's `log_table`) larger than this stays a file.
+pub const MAX_PART_JSON_BYTES: u64 = 16 << 20;
+
+/// Values (rows × columns) in one part of a table, checked as it is written.
+pub const MAX_TABLE_PART_CELLS: usize = 10_000_000;
+
+/// Values (rows × columns) a read of a table decodes, all its parts together, checked from the
+/// parts' Parquet metadata before any is decoded.
+pub const MAX_TABLE_CELLS: usize = 10_000_000;
 
 /// The media type of a table part's bytes.
 pub const PARQUET_MIME: &str = "application/vnd.apache.parquet";
@@ -62,6 +70,20 @@ fn check_part(batch: &RecordBatch) -> Result<()> {
         return Err(invalid(
             "rows",
             format!("a part of a table holds at most {MAX_TABLE_PART_ROWS} rows, got {}", batch.num_rows()),
+        ));
+    }
+    check_part_cells(batch.num_rows(), fields.len())
+}
+
+/// Refuses a part of more than `MAX_TABLE_PART_CELLS` values (rows × columns).
+fn check_part_cells(rows: usize, columns: usize) -> Result<()> {
+    let cells = rows.saturating_mul(columns);
+    if cells > MAX_TABLE_PART_CELLS {
+        return Err(invalid(
+            "rows",
+            format!(
+                "a part of a table holds at most {MAX_TABLE_PART_CELLS} values (rows × columns), got {rows} rows × {columns} columns; send it as several appended parts"
+            ),
         ));
     }
     Ok(())
@@ -158,7 +180,15 @@ pub fn from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
     let bad = |e: arrow_schema::ArrowError| invalid("body", format!("not an Arrow IPC stream: {e}"));
     let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None).map_err(bad)?;
     let schema = reader.schema();
-    let batches = reader.collect::<std::result::Result<Vec<_>, _>>().map_err(bad)?;
+    // Batches are counted as they are read: a stream past the limits stops at the batch that
+    // passes them.
+    let (mut batches, mut rows) = (Vec::new(), 0usize);
+    for batch in reader {
+        let batch = batch.map_err(bad)?;
+        rows += batch.num_rows();
+        check_part_cells(rows, schema.fields().len())?;
+        batches.push(batch);
+    }
     let batch = arrow_select::concat::concat_batches(&schema, &batches).map_err(bad)?;
     check_part(&batch)?;
     Ok(batch)
@@ -168,6 +198,39 @@ pub fn from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
 /// part encodes to the same bytes, so a part sent again is the same blob.
 pub fn encode_part(batch: &RecordBatch) -> Result<Bytes> {
     super::parquet_bytes(batch, TABLE_PART_SCHEMA_VERSION)
+}
+
+/// A stored part's rows and column names, from its Parquet footer alone.
+pub fn part_shape(bytes: Bytes) -> Result<(u64, Vec<String>)> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
+    let metadata = builder.metadata().file_metadata();
+    let rows = u64::try_from(metadata.num_rows()).unwrap_or(0);
+    let names = metadata.schema_descr().columns().iter().map(|c| c.name().to_owned()).collect();
+    Ok((rows, names))
+}
+
+/// The values a read of parts decodes and joins: all their rows × every column any of them has
+/// (the join fills a column a part lacks with nulls).
+pub fn joined_cells<'a>(shapes: impl IntoIterator<Item = (u64, impl IntoIterator<Item = &'a str>)>) -> u64 {
+    let (mut rows, mut columns) = (0u64, std::collections::HashSet::new());
+    for (part_rows, names) in shapes {
+        rows = rows.saturating_add(part_rows);
+        columns.extend(names);
+    }
+    rows.saturating_mul(columns.len() as u64)
+}
+
+/// Refuses a read of parts holding more than `MAX_TABLE_CELLS` values together.
+pub fn check_read_cells(cells: u64) -> Result<()> {
+    if cells > MAX_TABLE_CELLS as u64 {
+        return Err(invalid(
+            "key",
+            format!(
+                "the table holds {cells} values (rows × columns) as of this step, more than the {MAX_TABLE_CELLS} a read decodes"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A stored part read back.

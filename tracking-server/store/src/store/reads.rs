@@ -151,8 +151,12 @@ impl Inner {
         let mut all = Vec::with_capacity(layers.len() + 1);
         all.push(from_files);
         all.append(&mut layers);
-        let merged = Series::merge(all);
-        Ok(if range == StepRange::default() { merged } else { merged.slice(range) })
+        // Merging a long series takes a while: on the blocking pool, as decoding does.
+        blocking(move || {
+            let merged = Series::merge(all);
+            Ok(if range == StepRange::default() { merged } else { merged.slice(range) })
+        })
+        .await
     }
 
     /// The points of a run's files for one key within `range`. A whole series is read into the
@@ -185,7 +189,7 @@ impl Inner {
             }
         };
         if let Some(series) = cached {
-            return Ok(series.slice(range));
+            return blocking(move || Ok(series.slice(range))).await;
         }
         let rows: u64 = with_key.iter().map(|f| f.index[key.as_str()].rows).sum();
         if range != StepRange::default() && rows > RANGE_READ_MIN_ROWS {
@@ -199,7 +203,8 @@ impl Inner {
                     None => Ok(Series::default()),
                 }
             });
-            return Ok(Series::merge(futures::future::try_join_all(loads).await?));
+            let layers = futures::future::try_join_all(loads).await?;
+            return blocking(move || Ok(Series::merge(layers))).await;
         }
         let loads = with_key.iter().map(|f| {
             let f = f.clone();
@@ -213,7 +218,7 @@ impl Inner {
             }
         });
         let layers = futures::future::try_join_all(loads).await?;
-        let series = Arc::new(Series::merge(layers));
+        let series = Arc::new(blocking(move || Ok(Series::merge(layers))).await?);
         let size = series.heap_bytes();
         if size <= self.config.cache_bytes / 4 {
             let mut cache = lock(&self.cache);
@@ -234,6 +239,9 @@ impl Inner {
                 }
             }
         }
-        Ok(if range == StepRange::default() { Arc::unwrap_or_clone(series) } else { series.slice(range) })
+        blocking(move || {
+            Ok(if range == StepRange::default() { Arc::unwrap_or_clone(series) } else { series.slice(range) })
+        })
+        .await
     }
 }

@@ -6,6 +6,7 @@ mod wire;
 
 pub(crate) use wire::FileEntry;
 
+use crate::body::{checked_upload, UploadRules};
 use crate::error::{ApiError, Result};
 use crate::lookup;
 use crate::query::{query_one, query_pairs};
@@ -80,17 +81,20 @@ pub(crate) async fn put_artifact(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let (run, project_id, artifact) = artifact_target(&state, &req, &path, Role::Write).await?;
-    let row = store_artifact(&state, run, project_id, artifact, payload).await?;
+    let row = store_artifact(&state, &req, run, project_id, artifact, payload, UploadRules::ANY).await?;
     Ok(HttpResponse::Created().json(wire::ArtifactView::new(&row)))
 }
 
-/// Stores an artifact's bytes, then its record; a path that is a file and a folder at once is refused.
+/// Stores an artifact's bytes, checked by `rules` as they arrive, then its record; a path that is
+/// a file and a folder at once is refused.
 pub(crate) async fn store_artifact(
     state: &State,
+    req: &HttpRequest,
     run: RunId,
     project_id: i64,
     artifact: ArtifactPath,
     payload: web::Payload,
+    rules: UploadRules,
 ) -> Result<trainlog_meta::ArtifactRow> {
     let clash = {
         let (run, artifact) = (run.clone(), artifact.clone());
@@ -104,7 +108,8 @@ pub(crate) async fn store_artifact(
     }
     let artifacts = state.store.artifacts();
     let location = trainlog_store::ArtifactStore::location(project_id, &run, &artifact)?;
-    let uploaded = artifacts.upload(&location, payload).await?;
+    let (body, refusal) = checked_upload(req, payload, rules)?;
+    let uploaded = artifacts.upload(&location, body).await.map_err(|e| refusal.or(e.into()))?;
     meta(state, move |m| m.put_artifact(&run, &artifact, uploaded.size, &uploaded.sha256)).await
 }
 

@@ -2,6 +2,7 @@
 //! and step (paged), with blobs served as immutable.
 
 mod histograms;
+pub(crate) mod rows;
 mod tables;
 mod wire;
 

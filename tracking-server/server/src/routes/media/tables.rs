@@ -2,7 +2,7 @@
 //! Parquet); a read joins the parts as of a step, then filters, sorts and pages the rows.
 
 use super::wire::{ColumnView, TablePartView, TableRows, TableView};
-use crate::body::{media_type, parse_json_object, read_body, JSON_MEDIA_TYPE};
+use crate::body::{media_type, parse_json_object, read_body_within, JSON_MEDIA_TYPE, MAX_BODY_BYTES};
 use crate::error::{ApiError, Result};
 use crate::lookup;
 use crate::query::{query_int, query_one, query_pairs};
@@ -14,6 +14,9 @@ use trainlog_meta::TablePartShape;
 use trainlog_schema::limits::{MAX_MEDIA_ITEMS_PER_STEP, MAX_TABLE_PAGE, MAX_TABLE_ROWS};
 use trainlog_schema::{MediaItem, MediaKind, MetricKey, TableMode};
 use trainlog_store::media::table::{self, FilterOp, TableQuery, PARQUET_MIME};
+
+/// Values (rows × columns) in one page of a table read as JSON.
+pub const MAX_TABLE_PAGE_VALUES: usize = 1_000_000;
 
 /// The media type of an Arrow IPC stream.
 const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
@@ -54,10 +57,13 @@ pub(crate) async fn record_table(
     }
     let accepted = "application/json or application/vnd.apache.arrow.stream";
     let content_type = media_type(&req, accepted)?;
-    let body = read_body(&req, payload).await?;
+    // A JSON part is limited to a size its rows' limits imply before it is read, and counted as
+    // it parses.
+    let limit = if content_type == JSON_MEDIA_TYPE { table::MAX_PART_JSON_BYTES as usize } else { MAX_BODY_BYTES };
+    let body = read_body_within(&req, payload, limit).await?;
     let batch = match content_type.as_str() {
         JSON_MEDIA_TYPE => {
-            let rows: TableRows = parse_json_object(&body)?;
+            let rows: TableRows = web::block(move || parse_json_object(&body)).await??;
             let before = match mode {
                 TableMode::Append => {
                     let (run, key) = (run.clone(), key.clone());
@@ -131,7 +137,7 @@ fn filter_of(pairs: &[(String, String)]) -> Result<Option<(String, FilterOp, Str
         ("filter_op" = Option<String>, Query, pattern = "^(eq|ne|lt|le|gt|ge|contains)$", description = "How the value is compared; eq when absent."),
         ("filter_value" = Option<String>, Query, max_length = 1000, description = "The value compared with."),
         ("offset" = Option<u32>, Query, description = "Rows of the answer to skip."),
-        ("limit" = Option<u32>, Query, minimum = 1, maximum = 10000, description = "Rows in the answer: 100 when absent for JSON, all for Arrow."),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 10000, description = "Rows in the answer: 100 when absent for JSON, all for Arrow. A JSON page holds at most 1,000,000 values (rows × columns)."),
         ("format" = Option<String>, Query, pattern = "^(json|arrow)$", description = "json (the default) or arrow.")),
     responses((status = 200, description = "The rows.", body = TableView),
         (status = 404, description = "The run has no table under the key at or before the step.")))]
@@ -166,6 +172,20 @@ pub(crate) async fn read_table(state: State, path: web::Path<String>, req: HttpR
         return Err(ApiError::NotFound(format!("a table {key} of run {run} at or before the step asked")));
     };
     let last_step = last.step;
+    // A JSON page is as many values as its rows × the table's columns: bounded as well.
+    let columns_of_table = last.shape.columns.as_array().map_or(0, Vec::len);
+    if let Some(rows) = query.limit.filter(|_| !arrow) {
+        if rows.saturating_mul(columns_of_table) > MAX_TABLE_PAGE_VALUES {
+            return Err(ApiError::OverBudget {
+                field: "limit".into(),
+                reason: format!(
+                    "a page of {rows} rows × {columns_of_table} columns is more than the {MAX_TABLE_PAGE_VALUES} values a JSON page may hold; ask for at most {} rows, or for format=arrow",
+                    MAX_TABLE_PAGE_VALUES / columns_of_table.max(1)
+                ),
+                limit: MAX_TABLE_PAGE_VALUES as u64,
+            });
+        }
+    }
     let total: u64 = parts.iter().map(|p| p.shape.rows).sum();
     if total > MAX_TABLE_ROWS as u64 {
         return Err(ApiError::invalid(
@@ -173,6 +193,13 @@ pub(crate) async fn read_table(state: State, path: web::Path<String>, req: HttpR
             format!("the table holds {total} rows as of this step, more than the {MAX_TABLE_ROWS} a read joins"),
         ));
     }
+    // The budget in values, from the parts' recorded shapes; the store checks it again from the
+    // parts' own footers before it decodes them.
+    let shapes = parts.iter().map(|p| {
+        let names = p.shape.columns.as_array().into_iter().flatten().filter_map(|c| c.get("name")?.as_str());
+        (p.shape.rows, names)
+    });
+    table::check_read_cells(table::joined_cells(shapes))?;
     let whole = state.store.media().read_table(project_id, &parts).await?;
     let (total_rows, schema) = (whole.num_rows(), whole.schema());
     let (matched, page) = web::block(move || table::select(&whole, &query)).await??;
@@ -186,14 +213,21 @@ pub(crate) async fn read_table(state: State, path: web::Path<String>, req: HttpR
         .map(|f| ColumnView { name: f.name().clone(), kind: table::type_name(f.data_type()) })
         .collect();
     let offset = query_int(&pairs, "offset")?.unwrap_or(0);
-    Ok(HttpResponse::Ok().json(TableView {
-        key: key.to_string(),
-        step: last_step,
-        parts: parts.len(),
-        columns,
-        total_rows,
-        matched_rows: matched,
-        offset,
-        rows: table::rows_json(&page),
-    }))
+    let (key, parts) = (key.to_string(), parts.len());
+    // The page's rows become JSON on the blocking pool: the workers keep answering other requests.
+    let body = web::block(move || {
+        serde_json::to_vec(&TableView {
+            key,
+            step: last_step,
+            parts,
+            columns,
+            total_rows,
+            matched_rows: matched,
+            offset,
+            rows: table::rows_json(&page),
+        })
+    })
+    .await?
+    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(HttpResponse::Ok().content_type("application/json").body(body))
 }

@@ -417,9 +417,12 @@ pub struct HistogramPage {
 #[serde(deny_unknown_fields)]
 pub struct TableRows {
     /// At most 1000 names, each 1 to 250 characters.
+    #[serde(deserialize_with = "super::rows::bounded_columns")]
     pub columns: Vec<String>,
-    /// At most 100000 rows. Column types are inferred: integers, numbers, booleans, else text.
+    /// At most 100000 rows and 10,000,000 values in all (rows × columns), in a body of at most
+    /// 16 MiB. Column types are inferred: integers, numbers, booleans, else text.
     #[schema(value_type = Vec<Vec<Object>>)]
+    #[serde(deserialize_with = "super::rows::bounded_rows")]
     pub rows: Vec<Vec<serde_json::Value>>,
 }
 

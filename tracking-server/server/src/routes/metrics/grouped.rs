@@ -2,7 +2,7 @@
 //! bucketed on one step grid over their extents, each run read once whatever its groups.
 
 use super::{wire, GROUP_POINTS_KEPT, SERIES_READS_IN_FLIGHT};
-use crate::body::json_body;
+use crate::body::json_body_within;
 use crate::error::{ApiError, Result};
 use crate::lookup;
 use crate::respond::json_answer;
@@ -13,15 +13,19 @@ use trainlog_schema::limits::{check_len, MAX_NAME_CHARS};
 use trainlog_schema::RunId;
 use trainlog_store::StepRange;
 
-/// One metric of many runs, by run (as `GET /metrics`, with up to 20,000 ids) or by group: each
-/// group's runs bucketed on one step grid, with the mean of their last values, their min and
-/// max, and how many runs each bucket holds.
+/// The largest body of a query: 20,000 run ids of 64 characters, quoted, and the names of 100
+/// groups take less than half of it.
+pub const MAX_QUERY_BODY_BYTES: usize = 4 << 20;
+
+/// One metric of many runs, by run (as `GET /metrics`, with up to 20,000 ids, each answered once)
+/// or by group: each group's runs bucketed on one step grid, with the mean of their last values,
+/// their min and max, and how many runs each bucket holds. The body is at most 4 MiB.
 #[utoipa::path(post, path = "/api/v1/metrics/query", tag = "metrics", request_body = wire::MetricsQuery,
     responses((status = 200, description = "With `runs`, the series in the order given, as `GET /metrics` answers them; with `groups`, the groups in the order given.",
         body = wire::MetricsQueryAnswer)))]
 pub(crate) async fn query_metrics(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
     use trainlog_schema::limits::{MAX_QUERY_BUCKETS, MAX_QUERY_GROUPS, MAX_QUERY_RUNS};
-    let body: wire::MetricsQuery = json_body(&req, payload).await?;
+    let body: wire::MetricsQuery = json_body_within(&req, payload, MAX_QUERY_BODY_BYTES).await?;
     let key = body.key.as_deref().ok_or_else(|| ApiError::invalid("key", "the metric's key is required"))?;
     let key = trainlog_schema::MetricKey::parse("key", key)?;
     let n = body.buckets.ok_or_else(|| ApiError::invalid("buckets", "the number of buckets is required"))?;
@@ -48,14 +52,19 @@ pub(crate) async fn query_metrics(state: State, req: HttpRequest, payload: web::
                     format!("give 1 to {MAX_QUERY_RUNS} run ids, got {}", runs.len()),
                 ));
             }
-            if runs.len().saturating_mul(n) > MAX_QUERY_BUCKETS {
-                return Err(too_many_buckets("runs", runs.len()));
+            // A run named twice is read and answered once, in the place it was first named.
+            let ids = super::distinct_ids(runs.iter().map(|s| lookup::run_id(s)).collect::<Result<_>>()?);
+            if ids.len().saturating_mul(n) > MAX_QUERY_BUCKETS {
+                return Err(too_many_buckets("runs", ids.len()));
             }
-            let ids: Vec<RunId> = runs.iter().map(|s| lookup::run_id(s)).collect::<Result<_>>()?;
             lookup::readable_runs(&state, &req, &ids).await?;
+            super::check_points_budget(&state, &ids, &key, super::max_query_points()).await?;
             let buckets: Vec<Vec<trainlog_store::Bucket>> = futures::stream::iter(ids.iter().map(|id| {
                 let (state, key) = (&state, &key);
-                async move { Ok::<_, ApiError>(state.store.series(id, key, range).await?.downsample(n)) }
+                async move {
+                    let series = state.store.series(id, key, range).await?;
+                    Ok::<_, ApiError>(web::block(move || series.downsample(n)).await?)
+                }
             }))
             .buffered(SERIES_READS_IN_FLIGHT)
             .collect::<Vec<_>>()
@@ -118,6 +127,7 @@ pub(crate) async fn query_metrics(state: State, req: HttpRequest, payload: web::
         members.push(m);
     }
     lookup::readable_runs(&state, &req, &distinct).await?;
+    super::check_points_budget(&state, &distinct, &key, super::max_query_points()).await?;
     let mut groups_of: Vec<Vec<usize>> = vec![Vec::new(); distinct.len()];
     for (g, m) in members.iter().enumerate() {
         for &i in m {
@@ -149,19 +159,26 @@ pub(crate) async fn query_metrics(state: State, req: HttpRequest, payload: web::
         .map(|m| trainlog_store::StepGrid::over(m.iter().filter_map(|&i| extents[i]), n))
         .map(|grid| grid.map(trainlog_store::GroupBuckets::new))
         .collect();
-    let mut add = |i: usize, series: &trainlog_store::Series| {
-        for &g in &groups_of[i] {
-            if let Some(grid) = grids[g].as_mut() {
-                grid.add(series);
+    // Points are added to the grids on the blocking pool, the kept series in one call and each
+    // series read again in one: the workers keep answering other requests.
+    let groups_of = std::sync::Arc::new(groups_of);
+    let add = |mut grids: Vec<Option<trainlog_store::GroupBuckets>>, series: Vec<(usize, trainlog_store::Series)>| {
+        let groups_of = groups_of.clone();
+        web::block(move || {
+            for (i, series) in &series {
+                for &g in &groups_of[*i] {
+                    if let Some(grid) = grids[g].as_mut() {
+                        grid.add(series);
+                    }
+                }
             }
-        }
+            grids
+        })
     };
     let again: Vec<usize> = (0..distinct.len()).filter(|&i| extents[i].is_some() && kept[i].is_none()).collect();
-    for (i, series) in kept.iter_mut().enumerate() {
-        if let Some(series) = series.take() {
-            add(i, &series);
-        }
-    }
+    let kept: Vec<(usize, trainlog_store::Series)> =
+        kept.into_iter().enumerate().filter_map(|(i, series)| series.map(|s| (i, s))).collect();
+    grids = add(grids, kept).await?;
     {
         let mut reads = futures::stream::iter(again.iter().map(|&i| {
             let (state, key, id) = (&state, &key, &distinct[i]);
@@ -169,8 +186,7 @@ pub(crate) async fn query_metrics(state: State, req: HttpRequest, payload: web::
         }))
         .buffered(SERIES_READS_IN_FLIGHT);
         while let Some(read) = reads.next().await {
-            let (i, series) = read?;
-            add(i, &series);
+            grids = add(grids, vec![read?]).await?;
         }
     }
     let answer = wire::MetricsQueryAnswer::Groups(wire::GroupedSeries {

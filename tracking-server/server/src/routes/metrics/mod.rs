@@ -139,30 +139,98 @@ pub(crate) async fn get_metrics_many(state: State, req: HttpRequest) -> Result<H
     if ids.is_empty() || ids.len() > 1000 {
         return Err(ApiError::invalid("runs", "give 1 to 1000 comma-separated run ids"));
     }
+    // A run named twice is read and answered once.
+    let ids = distinct_ids(ids);
     let (key, range) = (&q.key, q.range);
+    for id in &ids {
+        lookup::run_for(&state, &req, id, Role::Read).await?;
+    }
+    let budget = match q.buckets {
+        Some(_) => max_query_points(),
+        None => max_query_points().min(MAX_POINTS_ANSWERED),
+    };
+    check_points_budget(&state, &ids, key, budget).await?;
     let all: Vec<trainlog_store::Series> = futures::stream::iter(ids.iter().map(|id| {
-        let (state, req) = (&state, &req);
-        async move {
-            lookup::run_for(state, req, id, Role::Read).await?;
-            Ok::<_, ApiError>(state.store.series(id, key, range).await?)
-        }
+        let state = &state;
+        async move { Ok::<_, ApiError>(state.store.series(id, key, range).await?) }
     }))
     .buffered(SERIES_READS_IN_FLIGHT)
     .collect::<Vec<_>>()
     .await
     .into_iter()
     .collect::<Result<_>>()?;
-    let answer = wire::MultiRunSeries {
-        key: q.key.as_str(),
-        series: ids
-            .iter()
-            .zip(&all)
-            .map(|(id, series)| wire::RunSeries { run_id: id.as_str(), body: wire::SeriesBody::new(series, q.buckets) })
-            .collect(),
-    };
-    let mut out = Vec::with_capacity(4096);
-    serde_json::to_writer(&mut out, &answer).map_err(|e| ApiError::Internal(e.to_string()))?;
+    // The answer is written on the blocking pool: the workers keep answering other requests.
+    let out = web::block(move || {
+        let answer = wire::MultiRunSeries {
+            key: q.key.as_str(),
+            series: ids
+                .iter()
+                .zip(&all)
+                .map(|(id, series)| wire::RunSeries {
+                    run_id: id.as_str(),
+                    body: wire::SeriesBody::new(series, q.buckets),
+                })
+                .collect(),
+        };
+        let mut out = Vec::with_capacity(4096);
+        serde_json::to_writer(&mut out, &answer).map(|()| out)
+    })
+    .await?
+    .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(HttpResponse::Ok().content_type("application/json").body(out))
+}
+
+/// Points one read of many runs' series may cost (`GET /metrics`, `POST /metrics/query`): the
+/// point counts of the series asked for, from their summaries, over the distinct runs, checked
+/// before any series is read. `TRAINLOG_MAX_QUERY_POINTS` lowers it.
+pub const MAX_QUERY_POINTS: u64 = 50_000_000;
+
+/// `MAX_QUERY_POINTS`, or the budget `TRAINLOG_MAX_QUERY_POINTS` gives when it is lower.
+pub fn max_query_points() -> u64 {
+    static BUDGET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        std::env::var("TRAINLOG_MAX_QUERY_POINTS")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map_or(MAX_QUERY_POINTS, |n| n.min(MAX_QUERY_POINTS))
+    })
+}
+
+/// Points `GET /metrics` may answer as points (without `buckets`): each is written out, so the
+/// answer is bounded too (about 40 bytes of JSON a point).
+pub const MAX_POINTS_ANSWERED: u64 = 5_000_000;
+
+/// Run ids in the order given, each once.
+fn distinct_ids(ids: Vec<RunId>) -> Vec<RunId> {
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    ids.into_iter().filter(|id| seen.insert(id.clone())).collect()
+}
+
+/// Refuses a read of `key` in `runs` (distinct) whose series hold more points than `budget`,
+/// before reading any.
+async fn check_points_budget(
+    state: &State,
+    runs: &[RunId],
+    key: &trainlog_schema::MetricKey,
+    budget: u64,
+) -> Result<()> {
+    let summaries = state.store.summaries_of(runs, |k| k == key.as_str()).await?;
+    let points = summaries
+        .values()
+        .filter_map(|keys| keys.get(key.as_str()))
+        .map(|summary| summary.count)
+        .fold(0u64, u64::saturating_add);
+    if points > budget {
+        return Err(ApiError::OverBudget {
+            field: "runs".into(),
+            reason: format!(
+                "the series {key} of these {} runs hold {points} points, more than the {budget} points one query may read; ask for fewer runs",
+                runs.len()
+            ),
+            limit: budget,
+        });
+    }
+    Ok(())
 }
 
 /// Series read at once by the routes that read many: their decoding runs on the blocking pool.

@@ -126,7 +126,11 @@ async fn upload(
 ) -> Result<HttpResponse> {
     let (run, project_id, rest) = target(&state, &req, &path, Role::Write).await?;
     let path = artifact_path(&rest)?;
-    let row = crate::routes::artifacts::store_artifact(&state, run.clone(), project_id, path.clone(), payload).await?;
+    // What the media door records is checked as it arrives: an image's size and magic bytes.
+    let rules = super::media_door::upload_rules(&path);
+    let row =
+        crate::routes::artifacts::store_artifact(&state, &req, run.clone(), project_id, path.clone(), payload, rules)
+            .await?;
     super::media_door::record(&state, &run, project_id, &path, row.size).await?;
     Ok(HttpResponse::Ok().json(json!({})))
 }

@@ -3,11 +3,13 @@
 //! `~`), `log_table` tables (JSON with `columns` and `data`), and `log_text` / `log_dict` text.
 //! The artifact is stored first; these are recorded beside it.
 
+use crate::body::UploadRules;
 use crate::error::{ApiError, Result};
 use crate::state::{meta, State};
 use futures::StreamExt;
 use std::collections::BTreeMap;
 use trainlog_meta::TablePartShape;
+use trainlog_schema::limits::MAX_MEDIA_ITEM_BYTES;
 use trainlog_schema::{ArtifactPath, MediaItem, MediaKind, MetricKey, RunId, TableMode};
 use trainlog_store::media::table;
 
@@ -44,13 +46,41 @@ fn image_name(name: &str) -> Option<(String, i64, i64)> {
 
 fn door(path: &str, size: u64) -> Option<Door> {
     if let Some(name) = path.strip_prefix("images/") {
-        return image_name(name).map(|(key, step, timestamp_ms)| Door::Image { key, step, timestamp_ms });
+        return image_name(name)
+            .filter(|_| size <= MAX_MEDIA_ITEM_BYTES)
+            .map(|(key, step, timestamp_ms)| Door::Image { key, step, timestamp_ms });
     }
     let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase())?;
     match ext.as_str() {
         "json" if size <= table::MAX_PART_JSON_BYTES => Some(Door::Json),
         "txt" | "md" | "log" | "yaml" | "yml" | "json" if size <= MAX_TEXT_BYTES => Some(Door::Text),
         _ => None,
+    }
+}
+
+/// What an upload through MLflow's artifact proxy must be, by its path: an image the door records
+/// is a PNG (its header checked from the first bytes) of at most the native media routes'
+/// `MAX_MEDIA_ITEM_BYTES`; other artifacts are any bytes.
+pub(crate) fn upload_rules(path: &ArtifactPath) -> UploadRules {
+    match door(path.as_str(), 0) {
+        Some(Door::Image { .. }) => {
+            UploadRules { limit: Some(MAX_MEDIA_ITEM_BYTES), head: PNG_HEADER_BYTES, check: Some(png_header) }
+        }
+        _ => UploadRules::ANY,
+    }
+}
+
+/// The bytes of a PNG's signature and its IHDR chunk's width and height.
+const PNG_HEADER_BYTES: usize = 24;
+
+/// Refuses bytes that do not start as a PNG does.
+fn png_header(head: &[u8]) -> Result<()> {
+    match png_size(head) {
+        Some(_) => Ok(()),
+        None => Err(ApiError::invalid(
+            "body",
+            "an image logged with mlflow.log_image (images/KEY+step+N+timestamp+MS+ID.png) must be a PNG: its first bytes are not a PNG header",
+        )),
     }
 }
 
@@ -118,7 +148,8 @@ pub(crate) async fn record(state: &State, run: &RunId, project_id: i64, path: &A
         }
         Door::Json | Door::Text => {
             let Ok(key) = MetricKey::parse("key", path.as_str()) else { return Ok(()) };
-            let rows = if door == Door::Json { table_rows(&bytes) } else { None };
+            let (rows, bytes) =
+                if door == Door::Json { web_block(move || (table_rows(&bytes), bytes)).await? } else { (None, bytes) };
             if let Some((columns, rows)) = rows {
                 let Ok(batch) = web_block(move || table::from_json(&columns, &rows, None)).await? else {
                     return Ok(());
@@ -147,13 +178,18 @@ pub(crate) async fn record(state: &State, run: &RunId, project_id: i64, path: &A
     Ok(())
 }
 
-/// `log_table`'s JSON (pandas' split orient): `columns` and `data`, rows of a value per column.
+/// `log_table`'s JSON (pandas' split orient): `columns` and `data`, rows of a value per column,
+/// counted as they parse against a table part's limits (past them, the file stays text).
 fn table_rows(bytes: &[u8]) -> Option<(Vec<String>, Vec<Vec<serde_json::Value>>)> {
-    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    let columns =
-        value.get("columns")?.as_array()?.iter().map(|c| c.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>()?;
-    let rows = value.get("data")?.as_array()?.iter().map(|r| r.as_array().cloned()).collect::<Option<Vec<_>>>()?;
-    Some((columns, rows))
+    #[derive(serde::Deserialize)]
+    struct Split {
+        #[serde(deserialize_with = "crate::routes::media::rows::bounded_columns")]
+        columns: Vec<String>,
+        #[serde(deserialize_with = "crate::routes::media::rows::bounded_rows")]
+        data: Vec<Vec<serde_json::Value>>,
+    }
+    let split: Split = serde_json::from_slice(bytes).ok()?;
+    Some((split.columns, split.data))
 }
 
 async fn web_block<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {

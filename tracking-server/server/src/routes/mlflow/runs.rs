@@ -639,20 +639,33 @@ async fn metric_history(state: State, req: HttpRequest, payload: web::Payload) -
     let (id, _) = named_run_any(&state, &req, &args, Role::Read).await?;
     let key = required_text(&args, "metric_key")?;
     let key = MetricKey::parse("metric_key", key)?;
-    let (limit, offset) = page(&args, i64::MAX)?;
+    // As MLflow's own server does, a page holds at most `MAX_HISTORY_PAGE` points, whatever
+    // `max_results` asks; the client follows `next_page_token` for the rest.
+    let (limit, offset) = page(&args, MAX_HISTORY_PAGE as i64)?;
+    let limit = limit.min(MAX_HISTORY_PAGE);
     let series = state.store.series(&id, &key, StepRange::default()).await?;
-    let end = offset.saturating_add(limit).min(series.steps.len());
-    let metrics: Vec<Value> = (offset.min(end)..end)
-        .map(|i| {
-            json!({"key": key.as_str(), "value": double_json(series.values[i]), "timestamp": series.timestamps[i], "step": series.steps[i]})
-        })
-        .collect();
-    let mut answer = json!({"metrics": metrics});
-    if end < series.steps.len() {
-        answer["next_page_token"] = json!(end.to_string());
-    }
-    Ok(HttpResponse::Ok().json(answer))
+    // The page is written on the blocking pool: the workers keep answering other requests.
+    let body = web::block(move || {
+        let end = offset.saturating_add(limit).min(series.steps.len());
+        let metrics: Vec<Value> = (offset.min(end)..end)
+            .map(|i| {
+                json!({"key": key.as_str(), "value": double_json(series.values[i]), "timestamp": series.timestamps[i], "step": series.steps[i]})
+            })
+            .collect();
+        let mut answer = json!({"metrics": metrics});
+        if end < series.steps.len() {
+            answer["next_page_token"] = json!(end.to_string());
+        }
+        serde_json::to_vec(&answer)
+    })
+    .await
+    .map_err(ApiError::from)?
+    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(HttpResponse::Ok().content_type("application/json").body(body))
 }
+
+/// Points in one page of `metrics/get-history`, as MLflow's server pages it.
+pub const MAX_HISTORY_PAGE: usize = 25_000;
 
 /// The datasets (and models) a run used: kept in the run's `inputs` metadata, each once.
 async fn log_inputs(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
