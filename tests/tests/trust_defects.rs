@@ -64,7 +64,7 @@ fn nul_characters_are_refused_with_a_400_naming_the_field() {
         assert_eq!((status, answer["error"]["field"].as_str()), (400, Some(field)), "{path} {body}: {answer}");
         assert!(!answer.to_string().contains("invalid byte sequence"), "a database's text: {answer}");
     }
-    let (status, answer) = s.get(&format!("/projects/p/runs?filter=name%20%3D%20%27%00%27"));
+    let (status, answer) = s.get("/projects/p/runs?filter=name%20%3D%20%27%00%27");
     assert_eq!((status, answer["error"]["field"].as_str()), (400, Some("query")), "{answer}");
     let (_, run) = s.get(&format!("/runs/{run}"));
     assert!(!run.to_string().contains('\u{0}'), "nothing was half-written: {run}");
