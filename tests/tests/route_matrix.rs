@@ -439,3 +439,37 @@ fn is_read_only(method: &str, template: &str) -> bool {
             || template.ends_with("/get-latest-versions")
             || template.ends_with("/artifacts/list"))
 }
+
+#[test]
+fn a_post_a_page_of_any_site_could_send_changes_nothing_on_any_route() {
+    let w = world();
+    let before = w.state();
+    let mut tried = 0;
+    for (method, template) in &w.routes() {
+        if method != "POST" {
+            continue;
+        }
+        let path = w.concrete(template, Target::Alpha);
+        // What a form or a no-cors fetch sends: no Content-Type, a form's, or text/plain.
+        let sends: [(Option<&str>, Vec<u8>); 3] = [
+            (None, Vec::new()),
+            (Some("application/x-www-form-urlencoded"), b"project=alpha&name=x".to_vec()),
+            (Some("text/plain"), serde_json::to_vec(&w.body(Target::Alpha)).unwrap()),
+        ];
+        for (content_type, body) in sends {
+            let mut request = client().post(format!("{}{path}", w.s.url)).bearer_auth(&w.admin).body(body);
+            if let Some(t) = content_type {
+                request = request.header("content-type", t);
+            }
+            let response = request.send().expect("the server answers");
+            let status = response.status().as_u16();
+            let text = response.text().unwrap_or_default();
+            let cell = format!("POST {path} as {content_type:?} by the admin");
+            assert!(!(200..300).contains(&status) && status < 500, "{cell}: {status} {text}");
+            assert_refusal_body(&cell, &text);
+            tried += 1;
+        }
+    }
+    assert!(tried >= 150, "only {tried} posts tried");
+    assert_eq!(w.state(), before, "a post a page could send changed something");
+}

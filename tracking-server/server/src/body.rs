@@ -72,6 +72,30 @@ fn declared_length(req: &HttpRequest) -> Option<u64> {
 }
 
 /// Reads the whole body, refusing more than `MAX_BODY_BYTES` without buffering the excess.
+/// Refuses a POST whose Content-Type a page of any site may send without a CORS preflight
+/// (none, a form's, multipart or `text/plain`), with a body or without: only Origin would stand
+/// between such a post and the state it changes. Every body reader calls it; a POST handler that
+/// reads no body calls it itself.
+pub fn refuse_simple_post(req: &HttpRequest) -> Result<()> {
+    if req.method() != actix_web::http::Method::POST {
+        return Ok(());
+    }
+    let essence = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+    match essence.as_deref() {
+        None | Some("" | "application/x-www-form-urlencoded" | "multipart/form-data" | "text/plain") => {
+            Err(ApiError::UnsupportedMediaType(
+                "a POST needs a Content-Type that a web page cannot send without asking first, also with an empty \
+                 body: the route's own, application/json or application/vnd.apache.arrow.stream"
+                    .into(),
+            ))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
 pub async fn read_body(req: &HttpRequest, payload: web::Payload) -> Result<web::Bytes> {
     read_body_within(req, payload, MAX_BODY_BYTES).await
 }
@@ -79,6 +103,7 @@ pub async fn read_body(req: &HttpRequest, payload: web::Payload) -> Result<web::
 /// Reads the whole body, refusing more than `limit` bytes (413, before the excess is read) and a
 /// body that does not arrive in time (408).
 pub async fn read_body_within(req: &HttpRequest, mut payload: web::Payload, limit: usize) -> Result<web::Bytes> {
+    refuse_simple_post(req)?;
     let declared = declared_length(req);
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(ApiError::TooLarge { limit });

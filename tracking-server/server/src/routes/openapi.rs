@@ -230,8 +230,8 @@ impl Modify for SharedErrors {
                     add("408", "request_timeout: the body did not arrive in time.");
                     add("413", "payload_too_large: the body is over the limit; `limit` gives it in bytes.");
                 }
-                if json_body {
-                    add("415", "unsupported_media_type: the body must be application/json.");
+                if json_body || method == HttpMethod::Post {
+                    add("415", "unsupported_media_type: the body must be application/json (a POST says so even without a body).");
                 }
                 if changes {
                     add_retry(op, "503", "unavailable: the server cannot take this now (its buffer is full, its write-ahead log is unsound, or it is stopping); send it again after Retry-After seconds.");
@@ -268,6 +268,11 @@ impl Modify for KeysWhenAuthIsOn {
                     op,
                     "401",
                     "unauthenticated: the server runs with --auth and the request has no valid API key.",
+                );
+                add_error(
+                    op,
+                    "429",
+                    "too_many_requests: this address failed too many key checks; try again after Retry-After seconds.",
                 );
             }
         }

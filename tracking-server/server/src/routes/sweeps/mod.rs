@@ -272,6 +272,7 @@ async fn set_state(state: State, id: String, to: &'static str) -> Result<HttpRes
 #[utoipa::path(post, path = "/api/v1/sweeps/{id}/stop", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
     responses((status = 200, description = "The sweep as it is now.", body = wire::SweepView)))]
 pub(crate) async fn stop_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    crate::body::refuse_simple_post(&req)?;
     sweep_access(&state, &req, &path, Role::Write).await?;
     set_state(state, path.into_inner(), "stopped").await
 }
@@ -280,6 +281,7 @@ pub(crate) async fn stop_sweep(state: State, path: web::Path<String>, req: HttpR
 #[utoipa::path(post, path = "/api/v1/sweeps/{id}/resume", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
     responses((status = 200, description = "The sweep as it is now.", body = wire::SweepView)))]
 pub(crate) async fn resume_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    crate::body::refuse_simple_post(&req)?;
     sweep_access(&state, &req, &path, Role::Write).await?;
     set_state(state, path.into_inner(), "running").await
 }
