@@ -96,6 +96,18 @@ pub fn refuse_simple_post(req: &HttpRequest) -> Result<()> {
     }
 }
 
+/// Reads the body of a POST that takes no fields: empty, or an empty JSON object.
+pub async fn empty_body(req: &HttpRequest, payload: web::Payload) -> Result<()> {
+    let bytes = json_bytes(req, payload).await?;
+    if bytes.trim_ascii().is_empty() {
+        return Ok(());
+    }
+    match parse_json::<serde_json::Value>(&bytes)? {
+        serde_json::Value::Object(fields) if fields.is_empty() => Ok(()),
+        _ => Err(ApiError::invalid("body", "this route takes no fields: send {} or nothing")),
+    }
+}
+
 pub async fn read_body(req: &HttpRequest, payload: web::Payload) -> Result<web::Bytes> {
     read_body_within(req, payload, MAX_BODY_BYTES).await
 }

@@ -77,7 +77,8 @@ fn full() -> utoipa::openapi::OpenApi {
     for part in documented() {
         doc.merge(part);
     }
-    let rules: [&dyn Modify; 4] = [&SharedErrors, &NewRunNeedsProject, &MetricsQueryNeedsRuns, &KeysWhenAuthIsOn];
+    let rules: [&dyn Modify; 5] =
+        [&PostsSayTheirType, &SharedErrors, &NewRunNeedsProject, &MetricsQueryNeedsRuns, &KeysWhenAuthIsOn];
     for rule in rules {
         rule.modify(&mut doc);
     }
@@ -236,6 +237,37 @@ impl Modify for SharedErrors {
                 if changes {
                     add_retry(op, "503", "unavailable: the server cannot take this now (its buffer is full, its write-ahead log is unsound, or it is stopping); send it again after Retry-After seconds.");
                     add_retry(op, "507", "insufficient_storage: the data disk is full; nothing was written. Send it again once space is freed.");
+                }
+            }
+        }
+    }
+}
+
+/// Every POST carries a body of a type a page cannot send without a preflight (`body.rs`,
+/// `refuse_simple_post`): a POST that takes no body takes an empty JSON object, and an optional
+/// body is required.
+struct PostsSayTheirType;
+
+impl Modify for PostsSayTheirType {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::request_body::RequestBodyBuilder;
+        use utoipa::openapi::Required;
+        for item in doc.paths.paths.values_mut() {
+            let Some(op) = item.post.as_mut() else { continue };
+            match op.request_body.as_mut() {
+                Some(RefOr::T(body)) => body.required = Some(Required::True),
+                Some(RefOr::Ref(_)) => {}
+                None => {
+                    let empty = ObjectBuilder::new().schema_type(Type::Object).max_properties(Some(0)).build();
+                    op.request_body = Some(RefOr::T(
+                        RequestBodyBuilder::new()
+                            .description(Some(
+                                "An empty JSON object: a POST says it is JSON even with nothing to send.",
+                            ))
+                            .content("application/json", ContentBuilder::new().schema(Some(empty)).build())
+                            .required(Some(Required::True))
+                            .build(),
+                    ));
                 }
             }
         }

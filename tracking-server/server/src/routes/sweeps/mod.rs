@@ -271,8 +271,13 @@ async fn set_state(state: State, id: String, to: &'static str) -> Result<HttpRes
 /// Stop a sweep: no new trials, running ones are told to stop.
 #[utoipa::path(post, path = "/api/v1/sweeps/{id}/stop", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
     responses((status = 200, description = "The sweep as it is now.", body = wire::SweepView)))]
-pub(crate) async fn stop_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
-    crate::body::refuse_simple_post(&req)?;
+pub(crate) async fn stop_sweep(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    crate::body::empty_body(&req, payload).await?;
     sweep_access(&state, &req, &path, Role::Write).await?;
     set_state(state, path.into_inner(), "stopped").await
 }
@@ -280,8 +285,13 @@ pub(crate) async fn stop_sweep(state: State, path: web::Path<String>, req: HttpR
 /// Resume a stopped sweep.
 #[utoipa::path(post, path = "/api/v1/sweeps/{id}/resume", tag = "sweeps", params(("id" = String, Path, description = "The sweep's id.")),
     responses((status = 200, description = "The sweep as it is now.", body = wire::SweepView)))]
-pub(crate) async fn resume_sweep(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
-    crate::body::refuse_simple_post(&req)?;
+pub(crate) async fn resume_sweep(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    crate::body::empty_body(&req, payload).await?;
     sweep_access(&state, &req, &path, Role::Write).await?;
     set_state(state, path.into_inner(), "running").await
 }

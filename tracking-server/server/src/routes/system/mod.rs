@@ -63,8 +63,8 @@ pub(crate) async fn health_ready(state: State) -> HttpResponse {
 
 /// Persist everything buffered to Parquet now.
 #[utoipa::path(post, path = "/api/v1/admin/flush", tag = "system", responses((status = 200, description = "Everything acknowledged is in Parquet.", body = StatusOk)))]
-pub(crate) async fn flush(state: State, req: HttpRequest) -> Result<HttpResponse> {
-    crate::body::refuse_simple_post(&req)?;
+pub(crate) async fn flush(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
+    crate::body::empty_body(&req, payload).await?;
     crate::auth::require_admin(&req, "flushing")?;
     state.store.flush().await?;
     Ok(HttpResponse::Ok().json(OK))

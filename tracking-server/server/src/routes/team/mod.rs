@@ -159,8 +159,13 @@ pub(crate) async fn list_keys(state: State, path: web::Path<String>, req: HttpRe
 #[utoipa::path(post, path = "/api/v1/users/{name}/keys", tag = "users",
     params(("name" = inline(wire::UserNameText), Path, description = "The user's name.")),
     responses((status = 201, description = "The new key.", body = wire::NewKeyView)))]
-pub(crate) async fn create_key(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
-    crate::body::refuse_simple_post(&req)?;
+pub(crate) async fn create_key(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    crate::body::empty_body(&req, payload).await?;
     let name = path.into_inner();
     may_manage_keys_of(&req, &name)?;
     let user = name.clone();
