@@ -248,15 +248,7 @@ fn table_bodies_are_limited_by_size_before_parsing_and_counted_while_they_parse(
 
 /// An Arrow IPC stream of `columns` boolean columns of `rows` nulls: small to send, many values.
 fn null_columns(columns: usize, rows: usize) -> Vec<u8> {
-    use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
-    let nulls: ArrayRef = Arc::new(BooleanArray::from(vec![None::<bool>; rows]));
-    let batch = RecordBatch::try_from_iter((0..columns).map(|c| (format!("c{c}"), nulls.clone()))).expect("a batch");
-    let mut body = Vec::new();
-    let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut body, &batch.schema()).expect("a writer");
-    writer.write(&batch).expect("write");
-    writer.finish().expect("finish");
-    drop(writer);
-    body
+    named_null_columns("c", columns, rows)
 }
 
 #[test]
