@@ -368,3 +368,80 @@ fn a_json_page_of_a_wide_table_is_bounded_in_values() {
         s.client.get(s.api(&format!("/runs/{run}/tables?key=t&format=arrow&limit={}", rows + 1))).send().expect("GET");
     assert_eq!(r.status().as_u16(), 200);
 }
+
+// The limits of the MLflow door's bodies, as the README documents them.
+const MAX_LOG_BATCH_BYTES: usize = 10 << 20;
+const MAX_DOOR_BODY_BYTES: usize = 8 << 20;
+const MAX_DOOR_BODY_VALUES: usize = 200_000;
+
+/// POSTs `body` as JSON to the MLflow door; the status and MLflow's error body.
+fn door_post(s: &TestServer, path: &str, body: Vec<u8>) -> (u16, Value) {
+    let r = s
+        .client
+        .post(format!("{}/api/2.0/mlflow{path}", s.url))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .expect("POST reaches the server");
+    let status = r.status().as_u16();
+    (status, r.json::<Value>().unwrap_or(Value::Null))
+}
+
+/// `body` as JSON text, padded with spaces to `len` bytes: as little to parse as before.
+fn padded(body: Value, len: usize) -> Vec<u8> {
+    let mut bytes = body.to_string().into_bytes();
+    bytes.resize(len, b' ');
+    bytes
+}
+
+/// Asserts MLflow's refusal of a body: 400 `INVALID_PARAMETER_VALUE` naming `field` and `limit`.
+fn assert_door_refusal(answer: (u16, Value), field: &str, limit: u64) {
+    let (status, body) = answer;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error_code"], "INVALID_PARAMETER_VALUE", "{body}");
+    assert_eq!(body["field"], field, "{body}");
+    assert_eq!(body["limit"], limit, "{body}");
+}
+
+#[test]
+fn mlflow_door_bodies_are_limited_by_size_before_parsing_and_counted_while_they_parse() {
+    let s = TestServer::spawn_local();
+    let run = s.create_run("bounded", "door");
+    let batch = json!({"run_id": run, "metrics": [{"key": "m", "value": 1.0, "timestamp": 1, "step": 0}]});
+    // A log-batch within its cap goes through; one byte past it is refused before it is parsed.
+    let (status, body) = door_post(&s, "/runs/log-batch", padded(batch.clone(), MAX_LOG_BATCH_BYTES));
+    assert_eq!(status, 200, "{body}");
+    let refused = door_post(&s, "/runs/log-batch", padded(batch, MAX_LOG_BATCH_BYTES + 1));
+    assert_door_refusal(refused, "body", MAX_LOG_BATCH_BYTES as u64);
+    // Other door routes: 8 MiB.
+    let tag = json!({"run_id": run, "key": "t", "value": "v"});
+    let (status, body) = door_post(&s, "/runs/set-tag", padded(tag.clone(), MAX_DOOR_BODY_BYTES));
+    assert_eq!(status, 200, "{body}");
+    assert_door_refusal(
+        door_post(&s, "/runs/set-tag", padded(tag, MAX_DOOR_BODY_BYTES + 1)),
+        "body",
+        MAX_DOOR_BODY_BYTES as u64,
+    );
+    // Many metrics are counted as they parse, past the limit without being kept: the refusal
+    // says how many came, in MLflow's words, and names the limit.
+    let many = format!(r#"{{"run_id": "{run}", "metrics": [{}]}}"#, vec!["{}"; 300_000].join(","));
+    let (status, body) = door_post(&s, "/runs/log-batch", many.into_bytes());
+    assert_door_refusal((status, body.clone()), "metrics", 1000);
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(message.contains("at most 1000 metrics. Got 300000 metrics"), "{message}");
+    let total = json!({"run_id": run, "metrics": vec![json!({"key": "m", "value": 1, "timestamp": 1}); 900],
+        "params": vec![json!({"key": "p", "value": "x"}); 100], "tags": vec![json!({"key": "t", "value": "x"}); 100]});
+    let (status, body) = door_post(&s, "/runs/log-batch", total.to_string().into_bytes());
+    assert_door_refusal((status, body.clone()), "metrics", 1000);
+    assert!(body["message"].as_str().unwrap_or_default().contains("Got 1100 total entities"), "{body}");
+    // A body of more JSON values than any MLflow request holds stops parsing there.
+    let junk = format!(
+        r#"{{"run_id": "{run}", "key": "t", "value": "v", "junk": [{}]}}"#,
+        vec!["0"; MAX_DOOR_BODY_VALUES].join(",")
+    );
+    assert_door_refusal(door_post(&s, "/runs/set-tag", junk.into_bytes()), "body", MAX_DOOR_BODY_VALUES as u64);
+    // Nothing of the refused batches was written.
+    let (status, history) = s.get(&format!("/runs/{run}/metrics?key=m"));
+    assert_eq!(status, 200, "{history}");
+    assert_eq!(history["points"].as_array().map(Vec::len), Some(1), "{history}");
+}

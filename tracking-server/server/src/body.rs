@@ -270,7 +270,12 @@ pub fn refuse_nul(bytes: &[u8]) -> Result<()> {
         return Ok(());
     }
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else { return Ok(()) };
-    match nul_at(&value, String::new()) {
+    refuse_nul_in(&value)
+}
+
+/// Refuses a parsed JSON value holding NUL in any string or key, naming the field.
+pub fn refuse_nul_in(value: &serde_json::Value) -> Result<()> {
+    match nul_at(value, String::new()) {
         Some(field) => Err(ApiError::invalid(
             if field.is_empty() { "body".to_owned() } else { field },
             "text may not hold a NUL character (\\u0000)",

@@ -97,6 +97,7 @@ impl ApiError {
             | ApiError::Forbidden { field, .. }
             | ApiError::OverBudget { field, .. } => Some(field),
             ApiError::MisdirectedRequest(_) => Some("Host"),
+            ApiError::TooLarge { .. } => Some("body"),
             _ => None,
         }
     }
@@ -210,9 +211,12 @@ pub fn mlflow_response(error: &ApiError, code_override: Option<&'static str>) ->
         ApiError::OverBudget { field, reason, limit } => response.json(
             json!({"error_code": code_override.unwrap_or(code), "message": reason, "field": field, "limit": limit}),
         ),
-        ApiError::TooLarge { limit } => response.json(
-            json!({"error_code": code_override.unwrap_or(code), "message": error.public_message(), "limit": limit}),
-        ),
+        ApiError::TooLarge { limit } => response.json(json!({
+            "error_code": code_override.unwrap_or(code),
+            "message": error.public_message(),
+            "field": "body",
+            "limit": limit
+        })),
         _ => response.json(json!({"error_code": code_override.unwrap_or(code), "message": error.public_message()})),
     }
 }

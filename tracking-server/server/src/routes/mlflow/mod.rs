@@ -3,6 +3,7 @@
 //! named `Default`), a run is a trainlog run with the same id. Served under `/api/2.0/mlflow` and
 //! `/ajax-api/2.0/mlflow`, with MLflow's error bodies and codes.
 
+mod arguments;
 mod artifacts;
 mod experiments;
 mod logged_models;
@@ -14,7 +15,8 @@ use crate::error::MLFLOW_API_PREFIXES as PREFIXES;
 use crate::error::{mlflow_response, ApiError};
 use actix_web::http::Method;
 use actix_web::{web, FromRequest, Handler, HttpRequest, HttpResponse, Responder, ResponseError};
-use serde_json::{Map, Value};
+use arguments::{arguments, arguments_within, BodyLimits};
+use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
@@ -129,36 +131,6 @@ impl ResponseError for MlflowError {
 }
 
 type Result<T, E = MlflowError> = std::result::Result<T, E>;
-
-/// A request's arguments: the query of a GET, the JSON object of anything else.
-async fn arguments(req: &HttpRequest, payload: web::Payload) -> Result<Value> {
-    if req.method() == actix_web::http::Method::GET {
-        let pairs = crate::query::query_pairs(req)?;
-        let mut object = Map::new();
-        for (k, v) in pairs {
-            match object.get_mut(&k) {
-                Some(Value::Array(list)) => list.push(Value::String(v)),
-                Some(existing) => {
-                    let first = existing.take();
-                    *existing = Value::Array(vec![first, Value::String(v)]);
-                }
-                None => {
-                    object.insert(k, Value::String(v));
-                }
-            }
-        }
-        return Ok(Value::Object(object));
-    }
-    let bytes = crate::body::json_bytes(req, payload).await?;
-    if bytes.trim_ascii().is_empty() {
-        return Ok(Value::Object(Map::new()));
-    }
-    let value: Value = crate::body::parse_json(&bytes)?;
-    if !value.is_object() {
-        return Err(ApiError::invalid("body", "an MLflow request body is a JSON object").into());
-    }
-    Ok(value)
-}
 
 fn missing(name: &str) -> MlflowError {
     ApiError::invalid(

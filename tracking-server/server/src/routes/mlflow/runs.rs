@@ -2,8 +2,10 @@
 //! params, tags and batches, read a metric's history, and search runs with MLflow's filter.
 
 use super::experiments::{experiment, forget_run_projects, must_be_active, view_type, DEFAULT_EXPERIMENT};
-use super::{arguments, double, double_json, integer, page, required_text, text, texts, MlflowError, Result};
-use super::{mlflow_key, tag_pairs};
+use super::{
+    arguments, arguments_within, double, double_json, integer, page, required_text, text, texts, MlflowError, Result,
+};
+use super::{mlflow_key, tag_pairs, BodyLimits};
 use crate::auth::require_run;
 use crate::error::ApiError;
 use crate::lookup::run_project;
@@ -16,7 +18,7 @@ use std::collections::BTreeMap;
 use trainlog_meta::search::mlflow::{translate_filter, translate_order_by};
 use trainlog_meta::search::RunScope;
 use trainlog_meta::{NewRun, Role, Run, RunUpdate, Scope};
-use trainlog_schema::limits::{check_len, MAX_PAGE_SIZE, MAX_TAG_VALUE_CHARS};
+use trainlog_schema::limits::{check_len, MAX_KEY_CHARS, MAX_PAGE_SIZE, MAX_TAG_VALUE_CHARS};
 use trainlog_schema::{
     BatchPoint, MetricKey, MetricSummary, ParamKey, ParamValue, PointBatch, ProjectName, RunId, RunStatus, TagKey,
 };
@@ -46,6 +48,55 @@ const MAX_BATCH_TAGS: usize = 100;
 const MAX_BATCH_ENTITIES: usize = 1000;
 /// MLflow's longest param value.
 const MAX_PARAM_VALUE_CHARS: usize = 6000;
+/// MLflow's longest tag value (trainlog keeps tags up to `MAX_TAG_VALUE_CHARS`).
+const MLFLOW_TAG_VALUE_CHARS: usize = 8000;
+
+/// The largest log-batch body: 100 params and 100 tags at MLflow's longest keys and values, and
+/// 800 metrics with the longest keys, their text written as MLflow's Python client writes it
+/// (`\uXXXX` past ASCII, 6 bytes a character), with 256 bytes an entity for the numbers, the
+/// field names and the punctuation: 10,456,000 bytes. A batch past it is refused before it is read.
+pub(super) const MAX_LOG_BATCH_BYTES: usize = 10 << 20;
+const _: () = assert!(
+    6 * (MAX_BATCH_PARAMS * (MAX_KEY_CHARS + MAX_PARAM_VALUE_CHARS)
+        + MAX_BATCH_TAGS * (MAX_KEY_CHARS + MLFLOW_TAG_VALUE_CHARS)
+        + (MAX_BATCH_ENTITIES - MAX_BATCH_PARAMS - MAX_BATCH_TAGS) * MAX_KEY_CHARS)
+        + 256 * MAX_BATCH_ENTITIES
+        <= MAX_LOG_BATCH_BYTES
+);
+
+/// A log-batch's body: within `MAX_LOG_BATCH_BYTES`, its metrics, params and tags counted as
+/// they parse and refused past MLflow's limits before any is looked at.
+static LOG_BATCH_BODY: BodyLimits = BodyLimits {
+    bytes: MAX_LOG_BATCH_BYTES,
+    lists: &[("metrics", MAX_BATCH_METRICS), ("params", MAX_BATCH_PARAMS), ("tags", MAX_BATCH_TAGS)],
+    check: check_batch_counts,
+};
+
+/// Refuses a log-batch past MLflow's counts, in MLflow's words.
+fn check_batch_counts(counts: &[usize]) -> Result<()> {
+    let names = ["metrics", "params", "tags"];
+    let limits = [MAX_BATCH_METRICS, MAX_BATCH_PARAMS, MAX_BATCH_TAGS];
+    for ((name, &n), max) in names.iter().zip(counts).zip(limits) {
+        if n > max {
+            return Err(ApiError::OverBudget {
+                field: (*name).to_owned(),
+                reason: format!("A batch logging request can contain at most {max} {name}. Got {n} {name}. Please split up {name} across multiple requests and try again."),
+                limit: max as u64,
+            }
+            .into());
+        }
+    }
+    let total: usize = counts.iter().sum();
+    if total > MAX_BATCH_ENTITIES {
+        return Err(ApiError::OverBudget {
+            field: "metrics".into(),
+            reason: format!("A batch logging request can contain at most {MAX_BATCH_ENTITIES} metrics, params, and tags in total. Got {total} total entities."),
+            limit: MAX_BATCH_ENTITIES as u64,
+        }
+        .into());
+    }
+    Ok(())
+}
 /// The most runs one MLflow search may ask for; trainlog answers them in pages of at most
 /// `MAX_PAGE_SIZE`.
 const MAX_SEARCH_RESULTS: usize = 50_000;
@@ -538,7 +589,8 @@ async fn delete_tag(state: State, req: HttpRequest, payload: web::Payload) -> Re
 }
 
 async fn log_batch(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
-    let args = arguments(&req, payload).await?;
+    // The counts are checked as the body parses, before the run is looked up.
+    let args = arguments_within(&req, payload, &LOG_BATCH_BODY).await?;
     let id = named_run(&state, &req, &args, Role::Write).await?;
     let list = |name: &str| match &args[name] {
         Value::Null => Ok(Vec::new()),
@@ -546,27 +598,6 @@ async fn log_batch(state: State, req: HttpRequest, payload: web::Payload) -> Res
         other => Err(super::wrong_type(name, other)),
     };
     let (metrics, params, tags) = (list("metrics")?, list("params")?, tag_pairs(&args, "tags")?);
-    for (name, n, max) in [
-        ("metrics", metrics.len(), MAX_BATCH_METRICS),
-        ("params", params.len(), MAX_BATCH_PARAMS),
-        ("tags", tags.len(), MAX_BATCH_TAGS),
-    ] {
-        if n > max {
-            return Err(ApiError::invalid(
-                name,
-                format!("A batch logging request can contain at most {max} {name}. Got {n} {name}. Please split up {name} across multiple requests and try again."),
-            )
-            .into());
-        }
-    }
-    let total = metrics.len() + params.len() + tags.len();
-    if total > MAX_BATCH_ENTITIES {
-        return Err(ApiError::invalid(
-            "metrics",
-            format!("A batch logging request can contain at most {MAX_BATCH_ENTITIES} metrics, params, and tags in total. Got {total} total entities."),
-        )
-        .into());
-    }
     // Everything is checked before anything is written.
     let points = metrics
         .iter()
@@ -667,9 +698,17 @@ async fn metric_history(state: State, req: HttpRequest, payload: web::Payload) -
 /// Points in one page of `metrics/get-history`, as MLflow's server pages it.
 pub const MAX_HISTORY_PAGE: usize = 25_000;
 
+/// The largest log-inputs body: a dataset at MLflow's limits (a profile of 16,777,215
+/// characters, a schema of 1,048,575 and a source of 65,535, each JSON text whose quotes take 2
+/// bytes once escaped) and 4 MiB for the rest.
+pub(super) const MAX_LOG_INPUTS_BYTES: usize = 40 << 20;
+const _: () = assert!(2 * (16_777_215 + 1_048_575 + 65_535) + (4 << 20) <= MAX_LOG_INPUTS_BYTES);
+
+static LOG_INPUTS_BODY: BodyLimits = BodyLimits { bytes: MAX_LOG_INPUTS_BYTES, lists: &[], check: |_| Ok(()) };
+
 /// The datasets (and models) a run used: kept in the run's `inputs` metadata, each once.
 async fn log_inputs(state: State, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse> {
-    let args = arguments(&req, payload).await?;
+    let args = arguments_within(&req, payload, &LOG_INPUTS_BODY).await?;
     let id = named_run(&state, &req, &args, Role::Write).await?;
     let (datasets, models) = (super::object_list(&args, "datasets")?, super::object_list(&args, "models")?);
     meta(&state, move |m| {
