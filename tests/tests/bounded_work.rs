@@ -369,10 +369,12 @@ fn a_json_page_of_a_wide_table_is_bounded_in_values() {
     assert_eq!(r.status().as_u16(), 200);
 }
 
-// The limits of the MLflow door's bodies, as the README documents them.
+// The limits of the MLflow door's bodies and of the media bodies, as the README documents them.
 const MAX_LOG_BATCH_BYTES: usize = 10 << 20;
 const MAX_DOOR_BODY_BYTES: usize = 8 << 20;
 const MAX_DOOR_BODY_VALUES: usize = 200_000;
+const MAX_RECORD_MEDIA_BYTES: usize = 16 << 20;
+const MAX_RECORD_HISTOGRAMS_BYTES: usize = 26 << 20;
 
 /// POSTs `body` as JSON to the MLflow door; the status and MLflow's error body.
 fn door_post(s: &TestServer, path: &str, body: Vec<u8>) -> (u16, Value) {
@@ -444,4 +446,45 @@ fn mlflow_door_bodies_are_limited_by_size_before_parsing_and_counted_while_they_
     let (status, history) = s.get(&format!("/runs/{run}/metrics?key=m"));
     assert_eq!(status, 200, "{history}");
     assert_eq!(history["points"].as_array().map(Vec::len), Some(1), "{history}");
+}
+
+#[test]
+fn media_and_histogram_bodies_are_limited_by_size_before_parsing_and_counted_while_they_parse() {
+    let s = TestServer::spawn_local();
+    let run = s.create_run("bounded", "media-bodies");
+    let json_type = "application/json";
+    let post = |path: &str, body: Vec<u8>| s.post_raw(&format!("/runs/{run}/{path}"), json_type, body);
+    let histogram = json!({"key": "h", "step": 0, "edges": [0.0, 1.0], "counts": [3.0]});
+    let (status, body) = post("histograms", padded(json!({"histograms": [histogram]}), MAX_RECORD_HISTOGRAMS_BYTES));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) =
+        post("histograms", padded(json!({"histograms": [histogram]}), MAX_RECORD_HISTOGRAMS_BYTES + 1));
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(body["error"]["limit"], MAX_RECORD_HISTOGRAMS_BYTES, "{body}");
+    // Edges past a histogram's 513 are counted, not kept.
+    let wide = format!(
+        r#"{{"histograms": [{{"key": "h", "step": 1, "edges": [{}], "counts": [1]}}]}}"#,
+        vec!["0"; 1_000_000].join(",")
+    );
+    let (status, body) = post("histograms", wide.into_bytes());
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "histograms[0].edges", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("at most 513 edges in a histogram, got 1000000"), "{message}");
+    // Media items: 16 MiB, and an item's boxes counted as they parse.
+    let item = |boxes: usize| {
+        json!({"key": "img", "step": 0, "kind": "image", "blob": "0".repeat(64), "mime": "image/png",
+            "boxes": vec![json!({"x_min": 0, "y_min": 0, "x_max": 1, "y_max": 1}); boxes]})
+    };
+    let (status, body) = post("media", padded(json!({"items": [item(0)]}), MAX_RECORD_MEDIA_BYTES + 1));
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(body["error"]["limit"], MAX_RECORD_MEDIA_BYTES, "{body}");
+    let (status, body) = post("media", json!({"items": [item(10_001)]}).to_string().into_bytes());
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "items[0].boxes", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("at most 10000 boxes on an item, got 10001"), "{message}");
+    let (status, listed) = s.get(&format!("/runs/{run}/histograms?key=h"));
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["histograms"].as_array().map(Vec::len), Some(1), "{listed}");
 }

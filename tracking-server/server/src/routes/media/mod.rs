@@ -1,12 +1,13 @@
 //! A run's media: blobs uploaded by their SHA-256, items recorded over them, and reads by key
 //! and step (paged), with blobs served as immutable.
 
+mod counted;
 mod histograms;
 pub(crate) mod rows;
 mod tables;
 mod wire;
 
-use crate::body::{json_body, read_body};
+use crate::body::read_body;
 use crate::error::{ApiError, Result};
 use crate::lookup;
 use crate::query::{query_int, query_one, query_pairs};
@@ -16,7 +17,7 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures::StreamExt;
 use trainlog_meta::MediaQuery;
-use trainlog_schema::limits::{MAX_MEDIA_ITEMS_PER_REQUEST, MAX_MEDIA_PAGE};
+use trainlog_schema::limits::MAX_MEDIA_PAGE;
 use trainlog_schema::{parse_mime, MetricKey, RunId, Sha256};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -87,7 +88,21 @@ pub(crate) async fn put_blob(
     Ok(if created { HttpResponse::Created().json(view) } else { HttpResponse::Ok().json(view) })
 }
 
-/// Record media items over uploaded blobs, all or none.
+/// The largest body recording media items. An item's own limits (10,000 boxes, each with a
+/// label of 1,000 characters) imply no useful size for 1,000 of them; 16 MiB holds the SDK's
+/// batch of 64 items with 1,000 labelled boxes each (some 150 bytes a box), and at most some
+/// 400,000 boxes (42 bytes the least a box takes).
+pub(crate) const MAX_RECORD_MEDIA_BYTES: usize = 16 << 20;
+
+/// Parses a JSON object body on the blocking pool when it is large, in place when small.
+pub(crate) async fn parse_off_workers<T: serde::de::DeserializeOwned + Send + 'static>(bytes: web::Bytes) -> Result<T> {
+    if bytes.len() <= 64 << 10 {
+        return crate::body::parse_json_object(&bytes);
+    }
+    web::block(move || crate::body::parse_json_object(&bytes)).await?
+}
+
+/// Record media items over uploaded blobs, all or none. The body is at most 16 MiB.
 #[utoipa::path(post, path = "/api/v1/runs/{id}/media", tag = "media",
     params(("id" = inline(RunIdText), Path, description = "The run's id.")),
     request_body = wire::RecordMedia,
@@ -99,13 +114,9 @@ pub(crate) async fn record_media(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let (run, _) = lookup::writable(&state, &req, &path).await?;
-    let body: wire::RecordMedia = json_body(&req, payload).await?;
-    if body.items.len() > MAX_MEDIA_ITEMS_PER_REQUEST {
-        return Err(ApiError::invalid(
-            "items",
-            format!("at most {MAX_MEDIA_ITEMS_PER_REQUEST} items in one request, got {}", body.items.len()),
-        ));
-    }
+    // Within its size cap, its items, boxes, masks and class labels counted as they parse.
+    let bytes = crate::body::json_bytes_within(&req, payload, MAX_RECORD_MEDIA_BYTES).await?;
+    let body: wire::RecordMedia = parse_off_workers(bytes).await?;
     let now = trainlog_meta::now_ms();
     let items = body
         .items

@@ -1,5 +1,6 @@
 //! The media's wire types: items recorded, listed and read back, and the blobs they name.
 
+use super::counted::{self, at_most, at_most_entries};
 use crate::error::Result;
 use crate::wire::{integer, KeyText};
 use serde::{Deserialize, Serialize};
@@ -126,12 +127,12 @@ pub struct MediaItemIn {
     pub height: Option<i64>,
     #[schema(max_length = 4096)]
     pub caption: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "at_most::<_, _, counted::Boxes>")]
     pub boxes: Vec<BoxWire>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "at_most::<_, _, counted::Masks>")]
     pub masks: Vec<MaskIn>,
     /// Names of the class ids of its boxes and masks.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "at_most_entries::<_, _, _, counted::ClassLabels>")]
     pub class_labels: BTreeMap<String, String>,
     /// Milliseconds since the Unix epoch; the server's time when absent.
     #[serde(default, deserialize_with = "integer::optional")]
@@ -218,6 +219,7 @@ impl MediaItemIn {
 pub struct RecordMedia {
     /// At most 1000; recorded together or not at all. An item at the `(key, step, index)` of
     /// an earlier one replaces it.
+    #[serde(deserialize_with = "at_most::<_, _, counted::Items>")]
     pub items: Vec<MediaItemIn>,
 }
 
@@ -379,9 +381,11 @@ pub struct HistogramIn {
     pub step: i64,
     /// Strictly increasing, one more than `counts`.
     #[schema(min_items = 2, max_items = 513)]
+    #[serde(deserialize_with = "at_most::<_, _, counted::Edges>")]
     pub edges: Vec<f64>,
     /// At most 512 bins, each 0 or more.
     #[schema(min_items = 1, max_items = 512)]
+    #[serde(deserialize_with = "at_most::<_, _, counted::Bins>")]
     pub counts: Vec<f64>,
     /// Milliseconds since the Unix epoch; the server's time when absent.
     #[serde(default, deserialize_with = "integer::optional")]
@@ -392,6 +396,7 @@ pub struct HistogramIn {
 #[serde(deny_unknown_fields)]
 pub struct RecordHistograms {
     /// At most 1000; recorded together or not at all.
+    #[serde(deserialize_with = "at_most::<_, _, counted::Histograms>")]
     pub histograms: Vec<HistogramIn>,
 }
 
