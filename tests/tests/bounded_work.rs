@@ -488,3 +488,31 @@ fn media_and_histogram_bodies_are_limited_by_size_before_parsing_and_counted_whi
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed["histograms"].as_array().map(Vec::len), Some(1), "{listed}");
 }
+
+#[test]
+fn one_run_series_and_mlflow_history_are_read_within_the_points_budget() {
+    let s = TestServer::spawn_local_with_env(&[], &[("TRAINLOG_MAX_QUERY_POINTS", "1000")]);
+    let (short, long) = (logged_run(&s, "short", 600), logged_run(&s, "long", 1500));
+    for query in ["", "&buckets=10", "&step_min=0&step_max=10"] {
+        let (status, body) = s.get(&format!("/runs/{short}/metrics?key=loss{query}"));
+        assert_eq!(status, 200, "{query}: {body}");
+        assert_over_budget(s.get(&format!("/runs/{long}/metrics?key=loss{query}")), "key", 1000);
+    }
+    // As Arrow, the same budget.
+    let r = s
+        .client
+        .get(s.api(&format!("/runs/{long}/metrics?key=loss")))
+        .header("accept", "application/vnd.apache.arrow.stream")
+        .send()
+        .expect("GET");
+    assert_eq!(r.status().as_u16(), 400);
+    // MLflow's history reads the whole series for each page: the same budget, in MLflow's shape.
+    let history = |run: &str| {
+        let url = format!("{}/api/2.0/mlflow/metrics/get-history?run_id={run}&metric_key=loss", s.url);
+        let r = s.client.get(url).send().expect("GET reaches the server");
+        (r.status().as_u16(), r.json::<Value>().unwrap_or(Value::Null))
+    };
+    let (status, body) = history(&short);
+    assert_eq!(status, 200, "{body}");
+    assert_door_refusal(history(&long), "metric_key", 1000);
+}

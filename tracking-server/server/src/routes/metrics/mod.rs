@@ -73,7 +73,8 @@ fn series_query(pairs: &[(String, String)]) -> Result<SeriesQuery> {
     Ok(SeriesQuery { key, range, buckets })
 }
 
-fn arrow_series(series: &trainlog_store::Series) -> Result<HttpResponse> {
+/// A series as an Arrow IPC stream of step, timestamp and value.
+fn arrow_series(series: &trainlog_store::Series) -> Result<Vec<u8>> {
     use arrow_array::{Float64Array, Int64Array, RecordBatch};
     use arrow_schema::{DataType, Field, Schema};
     let schema = Arc::new(Schema::new(vec![
@@ -97,10 +98,12 @@ fn arrow_series(series: &trainlog_store::Series) -> Result<HttpResponse> {
         w.write(&batch).map_err(|e| ApiError::Internal(e.to_string()))?;
         w.finish().map_err(|e| ApiError::Internal(e.to_string()))?;
     }
-    Ok(HttpResponse::Ok().content_type(ARROW_STREAM_MEDIA_TYPE).body(buf))
+    Ok(buf)
 }
 
-/// One metric of a run: every point in a step range, or buckets for a chart.
+/// One metric of a run: every point in a step range, or buckets for a chart. The read is
+/// bounded before it starts, as `GET /metrics` bounds it: the series' points (from its summary)
+/// at most the query budget, and without buckets at most `MAX_POINTS_ANSWERED` answered.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/metrics", tag = "metrics",
     params(("id" = inline(RunIdText), Path, description = "The run's id."), ("key" = inline(KeyText), Query, description = "The metric's key."),
         ("step_min" = Option<i64>, Query), ("step_max" = Option<i64>, Query),
@@ -110,18 +113,53 @@ fn arrow_series(series: &trainlog_store::Series) -> Result<HttpResponse> {
 pub(crate) async fn get_metrics(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let (id, _) = lookup::readable(&state, &req, &path).await?;
     let q = series_query(&query_pairs(&req)?)?;
-    let series = state.store.series(&id, &q.key, q.range).await?;
-    if q.buckets.is_none() && wants_arrow(&req) {
-        return arrow_series(&series);
+    let points = series_points(&state, std::slice::from_ref(&id), &q.key).await?;
+    let budget = max_query_points();
+    if points > budget {
+        return Err(ApiError::OverBudget {
+            field: "key".into(),
+            reason: format!(
+                "the series {} of run {id} holds {points} points, more than the {budget} points one read may cost",
+                q.key
+            ),
+            limit: budget,
+        });
     }
-    let answer = wire::MetricSeries {
-        key: q.key.as_str(),
-        body: wire::SeriesBody::new(&series, q.buckets),
-        missing_files: state.store.missing_files(&id),
+    // Without buckets every point is written out: a whole series is checked before it is read,
+    // a step range once its points are known.
+    let answered = budget.min(MAX_POINTS_ANSWERED);
+    let too_many_answered = |points: u64, what: &str| {
+        ApiError::OverBudget {
+        field: "buckets".into(),
+        reason: format!(
+            "{what} {points} points, more than the {answered} points a read answers one by one; ask for buckets, or for a shorter step range (step_min, step_max)"
+        ),
+        limit: answered,
+    }
     };
-    let mut out = Vec::with_capacity(series.len() * 48 + 64);
-    serde_json::to_writer(&mut out, &answer).map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(HttpResponse::Ok().content_type("application/json").body(out))
+    if q.buckets.is_none() && q.range == StepRange::default() && points > answered {
+        return Err(too_many_answered(points, &format!("the series {} of run {id} holds", q.key)));
+    }
+    let series = state.store.series(&id, &q.key, q.range).await?;
+    if q.buckets.is_none() && series.len() as u64 > answered {
+        return Err(too_many_answered(series.len() as u64, "the steps asked for hold"));
+    }
+    let arrow = q.buckets.is_none() && wants_arrow(&req);
+    let missing_files = state.store.missing_files(&id);
+    // Bucketing and writing the answer run on the blocking pool: the workers keep answering.
+    let body = web::block(move || {
+        if arrow {
+            return arrow_series(&series);
+        }
+        let answer =
+            wire::MetricSeries { key: q.key.as_str(), body: wire::SeriesBody::new(&series, q.buckets), missing_files };
+        let mut out = Vec::with_capacity(series.len().min(answered as usize) * 48 + 64);
+        serde_json::to_writer(&mut out, &answer).map_err(|e| ApiError::Internal(e.to_string()))?;
+        Ok(out)
+    })
+    .await??;
+    let content_type = if arrow { ARROW_STREAM_MEDIA_TYPE } else { "application/json" };
+    Ok(HttpResponse::Ok().content_type(content_type).body(body))
 }
 
 /// One metric of several runs.
@@ -206,6 +244,16 @@ fn distinct_ids(ids: Vec<RunId>) -> Vec<RunId> {
     ids.into_iter().filter(|id| seen.insert(id.clone())).collect()
 }
 
+/// The points of `key` in `runs` (distinct) together, from their summaries, without reading a series.
+pub(super) async fn series_points(state: &State, runs: &[RunId], key: &trainlog_schema::MetricKey) -> Result<u64> {
+    let summaries = state.store.summaries_of(runs, |k| k == key.as_str()).await?;
+    Ok(summaries
+        .values()
+        .filter_map(|keys| keys.get(key.as_str()))
+        .map(|summary| summary.count)
+        .fold(0u64, u64::saturating_add))
+}
+
 /// Refuses a read of `key` in `runs` (distinct) whose series hold more points than `budget`,
 /// before reading any.
 async fn check_points_budget(
@@ -214,12 +262,7 @@ async fn check_points_budget(
     key: &trainlog_schema::MetricKey,
     budget: u64,
 ) -> Result<()> {
-    let summaries = state.store.summaries_of(runs, |k| k == key.as_str()).await?;
-    let points = summaries
-        .values()
-        .filter_map(|keys| keys.get(key.as_str()))
-        .map(|summary| summary.count)
-        .fold(0u64, u64::saturating_add);
+    let points = series_points(state, runs, key).await?;
     if points > budget {
         return Err(ApiError::OverBudget {
             field: "runs".into(),

@@ -674,6 +674,19 @@ async fn metric_history(state: State, req: HttpRequest, payload: web::Payload) -
     // `max_results` asks; the client follows `next_page_token` for the rest.
     let (limit, offset) = page(&args, MAX_HISTORY_PAGE as i64)?;
     let limit = limit.min(MAX_HISTORY_PAGE);
+    // Each page reads the whole series: it is bounded as a metrics query is, before it is read.
+    use crate::routes::metrics::{max_query_points, series_points};
+    let (points, budget) = (series_points(&state, std::slice::from_ref(&id), &key).await?, max_query_points());
+    if points > budget {
+        return Err(ApiError::OverBudget {
+            field: "metric_key".into(),
+            reason: format!(
+                "the series {key} of run {id} holds {points} points, more than the {budget} points one read may cost"
+            ),
+            limit: budget,
+        }
+        .into());
+    }
     let series = state.store.series(&id, &key, StepRange::default()).await?;
     // The page is written on the blocking pool: the workers keep answering other requests.
     let body = web::block(move || {
