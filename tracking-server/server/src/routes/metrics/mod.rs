@@ -10,7 +10,7 @@ use crate::body::read_body;
 use crate::error::{ApiError, Result};
 use crate::lookup;
 use crate::query::{query_int, query_one, query_pairs};
-use crate::respond::wants_arrow;
+use crate::respond::{streamed, wants_arrow};
 use crate::state::State;
 use crate::wire::{KeyText, RunIdText};
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -73,8 +73,12 @@ fn series_query(pairs: &[(String, String)]) -> Result<SeriesQuery> {
     Ok(SeriesQuery { key, range, buckets })
 }
 
-/// A series as an Arrow IPC stream of step, timestamp and value.
-fn arrow_series(series: &trainlog_store::Series) -> Result<Vec<u8>> {
+/// Rows of each record batch of a series written as Arrow: each is encoded on its own.
+const ARROW_BATCH_ROWS: usize = 1 << 16;
+
+/// Writes a series as an Arrow IPC stream of step, timestamp and value (its columns moved, not
+/// copied), in record batches of `ARROW_BATCH_ROWS`.
+fn write_arrow_series(series: trainlog_store::Series, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     use arrow_array::{Float64Array, Int64Array, RecordBatch};
     use arrow_schema::{DataType, Field, Schema};
     let schema = Arc::new(Schema::new(vec![
@@ -82,23 +86,33 @@ fn arrow_series(series: &trainlog_store::Series) -> Result<Vec<u8>> {
         Field::new("timestamp", DataType::Int64, false),
         Field::new("value", DataType::Float64, false),
     ]));
+    let failed = |e: arrow_schema::ArrowError| std::io::Error::other(e.to_string());
     let batch = RecordBatch::try_new(
         schema.clone(),
         vec![
-            Arc::new(Int64Array::from(series.steps.clone())),
-            Arc::new(Int64Array::from(series.timestamps.clone())),
-            Arc::new(Float64Array::from(series.values.clone())),
+            Arc::new(Int64Array::from(series.steps)),
+            Arc::new(Int64Array::from(series.timestamps)),
+            Arc::new(Float64Array::from(series.values)),
         ],
     )
-    .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let mut buf = Vec::new();
-    {
-        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut buf, &schema)
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
-        w.write(&batch).map_err(|e| ApiError::Internal(e.to_string()))?;
-        w.finish().map_err(|e| ApiError::Internal(e.to_string()))?;
+    .map_err(failed)?;
+    let mut w = arrow_ipc::writer::StreamWriter::try_new(out, &schema).map_err(failed)?;
+    for offset in (0..batch.num_rows()).step_by(ARROW_BATCH_ROWS) {
+        w.write(&batch.slice(offset, ARROW_BATCH_ROWS.min(batch.num_rows() - offset))).map_err(failed)?;
     }
-    Ok(buf)
+    w.finish().map_err(failed)
+}
+
+/// A read answering more points one by one than `answered`: `what` holds `points`.
+fn too_many_answered(what: &str, points: u64, answered: u64) -> ApiError {
+    ApiError::OverBudget {
+        field: "buckets".into(),
+        reason: format!(
+            "{what} {points} points, more than the {answered} points a read answers one by one; \
+             ask for buckets, or for a shorter step range (step_min, step_max)"
+        ),
+        limit: answered,
+    }
 }
 
 /// One metric of a run: every point in a step range, or buckets for a chart. The read is
@@ -128,38 +142,23 @@ pub(crate) async fn get_metrics(state: State, path: web::Path<String>, req: Http
     // Without buckets every point is written out: a whole series is checked before it is read,
     // a step range once its points are known.
     let answered = budget.min(MAX_POINTS_ANSWERED);
-    let too_many_answered = |points: u64, what: &str| {
-        ApiError::OverBudget {
-        field: "buckets".into(),
-        reason: format!(
-            "{what} {points} points, more than the {answered} points a read answers one by one; ask for buckets, or for a shorter step range (step_min, step_max)"
-        ),
-        limit: answered,
-    }
-    };
     if q.buckets.is_none() && q.range == StepRange::default() && points > answered {
-        return Err(too_many_answered(points, &format!("the series {} of run {id} holds", q.key)));
+        return Err(too_many_answered(&format!("the series {} of run {id} holds", q.key), points, answered));
     }
     let series = state.store.series(&id, &q.key, q.range).await?;
     if q.buckets.is_none() && series.len() as u64 > answered {
-        return Err(too_many_answered(series.len() as u64, "the steps asked for hold"));
+        return Err(too_many_answered("the steps asked for hold", series.len() as u64, answered));
     }
-    let arrow = q.buckets.is_none() && wants_arrow(&req);
+    // Bucketing and writing the answer run on the blocking pool, and it is sent as it is written.
+    if q.buckets.is_none() && wants_arrow(&req) {
+        return Ok(streamed(ARROW_STREAM_MEDIA_TYPE, move |out| write_arrow_series(series, out)));
+    }
     let missing_files = state.store.missing_files(&id);
-    // Bucketing and writing the answer run on the blocking pool: the workers keep answering.
-    let body = web::block(move || {
-        if arrow {
-            return arrow_series(&series);
-        }
+    Ok(streamed("application/json", move |out| {
         let answer =
             wire::MetricSeries { key: q.key.as_str(), body: wire::SeriesBody::new(&series, q.buckets), missing_files };
-        let mut out = Vec::with_capacity(series.len().min(answered as usize) * 48 + 64);
-        serde_json::to_writer(&mut out, &answer).map_err(|e| ApiError::Internal(e.to_string()))?;
-        Ok(out)
-    })
-    .await??;
-    let content_type = if arrow { ARROW_STREAM_MEDIA_TYPE } else { "application/json" };
-    Ok(HttpResponse::Ok().content_type(content_type).body(body))
+        serde_json::to_writer(out, &answer).map_err(std::io::Error::from)
+    }))
 }
 
 /// One metric of several runs.
@@ -197,8 +196,8 @@ pub(crate) async fn get_metrics_many(state: State, req: HttpRequest) -> Result<H
     .await
     .into_iter()
     .collect::<Result<_>>()?;
-    // The answer is written on the blocking pool: the workers keep answering other requests.
-    let out = web::block(move || {
+    // The answer is written on the blocking pool, and sent as it is written.
+    Ok(streamed("application/json", move |out| {
         let answer = wire::MultiRunSeries {
             key: q.key.as_str(),
             series: ids
@@ -210,12 +209,8 @@ pub(crate) async fn get_metrics_many(state: State, req: HttpRequest) -> Result<H
                 })
                 .collect(),
         };
-        let mut out = Vec::with_capacity(4096);
-        serde_json::to_writer(&mut out, &answer).map(|()| out)
-    })
-    .await?
-    .map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(HttpResponse::Ok().content_type("application/json").body(out))
+        serde_json::to_writer(out, &answer).map_err(std::io::Error::from)
+    }))
 }
 
 /// Points one read of many runs' series may cost (`GET /metrics`, `POST /metrics/query`): the
