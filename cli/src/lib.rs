@@ -83,6 +83,14 @@ enum Command {
         /// answer 429 until the minute ends; 0 for no limit (behind a proxy that limits itself).
         #[arg(long, env = "TRAINLOG_MAX_KEY_FAILURES", default_value_t = trainlog_server::DEFAULT_MAX_KEY_FAILURES)]
         max_key_failures: u32,
+        /// Seconds a request body may pause; past them a body must also keep up 16 KiB/s on
+        /// average. A body that does not answers 408.
+        #[arg(long, env = "TRAINLOG_BODY_TIMEOUT_S", default_value_t = trainlog_server::BODY_TIMEOUT.as_secs_f64(), value_parser = positive_seconds)]
+        body_timeout_s: f64,
+        /// Points one read of metric series may cost (their summaries' counts, checked before
+        /// reading); a read past it answers 400 over_budget. At most the default.
+        #[arg(long, env = "TRAINLOG_MAX_QUERY_POINTS", default_value_t = trainlog_server::MAX_QUERY_POINTS, value_parser = clap::value_parser!(u64).range(1..=trainlog_server::MAX_QUERY_POINTS))]
+        max_query_points: u64,
     },
     /// Give a user a role on a project (or with --model, a registered model), in the server's
     /// data folder (the server may be running): none, read, write or admin.
@@ -804,6 +812,14 @@ fn sweep_status(server: Option<&str>, id: &str) -> Result<String, trainlog::Erro
     Ok(out)
 }
 
+/// Seconds, more than 0 and at most a day.
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 86_400.0 => Ok(s),
+        _ => Err(format!("expected seconds, more than 0 and at most 86400, got {text:?}")),
+    }
+}
+
 fn print_result(r: Result<String, String>) -> std::process::ExitCode {
     match r {
         Ok(text) => {
@@ -915,6 +931,8 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             tls_key,
             metrics_key_file,
             max_key_failures,
+            body_timeout_s,
+            max_query_points,
         } => {
             // Fails only when this process already has a subscriber, which then keeps logging.
             tracing_subscriber::fmt()
@@ -942,6 +960,8 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 tls: tls_cert.zip(tls_key).map(|(cert, key)| trainlog_server::TlsFiles { cert, key }),
                 metrics_key_file,
                 max_key_failures,
+                body_timeout: std::time::Duration::from_secs_f64(body_timeout_s),
+                max_query_points,
                 default_role: match trainlog_meta::Role::parse("default-permission", &default_permission) {
                     Ok(role) => role,
                     Err(e) => {

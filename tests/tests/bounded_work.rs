@@ -1,7 +1,9 @@
 //! The work one request may cause is bounded before it is done: run ids named twice are read
-//! once, a metrics query has a budget in points, MLflow's history comes in pages, uploads through
-//! the MLflow door are checked as they arrive, table bodies are limited by size and counted as
-//! they parse, table parts have a budget in values, and a body that trickles in is answered 408.
+//! once, a metrics query, one run's series and MLflow's history have a budget in points, MLflow's
+//! history comes in pages, uploads through the MLflow door are checked as they arrive, the door's
+//! bodies, table, histogram and media bodies are limited by size and counted as they parse, table
+//! parts have a budget in values, a body that trickles in is answered 408, and the points budget
+//! and the body time limit are server flags.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -515,4 +517,29 @@ fn one_run_series_and_mlflow_history_are_read_within_the_points_budget() {
     let (status, body) = history(&short);
     assert_eq!(status, 200, "{body}");
     assert_door_refusal(history(&long), "metric_key", 1000);
+}
+
+#[test]
+fn the_points_budget_and_the_body_time_limit_are_server_flags() {
+    let s = TestServer::spawn_local_with(&["--max-query-points", "1000", "--body-timeout-s", "1"]);
+    let (short, long) = (logged_run(&s, "short", 600), logged_run(&s, "long", 1500));
+    let (status, body) = s.get(&format!("/runs/{short}/metrics?key=loss&buckets=10"));
+    assert_eq!(status, 200, "{body}");
+    assert_over_budget(s.get(&format!("/runs/{long}/metrics?key=loss&buckets=10")), "key", 1000);
+    assert_over_budget(
+        s.post("/metrics/query", &json!({"key": "loss", "buckets": 10, "runs": [short, long]})),
+        "runs",
+        1000,
+    );
+    // A body that stops halfway is answered 408 after the second the flag gives.
+    let authority = s.url.trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&authority).expect("a connection");
+    stream.set_read_timeout(Some(Duration::from_secs(60))).expect("a read timeout");
+    let head = format!(
+        "POST /api/v1/runs/{short}/metrics HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"points\": ["
+    );
+    stream.write_all(head.as_bytes()).expect("the request");
+    let (status, body) = read_answer(&mut stream);
+    assert_eq!(status, 408, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("pause at most 1 s"), "{body}");
 }

@@ -7,6 +7,7 @@ use futures::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -15,22 +16,36 @@ pub const MAX_BODY_BYTES: usize = 64 << 20;
 
 /// How long a body may go without a byte, and the grace a body has before it must keep up
 /// `MIN_BODY_BYTES_PER_S` on average: a body that trickles in is answered 408.
-/// `TRAINLOG_BODY_TIMEOUT_S` changes it (seconds).
+/// `trainlog server --body-timeout-s` (`TRAINLOG_BODY_TIMEOUT_S`) changes it.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The average rate a body must keep up past its first `BODY_TIMEOUT`.
 pub const MIN_BODY_BYTES_PER_S: u64 = 16 << 10;
 
-/// `BODY_TIMEOUT`, or the seconds `TRAINLOG_BODY_TIMEOUT_S` gives.
+/// The body time limit the server was started with, in microseconds; 0 until it is set.
+static BODY_TIMEOUT_US: AtomicU64 = AtomicU64::new(0);
+
+/// Sets the body time limit (`trainlog server --body-timeout-s`).
+pub fn set_body_timeout(timeout: Duration) {
+    BODY_TIMEOUT_US.store(timeout.as_micros().clamp(1, u64::MAX as u128) as u64, Ordering::Relaxed);
+}
+
+/// The body time limit the server was started with; else the seconds `TRAINLOG_BODY_TIMEOUT_S`
+/// gives, else `BODY_TIMEOUT`.
 pub fn body_timeout() -> Duration {
-    static TIMEOUT: OnceLock<Duration> = OnceLock::new();
-    *TIMEOUT.get_or_init(|| {
-        std::env::var("TRAINLOG_BODY_TIMEOUT_S")
-            .ok()
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s > 0.0)
-            .map_or(BODY_TIMEOUT, Duration::from_secs_f64)
-    })
+    match BODY_TIMEOUT_US.load(Ordering::Relaxed) {
+        0 => {
+            static FROM_ENV: OnceLock<Duration> = OnceLock::new();
+            *FROM_ENV.get_or_init(|| {
+                std::env::var("TRAINLOG_BODY_TIMEOUT_S")
+                    .ok()
+                    .and_then(|s| s.trim().parse::<f64>().ok())
+                    .filter(|s| s.is_finite() && *s > 0.0)
+                    .map_or(BODY_TIMEOUT, Duration::from_secs_f64)
+            })
+        }
+        us => Duration::from_micros(us),
+    }
 }
 
 /// The time a body's bytes have to arrive: none for `body_timeout()`, and past that grace at

@@ -18,4 +18,6 @@ mod ui;
 mod wire;
 
 pub use auth::DEFAULT_MAX_KEY_FAILURES;
+pub use body::BODY_TIMEOUT;
+pub use routes::MAX_QUERY_POINTS;
 pub use startup::{serve, ServerConfig, TlsFiles, DEFAULT_PORT};

@@ -42,6 +42,10 @@ pub struct ServerConfig {
     pub metrics_key_file: Option<PathBuf>,
     /// With `auth`: failed key checks an address may make in a minute; 0 for no limit.
     pub max_key_failures: u32,
+    /// How long a request body may pause, and the grace before it must keep up 16 KiB/s.
+    pub body_timeout: std::time::Duration,
+    /// Points one read of series may cost, at most `MAX_QUERY_POINTS`.
+    pub max_query_points: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -177,6 +181,8 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
             println!("trainlog: created user admin; its API key is in {} (readable by you only)", path.display());
         }
     }
+    crate::body::set_body_timeout(config.body_timeout);
+    routes::set_max_query_points(config.max_query_points);
     let metrics_key = config.metrics_key_file.as_deref().map(read_metrics_key).transpose().map_err(to_io)?;
     let auth = Arc::new(auth::Auth::new(
         config.auth,

@@ -19,6 +19,7 @@ mod views;
 
 use crate::error::ApiError;
 use actix_web::{web, HttpRequest, HttpResponse};
+pub use metrics::{set_max_query_points, MAX_QUERY_POINTS};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     mlflow::configure(cfg);

@@ -213,20 +213,35 @@ pub(crate) async fn get_metrics_many(state: State, req: HttpRequest) -> Result<H
     }))
 }
 
-/// Points one read of many runs' series may cost (`GET /metrics`, `POST /metrics/query`): the
-/// point counts of the series asked for, from their summaries, over the distinct runs, checked
-/// before any series is read. `TRAINLOG_MAX_QUERY_POINTS` lowers it.
+/// Points one read of series may cost (`GET /metrics`, `POST /metrics/query`, one run's series
+/// and MLflow's history): the point counts of the series asked for, from their summaries, over
+/// the distinct runs, checked before any series is read. `trainlog server --max-query-points`
+/// (`TRAINLOG_MAX_QUERY_POINTS`) lowers it.
 pub const MAX_QUERY_POINTS: u64 = 50_000_000;
 
-/// `MAX_QUERY_POINTS`, or the budget `TRAINLOG_MAX_QUERY_POINTS` gives when it is lower.
+/// The budget the server was started with; 0 until it is set.
+static QUERY_POINTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sets the points budget (`trainlog server --max-query-points`), at most `MAX_QUERY_POINTS`.
+pub fn set_max_query_points(points: u64) {
+    QUERY_POINTS.store(points.clamp(1, MAX_QUERY_POINTS), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The budget the server was started with; else `MAX_QUERY_POINTS`, or the budget
+/// `TRAINLOG_MAX_QUERY_POINTS` gives when it is lower.
 pub fn max_query_points() -> u64 {
-    static BUDGET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *BUDGET.get_or_init(|| {
-        std::env::var("TRAINLOG_MAX_QUERY_POINTS")
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .map_or(MAX_QUERY_POINTS, |n| n.min(MAX_QUERY_POINTS))
-    })
+    match QUERY_POINTS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => {
+            static FROM_ENV: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+            *FROM_ENV.get_or_init(|| {
+                std::env::var("TRAINLOG_MAX_QUERY_POINTS")
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok())
+                    .map_or(MAX_QUERY_POINTS, |n| n.min(MAX_QUERY_POINTS))
+            })
+        }
+        points => points,
+    }
 }
 
 /// Points `GET /metrics` may answer as points (without `buckets`): each is written out, so the
