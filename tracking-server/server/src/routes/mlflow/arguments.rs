@@ -262,3 +262,49 @@ impl<'de> Visitor<'de> for Build<'_, '_> {
         Ok(Value::Object(object))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::MlflowError;
+    use super::*;
+
+    static LISTED: BodyLimits = BodyLimits {
+        bytes: 1 << 20,
+        lists: &[("metrics", 2)],
+        check: |counts| match counts {
+            [n] if *n > 2 => Err(ApiError::invalid("metrics", format!("got {n}")).into()),
+            _ => Ok(()),
+        },
+    };
+
+    fn refusal(body: &str, limits: &BodyLimits, max_values: usize) -> (String, String) {
+        match parse_counted(body.as_bytes(), limits, max_values) {
+            Err(MlflowError { error: ApiError::Invalid { field, reason }, .. })
+            | Err(MlflowError { error: ApiError::OverBudget { field, reason, .. }, .. }) => (field, reason),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_body_parses_as_serde_json_would_within_its_counts() {
+        let body = r#"{"run_id": "r", "metrics": [{"key": "m", "value": 1.5, "step": -3}], "x": [true, null, "s"]}"#;
+        let parsed = parse_counted(body.as_bytes(), &LISTED, 100).unwrap();
+        assert_eq!(parsed, serde_json::from_str::<Value>(body).unwrap());
+        // A limited list that is not a list is kept as it is, for the handler to refuse.
+        let parsed = parse_counted(br#"{"metrics": "foo"}"#, &LISTED, 100).unwrap();
+        assert_eq!(parsed["metrics"], "foo");
+    }
+
+    #[test]
+    fn lists_are_counted_past_their_limit_and_values_past_the_budget_stop_the_parse() {
+        assert_eq!(refusal(r#"{"metrics": [1, 2, 3, [4, 5]]}"#, &LISTED, 100), ("metrics".into(), "got 4".into()));
+        // Only the top-level list is counted: the same name deeper is any value.
+        assert!(parse_counted(br#"{"x": {"metrics": [1, 2, 3]}}"#, &LISTED, 100).is_ok());
+        let (field, reason) = refusal(r#"{"x": [1, 2, 3, 4]}"#, &DOOR_BODY, 4);
+        assert_eq!(field, "body");
+        assert!(reason.contains("more than 4 JSON values"), "{reason}");
+        assert_eq!(refusal("[1]", &DOOR_BODY, 100).0, "body");
+        assert_eq!(refusal(r#"{"a": 1} {"b": 2}"#, &DOOR_BODY, 100).0, "body");
+        assert_eq!(refusal(r#"{"tags": [{"key": "a\u0000b"}]}"#, &DOOR_BODY, 100).0, "tags[0].key");
+    }
+}
