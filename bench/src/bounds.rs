@@ -1,7 +1,8 @@
 //! The worst reads the server's budgets allow (`trainlog-bench --bounds`): a metrics query of
 //! as many points as one query may read, a page of MLflow's metric history from the longest
 //! series, a page of a table at its budget in values (JSON, and whole as Arrow), and a media
-//! blob at its size cap. Each
+//! blob at its size cap; one run's series at the points a read answers one by one; the largest
+//! bodies the MLflow door, histograms and media items take, and bodies refused as they parse. Each
 //! prints its time, the server's peak resident memory during it (the peak is reset before each),
 //! and the health check's latency, polled throughout on a connection of its own. The reported
 //! attack (one run named 5,000 times) is timed beside them.
@@ -239,7 +240,146 @@ pub fn run(quick: bool) -> Vec<Worst> {
     out.push(measure(&s, "media blob download (64 MiB)", || {
         s.client.get(&url).send().and_then(|r| r.bytes().map(|_| 200)).unwrap_or(0)
     }));
+
+    // 5. One run's series at the points a read answers one by one, and one point past it.
+    one_run_series(&s, &mut out);
+    // 6. The largest bodies the MLflow door and the media routes take, and some refused as they parse.
+    door_bodies(&s, &mut out);
+    media_bodies(&s, &sha, &mut out);
     out
+}
+
+/// Points `GET /runs/{id}/metrics` answers one by one at most (the server's `MAX_POINTS_ANSWERED`).
+const POINTS_ANSWERED: u64 = 5_000_000;
+
+/// `GET /runs/{id}/metrics` of a run of `POINTS_ANSWERED` points: as JSON, as Arrow and in
+/// buckets; then with one point more, refused before the read.
+fn one_run_series(s: &TestServer, out: &mut Vec<Worst>) {
+    let run = run_with_points(s, "one-run", POINTS_ANSWERED);
+    s.flush();
+    let get = |query: &str, arrow: bool| {
+        let mut r = s.client.get(s.api(&format!("/runs/{run}/metrics?key=loss{query}")));
+        if arrow {
+            r = r.header("accept", "application/vnd.apache.arrow.stream");
+        }
+        r.send()
+            .and_then(|r| {
+                let status = r.status().as_u16();
+                r.bytes().map(|_| status)
+            })
+            .unwrap_or(0)
+    };
+    out.push(measure(s, "one run's series, 5,000,000 points as JSON", || get("", false)));
+    out.push(measure(s, "one run's series, 5,000,000 points as Arrow", || get("", true)));
+    out.push(measure(s, "one run's series, 5,000,000 points in 1,000 buckets", || get("&buckets=1000", false)));
+    let (status, body) = s.log(&run, json!([{"key": "loss", "step": POINTS_ANSWERED, "value": 0.0}]));
+    assert_eq!(status, 200, "{body}");
+    out.push(measure(s, "one run's series one point past it, as points (refused)", || get("", false)));
+}
+
+/// `n` characters past ASCII as MLflow's Python client writes them in JSON: `\u00e9` each.
+fn escaped(n: usize) -> String {
+    "\\u00e9".repeat(n)
+}
+
+fn door_post(s: &TestServer, path: &str, body: Vec<u8>) -> u16 {
+    s.client
+        .post(format!("{}/api/2.0/mlflow{path}", s.url))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .map(|r| r.status().as_u16())
+        .unwrap_or(0)
+}
+
+/// The largest bodies of the MLflow door: a log-batch at MLflow's limits (100 params of 6,000
+/// characters, 100 tags of 8,000 and 800 metrics, keys of 250, all past ASCII and escaped), a
+/// note of 1,048,576 characters, a dataset at MLflow's limits, and a log-batch of 3,000,000
+/// metrics, refused as it parses.
+fn door_bodies(s: &TestServer, out: &mut Vec<Worst>) {
+    let run = s.create_run("bounds", "door");
+    let key = |i: usize| format!("{}{i:04}", escaped(246));
+    let mut entities = Vec::new();
+    for i in 0..100 {
+        entities.push(("params", format!(r#"{{"key": "{}", "value": "{}"}}"#, key(i), escaped(6000))));
+        entities.push(("tags", format!(r#"{{"key": "{}", "value": "{}"}}"#, key(i), escaped(8000))));
+    }
+    for i in 0..800 {
+        let metric = format!(
+            r#"{{"key": "{}", "value": -1.2345678901234567e-300, "timestamp": 1700000000000, "step": {i}}}"#,
+            key(i)
+        );
+        entities.push(("metrics", metric));
+    }
+    let list =
+        |name: &str| entities.iter().filter(|(n, _)| *n == name).map(|(_, e)| e.as_str()).collect::<Vec<_>>().join(",");
+    let batch = format!(
+        r#"{{"run_id": "{run}", "metrics": [{}], "params": [{}], "tags": [{}]}}"#,
+        list("metrics"),
+        list("params"),
+        list("tags")
+    );
+    let name = format!("MLflow log-batch at MLflow's limits, escaped ({:.1} MiB)", batch.len() as f64 / 1048576.0);
+    out.push(measure(s, &name, || door_post(s, "/runs/log-batch", batch.into_bytes())));
+    let many = format!(r#"{{"run_id": "{run}", "metrics": [{}]}}"#, vec!["{}"; 3_000_000].join(","));
+    let name = format!(
+        "MLflow log-batch of 3,000,000 metrics ({:.1} MiB, refused as it parses)",
+        many.len() as f64 / 1048576.0
+    );
+    out.push(measure(s, &name, || door_post(s, "/runs/log-batch", many.into_bytes())));
+    let note = format!(r#"{{"run_id": "{run}", "key": "mlflow.note.content", "value": "{}"}}"#, escaped(1 << 20));
+    let name = format!("MLflow set-tag of a 1,048,576-character note ({:.1} MiB)", note.len() as f64 / 1048576.0);
+    out.push(measure(s, &name, || door_post(s, "/runs/set-tag", note.into_bytes())));
+    let quotes = |n: usize| "\\\"".repeat(n);
+    let inputs = format!(
+        r#"{{"run_id": "{run}", "datasets": [{{"dataset": {{"name": "d", "digest": "0", "source_type": "local", "source": "{}", "schema": "{}", "profile": "{}"}}}}]}}"#,
+        quotes(65_535),
+        quotes(1_048_575),
+        quotes(16_777_215)
+    );
+    let name =
+        format!("MLflow log-inputs of a dataset at MLflow's limits ({:.1} MiB)", inputs.len() as f64 / 1048576.0);
+    out.push(measure(s, &name, || door_post(s, "/runs/log-inputs", inputs.into_bytes())));
+}
+
+/// The largest bodies recording histograms (1,000 of 512 bins, the longest numbers and keys)
+/// and media items (boxes as many as 16 MiB holds), and a histogram of 1,000,000 edges, refused
+/// as it parses.
+fn media_bodies(s: &TestServer, blob: &str, out: &mut Vec<Worst>) {
+    let run = s.create_run("bounds", "media-bodies");
+    let number = |i: usize| format!("{:.16e}", -1.7976931348623157e308 + i as f64 * 1e293);
+    let edges = (0..513).map(number).collect::<Vec<_>>().join(",");
+    let counts = (0..512).map(|i| format!("{:.16e}", 1.2345678901234567e300 + i as f64)).collect::<Vec<_>>().join(",");
+    let histograms = (0..1000)
+        .map(|step| {
+            format!(
+                r#"{{"key": "{}", "step": {step}, "edges": [{edges}], "counts": [{counts}], "timestamp": 1700000000000}}"#,
+                escaped(250)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let body = format!(r#"{{"histograms": [{histograms}]}}"#);
+    let name = format!("histograms: 1,000 of 512 bins ({:.1} MiB)", body.len() as f64 / 1048576.0);
+    let path = format!("/runs/{run}/histograms");
+    out.push(measure(s, &name, || post(s, &path, "application/json", body.into_bytes()).0));
+    let wide = format!(
+        r#"{{"histograms": [{{"key": "h", "step": 0, "edges": [{}], "counts": [1]}}]}}"#,
+        vec!["0"; 1_000_000].join(",")
+    );
+    out.push(measure(s, "histogram of 1,000,000 edges (refused as it parses)", || {
+        post(s, &path, "application/json", wide.into_bytes()).0
+    }));
+    let a_box = r#"{"x_min":0,"y_min":0,"x_max":1,"y_max":1}"#;
+    let boxes = vec![a_box; 10_000].join(",");
+    let item = |i: usize| {
+        format!(r#"{{"key":"img","step":{i},"kind":"image","blob":"{blob}","mime":"image/png","boxes":[{boxes}]}}"#)
+    };
+    let fits = (16 << 20) / (boxes.len() + 200);
+    let body = format!(r#"{{"items": [{}]}}"#, (0..fits).map(item).collect::<Vec<_>>().join(","));
+    let name = format!("media items: {fits} of 10,000 boxes ({:.1} MiB)", body.len() as f64 / 1048576.0);
+    let path = format!("/runs/{run}/media");
+    out.push(measure(s, &name, || post(s, &path, "application/json", body.into_bytes()).0));
 }
 
 /// The figures as a markdown table.
