@@ -559,13 +559,15 @@ impl Inner {
 
     async fn refresh_stale(&self, run: &RunId) -> Result<()> {
         let stale = lock(&self.summaries).stale_keys(run);
-        for (key, rewrites) in stale {
+        // The persister and the maintenance task may both recompute a series at once: the
+        // generation read here lets only the first result settle.
+        for (key, generation) in stale {
             let series = self.series(run, &key, StepRange::default()).await?;
             let summary =
                 blocking(move || Ok(MetricSummary::of_sorted(&series.steps, &series.timestamps, &series.values)))
                     .await?;
             bump(&self.counters.summary_recomputes);
-            lock(&self.summaries).settle(run, &key, rewrites, summary);
+            lock(&self.summaries).settle(run, &key, generation, summary);
         }
         Ok(())
     }
