@@ -40,6 +40,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/0022_project_settings.sql"),
         include_str!("migrations/postgres/0022_project_settings.sql"),
     ),
+    (
+        23,
+        include_str!("migrations/0023_media_collection.sql"),
+        include_str!("migrations/postgres/0023_media_collection.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

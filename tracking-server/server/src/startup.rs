@@ -123,6 +123,16 @@ fn read_metrics_key(path: &std::path::Path) -> Result<String, String> {
 }
 
 /// Opens the stores, serves until SIGINT or SIGTERM, then persists what is buffered.
+/// How old an unrecorded metric file, or a media blob no item names, must be before the store
+/// deletes it: `TRAINLOG_ORPHAN_MIN_AGE_S` (seconds; 0 collects at once, for tests of a single
+/// server), else `default`.
+fn orphan_min_age(default: std::time::Duration) -> std::time::Duration {
+    std::env::var("TRAINLOG_ORPHAN_MIN_AGE_S")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or(default, std::time::Duration::from_secs)
+}
+
 pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let started = std::time::Instant::now();
     let to_io = |e: String| std::io::Error::other(e);
@@ -162,10 +172,12 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
             .map_err(|e| to_io(e.to_string()))?
             .map_err(|e| to_io(format!("opening the metadata store {meta_shown}: {e}")))?,
     );
+    let defaults = StoreConfig::new(config.data_dir.clone(), config.store_url.clone());
     let store_config = StoreConfig {
         max_buffer_bytes: config.max_buffer_bytes,
         rotate_after: config.persist_interval,
-        ..StoreConfig::new(config.data_dir.clone(), config.store_url.clone())
+        orphan_min_age: orphan_min_age(defaults.orphan_min_age),
+        ..defaults
     };
     if config.auth {
         let (m, dir) = (meta.clone(), config.data_dir.clone());

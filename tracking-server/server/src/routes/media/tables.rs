@@ -82,6 +82,10 @@ pub(crate) async fn record_table(
         }
     };
     let shape = TablePartShape { mode, rows: batch.num_rows() as u64, columns: table::columns_json(&batch.schema()) };
+    // Checked before its bytes are stored, so a part refused leaves no blob behind (what a race
+    // with another part leaves, the store's collector of unreferenced blobs deletes).
+    let checked = (run.clone(), key.clone(), shape.clone());
+    meta(&state, move |m| m.check_table_part(&checked.0, &checked.1, step, &checked.2, index)).await?;
     let bytes = web::block(move || table::encode_part(&batch)).await??;
     let sha = trainlog_store::media::digest(&bytes);
     state.store.media().put_blob(project_id, &sha, PARQUET_MIME, bytes).await?;
