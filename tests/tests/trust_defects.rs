@@ -1,8 +1,9 @@
 //! Defects a team server must not have, each found by trying it from outside: a run one may not
 //! see told apart from a missing one through `parent_id` or a deleted id, NUL characters reaching
 //! the database, a media type that a browser reads as HTML served inline, body-less form posts,
-//! and media blobs that nothing names left in the store for good. Each runs on SQLite, and on
-//! PostgreSQL in the test command's second pass; the media one on S3 too.
+//! media blobs that nothing names left in the store for good, and a resumed process's table part
+//! replacing an earlier process's. Each runs on SQLite, and on PostgreSQL in the test command's
+//! second pass; the media ones on S3 too.
 
 use std::collections::BTreeSet;
 use trainlog_tests::{json, TestServer, Value};
@@ -303,4 +304,69 @@ fn media_blobs_that_nothing_names_are_collected_and_named_ones_stay_readable() {
     assert_eq!(put_blob(&s, &run, b"replaced"), first);
     record_image(&s, &run, "again", &first);
     assert_eq!(blob(&run, &first), (200, b"replaced".to_vec()));
+}
+
+/// A process that resumes a run (after a preemption, say) numbers its table parts from 0 as
+/// the first did: its parts follow the earlier process's at the same step instead of replacing
+/// them, and a part sent again (a retry after a lost answer) is not appended twice.
+#[test]
+fn a_resumed_process_appends_table_parts_after_an_earlier_processes_parts() {
+    let s = TestServer::spawn();
+    let spool = tempfile::tempdir().unwrap();
+    let start = || {
+        trainlog::Run::builder("tables")
+            .id("resumed-tables")
+            .server(&s.url)
+            .spool_dir(spool.path())
+            .resume(trainlog::Resume::Allow)
+            .system_metrics(None)
+            .capture_code(false)
+            .capture_environment(false)
+            .start()
+            .expect("the run starts")
+    };
+    let rows = |values: &[i64]| {
+        let rows = values.iter().map(|v| vec![json!(v)]).collect();
+        vec![trainlog::Media::table_rows(vec!["n".into()], rows).append()]
+    };
+    let first = start();
+    first.log_media("evals", 5, rows(&[1, 2]));
+    first.log_media("evals", 5, rows(&[3]));
+    assert!(first.flush(std::time::Duration::from_secs(30)));
+    let second = start();
+    second.log_media("evals", 5, rows(&[4]));
+    second.log_media("evals", 5, rows(&[5, 6]));
+    second.log_media("evals", 6, rows(&[7]));
+    assert!(second.flush(std::time::Duration::from_secs(30)));
+    let (status, table) = s.get("/runs/resumed-tables/tables?key=evals&step=5");
+    assert_eq!(status, 200, "{table}");
+    assert_eq!((&table["rows"], &table["parts"]), (&json!([[1], [2], [3], [4], [5], [6]]), &json!(4)), "{table}");
+    let (_, table) = s.get("/runs/resumed-tables/tables?key=evals");
+    assert_eq!(table["rows"], json!([[1], [2], [3], [4], [5], [6], [7]]), "{table}");
+    for run in [first, second] {
+        let summary = run.finish().expect("finished");
+        assert_eq!((summary.media_rejected, summary.media_dropped), (0, 0), "{summary:?}");
+    }
+
+    // On the wire: a part sent again by its writer lands where it did; another writer's part
+    // with the same number follows; a part without a writer is placed by its index, as before.
+    let run = s.create_run("tables", "raw");
+    let send = |query: &str, value: i64| {
+        let path = format!("/runs/{run}/tables?key=t&step=0&mode=append&{query}");
+        let (status, answer) = s.post(&path, &json!({"columns": ["n"], "rows": [[value]]}));
+        assert_eq!(status, 200, "{query}: {answer}");
+        answer["index"].as_u64().expect("an index")
+    };
+    assert_eq!(send("writer=first&index=0", 1), 0);
+    assert_eq!(send("writer=second&index=0", 2), 1);
+    assert_eq!(send("writer=first&index=0", 1), 0, "a retry");
+    assert_eq!(send("writer=first&index=1", 3), 2);
+    assert_eq!(send("index=3", 4), 3);
+    let (_, table) = s.get(&format!("/runs/{run}/tables?key=t"));
+    assert_eq!(table["rows"], json!([[1], [2], [3], [4]]), "{table}");
+    for (query, field) in [("writer=first", "index"), ("writer=a%20b&index=0", "writer")] {
+        let path = format!("/runs/{run}/tables?key=t&step=0&mode=append&{query}");
+        let (status, answer) = s.post(&path, &json!({"columns": ["n"], "rows": [[0]]}));
+        assert_eq!((status, answer["error"]["field"].as_str()), (400, Some(field)), "{query}: {answer}");
+    }
 }

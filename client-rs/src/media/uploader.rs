@@ -52,7 +52,8 @@ struct State {
     /// Items taken from the queue and not yet sent or spooled.
     in_flight: usize,
     counts: MediaCounts,
-    /// Per table key, the step of its last part and the index the next part at that step takes.
+    /// Per table key, the step of its last part and the number the next part at that step
+    /// takes: this writer's own numbering, which the server maps to the part's index.
     table_parts: HashMap<String, (i64, usize)>,
 }
 
@@ -79,6 +80,7 @@ impl MediaQueue {
             shared: shared.clone(),
             http,
             run_id: run_id.to_owned(),
+            writer: uuid::Uuid::new_v4().simple().to_string(),
             spool: MediaSpool::open(spool_dir, run_id),
             retry_at: Instant::now(),
         };
@@ -153,6 +155,10 @@ struct Worker {
     shared: Arc<Shared>,
     http: Option<Http>,
     run_id: String,
+    /// This process's token as a writer of the run's tables: sent with each table part and its
+    /// number, so the server appends the part after those of other processes (a resumed run)
+    /// and a part sent again lands where it did. A spooled part keeps it.
+    writer: String,
     spool: MediaSpool,
     retry_at: Instant,
 }
@@ -204,7 +210,12 @@ impl Worker {
         let mut prepared = Vec::with_capacity(batch.len());
         for q in batch {
             match prepare(&q.key, q.step, q.index, q.timestamp_ms, q.media) {
-                Ok(p) => prepared.push(p),
+                Ok(mut p) => {
+                    if p.route == Route::Table {
+                        p.item["writer"] = json!(self.writer);
+                    }
+                    prepared.push(p)
+                }
                 Err(e) => self.count(|c| {
                     c.rejected += 1;
                     c.warnings.push(format!("media {:?} at step {}: {e}", q.key, q.step));
@@ -297,13 +308,17 @@ impl Worker {
             }
         }
         for (part, body) in tables {
-            let path = format!(
+            let mut path = format!(
                 "/runs/{run}/tables?key={}&step={}&mode={}&index={}",
                 crate::api::encode(part["key"].as_str().unwrap_or_default()),
                 part["step"],
                 part["mode"].as_str().unwrap_or("replace"),
                 part["index"]
             );
+            // Parts spooled by an older version have no writer: placed by their index.
+            if let Some(writer) = part["writer"].as_str() {
+                path.push_str(&format!("&writer={}", crate::api::encode(writer)));
+            }
             if let Err(e) = http.post_bytes(&path, &body.mime, body.bytes.clone()) {
                 return verdict(e);
             }

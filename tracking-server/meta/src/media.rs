@@ -81,6 +81,25 @@ pub enum StoredBlob {
     Absent,
 }
 
+/// Where a table part goes among the parts under its key at its step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartIndex {
+    /// At this index, replacing a part there.
+    At(u32),
+    /// The next free index for an appended part, 0 for a replacing one.
+    Default,
+    /// A writer's own number of the part (a writer is one process of the run, named by a token
+    /// it makes): the next free index the first time the part arrives, the same index whenever
+    /// it is sent again. Another writer's parts are never replaced.
+    Writer { writer: String, number: u32 },
+}
+
+impl From<Option<u32>> for PartIndex {
+    fn from(index: Option<u32>) -> Self {
+        index.map_or(PartIndex::Default, PartIndex::At)
+    }
+}
+
 /// A run whose Parquet index is behind its rows, with the change count its rows were read at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirtyIndex {
@@ -266,9 +285,16 @@ fn unreference_unless_named(tx: &dyn Db, run: &RunId, sha: &Sha256) -> Result<()
 }
 
 /// Records items of a live run (see [`MetaStore::put_media_items`]), a table part's shape
-/// joining each item's detail when given. An item replaced at its place leaves the run's rows
-/// of the blobs no other item of it names.
-fn insert_items(tx: &dyn Db, run: &RunId, items: &[MediaItem], table: Option<&TablePartShape>) -> Result<usize> {
+/// joining each item's detail when given, and the writer that sent it with its own number of
+/// the part (None: an item placed by its index). An item replaced at its place leaves the run's
+/// rows of the blobs no other item of it names.
+fn insert_items(
+    tx: &dyn Db,
+    run: &RunId,
+    items: &[MediaItem],
+    table: Option<&TablePartShape>,
+    writer: Option<(&str, u32)>,
+) -> Result<usize> {
     let project_id = live_run_project(tx, run)?;
     lock_run_media(tx, run)?;
     for (i, item) in items.iter().enumerate() {
@@ -306,12 +332,13 @@ fn insert_items(tx: &dyn Db, run: &RunId, items: &[MediaItem], table: Option<&Ta
         let replaced = blobs_at(tx, run, item)?;
         tx.exec(
             &format!(
-                "INSERT INTO media_items (run_id, {ITEM_COLUMNS})
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                "INSERT INTO media_items (run_id, {ITEM_COLUMNS}, writer, writer_idx)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
                      ON CONFLICT (run_id, key, step, idx) DO UPDATE SET kind = excluded.kind, blob = excluded.blob,
                        thumbnail = excluded.thumbnail, mime = excluded.mime, size = excluded.size,
                        width = excluded.width, height = excluded.height, caption = excluded.caption,
-                       detail = excluded.detail, timestamp_ms = excluded.timestamp_ms"
+                       detail = excluded.detail, timestamp_ms = excluded.timestamp_ms,
+                       writer = excluded.writer, writer_idx = excluded.writer_idx"
             ),
             vals![
                 run.as_str(),
@@ -328,6 +355,8 @@ fn insert_items(tx: &dyn Db, run: &RunId, items: &[MediaItem], table: Option<&Ta
                 item.caption.as_deref(),
                 detail_json(item, table),
                 item.timestamp_ms,
+                writer.map(|w| w.0),
+                writer.map(|w| i64::from(w.1)),
             ],
         )?;
         for sha in replaced.iter().filter(|sha| !item.blobs().any(|b| b == *sha)) {
@@ -340,21 +369,31 @@ fn insert_items(tx: &dyn Db, run: &RunId, items: &[MediaItem], table: Option<&Ta
     Ok(items.len())
 }
 
-/// The index a table part takes at its step: `index`, else the next free one for an appended
-/// part and 0 for a replacing one. Refused past the parts a step holds, and for an appended part
-/// whose columns are not those of the part before it under the key.
+/// The index a table part takes at its step (see [`PartIndex`]). Refused past the parts a step
+/// holds, and for an appended part whose columns are not those of the part before it under the key.
 fn place_table_part(
     db: &dyn Db,
     run: &RunId,
     key: &MetricKey,
     step: i64,
     part: &TablePartShape,
-    index: Option<u32>,
+    index: &PartIndex,
 ) -> Result<u32> {
     let index = match (index, part.mode) {
-        (Some(i), _) => i,
-        (None, TableMode::Replace) => 0,
-        (None, TableMode::Append) => next_index(db, run, key, step)?,
+        (PartIndex::At(i), _) => *i,
+        (PartIndex::Default, TableMode::Replace) => 0,
+        (PartIndex::Default, TableMode::Append) => next_index(db, run, key, step)?,
+        (PartIndex::Writer { writer, number }, _) => {
+            let sent = db.row(
+                "SELECT idx FROM media_items WHERE run_id = ?1 AND key = ?2 AND step = ?3 AND writer = ?4
+                   AND writer_idx = ?5",
+                vals![run.as_str(), key.as_str(), step, writer.as_str(), i64::from(*number)],
+            )?;
+            match sent {
+                Some(row) => u32::try_from(row.get::<i64>(0)?).map_err(|_| corrupt("index"))?,
+                None => next_index(db, run, key, step)?,
+            }
+        }
     };
     if index as usize >= MAX_MEDIA_ITEMS_PER_STEP {
         return Err(Error::Invalid {
@@ -572,7 +611,7 @@ impl MetaStore {
     /// `(key, step, index)`. Every blob an item names must be recorded in the run's project;
     /// the first one missing refuses the whole request (409, naming the item's field).
     pub fn put_media_items(&self, run: &RunId, items: &[MediaItem]) -> Result<usize> {
-        self.write(|tx| insert_items(tx, run, items, None))
+        self.write(|tx| insert_items(tx, run, items, None, None))
     }
 
     /// Records an item at the next free index under its key and step, unless an item there
@@ -596,27 +635,32 @@ impl MetaStore {
             }
             let mut item = item.clone();
             item.index = next;
-            insert_items(tx, run, std::slice::from_ref(&item), None)?;
+            insert_items(tx, run, std::slice::from_ref(&item), None, None)?;
             Ok(item.index)
         })
     }
 
     /// Records a part of a table (a media item of kind `table` over its Parquet blob) with its
-    /// mode, row count and columns. An appended part's columns must be those of the part before
-    /// it under the key (409, `columns`, otherwise). Without an index, an appended part takes the
-    /// next free index at its step; the index it was recorded at is answered.
+    /// mode, row count and columns, at the index `index` says (see [`PartIndex`]). An appended
+    /// part's columns must be those of the part before it under the key (409, `columns`,
+    /// otherwise). The index it was recorded at is answered.
     pub fn put_table_part(
         &self,
         run: &RunId,
         item: &MediaItem,
         part: &TablePartShape,
-        index: Option<u32>,
+        index: impl Into<PartIndex>,
     ) -> Result<u32> {
+        let index = index.into();
+        let writer = match &index {
+            PartIndex::Writer { writer, number } => Some((writer.as_str(), *number)),
+            _ => None,
+        };
         self.write(|tx| {
             lock_run_media(tx, run)?;
             let mut item = item.clone();
-            item.index = place_table_part(tx, run, &item.key, item.step, part, index)?;
-            insert_items(tx, run, std::slice::from_ref(&item), Some(part))?;
+            item.index = place_table_part(tx, run, &item.key, item.step, part, &index)?;
+            insert_items(tx, run, std::slice::from_ref(&item), Some(part), writer)?;
             Ok(item.index)
         })
     }
@@ -630,7 +674,7 @@ impl MetaStore {
         key: &MetricKey,
         step: i64,
         part: &TablePartShape,
-        index: Option<u32>,
+        index: &PartIndex,
     ) -> Result<()> {
         self.read(|db| {
             live_run_project(db, run)?;
@@ -1021,5 +1065,47 @@ mod tests {
         assert_eq!(meta.touch_media_blob(p, &sha('9')).unwrap(), StoredBlob::Deleting);
         let recorded = meta.media_blobs_recorded(p, &[sha('a'), sha('b'), sha('9')]).unwrap();
         assert_eq!(recorded, [sha('a'), sha('b')].into_iter().collect());
+    }
+
+    #[test]
+    fn a_writers_parts_take_free_indexes_and_a_part_sent_again_lands_where_it_did() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = crate::test_store(dir.path());
+        let new = NewRun {
+            project: Some(ProjectName::parse("project", "p").unwrap()),
+            id: Some(RunId::parse("id", "r1").unwrap()),
+            ..NewRun::default()
+        };
+        let (run, _) = meta.create_run(&new).unwrap();
+        for c in ['a', 'b', 'c', 'd', 'e'] {
+            meta.put_media_blob(run.project_id, &sha(c), 10, "application/vnd.apache.parquet").unwrap();
+        }
+        let part = |blob: char| MediaItem { kind: MediaKind::Table, ..image("t", 3, 0, sha(blob)) };
+        let shape =
+            |column: &str| TablePartShape { mode: TableMode::Append, rows: 1, columns: json!([{"name": column}]) };
+        let by = |writer: &str, number: u32| PartIndex::Writer { writer: writer.into(), number };
+        let put = |blob: char, index: PartIndex| meta.put_table_part(&run.id, &part(blob), &shape("x"), index).unwrap();
+        assert_eq!(put('a', by("first", 0)), 0);
+        assert_eq!(put('b', by("first", 1)), 1);
+        // A second process of the run numbers its parts from 0 too: they follow, replacing nothing.
+        assert_eq!(put('c', by("second", 0)), 2);
+        assert_eq!(put('b', by("first", 1)), 1, "sent again after a lost answer: where it was");
+        assert_eq!(put('d', PartIndex::Default), 3);
+        assert_eq!(put('e', by("second", 1)), 4);
+        let blobs: Vec<Sha256> = meta
+            .table_parts(&run.id, &MetricKey::parse("key", "t").unwrap(), None)
+            .unwrap()
+            .into_iter()
+            .map(|p| p.blob)
+            .collect();
+        assert_eq!(blobs, ['a', 'b', 'c', 'd', 'e'].map(sha));
+
+        let key = MetricKey::parse("key", "t").unwrap();
+        meta.check_table_part(&run.id, &key, 3, &shape("x"), &by("third", 0)).unwrap();
+        let refused = meta.check_table_part(&run.id, &key, 3, &shape("y"), &by("third", 0)).unwrap_err();
+        assert!(matches!(&refused, Error::Conflict { field, .. } if field == "columns"), "{refused}");
+        // Placed by index, a part takes the writer's place and the writer's number is free again.
+        assert_eq!(meta.put_table_part(&run.id, &part('a'), &shape("x"), Some(1)).unwrap(), 1);
+        assert_eq!(put('b', by("first", 1)), 5);
     }
 }

@@ -45,6 +45,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/0023_media_collection.sql"),
         include_str!("migrations/postgres/0023_media_collection.sql"),
     ),
+    (
+        24,
+        include_str!("migrations/0024_table_part_writers.sql"),
+        include_str!("migrations/postgres/0024_table_part_writers.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
