@@ -559,7 +559,8 @@ struct SkypilotArgs {
     #[arg(long)]
     image: Option<String>,
     /// A trainlog wheel here (`maturin build --release` in client-py/), uploaded to each node and
-    /// installed there. One of --wheel, --image or --setup says how the nodes get trainlog.
+    /// installed there. Without --wheel, --image or --setup the nodes install this release of
+    /// `trainlog-ml` from PyPI.
     #[arg(long)]
     wheel: Option<String>,
     /// Setup commands for the trial's dependencies, run after the wheel is installed (and
@@ -867,9 +868,10 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             match trainlog::sync_all(&dir, server.as_deref(), include_live) {
                 Ok(report) => {
                     println!(
-                        "synced {} run(s), {} request(s); {} still owned by a live process; {} failed",
+                        "synced {} run(s), {} request(s), {} media item(s); {} still owned by a live process; {} failed",
                         report.synced.len(),
                         report.requests,
+                        report.media_sent,
                         report.live.len(),
                         report.failed.len()
                     );
