@@ -149,6 +149,22 @@ impl MediaQueue {
     }
 }
 
+/// Sends what a run's media spool holds (left by a process that has ended), in order, until
+/// the server cannot take an entry now; answers what was sent, refused and is still waiting.
+pub(crate) fn send_spool_of(http: Http, spool_dir: &Path, run_id: &str) -> MediaCounts {
+    let mut worker = Worker {
+        shared: Arc::new(Shared { state: Mutex::new(State::default()), wake: Condvar::new() }),
+        http: Some(http),
+        run_id: run_id.to_owned(),
+        spool: MediaSpool::open(spool_dir, run_id),
+        retry_at: Instant::now(),
+    };
+    worker.send_spool();
+    let mut counts = std::mem::take(&mut lock(&worker.shared.state).counts);
+    counts.spooled = worker.spool.items();
+    counts
+}
+
 struct Worker {
     shared: Arc<Shared>,
     http: Option<Http>,
