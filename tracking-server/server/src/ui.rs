@@ -61,12 +61,7 @@ const ASSETS: &[(&str, &str, &str, &str)] = &[
         JS,
         include_str!("../ui/vendor/uplot/uPlot.iife.min.js"),
     ),
-    (
-        "/ui/vendor/uPlot.min.css",
-        "vendor/uplot/uPlot.min.css",
-        CSS,
-        include_str!("../ui/vendor/uplot/uPlot.min.css"),
-    ),
+    ("/ui/vendor/uPlot.min.css", "vendor/uplot/uPlot.min.css", CSS, include_str!("../ui/vendor/uplot/uPlot.min.css")),
     ui_file!("favicon.svg", SVG),
     ("/favicon.ico", "favicon.svg", SVG, include_str!("../ui/favicon.svg")),
 ];
