@@ -337,7 +337,11 @@ impl RunBuilder {
         let rank_zero = membership.job.rank == 0;
         if rank_zero && std::env::var_os("TRAINLOG_QUIET").is_none_or(|q| q.is_empty() || q == "0") {
             if offline {
-                eprintln!("trainlog: run {} is offline, kept in {}; `trainlog sync` sends it", run.id, spool_dir.display());
+                eprintln!(
+                    "trainlog: run {} is offline, kept in {}; `trainlog sync` sends it",
+                    run.id,
+                    spool_dir.display()
+                );
             } else {
                 eprintln!("trainlog: run {} at {}", run.id, run.url());
             }

@@ -324,7 +324,8 @@ mod tests {
             let setup = task(&o).unwrap()["setup"].as_str().unwrap_or("").to_owned();
             assert!(!setup.split_whitespace().any(|w| w == "trainlog" || w.starts_with("trainlog=")), "{setup}");
         }
-        let imaged = task(&TaskOptions { wheel: None, image: Some("ghcr.io/team/train:1".into()), ..options() }).unwrap();
+        let imaged =
+            task(&TaskOptions { wheel: None, image: Some("ghcr.io/team/train:1".into()), ..options() }).unwrap();
         assert!(imaged.get("setup").is_none(), "the image holds trainlog: {imaged}");
         let both = task(&TaskOptions { setup: Some("pip install -r r.txt".into()), ..options() }).unwrap();
         assert!(both["setup"].as_str().unwrap().ends_with(".whl\npip install -r r.txt"), "{both}");

@@ -522,7 +522,10 @@ pub fn sync_all(dir: &Path, server: Option<&str>, include_live: bool) -> Result<
             eprintln!("trainlog: {w}");
         }
         if counts.spooled > 0 {
-            report.failed.push((run_id, format!("{} media items could not be sent now; they wait in the spool", counts.spooled)));
+            report.failed.push((
+                run_id,
+                format!("{} media items could not be sent now; they wait in the spool", counts.spooled),
+            ));
         } else if !report.synced.contains(&run_id) {
             report.synced.push(run_id);
         }
