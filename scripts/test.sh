@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: Rust unit and end-to-end tests (once on SQLite, again on a throwaway
 # PostgreSQL cluster), the storage tests again against an S3-compatible server on 127.0.0.1,
-# the Python tests and the UI tests, after the lints (rustfmt, clippy, ruff). Installs what it
-# needs.
+# the Python tests (the code blocks of README.md and docs/ among them), the documentation site's
+# build and the UI tests, after the lints (rustfmt, clippy, ruff). Installs what it needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -11,7 +11,7 @@ echo "== Lint: rustfmt first; clippy after the build, ruff once the Python envir
 cargo fmt --all -- --check
 
 echo "== Python test environments, installed in the background while the Rust code builds"
-# .venv: the tests' packages; .venv-mlflow: MLflow's own server, which the import tests start
+# .venv: the tests' packages and MkDocs (docs/requirements.txt); .venv-mlflow: MLflow's own server, which the import tests start
 # (and bench/python/bench_mlflow_compat.py). Downloading overlaps compiling; the Python stages
 # wait for it below.
 if [[ ! -x .venv/bin/python ]]; then
@@ -22,7 +22,7 @@ if [[ ! -x .venv-mlflow/bin/python ]]; then
 fi
 pip_log=$(mktemp "${TMPDIR:-/tmp}/trainlog-pip.XXXXXX")
 (
-    .venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+    .venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt -r docs/requirements.txt
     .venv-mlflow/bin/pip install --quiet --disable-pip-version-check -r tests/python/mlflow-server-requirements.txt
 ) >"$pip_log" 2>&1 &
 pip_pid=$!
@@ -74,6 +74,11 @@ wait_for_python
 .venv/bin/ruff check client-py/python-source
 .venv/bin/ruff format --check client-py/python-source
 
+echo "== The documentation site (mkdocs.yml, docs/): built strict, so a broken link or a page missing from nav fails"
+docs_site=$(mktemp -d "${TMPDIR:-/tmp}/trainlog-site.XXXXXX")
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$docs_site"
+rm -rf "$docs_site"
+
 echo "== Python package (maturin, into .venv) and its stubs"
 (cd client-py && VIRTUAL_ENV="$root/.venv" "$root/.venv/bin/maturin" develop --release --locked)
 .venv/bin/python -m mypy.stubtest trainlog._trainlog
@@ -99,15 +104,17 @@ TRAINLOG_TEST_STORE="s3://trainlog-test/py-$$" TRAINLOG_BIN="$root/target/releas
 
 echo "== Python tests"
 # Two sessions: each folder has its own conftest. pytest.ini (found from both) gives every
-# test a timeout, so a hang fails that test instead of holding CI.
+# test a timeout, so a hang fails that test instead of holding CI. tests/python includes
+# test_docs_snippets.py: every ```python block of README.md and docs/ run against a server.
 TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q
 TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest client-py/tests -q
 
 echo "== The Python tests again, every server on PostgreSQL (the framework trainings ran once above)"
 # The MLflow import reads MLflow and writes only through trainlog's HTTP API, which the tests here
-# and the Rust suite already run on PostgreSQL; it runs once, above.
+# and the Rust suite already run on PostgreSQL; it runs once, above. So do the documentation's
+# code blocks, which check the pages, not the metadata store.
 TRAINLOG_TEST_META=postgres TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q -m "not frameworks" \
-    --ignore=tests/python/test_mlflow_import.py
+    --ignore=tests/python/test_mlflow_import.py --ignore=tests/python/test_docs_snippets.py
 # What only the client decides (its accounting, redaction, media encoding, the examples, the
 # SkyPilot task) is checked once, above; on PostgreSQL the server's share of it is the Rust suite's.
 TRAINLOG_TEST_META=postgres TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest client-py/tests -q -m "not frameworks" \
