@@ -331,6 +331,10 @@ struct SlotArgs {
     /// Claim at most this many trials, then finish those and exit.
     #[arg(long)]
     max_trials: Option<u64>,
+    /// Stop claiming trials, and exit non-zero with the first failure's reason and last lines,
+    /// when this many of this agent's first trials all fail; 0: never.
+    #[arg(long, env = "TRAINLOG_MAX_INITIAL_FAILURES", default_value_t = 3)]
+    max_initial_failures: u64,
     /// Submit trials to Slurm with sbatch instead of running them here.
     #[arg(long)]
     slurm: bool,
@@ -576,6 +580,7 @@ fn agent(server: Option<&str>, sweep_id: &str, slots: &SlotArgs, name: Option<St
     config.server = server.map(str::to_owned);
     config.grace = std::time::Duration::from_secs(slots.grace);
     config.max_trials = slots.max_trials;
+    config.max_initial_failures = slots.max_initial_failures;
     config.name = name;
     let report = trainlog::agent::run_agent(&config).map_err(|e| e.to_string())?;
     Ok(format!("agent done: {} trial(s) run here; {}", report.trials.len(), report.reason))
