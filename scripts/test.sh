@@ -7,10 +7,37 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-echo "== Lint: rustfmt first; clippy after the build, ruff once the Python environment is there"
+# Each stage's wall time, printed at the end (on failure too), so the cost of every stage shows.
+stage_names=()
+stage_seconds=()
+stage_name=
+stage_began=$SECONDS
+stage() {
+    end_stage
+    stage_name=$1
+    stage_began=$SECONDS
+    echo "== $1"
+}
+end_stage() {
+    if [[ -n "$stage_name" ]]; then
+        stage_names+=("$stage_name")
+        stage_seconds+=($((SECONDS - stage_began)))
+        stage_name=
+    fi
+}
+print_stage_times() {
+    end_stage
+    echo "== Stage times (wall clock, seconds)"
+    for i in "${!stage_names[@]}"; do
+        printf '%6d  %s\n' "${stage_seconds[$i]}" "${stage_names[$i]:0:100}"
+    done
+    printf '%6d  total\n' "$SECONDS"
+}
+
+stage "Lint: rustfmt first; clippy after the build, ruff once the Python environment is there"
 cargo fmt --all -- --check
 
-echo "== Python test environments, installed in the background while the Rust code builds"
+stage "Python test environments, installed in the background while the Rust code builds"
 # .venv: the tests' packages and MkDocs (docs/requirements.txt); .venv-mlflow: MLflow's own server, which the import tests start
 # (and bench/python/bench_mlflow_compat.py). Downloading overlaps compiling; the Python stages
 # wait for it below.
@@ -38,53 +65,56 @@ wait_for_python() {
     fi
 }
 
-echo "== Tools the tests call (openssl makes a test certificate; curl talks HTTPS to it)"
+stage "Tools the tests call (openssl makes a test certificate; curl talks HTTPS to it)"
 if ! command -v openssl >/dev/null || ! command -v curl >/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl curl >/dev/null
 fi
 
-echo "== PostgreSQL: a throwaway cluster on 127.0.0.1 (Debian's package)"
+stage "PostgreSQL: a throwaway cluster on 127.0.0.1 (Debian's package)"
 pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/trainlog-pg.XXXXXX")
 moto_pid=
+install_pid=
 cleanup() {
     if [[ -n "$moto_pid" ]]; then kill "$moto_pid" 2>/dev/null || true; fi
+    if [[ -n "$install_pid" ]]; then kill "$install_pid" 2>/dev/null || true; fi
     if [[ -n "$pip_pid" ]]; then kill "$pip_pid" 2>/dev/null || true; fi
     scripts/postgres.sh stop "$pg_dir"
     rm -rf "$pg_dir"
+    print_stage_times
 }
 trap cleanup EXIT
 TRAINLOG_TEST_PG=$(scripts/postgres.sh start "$pg_dir")
 export TRAINLOG_TEST_PG
 
-echo "== Build (release, once)"
+stage "Build (release, once)"
 cargo build --release --workspace --locked
 
-echo "== Clippy, every crate and target, warnings as errors"
+stage "Clippy, every crate and target, warnings as errors"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== Rust tests (local object store)"
+stage "Rust tests (local object store)"
 cargo test --release --workspace --locked
 
-echo "== The metadata tests and the end-to-end suite again, on PostgreSQL"
+stage "The metadata tests and the end-to-end suite again, on PostgreSQL"
 TRAINLOG_TEST_META=postgres cargo test --release --locked -p trainlog-meta -p trainlog-tests
 
-echo "== Lint: ruff (the Python package), once the Python environment is installed"
+stage "Lint: ruff (the Python package), once the Python environment is installed"
 wait_for_python
 .venv/bin/ruff check client-py/python-source
 .venv/bin/ruff format --check client-py/python-source
 
-echo "== The documentation site (mkdocs.yml, docs/): built strict, so a broken link or a page missing from nav fails"
+stage "The documentation site (mkdocs.yml, docs/): built strict, so a broken link or a page missing from nav fails"
 docs_site=$(mktemp -d "${TMPDIR:-/tmp}/trainlog-site.XXXXXX")
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$docs_site"
 rm -rf "$docs_site"
 
-echo "== Python package (maturin, into .venv) and its stubs"
+stage "Python package (maturin, into .venv) and its stubs"
 (cd client-py && VIRTUAL_ENV="$root/.venv" "$root/.venv/bin/maturin" develop --release --locked)
 .venv/bin/python -m mypy.stubtest trainlog._trainlog
 .venv/bin/python -m mypy client-py/python-source/trainlog
 
-echo "== Storage, artifact, registry tests against S3 (moto_server on 127.0.0.1)"
+stage "Storage, artifact, registry tests against S3 (moto_server on 127.0.0.1)"
 port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 .venv/bin/moto_server -H 127.0.0.1 -p "$port" >"${TMPDIR:-/tmp}/trainlog-moto-$port.log" 2>&1 &
 moto_pid=$!
@@ -102,14 +132,25 @@ AWS_ENDPOINT="http://127.0.0.1:$port" AWS_ALLOW_HTTP=true \
 TRAINLOG_TEST_STORE="s3://trainlog-test/py-$$" TRAINLOG_BIN="$root/target/release/trainlog" \
     .venv/bin/pytest client-py/tests/test_registry.py "client-py/tests/test_examples.py::test_resume_after_preemption_example" -q
 
-echo "== Python tests"
+stage "The package as users install it, in the background of the stages below"
+# `pip install ./client-py` and `pip install` of `maturin sdist`'s archive, each into a fresh
+# virtualenv, then the wheel's server and a logged run (tests/install). The sdist compiles the
+# crates again at another path, at the lowest priority, on the CPU the test stages leave idle.
+# It shares target/ (no cargo command below this point waits on its lock) and writes no file the
+# stages below use. Waited for before the UI tests.
+install_log=$(mktemp "${TMPDIR:-/tmp}/trainlog-install.XXXXXX")
+TRAINLOG_INSTALL_TARGET_DIR="$root/target" nice -n 19 .venv/bin/pytest tests/install -q -p no:cacheprovider \
+    >"$install_log" 2>&1 &
+install_pid=$!
+
+stage "Python tests"
 # Two sessions: each folder has its own conftest. pytest.ini (found from both) gives every
 # test a timeout, so a hang fails that test instead of holding CI. tests/python includes
 # test_docs_snippets.py: every ```python block of README.md and docs/ run against a server.
 TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q
 TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest client-py/tests -q
 
-echo "== The Python tests again, every server on PostgreSQL (the framework trainings ran once above)"
+stage "The Python tests again, every server on PostgreSQL (the framework trainings ran once above)"
 # The MLflow import reads MLflow and writes only through trainlog's HTTP API, which the tests here
 # and the Rust suite already run on PostgreSQL; it runs once, above. So do the documentation's
 # code blocks, which check the pages, not the metadata store.
@@ -123,11 +164,21 @@ TRAINLOG_TEST_META=postgres TRAINLOG_BIN="$root/target/release/trainlog" .venv/b
     --ignore=client-py/tests/test_sweep_skypilot.py
 
 if [[ -n "${MLFLOW_TESTS:-}" ]]; then
-    echo "== MLflow's REST test modules against trainlog (a report: counts per module)"
+    stage "MLflow's REST test modules against trainlog (a report: counts per module)"
     TRAINLOG_BIN="$root/target/release/trainlog" tests/mlflow_conformance/run.sh "$MLFLOW_TESTS" || true
 fi
 
-echo "== UI tests in headless Chromium"
+stage "Waiting for the install check started above"
+install_status=0
+wait "$install_pid" || install_status=$?
+install_pid=
+cat "$install_log"
+if [[ $install_status -ne 0 ]]; then
+    echo "installing the package as users do failed" >&2
+    exit 1
+fi
+
+stage "UI tests in headless Chromium"
 if [[ ! -x /usr/bin/chromium ]]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
