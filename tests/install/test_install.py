@@ -3,10 +3,9 @@
 makes. The wheel's own `trainlog server` serves, `import trainlog` logs a run to it, and the
 distribution's metadata carries its name and licence.
 
-The builds are slow (the sdist compiles the crates again, at another path), so the test command
-runs this module on its own, in the background of the other Python stages.
-`TRAINLOG_INSTALL_TARGET_DIR` shares a cargo target folder with the builds, so the libraries
-compiled already are reused."""
+`TRAINLOG_INSTALL_TARGET_DIR` gives both builds the repository's cargo target folder, whose
+compiled crates cargo reuses, also for the sdist unpacked elsewhere; without it each route
+compiles everything (many minutes)."""
 
 from __future__ import annotations
 
