@@ -179,3 +179,19 @@ def test_a_server_address_without_its_scheme_means_http(server: Server, client_e
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("has no scheme; using http://") == 1
     assert trainlog.Api().run(done.stdout.strip()).status == "finished"
+
+
+def test_finish_sends_the_media_an_outage_spooled_once_the_server_is_back(server: Server, client_env: dict) -> None:
+    run = trainlog.init(project="drain", system_metrics_interval=None)
+    for step in range(20):
+        run.log({"sample": trainlog.Image(PNG)}, step=step)
+    assert run.flush(30)
+    server.stop()
+    for step in range(20, 300):
+        run.log({"sample": trainlog.Image(PNG)}, step=step)
+    assert run.flush(30)
+    server.restart_same_port()
+    report = run.finish()
+    assert report is not None
+    assert (report["media_sent"], report["media_spooled"], report["media_dropped"]) == (300, 0, 0)
+    assert len(trainlog.Api().run(run.id).media("sample")) == 300
