@@ -83,6 +83,7 @@ impl MediaQueue {
             writer: uuid::Uuid::new_v4().simple().to_string(),
             spool: MediaSpool::open(spool_dir, run_id),
             retry_at: Instant::now(),
+            tried_at_finish: false,
         };
         let thread = std::thread::Builder::new().name("trainlog-media".into()).spawn(move || worker.run()).ok();
         Self { shared, thread: Mutex::new(thread) }
@@ -151,6 +152,23 @@ impl MediaQueue {
     }
 }
 
+/// Sends what a run's media spool holds (left by a process that has ended), in order, until
+/// the server cannot take an entry now; answers what was sent, refused and is still waiting.
+pub(crate) fn send_spool_of(http: Http, spool_dir: &Path, run_id: &str) -> MediaCounts {
+    let mut worker = Worker {
+        shared: Arc::new(Shared { state: Mutex::new(State::default()), wake: Condvar::new() }),
+        http: Some(http),
+        run_id: run_id.to_owned(),
+        spool: MediaSpool::open(spool_dir, run_id),
+        retry_at: Instant::now(),
+        tried_at_finish: false,
+    };
+    worker.send_spool();
+    let mut counts = std::mem::take(&mut lock(&worker.shared.state).counts);
+    counts.spooled = worker.spool.items();
+    counts
+}
+
 struct Worker {
     shared: Arc<Shared>,
     http: Option<Http>,
@@ -161,6 +179,8 @@ struct Worker {
     writer: String,
     spool: MediaSpool,
     retry_at: Instant,
+    /// Whether the spool was tried once `finish` set the deadline.
+    tried_at_finish: bool,
 }
 
 enum Sent {
@@ -190,7 +210,11 @@ impl Worker {
                 (batch, state.deadline)
             };
             let past_deadline = deadline.is_some_and(|d| Instant::now() >= d);
-            if !self.spool.is_empty() && Instant::now() >= self.retry_at && !past_deadline {
+            // At finish the spool is tried at once, whatever the wait after the last failure: a
+            // server that came back takes it all now instead of leaving it to a resume.
+            let finish_try = deadline.is_some() && !self.tried_at_finish;
+            if !self.spool.is_empty() && !past_deadline && (finish_try || Instant::now() >= self.retry_at) {
+                self.tried_at_finish |= finish_try;
                 self.send_spool();
             }
             if batch.is_empty() {

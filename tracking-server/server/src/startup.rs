@@ -153,6 +153,9 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     // SAFETY: umask only swaps the process's creation mask; it cannot fail.
     unsafe { libc::umask(0o077) };
     std::fs::create_dir_all(&config.data_dir)?;
+    // Held until this function returns: the server's whole life.
+    let mut data_lock = crate::data_lock::DataLock::take(&config.data_dir)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::AddrInUse, e))?;
     let tightened = make_private(&config.data_dir)
         .map_err(|e| to_io(format!("making {} private: {e}", config.data_dir.display())))?;
     if tightened > 0 {
@@ -248,6 +251,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
         }
         handle.stop(true).await;
     });
+    data_lock.say(&format!("trainlog server pid {} at {scheme}://{addr}", std::process::id())).map_err(to_io)?;
     let replay = store.stats();
     println!(
         "trainlog server listening on {scheme}://{addr} (data {}, started in {} ms, replayed {} log records)",
