@@ -162,6 +162,8 @@ pub(crate) fn send_spool_of(http: Http, spool_dir: &Path, run_id: &str) -> Media
         spool: MediaSpool::open(spool_dir, run_id),
         retry_at: Instant::now(),
         tried_at_finish: false,
+        // Spooled parts carry the writer that numbered them; this one names nothing new.
+        writer: uuid::Uuid::new_v4().simple().to_string(),
     };
     worker.send_spool();
     let mut counts = std::mem::take(&mut lock(&worker.shared.state).counts);
