@@ -4,8 +4,11 @@
  * Routes: #/ projects, #/p/NAME runs table, #/compare/NAME/id1,id2 (or ?filter=…) compare,
  * #/run/ID run page, #/models model registry, #/sweeps/NAME a project's sweeps, #/sweep/ID a sweep,
  * #/report the training report of every project, #/report/NAME one project's.
+ * MLflow's UI addresses open the matching pages: #/experiments/N (the experiment's project),
+ * #/experiments/N/runs/ID (the run), #/models/NAME[/versions/V] (the model, that version).
  * Each view is a function of the route's parts that returns {node, title?, mounted?, cleanup?}. */
 
+import { authHeaders } from './lib/api.js';
 import { el } from './lib/dom.js';
 import { isSigningIn, startSession } from './lib/session.js';
 import { compareView } from './views/compare.js';
@@ -33,13 +36,15 @@ function route() {
   const parts = path.split('/').map((p) => {
     try { return decodeURIComponent(p); } catch (e) { return p; }
   });
-  const [head, a, b] = parts;
+  const [head, a, b, c] = parts;
   let view;
   if (!head) view = projectsView();
   else if (head === 'p' && a) view = runsView(a, params);
   else if (head === 'compare' && a) view = compareView(a, (b || '').split(',').filter(Boolean), params);
   else if (head === 'run' && a) view = runView(a);
-  else if (head === 'models') view = modelsView();
+  else if (head === 'models') view = modelsView(a ? { name: a, version: b === 'versions' ? c || null : null } : null);
+  else if (head === 'experiments' && a && b === 'runs' && c) view = runView(c);
+  else if (head === 'experiments' && a) view = experimentView(a);
   else if (head === 'sweeps' && a) view = sweepsView(a);
   else if (head === 'sweep' && a) view = sweepView(a);
   else if (head === 'report') view = reportView(a || null, params);
@@ -49,6 +54,19 @@ function route() {
   document.title = (view.title || titles[head] || 'Projects') + ' · trainlog';
   if (view.mounted) view.mounted();
   currentCleanup = view.cleanup || null;
+}
+
+/** MLflow's #/experiments/N: the project the MLflow door names experiment N, opened in place. */
+function experimentView(id) {
+  const node = el('p', { class: 'muted', 'data-testid': 'experiment-redirect' }, `Opening MLflow experiment ${id}…`);
+  fetch('/api/2.0/mlflow/experiments/get?experiment_id=' + encodeURIComponent(id), { headers: authHeaders() })
+    .then(async (r) => {
+      const body = await r.json().catch(() => ({}));
+      if (!r.ok || !body.experiment) throw new Error(body.message || `experiment ${id}: HTTP ${r.status}`);
+      location.replace('#/p/' + encodeURIComponent(body.experiment.name));
+    })
+    .catch((e) => node.replaceWith(el('p', { class: 'error', 'data-testid': 'experiment-error' }, e.message)));
+  return { node, title: 'Experiment' };
 }
 
 window.addEventListener('hashchange', () => { if (!isSigningIn()) route(); });

@@ -2,6 +2,7 @@
 //! the binary and the Python package's console script; the only crate that links both the server
 //! and the SDK.
 
+mod admin;
 mod mlflow_import;
 mod prices;
 mod report;
@@ -295,19 +296,6 @@ fn login(server: Option<&str>, key: Option<String>) -> Result<String, String> {
     Ok(format!("the key works; saved it for {server} in {}", path.display()))
 }
 
-/// Opens the metadata database `--meta` names, else the data folder's, as the server does (it
-/// may be running).
-fn open_meta(data: &std::path::Path, meta: Option<&str>) -> Result<trainlog_meta::MetaStore, String> {
-    let url = match meta {
-        Some(url) => trainlog_meta::MetaUrl::parse(url).map_err(|e| e.to_string())?,
-        None => {
-            std::fs::create_dir_all(data).map_err(|e| format!("creating {}: {e}", data.display()))?;
-            trainlog_meta::MetaUrl::Sqlite(data.join("trainlog.db"))
-        }
-    };
-    trainlog_meta::MetaStore::connect(&url).map_err(|e| format!("opening {}: {e}", url.redacted()))
-}
-
 fn migrate(meta: &str) -> Result<String, String> {
     let url = trainlog_meta::MetaUrl::parse(meta).map_err(|e| e.to_string())?;
     let (before, now) = trainlog_meta::MetaStore::migrate(&url).map_err(|e| format!("{}: {e}", url.redacted()))?;
@@ -334,101 +322,6 @@ fn meta_command(action: MetaCommand) -> Result<String, String> {
     }
 }
 
-fn time_text(ms: Option<i64>) -> String {
-    match ms {
-        None => "-".into(),
-        Some(ms) => {
-            let secs = ms / 1000;
-            let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-            let (y, m, d) = civil_from_days(days);
-            format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
-        }
-    }
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-fn users(data: &std::path::Path, meta: Option<&str>, action: UsersCommand) -> Result<String, String> {
-    let meta = open_meta(data, meta)?;
-    Ok(match action {
-        UsersCommand::Add { name, admin } => {
-            let key = meta.add_user(&name, admin).map_err(|e| e.to_string())?;
-            let role = if admin { "an admin" } else { "a user" };
-            format!("created {role} {name:?}; its API key (shown once; key id {}):\n{}", key.id, key.key)
-        }
-        UsersCommand::List => {
-            let mut out = String::from("NAME\tADMIN\tKEYS\tCREATED\n");
-            for u in meta.users().map_err(|e| e.to_string())? {
-                out += &format!(
-                    "{}\t{}\t{}\t{}\n",
-                    u.name,
-                    if u.is_admin { "yes" } else { "no" },
-                    u.active_keys,
-                    time_text(Some(u.created_ms))
-                );
-            }
-            out
-        }
-        UsersCommand::Remove { name } => {
-            meta.remove_user(&name).map_err(|e| e.to_string())?;
-            format!("removed user {name:?} and their keys")
-        }
-    })
-}
-
-fn grant(
-    (data, meta): (&std::path::Path, Option<&str>),
-    user: &str,
-    name: &str,
-    role: &str,
-    model: bool,
-) -> Result<String, String> {
-    let meta = open_meta(data, meta)?;
-    let role = trainlog_meta::Role::parse("role", role).map_err(|e| e.to_string())?;
-    let scope = if model { trainlog_meta::Scope::Model } else { trainlog_meta::Scope::Project };
-    meta.grant(scope, name, user, role).map_err(|e| e.to_string())?;
-    Ok(format!("{user} now has the {role} role on {} {name:?}", scope.noun()))
-}
-
-fn keys(data: &std::path::Path, meta: Option<&str>, action: KeysCommand) -> Result<String, String> {
-    let meta = open_meta(data, meta)?;
-    Ok(match action {
-        KeysCommand::Create { user } => {
-            let key = meta.create_key(&user).map_err(|e| e.to_string())?;
-            format!("a new API key for {user:?} (shown once; key id {}):\n{}", key.id, key.key)
-        }
-        KeysCommand::Revoke { key_id } => {
-            meta.revoke_key(&key_id).map_err(|e| e.to_string())?;
-            format!("revoked key {key_id}; it stops working at once")
-        }
-        KeysCommand::List { user } => {
-            let mut out = String::from("KEY ID\tUSER\tCREATED\tLAST USED\tREVOKED\n");
-            for k in meta.keys(user.as_deref()).map_err(|e| e.to_string())? {
-                out += &format!(
-                    "{}\t{}\t{}\t{}\t{}\n",
-                    k.id,
-                    k.user,
-                    time_text(Some(k.created_ms)),
-                    time_text(k.last_used_ms),
-                    time_text(k.revoked_ms)
-                );
-            }
-            out
-        }
-    })
-}
-
 #[derive(clap::Args, Clone)]
 struct SlotArgs {
     /// GPUs to run trials on: indices, GPU or MIG UUIDs (comma-separated), or `all`.
@@ -446,6 +339,10 @@ struct SlotArgs {
     /// Claim at most this many trials, then finish those and exit.
     #[arg(long)]
     max_trials: Option<u64>,
+    /// Stop claiming trials, and exit non-zero with the first failure's reason and last lines,
+    /// when this many of this agent's first trials all fail; 0: never.
+    #[arg(long, env = "TRAINLOG_MAX_INITIAL_FAILURES", default_value_t = 3)]
+    max_initial_failures: u64,
     /// Submit trials to Slurm with sbatch instead of running them here.
     #[arg(long)]
     slurm: bool,
@@ -567,7 +464,8 @@ struct SkypilotArgs {
     #[arg(long)]
     image: Option<String>,
     /// A trainlog wheel here (`maturin build --release` in client-py/), uploaded to each node and
-    /// installed there. One of --wheel, --image or --setup says how the nodes get trainlog.
+    /// installed there. Without --wheel, --image or --setup the nodes install this release of
+    /// `trainlog-ml` from PyPI.
     #[arg(long)]
     wheel: Option<String>,
     /// Setup commands for the trial's dependencies, run after the wheel is installed (and
@@ -690,6 +588,7 @@ fn agent(server: Option<&str>, sweep_id: &str, slots: &SlotArgs, name: Option<St
     config.server = server.map(str::to_owned);
     config.grace = std::time::Duration::from_secs(slots.grace);
     config.max_trials = slots.max_trials;
+    config.max_initial_failures = slots.max_initial_failures;
     config.name = name;
     let report = trainlog::agent::run_agent(&config).map_err(|e| e.to_string())?;
     Ok(format!("agent done: {} trial(s) run here; {}", report.trials.len(), report.reason))
@@ -842,6 +741,12 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             return if e.use_stderr() { std::process::ExitCode::from(2) } else { std::process::ExitCode::SUCCESS };
         }
     };
+    if !matches!(cli.command, Command::Server { .. }) {
+        // A reader that goes away (`trainlog keys list | head -1`) ends the command quietly, as
+        // it ends other Unix tools, instead of a panic on the failed write.
+        // SAFETY: restores the default action of one signal; no handler runs Rust code.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match cli.command {
         Command::Agent { sweep_id, server, name, slots } => {
             print_result(agent(server.as_deref(), &sweep_id, &slots, name))
@@ -883,9 +788,10 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             match trainlog::sync_all(&dir, server.as_deref(), include_live) {
                 Ok(report) => {
                     println!(
-                        "synced {} run(s), {} request(s); {} still owned by a live process; {} failed",
+                        "synced {} run(s), {} request(s), {} media item(s); {} still owned by a live process; {} failed",
                         report.synced.len(),
                         report.requests,
+                        report.media_sent,
                         report.live.len(),
                         report.failed.len()
                     );
@@ -906,11 +812,11 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
         }
         Command::Report(args) => report::run(args),
         Command::Prices { server, action } => print_result(prices::run(server.as_deref(), action)),
-        Command::Users { data, meta, action } => print_result(users(&data, meta.as_deref(), action)),
+        Command::Users { data, meta, action } => print_result(admin::users(&data, meta.as_deref(), action)),
         Command::Login { server, key } => print_result(login(server.as_deref(), key)),
-        Command::Keys { data, meta, action } => print_result(keys(&data, meta.as_deref(), action)),
+        Command::Keys { data, meta, action } => print_result(admin::keys(&data, meta.as_deref(), action)),
         Command::Grant { user, project, role, model, data, meta } => {
-            print_result(grant((&data, meta.as_deref()), &user, &project, &role, model))
+            print_result(admin::grant((&data, meta.as_deref()), &user, &project, &role, model))
         }
         Command::Migrate { meta } => print_result(migrate(&meta)),
         Command::Meta { action } => print_result(meta_command(action)),

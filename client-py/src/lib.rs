@@ -227,6 +227,12 @@ impl NativeRun {
         self.run.server()
     }
 
+    /// The run's page in the server's UI.
+    #[getter]
+    fn url(&self) -> String {
+        self.run.url()
+    }
+
     /// This process's place in its job: launcher, job id, rank, world size, node, restart,
     /// placement, and where each value was read from.
     fn job(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
@@ -665,7 +671,10 @@ fn sync(py: Python<'_>, dir: Option<String>, server: Option<String>, include_liv
     let report = py.detach(|| trainlog::sync_all(&dir, server.as_deref(), include_live)).map_err(to_py_err)?;
     to_py(
         py,
-        &serde_json::json!({"synced": report.synced, "live": report.live, "failed": report.failed, "requests": report.requests}),
+        &serde_json::json!({
+            "synced": report.synced, "live": report.live, "failed": report.failed, "requests": report.requests,
+            "media_sent": report.media_sent, "media_rejected": report.media_rejected, "media_waiting": report.media_waiting,
+        }),
     )
 }
 

@@ -106,3 +106,39 @@ def test_torchrun_four_processes_one_failing_then_restarted_are_one_run_of_two_a
     assert "sys/cpu.percent" in run.summary, "one node's system series"
     by_hand = sum(n["usd_per_hour"] * (n["end_time"] - n["start_time"]) / 3.6e6 for a in run.attempts for n in a["nodes"])
     assert job["cost_usd"] == pytest.approx(by_hand, rel=1e-9)
+
+
+EXIT_SCRIPT = textwrap.dedent(
+    """
+    import os
+    import sys
+    import trainlog
+
+    run = trainlog.init(project="torchrun-exits", name=os.environ["NAME"], system_metrics_interval=None)
+    for step in range(5):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+    sys.exit(int(os.environ["CODE"]))
+    """
+)
+
+
+@pytest.mark.frameworks
+@pytest.mark.timeout(300)
+def test_sys_exit_codes_end_each_rank_of_a_torchrun_job_as_the_shell_sees_them(client_env: dict, tmp_path: Path) -> None:
+    script = tmp_path / "exits.py"
+    script.write_text(EXIT_SCRIPT)
+    for name, code in (("clean", 0), ("bad-data", 3)):
+        env = dict(os.environ, **client_env, NAME=name, CODE=str(code), OMP_NUM_THREADS="1")
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                   "--nproc-per-node", "2", "--max-restarts", "0", "--monitor-interval", "0.2", str(script)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+        assert (done.returncode == 0) == (code == 0), f"{done.stdout}\n{done.stderr}"
+    api = trainlog.Api(client_env["TRAINLOG_SERVER"])
+    runs = {r.name: api.run(r.id) for r in api.runs("torchrun-exits")}
+    assert runs["clean"].status == "finished"
+    assert runs["bad-data"].status == "failed"
+    [attempt] = runs["bad-data"].attempts
+    assert [(p["rank"], p["status"], p["reason"]) for p in attempt["processes"]] == [
+        (0, "failed", "exit code 3"),
+        (1, "failed", "exit code 3"),
+    ]

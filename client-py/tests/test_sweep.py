@@ -107,6 +107,36 @@ parameters:
     assert 'cannot start "/no/such/program"' in trials[0]["output_tail"]
 
 
+def test_a_sweep_whose_first_trials_all_fail_stops_and_says_why(sweep_env: dict, tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, """method: random
+metric: {name: loss}
+run_cap: 20
+parameters:
+  mode: {value: fail}
+  x: {min: 0.0, max: 1.0}
+""")
+    done = cli(sweep_env, "sweep", "run", str(path), "--project", "broken", "--cpu-slots", "1")
+    assert done.returncode == 1, done.stderr
+    assert "the first 3 trials all failed, so no more are started (--max-initial-failures 3)" in done.stderr
+    assert "the first: trial 0 ended with exit code 3; its last lines:" in done.stderr
+    assert "boom: these hyperparameters cannot train" in done.stderr.split("the first 3 trials all failed")[1]
+    sweep_id = done.stderr.split("created sweep ")[1].split()[0]
+    trials = api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]
+    assert [t["state"] for t in trials] == ["failed"] * 3, "the run_cap of 20 is not burnt"
+    for index in range(3):
+        assert done.stderr.count(f"trial {index} (attempt 1) on cpu:0") == 1, "each trial's line once"
+
+    missing = tmp_path / "missing.yaml"
+    missing.write_text("command: [/no/such/python, train.py]\nmethod: random\nmetric: {name: loss}\nrun_cap: 20\n"
+                       "parameters: {x: {min: 0.0, max: 1.0}}\n")
+    done = cli(sweep_env, "sweep", "run", str(missing), "--project", "broken", "--cpu-slots", "1",
+               "--max-initial-failures", "2")
+    assert done.returncode == 1, done.stderr
+    assert 'the first: trial 0 could not start: cannot start "/no/such/python"' in done.stderr
+    sweep_id = done.stderr.split("created sweep ")[1].split()[0]
+    assert len(api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]) == 2
+
+
 def test_a_bad_sweep_file_is_refused_with_its_line_and_field(sweep_env: dict, tmp_path: Path) -> None:
     path = write_sweep(tmp_path, "method: random\nmetric: {name: loss}\nparameters:\n  lr: {distribution: log_uniform, min: 0, max: 1}\n")
     done = cli(sweep_env, "sweep", "create", str(path), "--project", "bad")

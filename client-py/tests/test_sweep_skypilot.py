@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from importlib.metadata import version
 from pathlib import Path
 from typing import Dict
 
@@ -90,10 +91,12 @@ def test_skypilot_task_is_read_by_skypilot(client_env: dict, sweep_id: str, tmp_
     task_file = tmp_path / "sweep-sky.yaml"
     wheel = tmp_path / "trainlog-0.1.0-cp39-abi3-manylinux_2_34_x86_64.whl"
     wheel.write_bytes(b"PK")
-    # Nothing names a package to install: the task refuses to guess, since `trainlog` on PyPI is
-    # another project.
-    unsaid = cli(env, "sweep", "skypilot", sweep_id, "--gpus", "A100:1")
-    assert unsaid.returncode != 0 and "--wheel" in unsaid.stderr and "PyPI" in unsaid.stderr
+    # Nothing names a package to install: the nodes install this release of the project's own
+    # distribution (`trainlog` on PyPI is another project).
+    plain_file = tmp_path / "plain.yaml"
+    plain = cli(env, "sweep", "skypilot", sweep_id, "--gpus", "A100:1", "--output", str(plain_file))
+    assert plain.returncode == 0, plain.stderr
+    assert parse_with_skypilot(plain_file, tmp_path / "home")["setup"] == "pip install trainlog-ml==" + version("trainlog-ml")
     made = cli(env, "sweep", "skypilot", sweep_id, "--gpus", "A100:2", "--gpus-per-trial", "1", "--spot",
                "--cloud", "aws", "--region", "us-east-1", "--workers", "3",
                "--job-server", "https://trainlog.example:7310", "--workdir", ".", "--output", str(task_file),

@@ -92,6 +92,10 @@ pub struct AgentConfig {
     /// The agent's name in the sweep's trials, `HOST:ID`; None: this host's name and the
     /// agent's pid. The server records the part before the first `:` as the trials' host.
     pub name: Option<String>,
+    /// When this many of the agent's first trials all fail (none finished or pruned yet), it
+    /// claims no more and exits with the first failure's reason: a command that cannot work
+    /// does not burn the sweep's `run_cap`. 0: never.
+    pub max_initial_failures: u64,
 }
 
 impl AgentConfig {
@@ -105,6 +109,7 @@ impl AgentConfig {
             max_trials: None,
             slurm: None,
             name: None,
+            max_initial_failures: 3,
         }
     }
 }
@@ -277,6 +282,7 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
     let mut refused: Option<Error> = None;
     let mut terminating: Option<Instant> = None;
     let mut next_claim = Instant::now();
+    let mut first_failure: Option<String> = None;
     loop {
         if TERMINATE.load(Ordering::SeqCst) && terminating.is_none() {
             terminating = Some(Instant::now());
@@ -295,6 +301,9 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
                 let outcome = classify(&ended, r.stop_sent.is_some(), terminating.is_some());
                 let slot = config.slots[r.slot].name.clone();
                 log(&format!("trial {} on {slot} ended: {outcome} ({})", r.index, describe(&ended)));
+                if outcome == "failed" && first_failure.is_none() {
+                    first_failure = Some(format!("trial {} ended with {}", r.index, describe(&ended)) + &last_lines(&ended.tail));
+                }
                 end(&http, &sweep, r.index, r.attempt, outcome, ended.exit_code, &ended.tail);
                 report.trials.push((r.index, slot, outcome.to_owned()));
                 continue;
@@ -319,6 +328,14 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
         }
         // Fill free slots.
         while done.is_none() && Instant::now() >= next_claim {
+            if let Some(why) = failing_from_the_start(&report, config.max_initial_failures, first_failure.as_deref()) {
+                if !running.is_empty() {
+                    log("the first trials all failed: claiming no more, waiting for the running ones to end");
+                }
+                done = Some(why.clone());
+                refused = Some(Error::Invalid(why));
+                break;
+            }
             let Some(slot) = (0..config.slots.len()).find(|s| !running.iter().any(|r| r.slot == *s)) else { break };
             if config.max_trials.is_some_and(|m| claimed >= m) {
                 done = Some("reached --max-trials".into());
@@ -357,6 +374,7 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
                         }
                         Err(why) => {
                             log(&format!("trial {index} could not start: {why}"));
+                            first_failure.get_or_insert_with(|| format!("trial {index} could not start: {why}"));
                             end(&http, &sweep, index, attempt, "failed", None, &why);
                             report.trials.push((index, s.name.clone(), "failed".into()));
                         }
@@ -390,6 +408,28 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Why the agent stops claiming trials, when its first `limit` trials all failed.
+fn failing_from_the_start(report: &AgentReport, limit: u64, first: Option<&str>) -> Option<String> {
+    let failed = report.trials.iter().filter(|t| t.2 == "failed").count() as u64;
+    let worked = report.trials.iter().any(|t| t.2 == "finished" || t.2 == "pruned");
+    (limit > 0 && failed >= limit && !worked).then(|| {
+        format!(
+            "the first {failed} trials all failed, so no more are started (--max-initial-failures {limit}); the first: {}",
+            first.unwrap_or("no reason recorded")
+        )
+    })
+}
+
+/// A trial's last lines, indented under the line that names it.
+fn last_lines(tail: &str) -> String {
+    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines = &lines[lines.len().saturating_sub(10)..];
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!("; its last lines:\n    {}", lines.join("\n    "))
 }
 
 /// How a trial ended, as the server records it: pruned when the agent stopped it; preempted when
@@ -562,7 +602,6 @@ fn launch(a: &Value, slot: &Slot, server: &str) -> std::result::Result<Job, Stri
         });
     }
     let mut child = cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}"))?;
-    log(&format!("trial {index} (attempt {}) on {} as pid {}: {}", a["attempt"], slot.name, child.id(), a["params"]));
     let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_LINES)));
     let mut readers = Vec::new();
     let streams: Vec<Box<dyn std::io::Read + Send>> = [

@@ -81,7 +81,14 @@ pub fn server_url(explicit: Option<&str>) -> String {
         .map(str::to_owned)
         .or_else(|| std::env::var("TRAINLOG_SERVER").ok().filter(|s| !s.is_empty()))
         .unwrap_or_else(|| DEFAULT_SERVER.to_owned());
-    url.trim_end_matches('/').to_owned()
+    let url = url.trim_end_matches('/');
+    if url.contains("://") {
+        return url.to_owned();
+    }
+    // `host:port` as people type it: plain HTTP, said once per process.
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| eprintln!("trainlog: the server {url:?} has no scheme; using http://{url}"));
+    format!("http://{url}")
 }
 
 /// Folder for spools and other local state: `TRAINLOG_DIR`, else `~/.trainlog`.

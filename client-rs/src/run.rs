@@ -335,6 +335,17 @@ impl RunBuilder {
             offline,
         };
         let rank_zero = membership.job.rank == 0;
+        if rank_zero && std::env::var_os("TRAINLOG_QUIET").is_none_or(|q| q.is_empty() || q == "0") {
+            if offline {
+                eprintln!(
+                    "trainlog: run {} is offline, kept in {}; `trainlog sync` sends it",
+                    run.id,
+                    spool_dir.display()
+                );
+            } else {
+                eprintln!("trainlog: run {} at {}", run.id, run.url());
+            }
+        }
         if media_waiting && rank_zero {
             run.media_queue(|_| ());
         }
@@ -565,6 +576,11 @@ impl Run {
 
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// The run's page in the server's UI.
+    pub fn url(&self) -> String {
+        format!("{}/#/run/{}", self.server, crate::api::encode(&self.id))
     }
 
     /// One past the highest step already logged (by an earlier process, for a resumed run):

@@ -307,6 +307,10 @@ const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
 const MIN_RETRY_WAIT: Duration = Duration::from_millis(100);
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long `finish` keeps trying a server that gives no answer (refused, timed out, no route)
+/// once everything is in the spool: training never waits on an outage. A server that answers
+/// "not now" with `Retry-After` is up, and is tried until the finish deadline.
+pub const FINISH_UNANSWERED_GRACE: Duration = Duration::from_secs(3);
 
 fn retry_after_of(error: &Error) -> Option<Duration> {
     match error {
@@ -335,6 +339,8 @@ pub struct Sender {
     requests_unsaved: u64,
     retry_at: Instant,
     backoff: Duration,
+    /// Whether the last failure came with the server's `Retry-After` (the server is up).
+    server_said_wait: bool,
 }
 
 impl Sender {
@@ -357,6 +363,7 @@ impl Sender {
             requests_unsaved: 0,
             retry_at: Instant::now(),
             backoff: FIRST_BACKOFF,
+            server_said_wait: false,
         }
     }
 
@@ -376,6 +383,7 @@ impl Sender {
     /// (capped) when the server said, else after an exponential backoff.
     fn enter_spooling(&mut self, reason: &str, retry_after: Option<Duration>) {
         self.shared.spooling.store(true, Ordering::Relaxed);
+        self.server_said_wait = retry_after.is_some();
         let wait = retry_after.unwrap_or(self.backoff).clamp(MIN_RETRY_WAIT, MAX_RETRY_WAIT);
         self.retry_at = Instant::now() + wait;
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
@@ -560,11 +568,13 @@ impl Sender {
     }
 
     /// At finish: tries again, honouring the server's `Retry-After`, until everything is sent or
-    /// `deadline` passes.
+    /// `deadline` passes; a server that gives no answer is tried for
+    /// [`FINISH_UNANSWERED_GRACE`] only, since what it has not taken is in the spool.
     fn settle_before(&mut self, deadline: Instant) {
         if self.shared.offline {
             return;
         }
+        let give_up = deadline.min(Instant::now() + FINISH_UNANSWERED_GRACE);
         loop {
             let held_before = self.held_points;
             self.deliver_held(Some(deadline));
@@ -574,10 +584,11 @@ impl Sender {
                 return self.announce_recovery();
             }
             let now = Instant::now();
-            if now >= deadline {
+            let until = if self.server_said_wait || !self.held.is_empty() { deadline } else { give_up };
+            if now >= until {
                 return;
             }
-            std::thread::sleep(self.retry_at.min(deadline).saturating_duration_since(now));
+            std::thread::sleep(self.retry_at.min(until).saturating_duration_since(now));
         }
     }
 
@@ -704,8 +715,10 @@ impl Sender {
             }
             if !self.shared.offline {
                 eprintln!(
-                    "trainlog: run {run_id} ended with requests left in its spool {}; `trainlog sync` sends them",
-                    self.spool.path().display()
+                    "trainlog: run {run_id} ended with {spooled} points and {requests_spooled} other requests \
+                     waiting in its spool {} for {}; `trainlog sync` sends them",
+                    self.spool.path().display(),
+                    self.http.base
                 );
             }
             spool_file = Some(self.spool.path());

@@ -138,6 +138,9 @@ pub fn launch_command(o: &TaskOptions, path: &str) -> String {
     cmd
 }
 
+/// The Python distribution that installs trainlog (`import trainlog`, the `trainlog` command).
+pub const PYTHON_DISTRIBUTION: &str = "trainlog-ml";
+
 /// The task as SkyPilot's YAML fields; an error when the options do not fit together.
 pub fn task(o: &TaskOptions) -> Result<Value, String> {
     let mut resources = serde_json::Map::new();
@@ -176,13 +179,9 @@ pub fn task(o: &TaskOptions) -> Result<Value, String> {
         }),
         (None, Some(setup), _) => Some(setup.clone()).filter(|s| !s.trim().is_empty()),
         (None, None, Some(_)) => None,
-        // The name `trainlog` on PyPI belongs to another project: nothing installs it by name.
-        (None, None, None) => {
-            return Err("say how the nodes get trainlog: --wheel PATH (a wheel built with `maturin build --release` \
-                        in client-py/), --image IMAGE (an image holding it), or --setup COMMANDS. The name \
-                        trainlog on PyPI is another project's, so the task never installs it by name"
-                .into())
-        }
+        // This client's own release, by the distribution's name (`trainlog` on PyPI is another
+        // project's).
+        (None, None, None) => Some(format!("pip install {PYTHON_DISTRIBUTION}=={}", env!("CARGO_PKG_VERSION"))),
     };
     // The sweep and the name come from variables, so nothing here needs shell quoting.
     let run = format!("trainlog agent \"$TRAINLOG_SWEEP_ID\" {slots} --name \"$(hostname):$SKYPILOT_TASK_ID\"");
@@ -318,13 +317,16 @@ mod tests {
 
     #[test]
     fn nothing_is_installed_by_a_name_the_project_does_not_own() {
-        let none = TaskOptions { wheel: None, ..options() };
-        let why = task(&none).unwrap_err();
-        assert!(why.contains("--wheel") && why.contains("PyPI"), "{why}");
+        let plain = task(&TaskOptions { wheel: None, ..options() }).unwrap();
+        let version = env!("CARGO_PKG_VERSION");
+        assert_eq!(plain["setup"].as_str(), Some(&*format!("pip install trainlog-ml=={version}")), "{plain}");
         for o in [options(), TaskOptions { wheel: None, setup: Some("pip install -r r.txt".into()), ..options() }] {
             let setup = task(&o).unwrap()["setup"].as_str().unwrap_or("").to_owned();
-            assert!(!setup.split_whitespace().any(|w| w == "trainlog"), "{setup}");
+            assert!(!setup.split_whitespace().any(|w| w == "trainlog" || w.starts_with("trainlog=")), "{setup}");
         }
+        let imaged =
+            task(&TaskOptions { wheel: None, image: Some("ghcr.io/team/train:1".into()), ..options() }).unwrap();
+        assert!(imaged.get("setup").is_none(), "the image holds trainlog: {imaged}");
         let both = task(&TaskOptions { setup: Some("pip install -r r.txt".into()), ..options() }).unwrap();
         assert!(both["setup"].as_str().unwrap().ends_with(".whl\npip install -r r.txt"), "{both}");
         for bad in ["trainlog.tar.gz", "dir/it's.whl", ".whl", "a b.whl"] {

@@ -443,6 +443,10 @@ pub struct SyncReport {
     /// Runs that could not be sent, with why.
     pub failed: Vec<(String, String)>,
     pub requests: usize,
+    /// Media items sent from the media spool, refused by the server, and still waiting.
+    pub media_sent: u64,
+    pub media_rejected: u64,
+    pub media_waiting: u64,
 }
 
 fn process_alive(pid: u32) -> bool {
@@ -454,6 +458,8 @@ fn process_alive(pid: u32) -> bool {
 /// a finish request is finished as `failed`: its process died without saying how it ended.
 pub fn sync_all(dir: &Path, server: Option<&str>, include_live: bool) -> Result<SyncReport> {
     let mut report = SyncReport::default();
+    // The server each run's requests were recorded for, where its media go too.
+    let mut servers: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(report) };
     let mut owners: Vec<PathBuf> =
         entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
@@ -471,6 +477,7 @@ pub fn sync_all(dir: &Path, server: Option<&str>, include_live: bool) -> Result<
             continue;
         }
         let url = crate::server_url(server.or(info["server"].as_str()));
+        servers.insert(run_id.clone(), url.clone());
         let mut rejected = Rejected::new(dir, &run_id);
         let outcome = Http::new(&url, Duration::from_secs(60)).and_then(|http| {
             let records = read_records(&path(dir, &name, "spool"), 0)?;
@@ -491,6 +498,36 @@ pub fn sync_all(dir: &Path, server: Option<&str>, include_live: bool) -> Result<
                 report.synced.push(run_id);
             }
             Err(e) => report.failed.push((run_id, e.to_string())),
+        }
+    }
+    // Media after the requests, so each run exists on the server by then; a run whose requests
+    // could not be sent, or whose process is alive, keeps its media for later.
+    for run_id in crate::media::spooled_runs(dir) {
+        let skipped = report.live.contains(&run_id) || report.failed.iter().any(|(r, _)| *r == run_id);
+        if skipped {
+            continue;
+        }
+        let url = servers.entry(run_id.clone()).or_insert_with(|| crate::server_url(server)).clone();
+        let counts = match Http::new(&url, Duration::from_secs(60)) {
+            Ok(http) => crate::media::send_spool_of(http, dir, &run_id),
+            Err(e) => {
+                report.failed.push((run_id, e.to_string()));
+                continue;
+            }
+        };
+        report.media_sent += counts.sent;
+        report.media_rejected += counts.rejected;
+        report.media_waiting += counts.spooled;
+        for w in &counts.warnings {
+            eprintln!("trainlog: {w}");
+        }
+        if counts.spooled > 0 {
+            report.failed.push((
+                run_id,
+                format!("{} media items could not be sent now; they wait in the spool", counts.spooled),
+            ));
+        } else if !report.synced.contains(&run_id) {
+            report.synced.push(run_id);
         }
     }
     Ok(report)

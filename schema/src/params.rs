@@ -44,6 +44,17 @@ impl ParamValue {
         }
     }
 
+    /// The number run search compares: a typed number, or a text that is written as one (JSON's
+    /// number syntax, finite, as MLflow clients send every param: `"0.01"`, `"1e-3"`, `"128"`),
+    /// so `params.lr > 0.001` finds a run whichever door its params came through. The text and
+    /// the type stay as they were sent.
+    pub fn search_number(&self) -> Option<f64> {
+        match self {
+            ParamValue::Str(s) => number_text(s),
+            other => other.as_number(),
+        }
+    }
+
     /// Rebuilds a value from the (type, text) pair it was stored as.
     pub fn from_stored(type_name: &str, text: &str) -> Option<Self> {
         Some(match type_name {
@@ -83,6 +94,16 @@ fn parse_float(s: &str) -> Option<f64> {
         "-Infinity" => Some(f64::NEG_INFINITY),
         _ => s.parse().ok(),
     }
+}
+
+/// The value of a text written as a JSON number, at most 40 characters, below 1e308 in size:
+/// the rule migration 0025 applied to the params stored before it.
+fn number_text(text: &str) -> Option<f64> {
+    let digit_led = text.strip_prefix('-').unwrap_or(text).starts_with(|c: char| c.is_ascii_digit());
+    if text.len() > 40 || !digit_led || text.trim() != text {
+        return None;
+    }
+    serde_json::from_str::<f64>(text).ok().filter(|n| n.abs() < 1e308)
 }
 
 /// Flattens a JSON object of params, nested objects becoming dotted keys

@@ -106,25 +106,25 @@ parameters = {{ "path.id" = "{ids['key']}" }}
 include-path-regex = '^/api/v1/sweeps/\\{{id\\}}'
 parameters = {{ "path.id" = "{ids['sweep']}", "path.index" = "0" }}
 
-# A filter and an order_by follow the search grammar (README, "Search"), which a JSON Schema
+# A filter and an order_by follow the search grammar (docs/api.md, "Run search"), which a JSON Schema
 # cannot express: a string the grammar refuses gets 400 with the position of the error.
 [[operations]]
 include-name = ["POST /api/v1/runs/search", "GET /api/v1/projects/{{name}}/runs"]
 checks.positive_data_acceptance.expected-statuses = {grammar}
 
-# A sweep file is YAML with its own rules (README, "Sweeps").
+# A sweep file is YAML with its own rules (docs/sweeps.md).
 [[operations]]
 include-name = "POST /api/v1/sweeps"
 checks.positive_data_acceptance.expected-statuses = {grammar}
 
 # The report's filter follows the search grammar, and `by`, `since`, `until` and `active_above`
-# their own forms (README, "The training report").
+# their own forms (docs/report.md).
 [[operations]]
 include-name = "GET /api/v1/report"
 checks.positive_data_acceptance.expected-statuses = {grammar}
 
 # A price row needs a price, an instance row its cloud and instance type, a rate its GPU model or
-# cluster (README, "Prices"); a restore that worked names no error.
+# cluster (docs/report.md, "Prices"); a restore that worked names no error.
 [[operations]]
 include-name = ["POST /api/v1/prices", "POST /api/v1/runs/{{id}}/checkpoints/{{name}}/restores"]
 checks.positive_data_acceptance.expected-statuses = {grammar}
@@ -133,7 +133,7 @@ checks.positive_data_acceptance.expected-statuses = {grammar}
 # at most their maximum, and its class labels are keyed by integers; a histogram's edges
 # increase and number one more than its counts; a table's rows hold a value per column, an
 # appended part has the columns of the part before, and a read sorts and filters by columns the
-# table has (README, "Media").
+# table has (docs/media.md).
 [[operations]]
 include-name = [
     "PUT /api/v1/runs/{{id}}/media/blobs/{{sha256}}",

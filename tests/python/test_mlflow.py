@@ -560,3 +560,29 @@ def test_mlflows_images_tables_text_and_dicts_land_in_the_media_store(trainlog_s
         assert response.read().decode() == "generated text\nsecond line"
     # The files stay MLflow's artifacts too.
     assert "eval" in {f.path for f in client.list_artifacts(run_id)}
+
+
+def test_params_written_as_numbers_filter_as_numbers_and_missing_things_are_said_once(
+    trainlog_server: TrainlogServer, client: MlflowClient
+) -> None:
+    mlflow.set_experiment("typed-params")
+    runs = {}
+    for lr in ("0.01", "1e-4"):
+        with mlflow.start_run() as run:
+            mlflow.log_params({"lr": lr, "layers": "12", "optimizer": "adam"})
+            runs[lr] = run.info.run_id
+    found = native(trainlog_server, "POST", "/runs/search",
+                   {"project": "typed-params", "filter": "params.lr > 0.001 and params.layers >= 12"})
+    assert [r["id"] for r in found["runs"]] == [runs["0.01"]]
+    # The text is what the client sent; quoted literals still compare it.
+    assert client.get_run(runs["1e-4"]).data.params["lr"] == "1e-4"
+    found = native(trainlog_server, "POST", "/runs/search", {"project": "typed-params", "filter": "params.lr = '1e-4'"})
+    assert [r["id"] for r in found["runs"]] == [runs["1e-4"]]
+
+    missing_run = "0" * 32
+    with pytest.raises(MlflowException) as run_missing:
+        client.get_run(missing_run)
+    assert str(run_missing.value.message).count("not found") == 1, run_missing.value.message
+    with pytest.raises(MlflowException) as version_missing:
+        client.get_model_version("no-such-model", "3")
+    assert str(version_missing.value.message).count("not found") == 1, version_missing.value.message

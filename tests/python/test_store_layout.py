@@ -2,7 +2,7 @@
 
 One module-scoped server gets a small sweep (project "demo", three runs with different learning
 rates), then each test reads the store as an outside tool would: pyarrow for the layout, the
-README's DuckDB one-liner (run verbatim from docs/store-one-liner.sh), and an equivalent DuckDB
+DuckDB one-liner of docs/store.md (run verbatim from docs/store-one-liner.sh), and an equivalent DuckDB
 query in-process with exact values.
 """
 

@@ -138,6 +138,23 @@ impl TestServer {
         s
     }
 
+    /// Starts a server on a fresh data folder and the test object store when one is configured,
+    /// with environment variables set for it.
+    pub fn spawn_with_env(flags: &[&str], env: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let store_url = test_store_url(&unique_name());
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut s = Self::start_full(dir.path().join("data"), store_url, 0, flags, env);
+        s._dir = Some(dir);
+        s
+    }
+
+    /// Sets an environment variable for the server processes that restarts start.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_owned(), value.to_owned()));
+    }
+
     /// Starts a server on an existing data folder (one a stopped server left), with more flags.
     pub fn spawn_on_folder(data: PathBuf, flags: &[&str]) -> Self {
         Self::start_with(data, None, 0, flags)
@@ -245,6 +262,44 @@ impl TestServer {
                     .expect("tampering with the object");
             }
         }
+    }
+
+    /// The keys of the objects under `prefix` in the server's store (its local folder, or S3),
+    /// relative to the store's root, sorted.
+    pub fn object_keys(&self, prefix: &str) -> Vec<String> {
+        let mut keys = Vec::new();
+        match self.store_url() {
+            None => {
+                let root = self.data.join("store");
+                let mut folders = vec![root.join(prefix)];
+                while let Some(folder) = folders.pop() {
+                    for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+                        let path = entry.path();
+                        if path.is_dir() {
+                            folders.push(path);
+                        } else if let Ok(key) = path.strip_prefix(&root) {
+                            keys.push(key.to_string_lossy().into_owned());
+                        }
+                    }
+                }
+            }
+            Some(url) => {
+                use object_store::ObjectStore;
+                let base = url_parts(url);
+                let store = object_store::aws::AmazonS3Builder::from_env().with_url(url).build().expect("an S3 client");
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+                let mut folders = vec![object_store::path::Path::from(format!("{base}/{prefix}"))];
+                while let Some(folder) = folders.pop() {
+                    let listed = runtime.block_on(store.list_with_delimiter(Some(&folder))).expect("listing S3");
+                    folders.extend(listed.common_prefixes);
+                    keys.extend(listed.objects.into_iter().map(|o| {
+                        o.location.as_ref().strip_prefix(&format!("{base}/")).unwrap_or(o.location.as_ref()).to_owned()
+                    }));
+                }
+            }
+        }
+        keys.sort();
+        keys
     }
 
     pub fn api(&self, path: &str) -> String {

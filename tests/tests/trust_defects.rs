@@ -1,8 +1,11 @@
 //! Defects a team server must not have, each found by trying it from outside: a run one may not
 //! see told apart from a missing one through `parent_id` or a deleted id, NUL characters reaching
-//! the database, a media type that a browser reads as HTML served inline, and body-less form
-//! posts. Each runs on SQLite, and on PostgreSQL in the test command's second pass.
+//! the database, a media type that a browser reads as HTML served inline, body-less form posts,
+//! media blobs that nothing names left in the store for good, and a resumed process's table part
+//! replacing an earlier process's. Each runs on SQLite, and on PostgreSQL in the test command's
+//! second pass; the media ones on S3 too.
 
+use std::collections::BTreeSet;
 use trainlog_tests::{json, TestServer, Value};
 
 fn call(s: &TestServer, method: &str, path: &str, key: &str, body: Option<&Value>) -> (u16, Value) {
@@ -171,4 +174,199 @@ fn metrics_show_projects_money_to_admins_and_the_scraper_only() {
     assert!(seen.contains("secret-budget"), "{seen}");
     // The scraper's key opens /metrics and nothing else.
     assert_eq!(call(&s, "GET", "/projects", scraper, None).0, 401);
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Uploads `bytes` as a media blob of the run; answers its SHA-256.
+fn put_blob(s: &TestServer, run: &str, bytes: &[u8]) -> String {
+    let sha = sha256_hex(bytes);
+    let answer = s
+        .client
+        .put(s.api(&format!("/runs/{run}/media/blobs/{sha}")))
+        .header("content-type", "image/png")
+        .body(bytes.to_vec())
+        .send()
+        .expect("the server answers");
+    assert!(answer.status().is_success(), "{}", answer.status());
+    sha
+}
+
+fn record_image(s: &TestServer, run: &str, key: &str, blob: &str) {
+    let item = json!({"key": key, "step": 0, "index": 0, "kind": "image", "blob": blob, "mime": "image/png"});
+    let (status, body) = s.post(&format!("/runs/{run}/media"), &json!({"items": [item]}));
+    assert_eq!(status, 200, "{body}");
+}
+
+/// The SHA-256 of every media blob the store holds.
+fn blob_files(s: &TestServer) -> BTreeSet<String> {
+    let keys = s.object_keys("projects");
+    keys.iter()
+        .filter(|k| k.contains("/media/sha256/"))
+        .filter_map(|k| k.rsplit('/').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// An Arrow IPC stream of one Int64 column.
+fn arrow_column(name: &str, values: &[i64]) -> Vec<u8> {
+    use std::sync::Arc;
+    let column: arrow_array::ArrayRef = Arc::new(arrow_array::Int64Array::from(values.to_vec()));
+    let batch = arrow_array::RecordBatch::try_from_iter([(name, column)]).expect("a batch");
+    let mut bytes = Vec::new();
+    let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut bytes, &batch.schema()).expect("a writer");
+    writer.write(&batch).expect("written");
+    writer.finish().expect("finished");
+    drop(writer);
+    bytes
+}
+
+/// Blobs that nothing names (an image replaced at its place, a table part replaced, an upload
+/// no item came for) are deleted once old enough, and a table part refused leaves none; a blob
+/// another run still names, and every blob named now, stay readable.
+#[test]
+fn media_blobs_that_nothing_names_are_collected_and_named_ones_stay_readable() {
+    let mut s = TestServer::spawn();
+    let run = s.create_run("vision", "a");
+    let other = s.create_run("vision", "b");
+    let shared = put_blob(&s, &run, b"shared by two runs");
+    record_image(&s, &run, "img", &shared);
+    record_image(&s, &other, "img", &shared);
+    let third = put_blob(&s, &run, b"replaces the shared one in run a");
+    record_image(&s, &run, "img", &third);
+    let first = put_blob(&s, &run, b"replaced");
+    record_image(&s, &run, "other", &first);
+    let second = put_blob(&s, &run, b"replacing");
+    record_image(&s, &run, "other", &second);
+    let never_named = put_blob(&s, &run, b"uploaded, no item came for it");
+
+    let part = |query: &str, body: Value| {
+        let (status, answer) = s.post(&format!("/runs/{run}/tables?key=t&{query}"), &body);
+        (status, answer["blob"].as_str().unwrap_or_default().to_owned(), answer)
+    };
+    let (status, appended, answer) = part("step=0&mode=append", json!({"columns": ["a"], "rows": [[1], [2]]}));
+    assert_eq!(status, 200, "{answer}");
+    let (status, _, answer) = part("step=0&mode=append", json!({"columns": ["b"], "rows": [[3]]}));
+    assert_eq!((status, answer["error"]["field"].as_str()), (409, Some("columns")), "{answer}");
+    let arrow = arrow_column("b", &[4, 5]);
+    let (status, answer) = s.post_raw(
+        &format!("/runs/{run}/tables?key=t&step=0&mode=append"),
+        "application/vnd.apache.arrow.stream",
+        arrow,
+    );
+    assert_eq!((status, answer["error"]["field"].as_str()), (409, Some("columns")), "{answer}");
+    let (status, replaced_part, _) = part("step=1&mode=replace&index=0", json!({"columns": ["a"], "rows": [[6]]}));
+    assert_eq!(status, 200);
+    let (status, replacing_part, _) =
+        part("step=1&mode=replace&index=0", json!({"columns": ["a"], "rows": [[7], [8]]}));
+    assert_eq!(status, 200);
+    let named: BTreeSet<String> = [&shared, &third, &second, &appended, &replacing_part].into_iter().cloned().collect();
+    let unnamed: BTreeSet<String> = [&first, &never_named, &replaced_part].into_iter().cloned().collect();
+    assert_eq!(named.len() + unnamed.len(), 8);
+    let before = blob_files(&s);
+    assert_eq!(before, named.union(&unnamed).cloned().collect(), "a refused part stores no blob");
+
+    // A server that collects at once: its start-up round takes what nothing names.
+    s.set_env("TRAINLOG_ORPHAN_MIN_AGE_S", "0");
+    s.restart();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let collected = loop {
+        let (_, stats) = s.get("/admin/stats");
+        let collected = stats["media_blobs_collected"].as_u64();
+        if collected >= Some(unnamed.len() as u64) || std::time::Instant::now() > deadline {
+            break (collected, stats);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(collected.0, Some(unnamed.len() as u64), "{}", collected.1);
+    assert_eq!(collected.1["media_collection_failures"], 0, "{}", collected.1);
+    assert_eq!(blob_files(&s), named, "only the blobs items name are left");
+    let metrics = s.client.get(format!("{}/metrics", s.url)).send().expect("the server answers").text().unwrap();
+    assert!(metrics.contains(&format!("media_blobs_collected_total {}", unnamed.len())), "{metrics}");
+
+    let blob = |run: &str, sha: &str| {
+        let answer = s.client.get(s.api(&format!("/runs/{run}/media/blobs/{sha}"))).send().expect("answers");
+        (answer.status().as_u16(), answer.bytes().map(|b| b.to_vec()).unwrap_or_default())
+    };
+    assert_eq!(blob(&other, &shared), (200, b"shared by two runs".to_vec()), "another run still names it");
+    assert_eq!(blob(&run, &third), (200, b"replaces the shared one in run a".to_vec()));
+    assert_eq!(blob(&run, &second).0, 200);
+    assert_eq!(blob(&run, &first).0, 404, "the run no longer names what it replaced");
+    let (status, table) = s.get(&format!("/runs/{run}/tables?key=t"));
+    assert_eq!(status, 200, "{table}");
+    assert_eq!(table["rows"], json!([[7], [8]]), "{table}");
+    let (status, table) = s.get(&format!("/runs/{run}/tables?key=t&step=0"));
+    assert_eq!((status, &table["rows"]), (200, &json!([[1], [2]])), "{table}");
+
+    // What was collected may be sent again, and is stored afresh.
+    assert_eq!(put_blob(&s, &run, b"replaced"), first);
+    record_image(&s, &run, "again", &first);
+    assert_eq!(blob(&run, &first), (200, b"replaced".to_vec()));
+}
+
+/// A process that resumes a run (after a preemption, say) numbers its table parts from 0 as
+/// the first did: its parts follow the earlier process's at the same step instead of replacing
+/// them, and a part sent again (a retry after a lost answer) is not appended twice.
+#[test]
+fn a_resumed_process_appends_table_parts_after_an_earlier_processes_parts() {
+    let s = TestServer::spawn();
+    let spool = tempfile::tempdir().unwrap();
+    let start = || {
+        trainlog::Run::builder("tables")
+            .id("resumed-tables")
+            .server(&s.url)
+            .spool_dir(spool.path())
+            .resume(trainlog::Resume::Allow)
+            .system_metrics(None)
+            .capture_code(false)
+            .capture_environment(false)
+            .start()
+            .expect("the run starts")
+    };
+    let rows = |values: &[i64]| {
+        let rows = values.iter().map(|v| vec![json!(v)]).collect();
+        vec![trainlog::Media::table_rows(vec!["n".into()], rows).append()]
+    };
+    let first = start();
+    first.log_media("evals", 5, rows(&[1, 2]));
+    first.log_media("evals", 5, rows(&[3]));
+    assert!(first.flush(std::time::Duration::from_secs(30)));
+    let second = start();
+    second.log_media("evals", 5, rows(&[4]));
+    second.log_media("evals", 5, rows(&[5, 6]));
+    second.log_media("evals", 6, rows(&[7]));
+    assert!(second.flush(std::time::Duration::from_secs(30)));
+    let (status, table) = s.get("/runs/resumed-tables/tables?key=evals&step=5");
+    assert_eq!(status, 200, "{table}");
+    assert_eq!((&table["rows"], &table["parts"]), (&json!([[1], [2], [3], [4], [5], [6]]), &json!(4)), "{table}");
+    let (_, table) = s.get("/runs/resumed-tables/tables?key=evals");
+    assert_eq!(table["rows"], json!([[1], [2], [3], [4], [5], [6], [7]]), "{table}");
+    for run in [first, second] {
+        let summary = run.finish().expect("finished");
+        assert_eq!((summary.media_rejected, summary.media_dropped), (0, 0), "{summary:?}");
+    }
+
+    // On the wire: a part sent again by its writer lands where it did; another writer's part
+    // with the same number follows; a part without a writer is placed by its index, as before.
+    let run = s.create_run("tables", "raw");
+    let send = |query: &str, value: i64| {
+        let path = format!("/runs/{run}/tables?key=t&step=0&mode=append&{query}");
+        let (status, answer) = s.post(&path, &json!({"columns": ["n"], "rows": [[value]]}));
+        assert_eq!(status, 200, "{query}: {answer}");
+        answer["index"].as_u64().expect("an index")
+    };
+    assert_eq!(send("writer=first&index=0", 1), 0);
+    assert_eq!(send("writer=second&index=0", 2), 1);
+    assert_eq!(send("writer=first&index=0", 1), 0, "a retry");
+    assert_eq!(send("writer=first&index=1", 3), 2);
+    assert_eq!(send("index=3", 4), 3);
+    let (_, table) = s.get(&format!("/runs/{run}/tables?key=t"));
+    assert_eq!(table["rows"], json!([[1], [2], [3], [4]]), "{table}");
+    for (query, field) in [("writer=first", "index"), ("writer=a%20b&index=0", "writer")] {
+        let path = format!("/runs/{run}/tables?key=t&step=0&mode=append&{query}");
+        let (status, answer) = s.post(&path, &json!({"columns": ["n"], "rows": [[0]]}));
+        assert_eq!((status, answer["error"]["field"].as_str()), (400, Some(field)), "{query}: {answer}");
+    }
 }

@@ -931,6 +931,32 @@ test('the models page shows a version\'s lineage back to its run', async () => {
   await page.screenshot({ path: path.join(shots, 'models-lineage.png') });
 });
 
+test('MLflow\'s UI addresses open the matching experiment, run and model version', async () => {
+  // MLflow's client prints links of its own UI: #/experiments/N, …/runs/ID, #/models/NAME/versions/V.
+  const door = async (p, body) => {
+    const r = await fetch(`${base}/api/2.0/mlflow${p}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    assert.equal(r.status, 200, await r.clone().text());
+    return r.json();
+  };
+  const { experiment_id: experiment } = await door('/experiments/create', { name: 'mlflow-paths' });
+  const { run } = await door('/runs/create', { experiment_id: experiment, run_name: 'from-mlflow' });
+  await page.goto(`${base}/#/experiments/${experiment}`);
+  await page.waitForURL(/#\/p\/mlflow-paths$/);
+  await page.getByText('from-mlflow').first().waitFor();
+  await page.goto(`${base}/#/experiments/${experiment}/runs/${run.info.run_id}`);
+  await page.getByTestId('run-title').filter({ hasText: 'from-mlflow' }).waitFor();
+  await put(`/runs/${ids[1]}/artifacts/weights.bin`, 'weights');
+  await post('/models', { name: 'paths-model' });
+  for (let k = 0; k < 2; k++) await post('/models/paths-model/versions', { run_id: ids[1], artifact: 'weights.bin' });
+  await page.goto(`${base}/#/models/paths-model/versions/2`);
+  const focused = page.locator('[data-model="paths-model"] [data-testid="version-row"][data-focused="true"]');
+  await focused.waitFor();
+  assert.equal(await focused.getAttribute('data-version'), '2');
+  await page.goto(`${base}/#/experiments/987654`);
+  await page.getByTestId('experiment-error').waitFor();
+  assert.doesNotMatch(await page.locator('#app').innerText(), /Unknown page/);
+});
+
 test('a rename, new notes and tags, and an alias move persist; a version shows its description, tags and files', async () => {
   const run = await post('/runs', { project: 'edits', name: 'before', tags: { keep: 'yes', drop: 'me' } });
   await post(`/runs/${run.id}/finish`, { status: 'finished' });

@@ -52,7 +52,9 @@ function versionFiles(v) {
 }
 
 /** Every registered model, a panel each. */
-export function modelsView() {
+/** The registry; `focus` ({name, version}) scrolls to that model, and that version's row, and
+ * marks them (an MLflow address such as #/models/NAME/versions/V). */
+export function modelsView(focus = null) {
   const body = el('div', { 'data-testid': 'models-list' }, el('p', { class: 'muted' }, 'Loading models…'));
   const node = el('div', {}, el('h1', {}, 'Models'), body);
 
@@ -94,6 +96,13 @@ export function modelsView() {
             el('td', {}, lineageEl(v)));
         }))))
         : el('p', { class: 'muted' }, 'No versions.'));
+      if (focus && focus.name === m.name) {
+        const row = focus.version ? versions.querySelector(`[data-version="${CSS.escape(String(focus.version))}"]`) : null;
+        const target = row || panel;
+        target.classList.add('focused');
+        target.setAttribute('data-focused', 'true');
+        target.scrollIntoView({ block: 'center' });
+      }
     }).catch((e) => versions.replaceChildren(errorEl(e)));
     panel.append(
       el('h2', { style: 'margin-top:0' }, m.name,
@@ -109,6 +118,9 @@ export function modelsView() {
     const models = res.models || [];
     if (!models.length) { body.replaceChildren(el('p', { class: 'muted' }, 'No registered models.')); return; }
     body.replaceChildren(...models.map(modelPanel));
+    if (focus && !models.some((m) => m.name === focus.name)) {
+      body.prepend(el('p', { class: 'error', 'data-testid': 'model-missing' }, `No registered model named ${focus.name}.`));
+    }
   }).catch((e) => body.replaceChildren(errorEl(e)));
   return { node, title: 'Models' };
 }

@@ -9,6 +9,7 @@ run.finish()
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import Any, Dict, Iterable, Mapping, Optional, Union
@@ -76,7 +77,7 @@ config: Config = Config()
 def init(
     project: Optional[str] = None,
     name: Optional[str] = None,
-    config: Optional[Mapping[str, Any]] = None,
+    config: Any = None,
     tags: Optional[Union[Iterable[str], Mapping[str, str]]] = None,
     *,
     run_id: Optional[str] = None,
@@ -99,6 +100,9 @@ def init(
     """Start a run (or continue one) and make it `trainlog.run`.
 
     - `project`: else `TRAINLOG_PROJECT`, else "default". `server`: else `TRAINLOG_SERVER`, else local.
+    - `config`: a dict, an `argparse.Namespace` or a dataclass, recorded as typed params; changing
+      `run.config` later (`update`, `run.config[k] = v`) records the change too.
+    - Prints one line with the run's page (`run.url`); `TRAINLOG_QUIET=1` silences it.
     - `run_id` (else `TRAINLOG_RUN_ID`) with `resume` "allow" (continue or create; the default when
       an id is given), "must" (continue, refuse if unknown) or "never" (refuse an existing id).
     - `mode="offline"` only writes the local spool; `trainlog sync` sends it later.
@@ -120,6 +124,7 @@ def init(
       of the run, with its nodes, prices and how it ended.
     """
     project = project or os.environ.get("TRAINLOG_PROJECT") or "default"
+    config = _config_mapping(config)
     sweep_params = os.environ.get("TRAINLOG_SWEEP_PARAMS") if os.environ.get("TRAINLOG_SWEEP_ID") else None
     if sweep_params:
         # A sweep trial: the trial's params win over the script's defaults.
@@ -168,6 +173,21 @@ def init(
     _register(new_run, handle_sigterm)
     _set_current(new_run)
     return new_run
+
+
+def _config_mapping(config: Any) -> Optional[Mapping[str, Any]]:
+    """`init`'s config as a mapping: a dict as it is; an `argparse.Namespace`, a dataclass or
+    another object by its attributes (as W&B takes them)."""
+    if config is None or isinstance(config, Mapping):
+        return config
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        return dataclasses.asdict(config)
+    if hasattr(config, "__dict__"):
+        return {k: v for k, v in vars(config).items() if not k.startswith("_")}
+    raise TypeError(
+        f"config must be a mapping, an argparse.Namespace, a dataclass or an object with attributes, "
+        f"not {type(config).__name__}"
+    )
 
 
 def _set_current(r: Optional[Run]) -> None:

@@ -8,8 +8,9 @@ import signal
 import sys
 import threading
 import traceback
+from collections.abc import MutableMapping
 from types import TracebackType
-from typing import Any, Dict, List, Mapping, Optional, Type, TypedDict, cast
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NoReturn, Optional, Type, TypedDict, cast
 
 from trainlog._media import media_items
 from trainlog._trainlog import NativeRun
@@ -19,13 +20,101 @@ PREEMPT_FLUSH_SECONDS = float(os.environ.get("TRAINLOG_PREEMPT_FLUSH_SECONDS", "
 
 
 class Config(dict):  # type: ignore[type-arg]
-    """The run's hyperparameters; attribute access reads keys (`config.lr`)."""
+    """The run's hyperparameters; attribute access reads keys (`config.lr`).
+
+    Changing it records the change as params, as `Run.log_params` does (W&B's habit):
+    `run.config.update({...})`, `run.config["k"] = v`, `run.config.k = v`, `setdefault`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        object.__setattr__(self, "_record", None)
+
+    def _recorded_by(self, record: Optional[Callable[[Dict[str, Any]], None]]) -> None:
+        object.__setattr__(self, "_record", record)
+
+    def _changed(self, params: Dict[str, Any]) -> None:
+        # Read from the instance's own attributes: a copy being rebuilt has none yet.
+        record = self.__dict__.get("_record")
+        if record is not None and params:
+            record(params)
 
     def __getattr__(self, name: str) -> Any:
         try:
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._changed({key: value})
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        params = dict(*args, **kwargs)
+        super().update(params)
+        self._changed(params)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+
+class Summary(MutableMapping[str, Any]):
+    """The run's summary, as W&B's `run.summary`: reading a key gives the value set here, else
+    the last value logged under it (as the server has it, after a flush); setting a key records
+    it with the run (its `summary` metadata), where the run page and `Api().run(id)` show it.
+    A metric's series is never changed by it."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._set: Dict[str, Any] = {}
+        self._warned = False
+
+    def _logged(self) -> Dict[str, Any]:
+        run = self._run
+        if run.finished or not run._native.flush(5.0):
+            return {}
+        try:
+            from trainlog._api import Api
+
+            summary = Api(run.server).run(run.id).summary
+        except Exception as e:  # noqa: BLE001 (reading the summary never breaks training)
+            if not self._warned:
+                self._warned = True
+                print(f"trainlog: the summary of run {run.id} cannot be read from the server ({e})", file=sys.stderr)
+            return {}
+        return {key: s.get("last") for key, s in summary.items() if isinstance(s, dict)}
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._set:
+            return self._set[key]
+        return self._logged()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.update({key: value})
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        self._set.update(dict(*args, **kwargs))
+        if self._run._logs:
+            self._run._native.set_metadata("summary", dict(self._set))
+
+    def __delitem__(self, key: str) -> None:
+        del self._set[key]
+        if self._run._logs:
+            self._run._native.set_metadata("summary", dict(self._set))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._logged(), **self._set})
+
+    def __len__(self) -> int:
+        return len({**self._logged(), **self._set})
+
+    def __repr__(self) -> str:
+        return f"<trainlog.Summary {dict(self.items())!r}>"
 
 
 class FinishReport(TypedDict):
@@ -74,6 +163,12 @@ class Run:
         self._lock = threading.Lock()
         # Only rank 0 of a job logs, unless every rank keeps its own series.
         self._logs = native.logs_metrics()
+        self.config._recorded_by(self._record_params)
+        self.summary = Summary(self)
+
+    def _record_params(self, params: Dict[str, Any]) -> None:
+        if self._logs:
+            self._native.log_params(params, True)
 
     @property
     def id(self) -> str:
@@ -86,6 +181,11 @@ class Run:
     @property
     def server(self) -> str:
         return self._native.server
+
+    @property
+    def url(self) -> str:
+        """The run's page in the server's UI."""
+        return self._native.url
 
     @property
     def job(self) -> Dict[str, Any]:
@@ -170,7 +270,7 @@ class Run:
         """Add params to the run after it started (nested dicts become dotted keys); they also
         join `run.config`. Sent in order with the points, through the spool when the server is
         down. Without `overwrite`, the server refuses a different value for a stored key."""
-        self.config.update(params)
+        dict.update(self.config, params)
         if self._logs:
             self._native.log_params(dict(params), overwrite)
 
@@ -227,6 +327,9 @@ class Run:
             return
         if exc_type is None:
             self.finish("finished")
+        elif issubclass(exc_type, SystemExit):
+            status, reason = _status_of_exit(cast(SystemExit, exc).code)
+            self.finish(status, reason=reason)
         elif issubclass(exc_type, KeyboardInterrupt):
             self.finish("killed")
         else:
@@ -267,8 +370,32 @@ def _finish_quietly(
         print(f"trainlog: could not finish run {run.id}: {e}", file=sys.stderr)
 
 
+#: What the program gave `sys.exit`, once it called it.
+_exit_code: Any = None
+_exit_called = False
+_previous_exit = sys.exit
+
+
+def _exit(code: Any = None) -> NoReturn:
+    """`sys.exit`, remembering the code: the exit hook ends the run `failed` for a non-zero one."""
+    global _exit_code, _exit_called
+    _exit_code, _exit_called = code, True
+    _previous_exit(code)
+
+
+def _status_of_exit(code: Any) -> tuple[str, Optional[str]]:
+    """The status an exit with `code` gives a run, and why: `sys.exit(n)` with n not 0 and
+    `sys.exit("message")` fail it, as the shell sees it."""
+    if code is None or code == 0 or code is False:
+        return "finished", None
+    if isinstance(code, int):
+        return "failed", f"exit code {code}"
+    return "failed", f"exit: {code}"
+
+
 def _at_exit() -> None:
-    _finish_all("finished", 60.0)
+    status, reason = _status_of_exit(_exit_code) if _exit_called else ("finished", None)
+    _finish_all(status, 60.0, reason)
 
 
 #: How many of the last lines of a traceback a failed process sends with its end.
@@ -297,11 +424,13 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 def _install_hooks(handle_sigterm: bool) -> None:
-    global _hooks_installed, _previous_excepthook, _previous_sigterm
+    global _hooks_installed, _previous_excepthook, _previous_sigterm, _previous_exit
     if _hooks_installed:
         return
     _hooks_installed = True
     atexit.register(_at_exit)
+    _previous_exit = sys.exit
+    sys.exit = _exit  # type: ignore[assignment]
     _previous_excepthook = sys.excepthook
     sys.excepthook = _excepthook
     if handle_sigterm and threading.current_thread() is threading.main_thread():

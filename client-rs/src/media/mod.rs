@@ -8,11 +8,25 @@ mod spool;
 mod uploader;
 
 pub use encode::{sha256_hex, sniff_mime, THUMBNAIL_SIDE};
-pub(crate) use uploader::MediaQueue;
+pub(crate) use uploader::{send_spool_of, MediaQueue};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 pub use trainlog_schema::{BoxDomain, MediaBox, MediaKind, TableMode};
+
+/// The runs whose media wait in the media spool under `spool_dir`.
+pub(crate) fn spooled_runs(spool_dir: &std::path::Path) -> Vec<String> {
+    let mut runs: Vec<String> = std::fs::read_dir(spool_dir.join("media"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|run| has_spool(spool_dir, run))
+        .collect();
+    runs.sort();
+    runs
+}
 
 /// Whether an earlier process of the run left media in the spool.
 pub(crate) fn has_spool(spool_dir: &std::path::Path, run_id: &str) -> bool {

@@ -52,7 +52,8 @@ struct State {
     /// Items taken from the queue and not yet sent or spooled.
     in_flight: usize,
     counts: MediaCounts,
-    /// Per table key, the step of its last part and the index the next part at that step takes.
+    /// Per table key, the step of its last part and the number the next part at that step
+    /// takes: this writer's own numbering, which the server maps to the part's index.
     table_parts: HashMap<String, (i64, usize)>,
 }
 
@@ -79,8 +80,10 @@ impl MediaQueue {
             shared: shared.clone(),
             http,
             run_id: run_id.to_owned(),
+            writer: uuid::Uuid::new_v4().simple().to_string(),
             spool: MediaSpool::open(spool_dir, run_id),
             retry_at: Instant::now(),
+            tried_at_finish: false,
         };
         let thread = std::thread::Builder::new().name("trainlog-media".into()).spawn(move || worker.run()).ok();
         Self { shared, thread: Mutex::new(thread) }
@@ -149,12 +152,37 @@ impl MediaQueue {
     }
 }
 
+/// Sends what a run's media spool holds (left by a process that has ended), in order, until
+/// the server cannot take an entry now; answers what was sent, refused and is still waiting.
+pub(crate) fn send_spool_of(http: Http, spool_dir: &Path, run_id: &str) -> MediaCounts {
+    let mut worker = Worker {
+        shared: Arc::new(Shared { state: Mutex::new(State::default()), wake: Condvar::new() }),
+        http: Some(http),
+        run_id: run_id.to_owned(),
+        spool: MediaSpool::open(spool_dir, run_id),
+        retry_at: Instant::now(),
+        tried_at_finish: false,
+        // Spooled parts carry the writer that numbered them; this one names nothing new.
+        writer: uuid::Uuid::new_v4().simple().to_string(),
+    };
+    worker.send_spool();
+    let mut counts = std::mem::take(&mut lock(&worker.shared.state).counts);
+    counts.spooled = worker.spool.items();
+    counts
+}
+
 struct Worker {
     shared: Arc<Shared>,
     http: Option<Http>,
     run_id: String,
+    /// This process's token as a writer of the run's tables: sent with each table part and its
+    /// number, so the server appends the part after those of other processes (a resumed run)
+    /// and a part sent again lands where it did. A spooled part keeps it.
+    writer: String,
     spool: MediaSpool,
     retry_at: Instant,
+    /// Whether the spool was tried once `finish` set the deadline.
+    tried_at_finish: bool,
 }
 
 enum Sent {
@@ -184,7 +212,11 @@ impl Worker {
                 (batch, state.deadline)
             };
             let past_deadline = deadline.is_some_and(|d| Instant::now() >= d);
-            if !self.spool.is_empty() && Instant::now() >= self.retry_at && !past_deadline {
+            // At finish the spool is tried at once, whatever the wait after the last failure: a
+            // server that came back takes it all now instead of leaving it to a resume.
+            let finish_try = deadline.is_some() && !self.tried_at_finish;
+            if !self.spool.is_empty() && !past_deadline && (finish_try || Instant::now() >= self.retry_at) {
+                self.tried_at_finish |= finish_try;
                 self.send_spool();
             }
             if batch.is_empty() {
@@ -204,7 +236,12 @@ impl Worker {
         let mut prepared = Vec::with_capacity(batch.len());
         for q in batch {
             match prepare(&q.key, q.step, q.index, q.timestamp_ms, q.media) {
-                Ok(p) => prepared.push(p),
+                Ok(mut p) => {
+                    if p.route == Route::Table {
+                        p.item["writer"] = json!(self.writer);
+                    }
+                    prepared.push(p)
+                }
                 Err(e) => self.count(|c| {
                     c.rejected += 1;
                     c.warnings.push(format!("media {:?} at step {}: {e}", q.key, q.step));
@@ -297,13 +334,17 @@ impl Worker {
             }
         }
         for (part, body) in tables {
-            let path = format!(
+            let mut path = format!(
                 "/runs/{run}/tables?key={}&step={}&mode={}&index={}",
                 crate::api::encode(part["key"].as_str().unwrap_or_default()),
                 part["step"],
                 part["mode"].as_str().unwrap_or("replace"),
                 part["index"]
             );
+            // Parts spooled by an older version have no writer: placed by their index.
+            if let Some(writer) = part["writer"].as_str() {
+                path.push_str(&format!("&writer={}", crate::api::encode(writer)));
+            }
             if let Err(e) = http.post_bytes(&path, &body.mime, body.bytes.clone()) {
                 return verdict(e);
             }

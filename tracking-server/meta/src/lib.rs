@@ -34,7 +34,9 @@ pub use copy::copy;
 pub use histograms::HistogramQuery;
 pub use keys::ProjectKeys;
 pub use logged_models::{new_logged_model_id, LoggedModelRow};
-pub use media::{BlobRow, DirtyIndex, MediaKeyRow, MediaQuery, MediaRow, TablePart, TablePartShape};
+pub use media::{
+    BlobRow, DirtyIndex, MediaKeyRow, MediaQuery, MediaRow, PartIndex, StoredBlob, TablePart, TablePartShape,
+};
 pub use purge::PurgedRun;
 pub use registry::{ModelRow, NewVersion, VersionRef, VersionRow, VersionUpdate};
 pub use roles::{Actor, Role, Scope, Visibility};

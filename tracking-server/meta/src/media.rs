@@ -1,11 +1,19 @@
 //! The record of each run's media: the blobs of each project (content-addressed bytes in the
-//! object store), the items that name them, which run names which blob, and the runs whose
-//! Parquet index of media is behind.
+//! object store), the items that name them, which run names which blob, the runs whose
+//! Parquet index of media is behind, and the blobs no run names, to collect.
+//!
+//! `media_refs` holds exactly the blobs each run's items name: an item replaced at its
+//! `(key, step, index)` takes its blobs' rows with it when no other item of the run names them.
+//! A blob no run names, whose bytes were last sent `min_age` ago or earlier, is moved to
+//! `media_unreferenced`, where its object waits to be deleted; while it waits, no upload records
+//! the blob again (it is answered 503 and sent again), so an object is never deleted after an
+//! upload wrote it. On PostgreSQL, the rows of the blobs an item names are locked for share
+//! while it is recorded and for update while a blob is moved, so neither misses the other.
 
-use crate::db::{vals, Db, Row};
+use crate::db::{vals, Db, Dialect, Row};
 use crate::{not_found, now_ms, Error, MetaStore, Result};
 use serde_json::{json, Map, Value as Json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use trainlog_schema::limits::MAX_MEDIA_ITEMS_PER_STEP;
 use trainlog_schema::{BoxDomain, MediaBox, MediaItem, MediaKind, MediaMask, MetricKey, RunId, Sha256, TableMode};
 
@@ -62,6 +70,34 @@ pub struct TablePart {
     pub index: u32,
     pub blob: Sha256,
     pub shape: TablePartShape,
+}
+
+/// What an upload of a blob finds: the blob recorded (its bytes are stored: nothing to write),
+/// being deleted as unreferenced (send it again later), or neither (write its bytes, then record it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredBlob {
+    Recorded(BlobRow),
+    Deleting,
+    Absent,
+}
+
+/// Where a table part goes among the parts under its key at its step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartIndex {
+    /// At this index, replacing a part there.
+    At(u32),
+    /// The next free index for an appended part, 0 for a replacing one.
+    Default,
+    /// A writer's own number of the part (a writer is one process of the run, named by a token
+    /// it makes): the next free index the first time the part arrives, the same index whenever
+    /// it is sent again. Another writer's parts are never replaced.
+    Writer { writer: String, number: u32 },
+}
+
+impl From<Option<u32>> for PartIndex {
+    fn from(index: Option<u32>) -> Self {
+        index.map_or(PartIndex::Default, PartIndex::At)
+    }
 }
 
 /// A run whose Parquet index is behind its rows, with the change count its rows were read at.
@@ -176,15 +212,99 @@ pub(crate) fn live_run_project(tx: &dyn Db, run: &RunId) -> Result<i64> {
         .get(0)
 }
 
+/// Serializes the changes to one run's media on PostgreSQL (SQLite has one writer): which index
+/// is free, and whether a replaced item's blob is still named by another item of the run.
+fn lock_run_media(tx: &dyn Db, run: &RunId) -> Result<()> {
+    if tx.dialect() == Dialect::Postgres {
+        tx.exec("SELECT pg_advisory_xact_lock(hashtext(?1))", vals![format!("trainlog-media:{run}")])?;
+    }
+    Ok(())
+}
+
+/// Serializes, on PostgreSQL, recording a blob with starting to delete it.
+fn lock_blob(tx: &dyn Db, project_id: i64, sha: &Sha256) -> Result<()> {
+    if tx.dialect() == Dialect::Postgres {
+        tx.exec("SELECT pg_advisory_xact_lock(hashtext(?1))", vals![format!("trainlog-blob:{project_id}:{sha}")])?;
+    }
+    Ok(())
+}
+
+/// A row lock in the dialect's words, after a `SELECT` of one table (`FOR SHARE`, `FOR
+/// UPDATE`); nothing on SQLite, whose one writer serializes every write.
+fn row_lock(tx: &dyn Db, lock: &str) -> String {
+    if tx.dialect() == Dialect::Postgres {
+        format!(" {lock}")
+    } else {
+        String::new()
+    }
+}
+
+/// Whether the blob is being deleted as unreferenced.
+fn deleting(tx: &dyn Db, project_id: i64, sha: &Sha256) -> Result<bool> {
+    tx.exists("SELECT 1 FROM media_unreferenced WHERE project_id = ?1 AND sha256 = ?2", vals![project_id, sha.as_str()])
+}
+
+/// A blob's row, which the transaction holds.
+fn blob_row(tx: &dyn Db, project_id: i64, sha: &Sha256) -> Result<BlobRow> {
+    let row = tx
+        .row(
+            "SELECT size, mime FROM media_blobs WHERE project_id = ?1 AND sha256 = ?2",
+            vals![project_id, sha.as_str()],
+        )?
+        .ok_or_else(|| corrupt("blob"))?;
+    Ok(BlobRow { sha256: sha.clone(), size: row.get::<i64>(0)? as u64, mime: row.get(1)? })
+}
+
+/// The blobs the item at `item`'s place names, before it is replaced.
+fn blobs_at(tx: &dyn Db, run: &RunId, item: &MediaItem) -> Result<Vec<Sha256>> {
+    let Some(row) = tx.row(
+        "SELECT blob, thumbnail, detail FROM media_items WHERE run_id = ?1 AND key = ?2 AND step = ?3 AND idx = ?4",
+        vals![run.as_str(), item.key.as_str(), item.step, i64::from(item.index)],
+    )?
+    else {
+        return Ok(Vec::new());
+    };
+    let mut blobs = vec![Sha256::from_trusted(row.get(0)?)];
+    blobs.extend(row.get::<Option<String>>(1)?.map(Sha256::from_trusted));
+    let (_, masks, _) = parse_detail(&row.get::<String>(2)?)?;
+    blobs.extend(masks.into_iter().map(|m| m.blob));
+    Ok(blobs)
+}
+
+/// Drops the run's row naming `sha` unless one of its items still names it. A mask is found in
+/// the detail's text: a caption or label holding the same 64 hex digits only keeps a row.
+fn unreference_unless_named(tx: &dyn Db, run: &RunId, sha: &Sha256) -> Result<()> {
+    let named = tx.exists(
+        "SELECT 1 FROM media_items WHERE run_id = ?1 AND (blob = ?2 OR thumbnail = ?2 OR detail LIKE ?3) LIMIT 1",
+        vals![run.as_str(), sha.as_str(), format!("%{sha}%")],
+    )?;
+    if !named {
+        tx.exec("DELETE FROM media_refs WHERE run_id = ?1 AND sha256 = ?2", vals![run.as_str(), sha.as_str()])?;
+    }
+    Ok(())
+}
+
 /// Records items of a live run (see [`MetaStore::put_media_items`]), a table part's shape
-/// joining each item's detail when given.
-fn insert_items(tx: &dyn Db, run: &RunId, items: &[MediaItem], table: Option<&TablePartShape>) -> Result<usize> {
+/// joining each item's detail when given, and the writer that sent it with its own number of
+/// the part (None: an item placed by its index). An item replaced at its place leaves the run's
+/// rows of the blobs no other item of it names.
+fn insert_items(
+    tx: &dyn Db,
+    run: &RunId,
+    items: &[MediaItem],
+    table: Option<&TablePartShape>,
+    writer: Option<(&str, u32)>,
+) -> Result<usize> {
     let project_id = live_run_project(tx, run)?;
+    lock_run_media(tx, run)?;
     for (i, item) in items.iter().enumerate() {
         let mut size = 0;
         for (which, sha) in item.blobs().enumerate() {
             let found = tx.row(
-                "SELECT size FROM media_blobs WHERE project_id = ?1 AND sha256 = ?2",
+                &format!(
+                    "SELECT size FROM media_blobs WHERE project_id = ?1 AND sha256 = ?2{}",
+                    row_lock(tx, "FOR SHARE")
+                ),
                 vals![project_id, sha.as_str()],
             )?;
             let Some(found) = found else {
@@ -209,14 +329,16 @@ fn insert_items(tx: &dyn Db, run: &RunId, items: &[MediaItem], table: Option<&Ta
                 vals![run.as_str(), sha.as_str(), project_id],
             )?;
         }
+        let replaced = blobs_at(tx, run, item)?;
         tx.exec(
             &format!(
-                "INSERT INTO media_items (run_id, {ITEM_COLUMNS})
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                "INSERT INTO media_items (run_id, {ITEM_COLUMNS}, writer, writer_idx)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
                      ON CONFLICT (run_id, key, step, idx) DO UPDATE SET kind = excluded.kind, blob = excluded.blob,
                        thumbnail = excluded.thumbnail, mime = excluded.mime, size = excluded.size,
                        width = excluded.width, height = excluded.height, caption = excluded.caption,
-                       detail = excluded.detail, timestamp_ms = excluded.timestamp_ms"
+                       detail = excluded.detail, timestamp_ms = excluded.timestamp_ms,
+                       writer = excluded.writer, writer_idx = excluded.writer_idx"
             ),
             vals![
                 run.as_str(),
@@ -233,13 +355,84 @@ fn insert_items(tx: &dyn Db, run: &RunId, items: &[MediaItem], table: Option<&Ta
                 item.caption.as_deref(),
                 detail_json(item, table),
                 item.timestamp_ms,
+                writer.map(|w| w.0),
+                writer.map(|w| i64::from(w.1)),
             ],
         )?;
+        for sha in replaced.iter().filter(|sha| !item.blobs().any(|b| b == *sha)) {
+            unreference_unless_named(tx, run, sha)?;
+        }
     }
     if !items.is_empty() {
         mark_dirty(tx, run, project_id)?;
     }
     Ok(items.len())
+}
+
+/// The index a table part takes at its step (see [`PartIndex`]). Refused past the parts a step
+/// holds, and for an appended part whose columns are not those of the part before it under the key.
+fn place_table_part(
+    db: &dyn Db,
+    run: &RunId,
+    key: &MetricKey,
+    step: i64,
+    part: &TablePartShape,
+    index: &PartIndex,
+) -> Result<u32> {
+    let index = match (index, part.mode) {
+        (PartIndex::At(i), _) => *i,
+        (PartIndex::Default, TableMode::Replace) => 0,
+        (PartIndex::Default, TableMode::Append) => next_index(db, run, key, step)?,
+        (PartIndex::Writer { writer, number }, _) => {
+            let sent = db.row(
+                "SELECT idx FROM media_items WHERE run_id = ?1 AND key = ?2 AND step = ?3 AND writer = ?4
+                   AND writer_idx = ?5",
+                vals![run.as_str(), key.as_str(), step, writer.as_str(), i64::from(*number)],
+            )?;
+            match sent {
+                Some(row) => u32::try_from(row.get::<i64>(0)?).map_err(|_| corrupt("index"))?,
+                None => next_index(db, run, key, step)?,
+            }
+        }
+    };
+    if index as usize >= MAX_MEDIA_ITEMS_PER_STEP {
+        return Err(Error::Invalid {
+            field: "index".into(),
+            reason: format!("a key holds at most {MAX_MEDIA_ITEMS_PER_STEP} parts at one step"),
+        });
+    }
+    if part.mode == TableMode::Append {
+        let before = db.row(
+            "SELECT detail FROM media_items WHERE run_id = ?1 AND key = ?2 AND kind = 'table'
+               AND (step < ?3 OR (step = ?3 AND idx < ?4)) ORDER BY step DESC, idx DESC LIMIT 1",
+            vals![run.as_str(), key.as_str(), step, i64::from(index)],
+        )?;
+        if let Some(before) = before {
+            let before = parse_table_detail(&before.get::<String>(0)?)?;
+            if before.columns != part.columns {
+                return Err(Error::Conflict {
+                    field: "columns".into(),
+                    reason: format!(
+                        "an appended part has the columns of the part before it ({}), got {}",
+                        before.columns, part.columns
+                    ),
+                });
+            }
+        }
+    }
+    Ok(index)
+}
+
+/// The index after the last one under `key` at `step` (0 for none).
+fn next_index(db: &dyn Db, run: &RunId, key: &MetricKey, step: i64) -> Result<u32> {
+    Ok(db
+        .row(
+            "SELECT COALESCE(MAX(idx) + 1, 0) FROM media_items WHERE run_id = ?1 AND key = ?2 AND step = ?3",
+            vals![run.as_str(), key.as_str(), step],
+        )?
+        .map(|r| r.get::<i64>(0))
+        .transpose()?
+        .unwrap_or(0) as u32)
 }
 
 /// Marks a run's Parquet index of media as behind its rows.
@@ -265,15 +458,152 @@ impl MetaStore {
         })
     }
 
-    /// Records a blob whose bytes are in the object store; a blob already recorded stays as it was.
-    pub fn put_media_blob(&self, project_id: i64, sha: &Sha256, size: u64, mime: &str) -> Result<()> {
+    /// Records a blob whose bytes are in the object store, and answers its row; a blob already
+    /// recorded keeps its size and type, and counts as sent now. Answers None, recording
+    /// nothing, while the blob is being deleted as unreferenced: its object may go, and the
+    /// upload must be sent again.
+    pub fn put_media_blob(&self, project_id: i64, sha: &Sha256, size: u64, mime: &str) -> Result<Option<BlobRow>> {
         self.write(|tx| {
+            lock_blob(tx, project_id, sha)?;
+            if deleting(tx, project_id, sha)? {
+                return Ok(None);
+            }
+            let now = now_ms();
             tx.exec(
-                "INSERT INTO media_blobs (project_id, sha256, size, mime, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (project_id, sha256) DO NOTHING",
-                vals![project_id, sha.as_str(), size as i64, mime, now_ms()],
+                "INSERT INTO media_blobs (project_id, sha256, size, mime, created_ms, stored_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+                 ON CONFLICT (project_id, sha256) DO UPDATE SET stored_ms = excluded.stored_ms",
+                vals![project_id, sha.as_str(), size as i64, mime, now],
             )?;
-            Ok(())
+            blob_row(tx, project_id, sha).map(Some)
+        })
+    }
+
+    /// An upload of a blob: a recorded blob counts as sent now (its items may follow), and is
+    /// answered; else whether it is being deleted.
+    pub fn touch_media_blob(&self, project_id: i64, sha: &Sha256) -> Result<StoredBlob> {
+        self.write(|tx| {
+            let touched = tx.exec(
+                "UPDATE media_blobs SET stored_ms = ?3 WHERE project_id = ?1 AND sha256 = ?2",
+                vals![project_id, sha.as_str(), now_ms()],
+            )?;
+            if touched == 0 {
+                return Ok(if deleting(tx, project_id, sha)? { StoredBlob::Deleting } else { StoredBlob::Absent });
+            }
+            blob_row(tx, project_id, sha).map(StoredBlob::Recorded)
+        })
+    }
+
+    /// Up to `limit` blobs that no run names, last sent at `before_ms` or earlier, by project
+    /// and SHA-256, after `after` (paging).
+    pub fn media_orphans(
+        &self,
+        before_ms: i64,
+        after: Option<&(i64, Sha256)>,
+        limit: usize,
+    ) -> Result<Vec<(i64, Sha256)>> {
+        let (project, sha) = after.map_or((-1, ""), |(p, s)| (*p, s.as_str()));
+        self.read(|db| {
+            db.rows(
+                &format!(
+                    "SELECT b.project_id, b.sha256 FROM media_blobs b WHERE b.stored_ms <= ?1
+                       AND (b.project_id > ?2 OR (b.project_id = ?2 AND b.sha256 > ?3)) AND NOT EXISTS (
+                         SELECT 1 FROM media_refs r WHERE r.project_id = b.project_id AND r.sha256 = b.sha256)
+                     ORDER BY b.project_id, b.sha256 LIMIT {limit}"
+                ),
+                vals![before_ms, project, sha],
+            )?
+            .iter()
+            .map(|r| Ok((r.get(0)?, Sha256::from_trusted(r.get(1)?))))
+            .collect()
+        })
+    }
+
+    /// Starts deleting a blob that no run names and whose bytes were last sent at `before_ms`
+    /// or earlier: its row goes, and it waits in `media_unreferenced` for its object to be
+    /// deleted. Answers false, changing nothing, when it is named or sent since.
+    pub fn unreference_orphan(&self, project_id: i64, sha: &Sha256, before_ms: i64) -> Result<bool> {
+        self.write(|tx| {
+            lock_blob(tx, project_id, sha)?;
+            let old = tx.exists(
+                &format!(
+                    "SELECT 1 FROM media_blobs WHERE project_id = ?1 AND sha256 = ?2 AND stored_ms <= ?3{}",
+                    row_lock(tx, "FOR UPDATE")
+                ),
+                vals![project_id, sha.as_str(), before_ms],
+            )?;
+            // Read after the row is locked: an item recorded over it meanwhile has committed.
+            if !old
+                || tx.exists(
+                    "SELECT 1 FROM media_refs WHERE project_id = ?1 AND sha256 = ?2",
+                    vals![project_id, sha.as_str()],
+                )?
+            {
+                return Ok(false);
+            }
+            tx.exec("DELETE FROM media_blobs WHERE project_id = ?1 AND sha256 = ?2", vals![project_id, sha.as_str()])?;
+            tx.exec(
+                "INSERT INTO media_unreferenced (project_id, sha256) VALUES (?1, ?2)
+                 ON CONFLICT (project_id, sha256) DO NOTHING",
+                vals![project_id, sha.as_str()],
+            )?;
+            Ok(true)
+        })
+    }
+
+    /// Of `shas`, those the project has recorded.
+    pub fn media_blobs_recorded(&self, project_id: i64, shas: &[Sha256]) -> Result<HashSet<Sha256>> {
+        let mut found = HashSet::new();
+        for chunk in shas.chunks(500) {
+            let marks: Vec<String> = (0..chunk.len()).map(|i| format!("?{}", i + 2)).collect();
+            let mut params = vec![crate::db::Value::from(project_id)];
+            params.extend(chunk.iter().map(|sha| crate::db::Value::from(sha.as_str())));
+            let sql =
+                format!("SELECT sha256 FROM media_blobs WHERE project_id = ?1 AND sha256 IN ({})", marks.join(", "));
+            for row in self.read(|db| db.rows(&sql, &params))? {
+                found.insert(Sha256::from_trusted(row.get(0)?));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Starts deleting an object of the store that no blob's row stands for (its upload died
+    /// before recording it): it waits in `media_unreferenced`, and no upload records it until it
+    /// is gone. Answers false, changing nothing, when the blob is recorded.
+    pub fn unreference_unrecorded(&self, project_id: i64, sha: &Sha256) -> Result<bool> {
+        self.write(|tx| {
+            lock_blob(tx, project_id, sha)?;
+            if tx.exists(
+                "SELECT 1 FROM media_blobs WHERE project_id = ?1 AND sha256 = ?2",
+                vals![project_id, sha.as_str()],
+            )? {
+                return Ok(false);
+            }
+            tx.exec(
+                "INSERT INTO media_unreferenced (project_id, sha256) VALUES (?1, ?2)
+                 ON CONFLICT (project_id, sha256) DO NOTHING",
+                vals![project_id, sha.as_str()],
+            )?;
+            Ok(true)
+        })
+    }
+
+    /// Up to `limit` blobs of any project whose objects wait to be deleted, by project and
+    /// SHA-256, after `after` (paging).
+    pub fn media_unreferenced_all(&self, after: Option<&(i64, Sha256)>, limit: usize) -> Result<Vec<(i64, Sha256)>> {
+        let (project, sha) = after.map_or((-1, ""), |(p, s)| (*p, s.as_str()));
+        self.read(|db| {
+            db.rows(
+                &format!(
+                    "SELECT project_id, sha256 FROM media_unreferenced
+                     WHERE project_id > ?1 OR (project_id = ?1 AND sha256 > ?2)
+                     ORDER BY project_id, sha256 LIMIT {limit}"
+                ),
+                vals![project, sha],
+            )?
+            .iter()
+            .map(|r| Ok((r.get(0)?, Sha256::from_trusted(r.get(1)?))))
+            .collect()
         })
     }
 
@@ -281,13 +611,14 @@ impl MetaStore {
     /// `(key, step, index)`. Every blob an item names must be recorded in the run's project;
     /// the first one missing refuses the whole request (409, naming the item's field).
     pub fn put_media_items(&self, run: &RunId, items: &[MediaItem]) -> Result<usize> {
-        self.write(|tx| insert_items(tx, run, items, None))
+        self.write(|tx| insert_items(tx, run, items, None, None))
     }
 
     /// Records an item at the next free index under its key and step, unless an item there
     /// already names its blob (the same upload sent again); answers the index it holds.
     pub fn add_media_item(&self, run: &RunId, item: &MediaItem) -> Result<u32> {
         self.write(|tx| {
+            lock_run_media(tx, run)?;
             let same = tx.row(
                 "SELECT idx FROM media_items WHERE run_id = ?1 AND key = ?2 AND step = ?3 AND blob = ?4",
                 vals![run.as_str(), item.key.as_str(), item.step, item.blob.as_str()],
@@ -295,14 +626,7 @@ impl MetaStore {
             if let Some(same) = same {
                 return Ok(same.get::<i64>(0)? as u32);
             }
-            let next = tx
-                .row(
-                    "SELECT COALESCE(MAX(idx) + 1, 0) FROM media_items WHERE run_id = ?1 AND key = ?2 AND step = ?3",
-                    vals![run.as_str(), item.key.as_str(), item.step],
-                )?
-                .map(|r| r.get::<i64>(0))
-                .transpose()?
-                .unwrap_or(0);
+            let next = next_index(tx, run, &item.key, item.step)?;
             if next as usize >= MAX_MEDIA_ITEMS_PER_STEP {
                 return Err(Error::Invalid {
                     field: "index".into(),
@@ -310,64 +634,51 @@ impl MetaStore {
                 });
             }
             let mut item = item.clone();
-            item.index = next as u32;
-            insert_items(tx, run, std::slice::from_ref(&item), None)?;
+            item.index = next;
+            insert_items(tx, run, std::slice::from_ref(&item), None, None)?;
             Ok(item.index)
         })
     }
 
     /// Records a part of a table (a media item of kind `table` over its Parquet blob) with its
-    /// mode, row count and columns. An appended part's columns must be those of the part before
-    /// it under the key (409, `columns`, otherwise). Without an index, an appended part takes the
-    /// next free index at its step; the index it was recorded at is answered.
+    /// mode, row count and columns, at the index `index` says (see [`PartIndex`]). An appended
+    /// part's columns must be those of the part before it under the key (409, `columns`,
+    /// otherwise). The index it was recorded at is answered.
     pub fn put_table_part(
         &self,
         run: &RunId,
         item: &MediaItem,
         part: &TablePartShape,
-        index: Option<u32>,
+        index: impl Into<PartIndex>,
     ) -> Result<u32> {
+        let index = index.into();
+        let writer = match &index {
+            PartIndex::Writer { writer, number } => Some((writer.as_str(), *number)),
+            _ => None,
+        };
         self.write(|tx| {
+            lock_run_media(tx, run)?;
             let mut item = item.clone();
-            item.index = match (index, part.mode) {
-                (Some(i), _) => i,
-                (None, TableMode::Replace) => 0,
-                (None, TableMode::Append) => tx
-                    .row(
-                        "SELECT COALESCE(MAX(idx) + 1, 0) FROM media_items WHERE run_id = ?1 AND key = ?2 AND step = ?3",
-                        vals![run.as_str(), item.key.as_str(), item.step],
-                    )?
-                    .map(|r| r.get::<i64>(0))
-                    .transpose()?
-                    .unwrap_or(0) as u32,
-            };
-            if item.index as usize >= MAX_MEDIA_ITEMS_PER_STEP {
-                return Err(Error::Invalid {
-                    field: "index".into(),
-                    reason: format!("a key holds at most {MAX_MEDIA_ITEMS_PER_STEP} parts at one step"),
-                });
-            }
-            if part.mode == TableMode::Append {
-                let before = tx.row(
-                    "SELECT detail FROM media_items WHERE run_id = ?1 AND key = ?2 AND kind = 'table'
-                       AND (step < ?3 OR (step = ?3 AND idx < ?4)) ORDER BY step DESC, idx DESC LIMIT 1",
-                    vals![run.as_str(), item.key.as_str(), item.step, i64::from(item.index)],
-                )?;
-                if let Some(before) = before {
-                    let before = parse_table_detail(&before.get::<String>(0)?)?;
-                    if before.columns != part.columns {
-                        return Err(Error::Conflict {
-                            field: "columns".into(),
-                            reason: format!(
-                                "an appended part has the columns of the part before it ({}), got {}",
-                                before.columns, part.columns
-                            ),
-                        });
-                    }
-                }
-            }
-            insert_items(tx, run, std::slice::from_ref(&item), Some(part))?;
+            item.index = place_table_part(tx, run, &item.key, item.step, part, &index)?;
+            insert_items(tx, run, std::slice::from_ref(&item), Some(part), writer)?;
             Ok(item.index)
+        })
+    }
+
+    /// Whether [`MetaStore::put_table_part`] would take the part now, before its bytes are
+    /// stored: the run is live, the index under the limit, an appended part's columns those of
+    /// the part before it.
+    pub fn check_table_part(
+        &self,
+        run: &RunId,
+        key: &MetricKey,
+        step: i64,
+        part: &TablePartShape,
+        index: &PartIndex,
+    ) -> Result<()> {
+        self.read(|db| {
+            live_run_project(db, run)?;
+            place_table_part(db, run, key, step, part, index).map(|_| ())
         })
     }
 
@@ -685,10 +996,116 @@ mod tests {
         gone.sort();
         assert_eq!(gone, vec![sha('b'), sha('c'), sha('d')], "blob a is still named by the other run");
         assert!(meta.media_blob(p, &sha('b')).unwrap().is_none());
-        meta.put_media_blob(p, &sha('c'), 1, "image/png").unwrap();
-        assert!(meta.media_blob(p, &sha('c')).unwrap().is_some(), "stored again since: its object stays");
+        assert!(meta.put_media_blob(p, &sha('c'), 1, "image/png").unwrap().is_none(), "not while being deleted");
+        assert!(meta.media_blob(p, &sha('c')).unwrap().is_none());
         meta.forget_unreferenced_blob(p, &sha('b')).unwrap();
         meta.forget_unreferenced_blob(p, &sha('c')).unwrap();
         assert_eq!(meta.media_unreferenced(p).unwrap(), vec![sha('d')]);
+        assert!(meta.put_media_blob(p, &sha('c'), 1, "image/png").unwrap().is_some(), "stored again once deleted");
+        assert!(meta.media_blob(p, &sha('c')).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_replaced_item_leaves_the_blobs_no_other_item_names_to_collect_once_old_enough() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = crate::test_store(dir.path());
+        let new = |id: &str| NewRun {
+            project: Some(ProjectName::parse("project", "p").unwrap()),
+            id: Some(RunId::parse("id", id).unwrap()),
+            ..NewRun::default()
+        };
+        let (run, _) = meta.create_run(&new("r1")).unwrap();
+        let (other, _) = meta.create_run(&new("r2")).unwrap();
+        let p = run.project_id;
+        for c in ['a', 'b', 'c', 'd', 'e', 'f'] {
+            assert!(meta.put_media_blob(p, &sha(c), 10, "image/png").unwrap().is_some());
+        }
+        let mut boxed = image("k", 0, 0, sha('a'));
+        boxed.thumbnail = Some(sha('b'));
+        boxed.masks.push(MediaMask { group: "truth".into(), blob: sha('c') });
+        meta.put_media_items(&run.id, &[boxed, image("k", 1, 0, sha('d')), image("k", 2, 0, sha('c'))]).unwrap();
+        meta.put_media_items(&other.id, &[image("k", 0, 0, sha('a'))]).unwrap();
+        let later = now_ms() + 1;
+        assert_eq!(
+            meta.media_orphans(later, None, 100).unwrap(),
+            vec![(p, sha('e')), (p, sha('f'))],
+            "never named yet"
+        );
+
+        // Replaced by e: a is still the other run's, c this run's mask elsewhere, b no one's.
+        meta.put_media_items(&run.id, &[image("k", 0, 0, sha('e'))]).unwrap();
+        assert!(meta.run_media_blob(&run.id, &sha('b')).unwrap().is_none(), "the run no longer names b");
+        assert!(meta.run_media_blob(&run.id, &sha('a')).unwrap().is_none());
+        assert!(meta.run_media_blob(&run.id, &sha('c')).unwrap().is_some());
+        assert!(meta.run_media_blob(&other.id, &sha('a')).unwrap().is_some());
+        let later = now_ms() + 1;
+        assert_eq!(meta.media_orphans(later, None, 100).unwrap(), vec![(p, sha('b')), (p, sha('f'))]);
+        assert_eq!(meta.media_orphans(later, Some(&(p, sha('b'))), 100).unwrap(), vec![(p, sha('f'))], "paged");
+        assert!(meta.media_orphans(0, None, 100).unwrap().is_empty(), "younger than the minimum age");
+
+        // An upload of f since: it is kept for the minimum age again.
+        let before_upload = now_ms() - 1;
+        assert!(matches!(meta.touch_media_blob(p, &sha('f')).unwrap(), StoredBlob::Recorded(r) if r.size == 10));
+        assert!(!meta.unreference_orphan(p, &sha('f'), before_upload).unwrap());
+        assert!(!meta.unreference_orphan(p, &sha('a'), later).unwrap(), "a is named");
+
+        assert!(meta.unreference_orphan(p, &sha('b'), later).unwrap());
+        assert!(meta.media_blob(p, &sha('b')).unwrap().is_none());
+        assert_eq!(meta.media_unreferenced_all(None, 10).unwrap(), vec![(p, sha('b'))]);
+        assert_eq!(meta.touch_media_blob(p, &sha('b')).unwrap(), StoredBlob::Deleting);
+        assert!(meta.put_media_blob(p, &sha('b'), 10, "image/png").unwrap().is_none(), "not while being deleted");
+        assert!(meta.media_blob(p, &sha('b')).unwrap().is_none());
+        meta.forget_unreferenced_blob(p, &sha('b')).unwrap();
+        assert_eq!(meta.touch_media_blob(p, &sha('b')).unwrap(), StoredBlob::Absent);
+        assert!(meta.put_media_blob(p, &sha('b'), 10, "image/png").unwrap().is_some());
+
+        // An object without a row (its upload died before recording it).
+        assert!(!meta.unreference_unrecorded(p, &sha('a')).unwrap());
+        assert!(meta.unreference_unrecorded(p, &sha('9')).unwrap());
+        assert_eq!(meta.touch_media_blob(p, &sha('9')).unwrap(), StoredBlob::Deleting);
+        let recorded = meta.media_blobs_recorded(p, &[sha('a'), sha('b'), sha('9')]).unwrap();
+        assert_eq!(recorded, [sha('a'), sha('b')].into_iter().collect());
+    }
+
+    #[test]
+    fn a_writers_parts_take_free_indexes_and_a_part_sent_again_lands_where_it_did() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = crate::test_store(dir.path());
+        let new = NewRun {
+            project: Some(ProjectName::parse("project", "p").unwrap()),
+            id: Some(RunId::parse("id", "r1").unwrap()),
+            ..NewRun::default()
+        };
+        let (run, _) = meta.create_run(&new).unwrap();
+        for c in ['a', 'b', 'c', 'd', 'e'] {
+            meta.put_media_blob(run.project_id, &sha(c), 10, "application/vnd.apache.parquet").unwrap();
+        }
+        let part = |blob: char| MediaItem { kind: MediaKind::Table, ..image("t", 3, 0, sha(blob)) };
+        let shape =
+            |column: &str| TablePartShape { mode: TableMode::Append, rows: 1, columns: json!([{"name": column}]) };
+        let by = |writer: &str, number: u32| PartIndex::Writer { writer: writer.into(), number };
+        let put = |blob: char, index: PartIndex| meta.put_table_part(&run.id, &part(blob), &shape("x"), index).unwrap();
+        assert_eq!(put('a', by("first", 0)), 0);
+        assert_eq!(put('b', by("first", 1)), 1);
+        // A second process of the run numbers its parts from 0 too: they follow, replacing nothing.
+        assert_eq!(put('c', by("second", 0)), 2);
+        assert_eq!(put('b', by("first", 1)), 1, "sent again after a lost answer: where it was");
+        assert_eq!(put('d', PartIndex::Default), 3);
+        assert_eq!(put('e', by("second", 1)), 4);
+        let blobs: Vec<Sha256> = meta
+            .table_parts(&run.id, &MetricKey::parse("key", "t").unwrap(), None)
+            .unwrap()
+            .into_iter()
+            .map(|p| p.blob)
+            .collect();
+        assert_eq!(blobs, ['a', 'b', 'c', 'd', 'e'].map(sha));
+
+        let key = MetricKey::parse("key", "t").unwrap();
+        meta.check_table_part(&run.id, &key, 3, &shape("x"), &by("third", 0)).unwrap();
+        let refused = meta.check_table_part(&run.id, &key, 3, &shape("y"), &by("third", 0)).unwrap_err();
+        assert!(matches!(&refused, Error::Conflict { field, .. } if field == "columns"), "{refused}");
+        // Placed by index, a part takes the writer's place and the writer's number is free again.
+        assert_eq!(meta.put_table_part(&run.id, &part('a'), &shape("x"), Some(1)).unwrap(), 1);
+        assert_eq!(put('b', by("first", 1)), 5);
     }
 }

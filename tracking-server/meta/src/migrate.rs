@@ -40,6 +40,21 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/0022_project_settings.sql"),
         include_str!("migrations/postgres/0022_project_settings.sql"),
     ),
+    (
+        23,
+        include_str!("migrations/0023_media_collection.sql"),
+        include_str!("migrations/postgres/0023_media_collection.sql"),
+    ),
+    (
+        24,
+        include_str!("migrations/0024_table_part_writers.sql"),
+        include_str!("migrations/postgres/0024_table_part_writers.sql"),
+    ),
+    (
+        25,
+        include_str!("migrations/0025_numeric_text_params.sql"),
+        include_str!("migrations/postgres/0025_numeric_text_params.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
@@ -107,4 +122,79 @@ pub(crate) fn apply_postgres(client: &mut postgres::Client) -> Result<i64> {
     }
     tx.commit()?;
     Ok(current)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::db::{Dialect, Value};
+    use trainlog_schema::ParamValue;
+
+    /// Migration 0025 gives a stored text param the number the server gives a new one: the SQL
+    /// of each database and `ParamValue::search_number` agree on every sample.
+    #[test]
+    fn numbers_written_as_text_get_the_same_number_from_the_migration_as_from_the_server() {
+        let samples = [
+            "0.01",
+            "1e-3",
+            "128",
+            "-5",
+            "0",
+            "-0.5",
+            "1E+2",
+            "3.0e10",
+            "9.99e307",
+            "1e308",
+            "1e400",
+            "01",
+            "+1",
+            ".5",
+            "1.",
+            "1e",
+            "-",
+            "nan",
+            "NaN",
+            "inf",
+            "Infinity",
+            " 1",
+            "1 ",
+            "1_000",
+            "0x10",
+            "true",
+            "abc",
+            "",
+            "12345678901234567890123456789012345678901",
+            "1234567890123456789012345678901234567890",
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::test_store(dir.path());
+        store
+            .write(|tx| {
+                for (i, value) in samples.iter().enumerate() {
+                    tx.exec(
+                        "INSERT INTO params (run_id, key, type, value, num) VALUES (?1, ?2, 'str', ?3, NULL)",
+                        &[Value::Text("r".into()), Value::Text(format!("k{i}")), Value::Text((*value).into())],
+                    )?;
+                }
+                let sql = super::MIGRATIONS.iter().find(|m| m.0 == 25).unwrap();
+                tx.batch(if tx.dialect() == Dialect::Postgres { sql.2 } else { sql.1 })
+            })
+            .unwrap();
+        let nums = store
+            .read(|db| {
+                samples
+                    .iter()
+                    .enumerate()
+                    .map(|(i, _)| {
+                        let row = db.row("SELECT num FROM params WHERE key = ?1", &[Value::Text(format!("k{i}"))])?;
+                        row.unwrap().get::<Option<f64>>(0)
+                    })
+                    .collect::<crate::Result<Vec<_>>>()
+            })
+            .unwrap();
+        for (value, num) in samples.iter().zip(nums) {
+            assert_eq!(num, ParamValue::Str((*value).into()).search_number(), "{value:?}");
+        }
+        assert_eq!(ParamValue::Str("1e-3".into()).search_number(), Some(0.001));
+        assert_eq!(ParamValue::Str("nan".into()).search_number(), None);
+    }
 }

@@ -175,7 +175,7 @@ mod tests {
                          VALUES ('{run}', 1, 1, 1, 'finished', 1, '', '', '', 1, 0, 1, 1, 0);
                      INSERT INTO checkpoint_restores VALUES ('{run}', 'c', 1, 1, 1, NULL, NULL);
                      INSERT INTO media_items VALUES ('{run}', 'img', 0, 0, 'image', 'x', NULL, 'image/png', 1,
-                         NULL, NULL, NULL, '{{}}', 1);
+                         NULL, NULL, NULL, '{{}}', 1, NULL, NULL);
                      INSERT INTO media_refs VALUES ('{run}', 'x', 1);
                      INSERT INTO media_index_dirty VALUES ('{run}', 1, 1, 1);
                      INSERT INTO media_histograms VALUES ('{run}', 'w', 0, '[0,1]', '[1]', 1);"

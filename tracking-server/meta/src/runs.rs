@@ -269,7 +269,7 @@ fn write_params(tx: &dyn Db, run_id: &str, params: &BTreeMap<ParamKey, ParamValu
                 key.as_str().into(),
                 value.type_name().into(),
                 value.to_text().into(),
-                value.as_number().and_then(nan_to_null).into(),
+                value.search_number().and_then(nan_to_null).into(),
             ]
         })
         .collect();

@@ -292,6 +292,9 @@ impl From<trainlog_store::Error> for ApiError {
             S::Meta(m) => m.into(),
             S::ShuttingDown => ApiError::Unavailable("the server is shutting down".into()),
             S::Body(reason) => ApiError::invalid("body", reason),
+            S::Backpressure(b @ trainlog_store::Backpressure::BlobBeingDeleted { .. }) => {
+                ApiError::Unavailable(b.to_string())
+            }
             S::Backpressure(b) => ApiError::Unavailable(format!("{b}; send the batch again later")),
             other => ApiError::Internal(other.to_string()),
         }

@@ -6,6 +6,7 @@
 
 mod auth;
 mod body;
+mod data_lock;
 mod error;
 mod guard;
 mod lookup;

@@ -127,6 +127,16 @@ fn read_metrics_key(path: &std::path::Path) -> Result<String, String> {
 }
 
 /// Opens the stores, serves until SIGINT or SIGTERM, then persists what is buffered.
+/// How old an unrecorded metric file, or a media blob no item names, must be before the store
+/// deletes it: `TRAINLOG_ORPHAN_MIN_AGE_S` (seconds; 0 collects at once, for tests of a single
+/// server), else `default`.
+fn orphan_min_age(default: std::time::Duration) -> std::time::Duration {
+    std::env::var("TRAINLOG_ORPHAN_MIN_AGE_S")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or(default, std::time::Duration::from_secs)
+}
+
 pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let started = std::time::Instant::now();
     let to_io = |e: String| std::io::Error::other(e);
@@ -147,6 +157,9 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     // SAFETY: umask only swaps the process's creation mask; it cannot fail.
     unsafe { libc::umask(0o077) };
     std::fs::create_dir_all(&config.data_dir)?;
+    // Held until this function returns: the server's whole life.
+    let mut data_lock = crate::data_lock::DataLock::take(&config.data_dir)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::AddrInUse, e))?;
     let tightened = make_private(&config.data_dir)
         .map_err(|e| to_io(format!("making {} private: {e}", config.data_dir.display())))?;
     if tightened > 0 {
@@ -166,10 +179,12 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
             .map_err(|e| to_io(e.to_string()))?
             .map_err(|e| to_io(format!("opening the metadata store {meta_shown}: {e}")))?,
     );
+    let defaults = StoreConfig::new(config.data_dir.clone(), config.store_url.clone());
     let store_config = StoreConfig {
         max_buffer_bytes: config.max_buffer_bytes,
         rotate_after: config.persist_interval,
-        ..StoreConfig::new(config.data_dir.clone(), config.store_url.clone())
+        orphan_min_age: orphan_min_age(defaults.orphan_min_age),
+        ..defaults
     };
     if config.auth {
         let (m, dir) = (meta.clone(), config.data_dir.clone());
@@ -242,6 +257,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
         }
         handle.stop(true).await;
     });
+    data_lock.say(&format!("trainlog server pid {} at {scheme}://{addr}", std::process::id())).map_err(to_io)?;
     let replay = store.stats();
     println!(
         "trainlog server listening on {scheme}://{addr} (data {}, started in {} ms, replayed {} log records)",

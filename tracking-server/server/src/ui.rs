@@ -15,13 +15,13 @@ use ring::digest::{digest, SHA256};
 /// A file of `ui/` served at `/ui/` followed by its path, with its content type and embedded text.
 macro_rules! ui_file {
     ($path:literal, $content_type:expr) => {
-        (concat!("/ui/", $path), $path, $content_type, include_str!(concat!("../../../ui/", $path)))
+        (concat!("/ui/", $path), $path, $content_type, include_str!(concat!("../ui/", $path)))
     };
 }
 
 /// Each served file: its URL path, its path under `ui/`, its content type and its embedded text.
 const ASSETS: &[(&str, &str, &str, &str)] = &[
-    ("/", "index.html", "text/html; charset=utf-8", include_str!("../../../ui/index.html")),
+    ("/", "index.html", "text/html; charset=utf-8", include_str!("../ui/index.html")),
     ui_file!("app.css", CSS),
     // The entry module (the router), and the modules it imports.
     ui_file!("app.js", JS),
@@ -59,16 +59,11 @@ const ASSETS: &[(&str, &str, &str, &str)] = &[
         "/ui/vendor/uPlot.iife.min.js",
         "vendor/uplot/uPlot.iife.min.js",
         JS,
-        include_str!("../../../ui/vendor/uplot/uPlot.iife.min.js"),
+        include_str!("../ui/vendor/uplot/uPlot.iife.min.js"),
     ),
-    (
-        "/ui/vendor/uPlot.min.css",
-        "vendor/uplot/uPlot.min.css",
-        CSS,
-        include_str!("../../../ui/vendor/uplot/uPlot.min.css"),
-    ),
+    ("/ui/vendor/uPlot.min.css", "vendor/uplot/uPlot.min.css", CSS, include_str!("../ui/vendor/uplot/uPlot.min.css")),
     ui_file!("favicon.svg", SVG),
-    ("/favicon.ico", "favicon.svg", SVG, include_str!("../../../ui/favicon.svg")),
+    ("/favicon.ico", "favicon.svg", SVG, include_str!("../ui/favicon.svg")),
 ];
 
 const JS: &str = "text/javascript; charset=utf-8";

@@ -30,6 +30,8 @@ pub struct Counters {
     pub missing_files: AtomicU64,
     pub media_indexes_written: AtomicU64,
     pub media_index_failures: AtomicU64,
+    pub media_blobs_collected: AtomicU64,
+    pub media_collection_failures: AtomicU64,
     pub object_store_micros: AtomicU64,
 }
 
@@ -59,6 +61,8 @@ pub struct CounterValues {
     pub missing_files: u64,
     pub media_indexes_written: u64,
     pub media_index_failures: u64,
+    pub media_blobs_collected: u64,
+    pub media_collection_failures: u64,
     pub object_store_micros: u64,
 }
 
@@ -69,7 +73,7 @@ pub(crate) fn bump(counter: &AtomicU64) {
 impl CounterValues {
     /// Every count with its name and meaning (the object-store time aside), for the operator's
     /// views: `/api/v1/admin/stats` and `/metrics`.
-    pub fn named(&self) -> [(&'static str, &'static str, u64); 23] {
+    pub fn named(&self) -> [(&'static str, &'static str, u64); 25] {
         [
             ("ingest_batches", "Metric batches acknowledged", self.ingest_batches),
             ("ingest_points", "Metric points acknowledged", self.ingest_points),
@@ -114,6 +118,16 @@ impl CounterValues {
                 "Writes of a run's media index that failed and will be retried",
                 self.media_index_failures,
             ),
+            (
+                "media_blobs_collected",
+                "Media blobs that no item named any more, deleted from the object store",
+                self.media_blobs_collected,
+            ),
+            (
+                "media_collection_failures",
+                "Unreferenced media blobs (or listings of them) that could not be collected and will be retried",
+                self.media_collection_failures,
+            ),
         ]
     }
 }
@@ -154,6 +168,8 @@ impl Counters {
             missing_files: v(&self.missing_files),
             media_indexes_written: v(&self.media_indexes_written),
             media_index_failures: v(&self.media_index_failures),
+            media_blobs_collected: v(&self.media_blobs_collected),
+            media_collection_failures: v(&self.media_collection_failures),
             object_store_micros: v(&self.object_store_micros),
         }
     }

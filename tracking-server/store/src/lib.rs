@@ -62,6 +62,10 @@ pub enum Backpressure {
     /// The write-ahead log cannot be written.
     #[error("the write-ahead log cannot be written: {message}")]
     LogUnavailable { message: String, disk_full: bool },
+    /// A media blob uploaded while it is being deleted as unreferenced: it is not recorded, and
+    /// an upload sent again once the deletion is done is.
+    #[error("media blob {sha256} is being deleted as no item names it; upload it again")]
+    BlobBeingDeleted { sha256: String },
 }
 
 impl Error {

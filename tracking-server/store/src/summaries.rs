@@ -27,9 +27,11 @@ pub struct Entry {
     pub pending_first_step: i64,
     /// `summary` was recomputed from the whole series and replaces the stored one.
     pub replace: bool,
-    /// Points that replaced or preceded an earlier step, ever: a recomputation settles only if
-    /// none arrived since it started.
-    pub rewrites: u64,
+    /// Moves with every point that replaced or preceded an earlier step, every time the summary
+    /// becomes stale, and every time a recomputation settles: a recomputation settles only if it
+    /// has not moved since the recomputation read it, so one that raced with another (which
+    /// settled and stopped keeping the appended points) or with a rewrite is dropped.
+    pub generation: u64,
     /// Points appended (step above the last) while stale, in order, to fold into a recomputation
     /// made from an older snapshot of the series.
     appended_while_stale: Vec<(i64, i64, f64)>,
@@ -45,7 +47,7 @@ impl Entry {
             pending: MetricSummary::EMPTY,
             pending_first_step: i64::MAX,
             replace: false,
-            rewrites: 0,
+            generation: 0,
             appended_while_stale: Vec::new(),
             appended_overflow: false,
         }
@@ -53,6 +55,15 @@ impl Entry {
 
     fn is_dirty(&self) -> bool {
         self.replace || !self.pending.is_empty()
+    }
+
+    /// Marks the summary to recompute. Becoming stale moves the generation: a recomputation
+    /// that read it before, while the appended points were not kept, cannot settle.
+    fn make_stale(&mut self) {
+        if !self.stale {
+            self.stale = true;
+            self.generation += 1;
+        }
     }
 }
 
@@ -144,7 +155,7 @@ impl Summaries {
                 e.summary.absorb(&bound);
                 e.pending.absorb(&bound);
                 e.stale = true;
-                e.rewrites += 1;
+                e.generation += 1;
             }
         }
         if !batch.points.is_empty() {
@@ -195,7 +206,7 @@ impl Summaries {
     /// pending points were folded in instead: recompute it again later.
     pub fn replacement_refused(&mut self, run: &RunId, key: &MetricKey) {
         if let Some(e) = self.runs.get_mut(run).and_then(|r| r.keys.get_mut(key)) {
-            e.stale = true;
+            e.make_stale();
         }
     }
 
@@ -205,17 +216,17 @@ impl Summaries {
         if let Some(r) = self.runs.get_mut(run) {
             for key in keys {
                 if let Some(e) = r.keys.get_mut(&MetricKey::from_trusted(key.clone())) {
-                    e.stale = true;
+                    e.make_stale();
                 }
             }
         }
     }
 
-    /// Stale keys of a run with their count of rewrites, to recompute.
+    /// Stale keys of a run with their generation, read before the series is, to recompute.
     pub fn stale_keys(&self, run: &RunId) -> Vec<(MetricKey, u64)> {
         self.runs
             .get(run)
-            .map(|r| r.keys.iter().filter(|(_, e)| e.stale).map(|(k, e)| (k.clone(), e.rewrites)).collect())
+            .map(|r| r.keys.iter().filter(|(_, e)| e.stale).map(|(k, e)| (k.clone(), e.generation)).collect())
             .unwrap_or_default()
     }
 
@@ -224,23 +235,27 @@ impl Summaries {
         self.runs.iter().filter(|(_, r)| r.keys.values().any(|e| e.stale)).map(|(id, _)| id.clone()).collect()
     }
 
-    /// Installs a summary recomputed from a snapshot of the series taken after `rewrites` was
-    /// read, unless a rewrite came since. Points appended after the snapshot have steps above
-    /// its last one: they fold in from the points kept while stale.
-    pub fn settle(&mut self, run: &RunId, key: &MetricKey, rewrites: u64, summary: Option<MetricSummary>) {
+    /// Installs a summary recomputed from a snapshot of the series taken after `generation` was
+    /// read, unless the generation moved since: a rewrite came, the summary settled (another
+    /// recomputation of it ran meanwhile), or it settled and became stale again. Points appended
+    /// after the snapshot have steps above its last one: they fold in from the points kept while
+    /// stale, which are kept from the moment it became stale, so from before the snapshot.
+    pub fn settle(&mut self, run: &RunId, key: &MetricKey, generation: u64, summary: Option<MetricSummary>) {
         let Some(r) = self.runs.get_mut(run) else {
             return;
         };
         let Some(e) = r.keys.get_mut(key) else { return };
-        if e.rewrites != rewrites {
+        if !e.stale || e.generation != generation {
             return;
         }
-        if e.appended_overflow {
-            e.appended_overflow = false;
-            e.appended_while_stale = Vec::new();
-            return;
-        }
+        // Whatever this one does, a recomputation still running read the points kept while
+        // stale, which this one takes: it must not settle after it.
+        e.generation += 1;
         let appended = std::mem::take(&mut e.appended_while_stale);
+        if std::mem::take(&mut e.appended_overflow) {
+            // Stays stale: recomputed again from a later snapshot.
+            return;
+        }
         let Some(mut s) = summary else {
             if appended.is_empty() && !e.is_dirty() {
                 r.keys.remove(key);
@@ -382,12 +397,12 @@ mod tests {
         let mut s = Summaries::default();
         s.apply(&run, 1, &batch(&[(0, 5.0), (1, 4.0), (2, 3.0)]));
         s.apply(&run, 1, &batch(&[(0, 1.0)]));
-        let (_, rewrites) = s.stale_keys(&run)[0].clone();
+        let (_, generation) = s.stale_keys(&run)[0].clone();
         // The recomputation's snapshot holds steps 0..=2 with step 0 rewritten to 1.0; steps 3
         // and 4 arrive while it runs.
         s.apply(&run, 1, &batch(&[(3, 2.0), (4, 6.0)]));
         let snapshot = MetricSummary::of_sorted(&[0, 1, 2], &[0, 10, 20], &[1.0, 4.0, 3.0]);
-        s.settle(&run, &key, rewrites, snapshot);
+        s.settle(&run, &key, generation, snapshot);
         assert!(s.stale_keys(&run).is_empty());
         let mut stored = Stored::default();
         let written = s.take_dirty();
@@ -399,9 +414,53 @@ mod tests {
 
         // A rewrite that comes while a recomputation runs makes its result stale on arrival.
         s.apply(&run, 1, &batch(&[(1, 0.5)]));
-        let (_, rewrites) = s.stale_keys(&run)[0].clone();
+        let (_, generation) = s.stale_keys(&run)[0].clone();
         s.apply(&run, 1, &batch(&[(2, 0.25)]));
-        s.settle(&run, &key, rewrites, MetricSummary::of_sorted(&[0], &[0], &[1.0]));
+        s.settle(&run, &key, generation, MetricSummary::of_sorted(&[0], &[0], &[1.0]));
         assert_eq!(s.stale_keys(&run).len(), 1);
+    }
+
+    /// Two recomputations of one series overlap (the persister's and the maintenance task's):
+    /// each read the series before points were appended. The first settles; the second, from
+    /// its older snapshot, must not replace a summary that counts the points appended since.
+    #[test]
+    fn an_overlapping_recomputation_from_an_older_snapshot_never_drops_appended_points() {
+        let run = RunId::from_trusted("r".into());
+        let key = MetricKey::from_trusted("loss".into());
+        let mut s = Summaries::default();
+        s.apply(&run, 1, &batch(&[(0, 5.0), (1, 4.0), (2, 3.0)]));
+        s.apply(&run, 1, &batch(&[(0, 1.0)]));
+        // Both read the ticket, then the series as it is now: steps 0..=2, step 0 rewritten.
+        let (_, first) = s.stale_keys(&run)[0].clone();
+        let (_, second) = s.stale_keys(&run)[0].clone();
+        let snapshot = || MetricSummary::of_sorted(&[0, 1, 2], &[0, 10, 20], &[1.0, 4.0, 3.0]);
+        s.apply(&run, 1, &batch(&[(3, 2.0)]));
+        s.settle(&run, &key, first, snapshot());
+        // Appended after the first settled, before the second writes its result.
+        s.apply(&run, 1, &batch(&[(4, 6.0), (5, 7.0)]));
+        s.settle(&run, &key, second, snapshot());
+        let mut stored = Stored::default();
+        stored.write(&s.take_dirty());
+        let exact = stored.read(&s, &run);
+        assert_eq!((exact.count, exact.last_step, exact.last, exact.sum), (6, 5, 7.0, 23.0), "{exact:?}");
+        assert!(s.stale_keys(&run).is_empty());
+
+        // Stale again (another server flagged it): a recomputation that read its ticket before
+        // the summary settled and was marked again must not settle either.
+        s.apply(&run, 1, &batch(&[(1, 0.5)]));
+        let (_, early) = s.stale_keys(&run)[0].clone();
+        let (_, on_time) = s.stale_keys(&run)[0].clone();
+        let rewritten = || MetricSummary::of_sorted(&[0, 1, 2, 3, 4, 5], &[0; 6], &[1.0, 0.5, 3.0, 2.0, 6.0, 7.0]);
+        s.settle(&run, &key, on_time, rewritten());
+        s.mark_stale(&run, &["loss".to_owned()]);
+        s.apply(&run, 1, &batch(&[(6, 1.0)]));
+        s.settle(&run, &key, early, rewritten());
+        assert_eq!(s.stale_keys(&run).len(), 1, "the late result is dropped; the series stays to recompute");
+        let (_, last) = s.stale_keys(&run)[0].clone();
+        let fresh = MetricSummary::of_sorted(&[0, 1, 2, 3, 4, 5, 6], &[0; 7], &[1.0, 0.5, 3.0, 2.0, 6.0, 7.0, 1.0]);
+        s.settle(&run, &key, last, fresh);
+        stored.write(&s.take_dirty());
+        let exact = stored.read(&s, &run);
+        assert_eq!((exact.count, exact.last_step, exact.sum), (7, 6, 20.5), "{exact:?}");
     }
 }

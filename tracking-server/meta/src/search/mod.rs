@@ -5,7 +5,8 @@
 //! Semantics:
 //! - `metrics.KEY` is the last value, `metrics_min`/`metrics_max` the extremes, `metrics_mean` the mean, `metrics_step` the last step.
 //!   They compare with numbers only. A NaN summary (stored as NULL) never matches a comparison.
-//! - `params.KEY` compares the numeric value when the literal is a number or bool (true = 1, false = 0)
+//! - `params.KEY` compares the numeric value when the literal is a number or bool (true = 1, false = 0);
+//!   a param has one when it is typed a number or bool, or is text written as a number (MLflow's params);
 //!   and the canonical text when the literal is quoted (`params.lr = '0.001'` compares text).
 //!   `!=` and `not in` on params match a run that has the key with any other value, including a value of
 //!   another type.

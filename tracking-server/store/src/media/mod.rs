@@ -1,13 +1,16 @@
 //! Media bytes in the object store, content-addressed per project
 //! (`projects/{project_id}/media/sha256/{first two hex digits}/{sha256}`), and each run's
 //! Parquet index of media (`index`). A blob is written, and fsynced on a local store, before its
-//! row; the row is what items may name.
+//! row; the row is what items may name. Blobs no item names any more are deleted by `collect`.
 
+mod collect;
 pub mod histograms;
 pub mod index;
 pub mod table;
 
-use crate::{blocking, objects, Error, Result};
+pub use collect::Collected;
+
+use crate::{blocking, objects, Backpressure, Error, Result};
 use bytes::Bytes;
 use futures::Stream;
 use futures::StreamExt;
@@ -16,7 +19,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use trainlog_meta::{BlobRow, DirtyIndex, MetaStore};
+use trainlog_meta::{BlobRow, DirtyIndex, MetaStore, StoredBlob};
 use trainlog_schema::{RunId, Sha256};
 
 /// `projects/{project_id}/media/sha256/{hh}/{sha256}`
@@ -83,19 +86,31 @@ impl MediaStore {
     }
 
     /// Stores a blob whose bytes the caller checked against `sha`, then records it. A blob
-    /// already recorded is not written again. Answers its row and whether it was new.
+    /// already recorded is not written again, and counts as sent now (the collector of
+    /// unreferenced blobs leaves it alone while its items are on their way). Answers its row and
+    /// whether it was new; refused for now while the blob is being deleted as unreferenced.
     pub async fn put_blob(&self, project_id: i64, sha: &Sha256, mime: &str, bytes: Bytes) -> Result<(BlobRow, bool)> {
+        let being_deleted = || Error::from(Backpressure::BlobBeingDeleted { sha256: sha.to_string() });
         let (meta, key) = (self.meta.clone(), sha.clone());
-        if let Some(row) = blocking(move || Ok(meta.media_blob(project_id, &key)?)).await? {
-            return Ok((row, false));
+        match blocking(move || Ok(meta.touch_media_blob(project_id, &key)?)).await? {
+            StoredBlob::Recorded(row) => return Ok((row, false)),
+            StoredBlob::Deleting => return Err(being_deleted()),
+            StoredBlob::Absent => {}
         }
         let size = bytes.len() as u64;
-        self.put_durable(&blob_location(project_id, sha), bytes).await?;
+        let location = blob_location(project_id, sha);
+        self.put_durable(&location, bytes.clone()).await?;
         let (meta, key, mime) = (self.meta.clone(), sha.clone(), mime.to_owned());
-        blocking(move || Ok(meta.put_media_blob(project_id, &key, size, &mime)?)).await?;
-        let (meta, key) = (self.meta.clone(), sha.clone());
-        let row = blocking(move || Ok(meta.media_blob(project_id, &key)?)).await?;
-        Ok((row.ok_or_else(|| Error::Corrupt(format!("media blob {sha} vanished as it was recorded")))?, true))
+        let row = blocking(move || Ok(meta.put_media_blob(project_id, &key, size, &mime)?)).await?;
+        let row = row.ok_or_else(being_deleted)?;
+        // A deletion that started before this upload looked (from an object listed without a
+        // row) may have deleted the bytes just written; none starts once the row is there.
+        match self.objects.head(&location).await {
+            Ok(_) => {}
+            Err(object_store::Error::NotFound { .. }) => self.put_durable(&location, bytes).await?,
+            Err(e) => return Err(e.into()),
+        }
+        Ok((row, true))
     }
 
     /// A blob's bytes, whole.
@@ -178,16 +193,9 @@ impl MediaStore {
         let gone = blocking(move || Ok(meta.media_unreferenced(project_id)?)).await?;
         let mut deleted = 0;
         for sha in gone {
-            let (meta, key) = (self.meta.clone(), sha.clone());
-            // A blob stored again since the purge keeps its object.
-            if blocking(move || Ok(meta.media_blob(project_id, &key)?)).await?.is_none() {
-                match self.objects.delete(&blob_location(project_id, &sha)).await {
-                    Ok(()) | Err(object_store::Error::NotFound { .. }) => deleted += 1,
-                    Err(e) => return Err(e.into()),
-                }
+            if self.delete_one(project_id, &sha).await? {
+                deleted += 1;
             }
-            let meta = self.meta.clone();
-            blocking(move || Ok(meta.forget_unreferenced_blob(project_id, &sha)?)).await?;
         }
         Ok(deleted)
     }

@@ -35,6 +35,9 @@ pub use purge::PurgeOutcome;
 /// How long a run's media index may lag its rows: it is rewritten at most this often.
 const MEDIA_INDEX_DELAY: Duration = Duration::from_secs(5);
 
+/// How often media blobs that nothing names are collected (and once at start).
+const MEDIA_COLLECT_EVERY: Duration = Duration::from_secs(3600);
+
 /// Default bound of buffered point bytes: about 2.8 million points, a few persist rounds.
 pub const DEFAULT_MAX_BUFFER_BYTES: usize = 64 << 20;
 
@@ -58,7 +61,8 @@ pub struct StoreConfig {
     /// with `Error::BufferFull` until persisting catches up.
     pub max_buffer_bytes: usize,
     /// Age past which a metric file the catalog does not name is an orphan that the start-up
-    /// sweep deletes. Younger ones may be another server's uploads, not yet recorded.
+    /// sweep deletes, and past which a media blob that no item names (counted from when its
+    /// bytes were last sent) is collected. Younger ones may be uploads not yet recorded.
     pub orphan_min_age: Duration,
 }
 
@@ -256,6 +260,25 @@ impl MetricsStore {
                 }
             })
         };
+        let collector = {
+            let inner = self.inner.clone();
+            tokio::spawn(async move {
+                loop {
+                    match inner.collect_media().await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(blobs = n, "deleted media blobs that no item names any more"),
+                        Err(e) => tracing::error!("collecting media blobs that no item names failed, will retry: {e}"),
+                    }
+                    let next = tokio::time::Instant::now() + MEDIA_COLLECT_EVERY;
+                    while tokio::time::Instant::now() < next {
+                        if inner.stopping.load(Ordering::Acquire) {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            })
+        };
         let persister = {
             let inner = self.inner.clone();
             tokio::spawn(async move {
@@ -318,7 +341,7 @@ impl MetricsStore {
                 }
             })
         };
-        lock(&self.inner.tasks).extend([sweeper, persister, maintenance]);
+        lock(&self.inner.tasks).extend([sweeper, collector, persister, maintenance]);
     }
 
     /// Logs a batch for a run; answers once it is durable in the write-ahead log and queryable.
@@ -546,6 +569,15 @@ impl Inner {
 }
 
 impl Inner {
+    /// Collects the media blobs that nothing names, counting what was deleted and what failed;
+    /// answers how many were deleted, or the first failure.
+    async fn collect_media(&self) -> Result<u64> {
+        let collected = self.media().collect_unreferenced(self.config.orphan_min_age).await;
+        self.counters.media_blobs_collected.fetch_add(collected.deleted, Ordering::Relaxed);
+        self.counters.media_collection_failures.fetch_add(collected.failed, Ordering::Relaxed);
+        collected.error.map_or(Ok(collected.deleted), Err)
+    }
+
     async fn ensure_summaries(&self, run: &RunId, project_id: i64) -> Result<()> {
         if lock(&self.summaries).is_loaded(run) {
             return Ok(());
@@ -559,13 +591,15 @@ impl Inner {
 
     async fn refresh_stale(&self, run: &RunId) -> Result<()> {
         let stale = lock(&self.summaries).stale_keys(run);
-        for (key, rewrites) in stale {
+        // The persister and the maintenance task may both recompute a series at once: the
+        // generation read here lets only the first result settle.
+        for (key, generation) in stale {
             let series = self.series(run, &key, StepRange::default()).await?;
             let summary =
                 blocking(move || Ok(MetricSummary::of_sorted(&series.steps, &series.timestamps, &series.values)))
                     .await?;
             bump(&self.counters.summary_recomputes);
-            lock(&self.summaries).settle(run, &key, rewrites, summary);
+            lock(&self.summaries).settle(run, &key, generation, summary);
         }
         Ok(())
     }

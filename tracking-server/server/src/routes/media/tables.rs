@@ -10,7 +10,7 @@ use crate::state::{meta, State};
 use crate::wire::{KeyText, RunIdText};
 use actix_web::{web, HttpRequest, HttpResponse};
 use std::collections::BTreeMap;
-use trainlog_meta::TablePartShape;
+use trainlog_meta::{PartIndex, TablePartShape};
 use trainlog_schema::limits::{MAX_MEDIA_ITEMS_PER_STEP, MAX_TABLE_PAGE, MAX_TABLE_ROWS};
 use trainlog_schema::{MediaItem, MediaKind, MetricKey, TableMode};
 use trainlog_store::media::table::{self, FilterOp, TableQuery, PARQUET_MIME};
@@ -20,6 +20,11 @@ pub const MAX_TABLE_PAGE_VALUES: usize = 1_000_000;
 
 /// The media type of an Arrow IPC stream.
 const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
+
+/// Whether `text` is a writer's token: 1 to 64 letters, digits, `-` or `_`.
+fn is_writer_token(text: &str) -> bool {
+    (1..=64).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
 
 fn key_of(pairs: &[(String, String)]) -> Result<MetricKey> {
     let key = query_one(pairs, "key").ok_or_else(|| ApiError::invalid("key", "the table's key is required"))?;
@@ -33,7 +38,8 @@ fn key_of(pairs: &[(String, String)]) -> Result<MetricKey> {
         ("key" = inline(KeyText), Query, description = "The table's key."),
         ("step" = i64, Query, minimum = 0, description = "The step it was logged at."),
         ("mode" = Option<String>, Query, pattern = "^(replace|append)$", description = "replace (the default) or append."),
-        ("index" = Option<u32>, Query, minimum = 0, maximum = 999, description = "Its place among the parts at this step; sending a part again at its index replaces it. The next free index for an appended part when absent, else 0.")),
+        ("index" = Option<u32>, Query, minimum = 0, maximum = 999, description = "Its place among the parts at this step; sending a part again at its index replaces it. The next free index for an appended part when absent, else 0. With `writer`, the writer's own number of the part at this step instead."),
+        ("writer" = Option<String>, Query, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "A token that one process of the run makes for itself, sent with `index`: the part takes the next free index at its step the first time it arrives, and the same index whenever the writer sends it again (a retry), so parts of another process of the run are never replaced.")),
     request_body(content = TableRows, description = "JSON rows; or an Arrow IPC stream, sent as application/vnd.apache.arrow.stream.",
         content_type = "application/json"),
     responses((status = 200, description = "Recorded.", body = TablePartView)))]
@@ -55,6 +61,14 @@ pub(crate) async fn record_table(
     if index.is_some_and(|i| i as usize >= MAX_MEDIA_ITEMS_PER_STEP) {
         return Err(ApiError::invalid("index", format!("expected 0 to {}", MAX_MEDIA_ITEMS_PER_STEP - 1)));
     }
+    let index = match (query_one(&pairs, "writer"), index) {
+        (None, index) => PartIndex::from(index),
+        (Some(writer), _) if !is_writer_token(writer) => {
+            return Err(ApiError::invalid("writer", "1 to 64 letters, digits, '-' or '_'"))
+        }
+        (Some(writer), Some(number)) => PartIndex::Writer { writer: writer.to_owned(), number },
+        (Some(_), None) => return Err(ApiError::invalid("index", "a part sent with a writer needs its index")),
+    };
     let accepted = "application/json or application/vnd.apache.arrow.stream";
     let content_type = media_type(&req, accepted)?;
     // A JSON part is limited to a size its rows' limits imply before it is read, and counted as
@@ -82,6 +96,10 @@ pub(crate) async fn record_table(
         }
     };
     let shape = TablePartShape { mode, rows: batch.num_rows() as u64, columns: table::columns_json(&batch.schema()) };
+    // Checked before its bytes are stored, so a part refused leaves no blob behind (what a race
+    // with another part leaves, the store's collector of unreferenced blobs deletes).
+    let checked = (run.clone(), key.clone(), shape.clone(), index.clone());
+    meta(&state, move |m| m.check_table_part(&checked.0, &checked.1, step, &checked.2, &checked.3)).await?;
     let bytes = web::block(move || table::encode_part(&batch)).await??;
     let sha = trainlog_store::media::digest(&bytes);
     state.store.media().put_blob(project_id, &sha, PARQUET_MIME, bytes).await?;

@@ -342,7 +342,7 @@ async fn named_version(state: &State, req: &HttpRequest, args: &Value, need: Rol
 }
 
 async fn load_version(state: &State, name: String, version: String) -> Result<VersionRow> {
-    let missing = format!("Model Version (name={name}, version={version}) not found");
+    let missing = format!("Model Version (name={name}, version={version})");
     meta(state, move |m| m.version(&name, &VersionRef::parse(&version))).await.map_err(|e| match e {
         ApiError::NotFound(_) => ApiError::NotFound(missing).into(),
         other => MlflowError::from(other),
@@ -493,7 +493,7 @@ async fn version_by_alias(state: State, req: HttpRequest, payload: web::Payload)
     let args = arguments(&req, payload).await?;
     let name = named_model(&state, &req, &args, Role::Read).await?;
     let alias = required_text(&args, "alias")?.to_owned();
-    let missing = format!("Registered model alias {alias} not found.");
+    let missing = format!("Registered model alias {alias}");
     let row = meta(&state, move |m| m.version(&name, &VersionRef::Alias(alias))).await.map_err(|e| match e {
         ApiError::NotFound(_) => MlflowError::from(ApiError::NotFound(missing)),
         other => other.into(),

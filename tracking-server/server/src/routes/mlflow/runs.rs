@@ -327,7 +327,7 @@ pub(super) async fn named_run_any(state: &State, req: &HttpRequest, args: &Value
         Some(id) => id,
         None => text(args, "run_uuid")?.filter(|s| !s.is_empty()).ok_or_else(|| super::missing("run_id"))?,
     };
-    let not_found = || ApiError::NotFound(format!("Run with id={raw} not found"));
+    let not_found = || ApiError::NotFound(format!("Run with id={raw}"));
     let id = RunId::parse("run_id", raw).map_err(|_| not_found())?;
     match run_project(state, &id).await {
         Ok(project_id) => {
