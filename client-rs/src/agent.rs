@@ -302,7 +302,8 @@ pub fn run_agent(config: &AgentConfig) -> Result<AgentReport> {
                 let slot = config.slots[r.slot].name.clone();
                 log(&format!("trial {} on {slot} ended: {outcome} ({})", r.index, describe(&ended)));
                 if outcome == "failed" && first_failure.is_none() {
-                    first_failure = Some(format!("trial {} ended with {}", r.index, describe(&ended)) + &last_lines(&ended.tail));
+                    first_failure =
+                        Some(format!("trial {} ended with {}", r.index, describe(&ended)) + &last_lines(&ended.tail));
                 }
                 end(&http, &sweep, r.index, r.attempt, outcome, ended.exit_code, &ended.tail);
                 report.trials.push((r.index, slot, outcome.to_owned()));
