@@ -34,7 +34,7 @@ print_stage_times() {
     printf '%6d  total\n' "$SECONDS"
 }
 
-stage "Lint: rustfmt first; clippy after the build, ruff once the Python environment is there"
+stage "Lint: rustfmt first; clippy (in the background) after the build, ruff once the Python environment is there"
 cargo fmt --all -- --check
 
 stage "Python test environments, installed in the background while the Rust code builds"
@@ -74,9 +74,13 @@ fi
 stage "PostgreSQL: a throwaway cluster on 127.0.0.1 (Debian's package)"
 pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/trainlog-pg.XXXXXX")
 moto_pid=
+clippy_pid=
+python_pid=
 cleanup() {
     if [[ -n "$moto_pid" ]]; then kill "$moto_pid" 2>/dev/null || true; fi
-    if [[ -n "$pip_pid" ]]; then kill "$pip_pid" 2>/dev/null || true; fi
+    for pid in "$pip_pid" "$clippy_pid" "$python_pid"; do
+        if [[ -n "$pid" ]]; then kill "$pid" 2>/dev/null || true; fi
+    done
     scripts/postgres.sh stop "$pg_dir"
     rm -rf "$pg_dir"
     print_stage_times
@@ -88,10 +92,20 @@ export TRAINLOG_TEST_PG
 stage "Build (release, once)"
 cargo build --release --workspace --locked
 
-stage "Clippy, every crate and target, warnings as errors"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-
 stage "Rust tests (local object store)"
+cargo test --release --workspace --locked --no-run
+# Clippy (every crate and target, warnings as errors) checks in a target folder of its own, in the
+# background: the test stages below mostly wait on servers, so its compiling fills idle cores.
+# Its result is read at the end.
+clippy_log=$(mktemp "${TMPDIR:-/tmp}/trainlog-clippy.XXXXXX")
+(
+    began=$SECONDS
+    status=0
+    CARGO_TARGET_DIR="$root/target/clippy" cargo clippy --workspace --all-targets --locked -- -D warnings || status=$?
+    echo "clippy took $((SECONDS - began)) s"
+    exit "$status"
+) >"$clippy_log" 2>&1 &
+clippy_pid=$!
 cargo test --release --workspace --locked
 
 stage "The metadata tests and the end-to-end suite again, on PostgreSQL"
@@ -136,25 +150,39 @@ AWS_ENDPOINT="http://127.0.0.1:$port" AWS_ALLOW_HTTP=true \
 TRAINLOG_TEST_STORE="s3://trainlog-test/py-$$" TRAINLOG_BIN="$root/target/release/trainlog" \
     .venv/bin/pytest client-py/tests/test_registry.py "client-py/tests/test_examples.py::test_resume_after_preemption_example" -q
 
-stage "Python tests"
+stage "Python tests, on SQLite and again on PostgreSQL (the framework trainings once): tests/python beside client-py/tests"
 # Two sessions: each folder has its own conftest. pytest.ini (found from both) gives every
 # test a timeout, so a hang fails that test instead of holding CI. tests/python includes
 # test_docs_snippets.py: every ```python block of README.md and docs/ run against a server.
-TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q
+# The two folders run side by side (their servers take free ports and their databases have
+# names of their own); client-py/tests alone starts a Slurm cluster, on fixed ports, so each
+# folder's two passes run one after the other.
+# On PostgreSQL: the MLflow import reads MLflow and writes only through trainlog's HTTP API, which
+# the tests here and the Rust suite already run on PostgreSQL; it runs once. So do the
+# documentation's code blocks, which check the pages, not the metadata store.
+python_log=$(mktemp "${TMPDIR:-/tmp}/trainlog-pytest.XXXXXX")
+(
+    TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q
+    TRAINLOG_TEST_META=postgres TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q -m "not frameworks" \
+        --ignore=tests/python/test_mlflow_import.py --ignore=tests/python/test_docs_snippets.py
+) >"$python_log" 2>&1 &
+python_pid=$!
 TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest client-py/tests -q
-
-stage "The Python tests again, every server on PostgreSQL (the framework trainings ran once above)"
-# The MLflow import reads MLflow and writes only through trainlog's HTTP API, which the tests here
-# and the Rust suite already run on PostgreSQL; it runs once, above. So do the documentation's
-# code blocks, which check the pages, not the metadata store.
-TRAINLOG_TEST_META=postgres TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest tests/python -q -m "not frameworks" \
-    --ignore=tests/python/test_mlflow_import.py --ignore=tests/python/test_docs_snippets.py
 # What only the client decides (its accounting, redaction, media encoding, the examples, the
 # SkyPilot task) is checked once, above; on PostgreSQL the server's share of it is the Rust suite's.
 TRAINLOG_TEST_META=postgres TRAINLOG_BIN="$root/target/release/trainlog" .venv/bin/pytest client-py/tests -q -m "not frameworks" \
     --ignore=client-py/tests/test_client_keeps_everything.py --ignore=client-py/tests/test_redaction.py \
     --ignore=client-py/tests/test_media.py --ignore=client-py/tests/test_examples.py \
     --ignore=client-py/tests/test_sweep_skypilot.py
+echo "-- tests/python (run beside the above):"
+python_status=0
+wait "$python_pid" || python_status=$?
+python_pid=
+cat "$python_log"
+if [[ $python_status -ne 0 ]]; then
+    echo "tests/python failed" >&2
+    exit 1
+fi
 
 if [[ -n "${MLFLOW_TESTS:-}" ]]; then
     stage "MLflow's REST test modules against trainlog (a report: counts per module)"
@@ -168,3 +196,13 @@ if [[ ! -x /usr/bin/chromium ]]; then
 fi
 (cd ui/tests && npm ci --no-audit --no-fund --silent)
 (cd ui/tests && TRAINLOG_BIN="$root/target/release/trainlog" node --test --test-timeout=180000 vendor.test.mjs browser.test.mjs media.test.mjs)
+
+stage "Clippy's result (it ran in the background since the Rust tests; its own time is printed)"
+clippy_status=0
+wait "$clippy_pid" || clippy_status=$?
+clippy_pid=
+cat "$clippy_log"
+if [[ $clippy_status -ne 0 ]]; then
+    echo "clippy failed" >&2
+    exit 1
+fi

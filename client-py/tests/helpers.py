@@ -41,6 +41,7 @@ class Server:
         self.url = ""
 
     def start(self, port: int = 0, extra_args: tuple = ()) -> None:
+        self.extra_args = extra_args
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
         cmd = [str(BINARY), "server", "--host", "127.0.0.1", "--port", str(port), "--data", str(self.data), *extra_args]
         cmd += postgres_meta_url(self.data.with_suffix(".meta-url"))
@@ -76,7 +77,7 @@ class Server:
     def restart_same_port(self) -> None:
         port = self.port
         self.kill9()
-        self.start(port)
+        self.start(port, self.extra_args)
 
     def stop(self) -> None:
         if self.proc is not None:
