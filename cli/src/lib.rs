@@ -92,6 +92,11 @@ enum Command {
         /// reading); a read past it answers 400 over_budget. At most the default.
         #[arg(long, env = "TRAINLOG_MAX_QUERY_POINTS", default_value_t = trainlog_server::MAX_QUERY_POINTS, value_parser = clap::value_parser!(u64).range(1..=trainlog_server::MAX_QUERY_POINTS))]
         max_query_points: u64,
+        /// Seconds without a heartbeat from any process of a running job after which the
+        /// server ends its attempt, and its run, `lost` (a process that speaks again opens a
+        /// new attempt). The SDK sends one every 30 s.
+        #[arg(long, env = "TRAINLOG_LOST_AFTER_S", default_value_t = trainlog_server::DEFAULT_LOST_AFTER.as_secs_f64(), value_parser = positive_seconds)]
+        lost_after_s: f64,
     },
     /// Give a user a role on a project (or with --model, a registered model), in the server's
     /// data folder (the server may be running): none, read, write or admin.
@@ -839,6 +844,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             max_key_failures,
             body_timeout_s,
             max_query_points,
+            lost_after_s,
         } => {
             // Fails only when this process already has a subscriber, which then keeps logging.
             tracing_subscriber::fmt()
@@ -868,6 +874,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 max_key_failures,
                 body_timeout: std::time::Duration::from_secs_f64(body_timeout_s),
                 max_query_points,
+                lost_after: std::time::Duration::from_secs_f64(lost_after_s),
                 default_role: match trainlog_meta::Role::parse("default-permission", &default_permission) {
                     Ok(role) => role,
                     Err(e) => {

@@ -220,16 +220,28 @@ time.sleep(60)
 """
 
 
-def test_sigterm_flushes_and_marks_the_run_preempted(server: Server, client_env: dict) -> None:
-    proc = spawn_script(SIGTERM_SCRIPT, client_env)
+@pytest.mark.parametrize(
+    ("spot", "status", "evidence"),
+    [
+        ("1", "preempted", "rank 0 preempted: SIGTERM on a spot instance"),
+        ("0", "killed", "rank 0 killed: SIGTERM; nothing says it was a preemption"),
+    ],
+    ids=["spot", "on-demand"],
+)
+def test_sigterm_flushes_and_ends_the_run_as_its_evidence_says(
+    server: Server, client_env: dict, spot: str, status: str, evidence: str
+) -> None:
+    proc = spawn_script(SIGTERM_SCRIPT, {**client_env, "TRAINLOG_SPOT": spot})
     wait_for_line(proc, "logged")
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGTERM, "the default SIGTERM action still ends the process"
     runs = trainlog.Api().runs("spot")
     assert len(runs) == 1
-    assert runs[0].status == "preempted"
+    assert runs[0].status == status
     assert len(runs[0].history("loss")) == 20000
+    [attempt] = trainlog.Api().run(runs[0].id).attempts
+    assert attempt["ended_by"].startswith(evidence), attempt
 
 
 def test_exit_finishes_and_an_uncaught_exception_fails(server: Server, client_env: dict) -> None:
@@ -317,7 +329,7 @@ time.sleep(60)
 
 
 def test_sigterm_then_the_programs_own_handler_runs(server: Server, client_env: dict) -> None:
-    proc = spawn_script(OWN_HANDLER_SCRIPT, client_env)
+    proc = spawn_script(OWN_HANDLER_SCRIPT, {**client_env, "TRAINLOG_SPOT": "1"})
     wait_for_line(proc, "logged")
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=30)

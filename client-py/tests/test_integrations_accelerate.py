@@ -69,8 +69,8 @@ def test_an_exception_in_training_fails_the_run(server: Server, client_env: dict
     assert [p["step"] for p in run.history("train/loss")] == list(range(5))
 
 
-def test_sigterm_marks_the_run_preempted(server: Server, client_env: dict) -> None:
-    proc = spawn_script(loop("acc-spot", steps=1000, sleep=0.05), client_env)
+def test_sigterm_on_a_spot_instance_marks_the_run_preempted(server: Server, client_env: dict) -> None:
+    proc = spawn_script(loop("acc-spot", steps=1000, sleep=0.05), {**client_env, "TRAINLOG_SPOT": "1"})
     wait_for_line(proc, "LOG 3", timeout=120)
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)

@@ -120,8 +120,8 @@ def test_an_exception_in_training_fails_the_run_after_what_it_logged(server: Ser
 
 
 @pytest.mark.parametrize("framework", ["xgboost", "lightgbm"])
-def test_sigterm_during_training_marks_the_run_preempted(server: Server, client_env: dict, framework: str) -> None:
-    proc = spawn_script(script(framework, "spot", rounds=2000, sleep=0.05), client_env)
+def test_sigterm_on_a_spot_instance_marks_the_run_preempted(server: Server, client_env: dict, framework: str) -> None:
+    proc = spawn_script(script(framework, "spot", rounds=2000, sleep=0.05), {**client_env, "TRAINLOG_SPOT": "1"})
     wait_for_line(proc, "iteration 3", timeout=120)
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)

@@ -137,7 +137,7 @@ def test_sigterm_preempts_the_run_and_a_restart_resumes_it_from_its_latest_check
     first = """
 trainer(TrainlogCallback(project="hf-spot", run_id="hf-spot-1", upload_checkpoints=True, system_metrics_interval=None)).train()
 """
-    proc = spawn_script(script(first, out, sleep=0.3), client_env)
+    proc = spawn_script(script(first, out, sleep=0.3), {**client_env, "TRAINLOG_SPOT": "1"})
     wait_for_line(proc, "step 12", timeout=180)
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)

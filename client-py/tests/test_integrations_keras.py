@@ -101,8 +101,8 @@ def test_an_exception_in_training_fails_the_run_after_what_it_logged(server: Ser
     assert [p["step"] for p in run.history("val_loss")] == [0, 1, 2]
 
 
-def test_sigterm_during_training_marks_the_run_preempted(server: Server, client_env: dict) -> None:
-    proc = spawn_script(script("spot", epochs=1000, sleep=0.05), {**client_env, "KERAS_BACKEND": "jax"})
+def test_sigterm_on_a_spot_instance_marks_the_run_preempted(server: Server, client_env: dict) -> None:
+    proc = spawn_script(script("spot", epochs=1000, sleep=0.05), {**client_env, "KERAS_BACKEND": "jax", "TRAINLOG_SPOT": "1"})
     try:
         wait_for_line(proc, "epoch 3", timeout=180)
         proc.send_signal(signal.SIGTERM)

@@ -160,22 +160,24 @@ def test_an_exception_in_training_fails_the_run(server: Server, client_env: dict
 
 
 @pytest.mark.parametrize(
-    ("handler", "sent", "returncode", "status"),
+    ("handler", "sent", "spot", "returncode", "status"),
     [
-        # trainlog's handler marks the run preempted, then the process dies of SIGTERM.
-        ("trainlog", signal.SIGTERM, -signal.SIGTERM, "preempted"),
-        # Without it (handle_sigterm=False), Lightning's own stops the training after the batch.
-        ("lightning", signal.SIGTERM, 0, "preempted"),
+        # On a spot instance trainlog's handler marks the run preempted, then the process dies of SIGTERM.
+        ("trainlog", signal.SIGTERM, "1", -signal.SIGTERM, "preempted"),
+        # Without it (handle_sigterm=False), Lightning's own stops the training after the batch;
+        # on an on-demand machine nothing says it was a preemption: someone stopped it.
+        ("lightning", signal.SIGTERM, "0", 0, "killed"),
         # Ctrl-C: Lightning stops the training and exits with 1.
-        ("lightning", signal.SIGINT, 1, "killed"),
+        ("lightning", signal.SIGINT, "0", 1, "killed"),
     ],
-    ids=["sigterm-trainlog", "sigterm-lightning", "ctrl-c"],
+    ids=["sigterm-spot-trainlog", "sigterm-lightning", "ctrl-c"],
 )
 def test_a_signal_during_training_ends_the_run_as_what_it_means(
-    server: Server, client_env: dict, tmp_path: Path, handler: str, sent: int, returncode: int, status: str
+    server: Server, client_env: dict, tmp_path: Path, handler: str, sent: int, spot: str, returncode: int, status: str
 ) -> None:
     extra = "" if handler == "trainlog" else ", handle_sigterm=False"
-    proc = spawn_script(script(str(tmp_path), owned("mlp", "spot", extra), sleep=0.05, epochs=1000), client_env)
+    env = {**client_env, "TRAINLOG_SPOT": spot}
+    proc = spawn_script(script(str(tmp_path), owned("mlp", "spot", extra), sleep=0.05, epochs=1000), env)
     wait_for_line(proc, "step 6", timeout=180)
     proc.send_signal(sent)
     _, stderr = proc.communicate(timeout=60)

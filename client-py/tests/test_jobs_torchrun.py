@@ -138,7 +138,11 @@ def test_sys_exit_codes_end_each_rank_of_a_torchrun_job_as_the_shell_sees_them(c
     assert runs["clean"].status == "finished"
     assert runs["bad-data"].status == "failed"
     [attempt] = runs["bad-data"].attempts
-    assert [(p["rank"], p["status"], p["reason"]) for p in attempt["processes"]] == [
-        (0, "failed", "exit code 3"),
-        (1, "failed", "exit code 3"),
-    ]
+    # Each rank exits 3, unless torchrun, seeing the other rank fail first, stopped it before its
+    # own exit (SIGTERM, nothing saying it was a preemption): the attempt fails all the same.
+    ends = [(p["rank"], p["status"], p["reason"]) for p in attempt["processes"]]
+    assert [rank for rank, _, _ in ends] == [0, 1]
+    assert any(status == "failed" for _, status, _ in ends), ends
+    for _, status, reason in ends:
+        assert (status, reason) == ("failed", "exit code 3") or (status == "killed" and reason.startswith("SIGTERM")), ends
+    assert attempt["status"] == "failed" and attempt["ended_by"].endswith("failed: exit code 3"), attempt

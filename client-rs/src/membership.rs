@@ -175,7 +175,9 @@ impl Membership {
 
     /// Takes in the run's creation answer (or a heartbeat's): the attempt and the job's cost.
     pub fn heard(&self, answer: &Value) {
-        if let Some(attempt) = answer["joined"]["attempt"].as_i64() {
+        // A heartbeat's `attempt`: the server may have moved this process to a new attempt
+        // (it had ended the one this process was in `lost`, and the job goes on).
+        if let Some(attempt) = answer["joined"]["attempt"].as_i64().or_else(|| answer["attempt"].as_i64()) {
             self.attempt.store(attempt, Ordering::Relaxed);
         }
         if let Some(base) = CostBase::from_job(&answer["job"]) {

@@ -68,7 +68,9 @@ def wait_for(proc: subprocess.Popen, text: str, timeout: float = 60) -> str:
 
 def demo(steps: int, every: int) -> None:
     run_id = f"preempt-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "TRAINLOG_RUN_ID": run_id}
+    # On a spot instance (TRAINLOG_SPOT says so, or the launcher's job context) a SIGTERM is a
+    # preemption. Without such evidence it would end the run `killed` (someone stopped it).
+    env = {**os.environ, "TRAINLOG_RUN_ID": run_id, "TRAINLOG_SPOT": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, __file__, "--worker", "--steps", str(steps), "--every", str(every), "--dir", tmp]
         first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)

@@ -28,10 +28,13 @@ pub enum RunStatus {
     Failed,
     Killed,
     Preempted,
+    /// Every process of its job stopped sending heartbeats: the server ended it (W&B's "crashed").
+    Lost,
 }
 
 impl RunStatus {
-    pub const ALL: [RunStatus; 5] = [Self::Running, Self::Finished, Self::Failed, Self::Killed, Self::Preempted];
+    pub const ALL: [RunStatus; 6] =
+        [Self::Running, Self::Finished, Self::Failed, Self::Killed, Self::Preempted, Self::Lost];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -40,6 +43,7 @@ impl RunStatus {
             Self::Failed => "failed",
             Self::Killed => "killed",
             Self::Preempted => "preempted",
+            Self::Lost => "lost",
         }
     }
 
@@ -51,7 +55,7 @@ impl RunStatus {
         s.parse().map_err(|_| {
             Error::new(
                 field,
-                format!("unknown status {s:?}; expected one of running, finished, failed, killed, preempted"),
+                format!("unknown status {s:?}; expected one of running, finished, failed, killed, preempted, lost"),
             )
         })
     }

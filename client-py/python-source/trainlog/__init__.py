@@ -113,8 +113,11 @@ def init(
     - `cost={"per_hour": 2.5}` sets the price (else `TRAINLOG_COST_PER_HOUR`, else the shipped
       price table for the detected GPUs); `cost=False` turns cost accounting off.
     - `cost={"per_gpu_hour": 2.5}` prices each GPU of the node instead.
-    - On SIGTERM (a preemption notice) the run is flushed for a bounded time and marked `preempted`,
-      then the process's own SIGTERM handling goes on.
+    - On SIGTERM the run is flushed for a bounded time and marked `preempted` where something says
+      it is a preemption (a spot instance: `TRAINLOG_SPOT` or the launcher; Slurm's job state),
+      else `killed`; then the process's own SIGTERM handling goes on. The server marks a `killed`
+      job `preempted` when its launcher starts it again (a requeue), and ends `lost` a job none of
+      whose processes sends heartbeats (`trainlog server --lost-after-s`).
     - A job of several processes is one run: the launcher's environment (torchrun, Slurm, MPI,
       SkyPilot, Kubernetes, SageMaker, Vertex AI, or `TRAINLOG_JOB_ID`, `TRAINLOG_RANK`, ...)
       gives the job and this process's rank; every rank and every restart of the job joins the

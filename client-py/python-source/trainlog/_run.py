@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import signal
+import subprocess
 import sys
 import threading
 import traceback
@@ -15,7 +16,8 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, NoReturn, Optio
 from trainlog._media import media_items
 from trainlog._trainlog import NativeRun
 
-#: Seconds a SIGTERM (a spot preemption notice) leaves us to flush before the process goes on.
+#: Seconds a SIGTERM (a preemption notice, or someone cancelling the job) leaves us to flush
+#: before the process goes on.
 PREEMPT_FLUSH_SECONDS = float(os.environ.get("TRAINLOG_PREEMPT_FLUSH_SECONDS", "10"))
 
 
@@ -378,8 +380,8 @@ _previous_exit = sys.exit
 
 def _exit(code: Any = None) -> NoReturn:
     """`sys.exit`, remembering the code: the exit hook ends the run `failed` for a non-zero one."""
-    global _exit_code, _exit_called
-    _exit_code, _exit_called = code, True
+    global _exit_code, _exit_called, _exiting
+    _exit_code, _exit_called, _exiting = code, True, True
     _previous_exit(code)
 
 
@@ -394,6 +396,8 @@ def _status_of_exit(code: Any) -> tuple[str, Optional[str]]:
 
 
 def _at_exit() -> None:
+    global _exiting
+    _exiting = True
     status, reason = _status_of_exit(_exit_code) if _exit_called else ("finished", None)
     _finish_all(status, 60.0, reason)
 
@@ -410,8 +414,47 @@ def _excepthook(exc_type: Type[BaseException], exc: BaseException, tb: Optional[
     _previous_excepthook(exc_type, exc, tb)
 
 
+def _slurm_job_state(job_id: str) -> Optional[str]:
+    """Slurm's state of job `job_id` (`PREEMPTED`, `CANCELLED`, ...), or None when Slurm does not say."""
+    try:
+        shown = subprocess.run(
+            ["scontrol", "show", "job", "--oneliner", job_id], capture_output=True, text=True, timeout=2
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for field in shown.stdout.split():
+        if field.startswith("JobState="):
+            return field.split("=", 1)[1]
+    return None
+
+
+def sigterm_end(job: Mapping[str, Any]) -> tuple[str, str]:
+    """How a SIGTERM ends a run of the job `job` (`Run.job`), and the evidence: `preempted` only
+    where something says it is a preemption (a spot instance, Slurm's job state), else `killed`
+    (someone cancelled it: `scancel`, `kill`). The server turns a `killed` end into `preempted`
+    when the job's launcher starts it again (a requeue, torchelastic after a lost node)."""
+    if job.get("spot") is True:
+        return "preempted", "SIGTERM on a spot instance"
+    slurm_job = os.environ.get("SLURM_JOB_ID", "").strip()
+    state = _slurm_job_state(slurm_job) if slurm_job else None
+    if state is not None and state.startswith(("PREEMPTED", "REQUEUE")):
+        return "preempted", f"SIGTERM; Slurm says the job is {state}"
+    if state is not None:
+        return "killed", f"SIGTERM; Slurm says the job is {state}, not preempted"
+    return "killed", "SIGTERM; nothing says it was a preemption (not a spot instance, no launcher said so)"
+
+
+#: Set once the process is on its way out (sys.exit, the exit hook): a SIGTERM then (a launcher
+#: stopping the other ranks of a job one of them ended) lets that exit end the runs.
+_exiting = False
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
-    _finish_all("preempted", PREEMPT_FLUSH_SECONDS, "SIGTERM")
+    if _exiting:
+        return
+    for run in _active.copy():
+        status, reason = sigterm_end(run.job)
+        _finish_quietly(run, status, PREEMPT_FLUSH_SECONDS, reason)
     previous = _previous_sigterm
     if callable(previous):
         previous(signum, frame)

@@ -55,6 +55,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/0025_numeric_text_params.sql"),
         include_str!("migrations/postgres/0025_numeric_text_params.sql"),
     ),
+    (
+        26,
+        include_str!("migrations/0026_attempt_evidence.sql"),
+        include_str!("migrations/postgres/0026_attempt_evidence.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -9,6 +9,7 @@ mod body;
 mod data_lock;
 mod error;
 mod guard;
+mod liveness;
 mod lookup;
 mod query;
 mod respond;
@@ -20,5 +21,8 @@ mod wire;
 
 pub use auth::DEFAULT_MAX_KEY_FAILURES;
 pub use body::BODY_TIMEOUT;
+/// How long a running job may stay silent before the server ends it `lost`, unless configured.
+pub const DEFAULT_LOST_AFTER: std::time::Duration =
+    std::time::Duration::from_millis(trainlog_meta::jobs::DEFAULT_LOST_AFTER_MS as u64);
 pub use routes::MAX_QUERY_POINTS;
 pub use startup::{serve, ServerConfig, TlsFiles, DEFAULT_PORT};

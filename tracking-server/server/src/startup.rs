@@ -24,6 +24,8 @@ pub struct ServerConfig {
     pub meta_url: Option<String>,
     /// A sweep trial whose agent sends no heartbeat for this long is taken as preempted.
     pub trial_timeout: std::time::Duration,
+    /// A running job none of whose processes sent a heartbeat for this long ends `lost`.
+    pub lost_after: std::time::Duration,
     /// Host names served besides the bound address (`*`: any); see `guard::HostPolicy`.
     pub allowed_hosts: Vec<String>,
     /// Bytes of buffered points above which ingest answers 503 until persisting catches up.
@@ -198,6 +200,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     }
     crate::body::set_body_timeout(config.body_timeout);
     routes::set_max_query_points(config.max_query_points);
+    trainlog_meta::jobs::set_lost_after_ms(config.lost_after.as_millis().min(i64::MAX as u128) as i64);
     let metrics_key = config.metrics_key_file.as_deref().map(read_metrics_key).transpose().map_err(to_io)?;
     let auth = Arc::new(auth::Auth::new(
         config.auth,
@@ -248,6 +251,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     auth.spawn_upkeep();
+    actix_web::rt::spawn(crate::liveness::watch(refreshed.clone()));
     actix_web::rt::spawn(routes::report::keep_fresh(refreshed));
     let handle = server.handle();
     actix_web::rt::spawn(async move {

@@ -5,8 +5,8 @@ too) as params under dotted keys, every metric the module logs (`self.log("train
 and Lightning's `epoch`) under its own name at the trainer's step, and every checkpoint file a
 `ModelCheckpoint` saves as a trainlog checkpoint at its global step; its file is uploaded with
 `upload_checkpoints=True`, else only recorded with its path. The run the logger started ends
-with the training: `finished`, `failed` on an exception (`killed` on Ctrl-C), `preempted` on
-SIGTERM. Only rank 0 logs.
+with the training: `finished`, `failed` on an exception (`killed` on Ctrl-C), and on SIGTERM
+`preempted` where something says it is a preemption, else `killed`. Only rank 0 logs.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 import trainlog
-from trainlog._run import LAST_LINES, Run
+from trainlog._run import LAST_LINES, Run, sigterm_end
 from trainlog.integrations._attach import attach, flatten, metric_value
 
 
@@ -143,10 +143,11 @@ class TrainlogLogger(Logger):
     @rank_zero_only
     def finalize(self, status: str) -> None:
         """Ends the run the logger started: Lightning's "success"/"finished" → finished, "failed" →
-        failed, or preempted when the training stopped on SIGTERM, killed on Ctrl-C."""
+        failed, killed on Ctrl-C, and on SIGTERM preempted where something says it is a
+        preemption (a spot instance, Slurm), else killed."""
         run = self._run
         if run is None or run.finished:
-            # Already ended: by trainlog's SIGTERM hook (preempted), the owner, or an earlier finalize.
+            # Already ended: by trainlog's SIGTERM hook, the owner, or an earlier finalize.
             return
         if not self._owned:
             run.flush()
@@ -160,7 +161,7 @@ class TrainlogLogger(Logger):
         if exc_type is None or exc is None:
             self._ended = "failed"
         elif issubclass(exc_type, SIGTERMException):
-            self._ended, reason = "preempted", "SIGTERM"
+            self._ended, reason = sigterm_end(run.job)
         else:
             self._ended = "killed" if issubclass(exc_type, KeyboardInterrupt) else "failed"
             reason = f"{exc_type.__name__}: {exc}" if str(exc) else exc_type.__name__

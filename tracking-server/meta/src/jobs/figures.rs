@@ -59,6 +59,8 @@ pub struct AttemptFigures {
     pub spot: Option<bool>,
     /// When the launcher says the job was submitted (a Slurm job's submit time).
     pub submitted_ms: Option<i64>,
+    /// What decided how it ended, in words (None while it runs).
+    pub ended_by: Option<String>,
     /// Which rank failed first and why, when one did.
     pub reason: Option<String>,
     /// The last lines the failed rank printed, when it sent them.
@@ -215,6 +217,7 @@ mod tests {
             cluster: None,
             spot: Some(true),
             submitted_ms: None,
+            ended_by: None,
             reason: None,
             last_lines: None,
             gpus: 8,

@@ -6,9 +6,12 @@
 //! its rank already joined the running attempt, when its node rank runs on another host there,
 //! or when every process of the running attempt stopped sending heartbeats. The attempt it
 //! replaces ends then: as its processes said (failed, preempted, ...) or `lost`, at their last
-//! heartbeat.
+//! heartbeat. An attempt that ended `killed` or `lost` and whose launcher starts the job again
+//! was `preempted`. The server's liveness check ([`liveness`]) ends `lost` the attempts no
+//! process speaks for.
 
 mod figures;
+pub mod liveness;
 
 pub use figures::{AttemptFigures, CheckpointMark, JobFigures, NodeFigures, ProcessFigures};
 
@@ -88,10 +91,7 @@ fn heard_at(report: &ProcessReport) -> i64 {
     report.at_ms.map_or(now, |at| at.min(now))
 }
 
-/// After this long without a heartbeat from any of its processes, an attempt counts as gone:
-/// the next process to join starts a new attempt, and the cost of its nodes stops at their last
-/// heartbeat.
-pub const LOST_AFTER_MS: i64 = 90_000;
+pub use liveness::{lost_after_ms, set_lost_after_ms, DEFAULT_LOST_AFTER_MS};
 
 /// What a joining process's launcher says about this start of the job: another value is another
 /// attempt.
@@ -153,12 +153,15 @@ pub(crate) fn join_in(tx: &dyn Db, run: &str, p: &ProcessJoin) -> Result<Joined>
                 .map(|r| r.get(0))
                 .transpose()?
                 .flatten();
-            rank_again || node_elsewhere || last_seen.is_some_and(|seen| seen < now - LOST_AFTER_MS)
+            rank_again || node_elsewhere || last_seen.is_some_and(|seen| seen < now - lost_after_ms())
         }
     };
     let attempt = if starts_new {
         if let Some(a) = current.as_ref().filter(|a| a.status == "running") {
             close_attempt(tx, run, a.number, None)?;
+        }
+        if let Some(a) = current.as_ref().filter(|a| a.key != key) {
+            relaunched(tx, run, a, &key)?;
         }
         let number = current.as_ref().map_or(1, |a| a.number + 1);
         tx.exec(
@@ -318,7 +321,8 @@ fn outcome_rank(status: &str) -> u8 {
 }
 
 /// Ends attempt `number`: processes still running end `lost` at their last heartbeat; the
-/// attempt ends as its worst process did (`status` overrides, for a run finished as a whole).
+/// attempt ends as its worst process did (`status` overrides, for a run finished as a whole),
+/// and `ended_by` says which process decided it and why.
 fn close_attempt(tx: &dyn Db, run: &str, number: i64, status: Option<(&str, i64)>) -> Result<()> {
     match status {
         Some((s, end)) => tx.exec(
@@ -326,27 +330,66 @@ fn close_attempt(tx: &dyn Db, run: &str, number: i64, status: Option<(&str, i64)
             vals![run, number, s, end],
         )?,
         None => tx.exec(
-            "UPDATE run_processes SET status = 'lost', end_ms = seen_ms WHERE run_id = ?1 AND attempt = ?2 AND end_ms IS NULL",
-            vals![run, number],
+            "UPDATE run_processes SET status = 'lost', end_ms = seen_ms, reason = COALESCE(reason, ?3)
+             WHERE run_id = ?1 AND attempt = ?2 AND end_ms IS NULL",
+            vals![run, number, liveness::silence_reason()],
         )?,
     };
-    let rows =
-        tx.rows("SELECT status, end_ms FROM run_processes WHERE run_id = ?1 AND attempt = ?2", vals![run, number])?;
+    let rows = tx.rows(
+        "SELECT status, end_ms, rank, reason FROM run_processes WHERE run_id = ?1 AND attempt = ?2 ORDER BY end_ms, rank",
+        vals![run, number],
+    )?;
     let mut worst = status.map_or("finished", |(s, _)| s).to_owned();
     let mut end = status.map(|(_, e)| e);
+    let mut ended_by = status.map(|(s, _)| format!("the run was ended {s} as a whole"));
     for r in &rows {
-        let (s, e): (String, Option<i64>) = (r.get(0)?, r.get(1)?);
+        let (s, e, rank, why): (String, Option<i64>, i64, Option<String>) =
+            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
         if status.is_none() && outcome_rank(&s) > outcome_rank(&worst) {
+            ended_by = Some(format!("rank {rank} {s}{}", why.map(|w| format!(": {w}")).unwrap_or_default()));
             worst = s;
         }
         end = end.max(e);
     }
     if rows.is_empty() && status.is_none() {
         worst = "lost".into();
+        ended_by = Some(liveness::silence_reason());
+    }
+    if worst == "finished" && status.is_none() {
+        ended_by = Some("every process finished".into());
     }
     tx.exec(
-        "UPDATE run_attempts SET status = ?3, end_ms = ?4 WHERE run_id = ?1 AND number = ?2",
-        vals![run, number, worst, end.unwrap_or_else(now_ms)],
+        "UPDATE run_attempts SET status = ?3, end_ms = ?4, ended_by = ?5 WHERE run_id = ?1 AND number = ?2",
+        vals![run, number, worst, end.unwrap_or_else(now_ms), ended_by],
+    )?;
+    Ok(())
+}
+
+/// The launcher started the job again (another restart count, cluster or zone): an earlier
+/// attempt that ended `killed` (SIGTERM with nothing else to go on) or `lost` was preempted.
+fn relaunched(tx: &dyn Db, run: &str, earlier: &Current, key: &str) -> Result<()> {
+    let status: Option<String> = tx
+        .row("SELECT status FROM run_attempts WHERE run_id = ?1 AND number = ?2", vals![run, earlier.number])?
+        .map(|r| r.get(0))
+        .transpose()?;
+    if !matches!(status.as_deref(), Some("killed" | "lost")) {
+        return Ok(());
+    }
+    let changed: Vec<String> = earlier
+        .key
+        .split('|')
+        .zip(key.split('|'))
+        .filter(|(before, after)| before != after)
+        .map(|(before, after)| format!("{before} -> {after}"))
+        .collect();
+    let evidence = format!(
+        "preempted: its launcher started the job again ({}) after it ended {}",
+        changed.join(", "),
+        status.unwrap_or_default()
+    );
+    tx.exec(
+        "UPDATE run_attempts SET status = 'preempted', ended_by = ?3 WHERE run_id = ?1 AND number = ?2",
+        vals![run, earlier.number, evidence],
     )?;
     Ok(())
 }
@@ -371,9 +414,10 @@ impl MetaStore {
         run: &RunId,
         report: &ProcessReport,
         figures: bool,
-    ) -> Result<(i64, Option<JobFigures>)> {
+    ) -> Result<(Beat, Option<JobFigures>)> {
         let latest = self.in_run_tx(run, |tx| {
             let attempt = attempt_of(tx, run.as_str(), report)?.unwrap_or(0);
+            let attempt = liveness::speaks_again(tx, run.as_str(), attempt, report.rank)?;
             let changed = tx.exec(
                 "UPDATE run_processes SET seen_ms = ?4,
                     first_step = CASE WHEN first_step IS NULL OR ?5 < first_step THEN ?5 ELSE first_step END,
@@ -384,7 +428,7 @@ impl MetaStore {
             if changed == 0 {
                 return Err(not_found(format!("rank {} of attempt {} of run {run}", report.rank, report.attempt)));
             }
-            Ok(current_attempt(tx, run.as_str())?.map_or(attempt, |a| a.number))
+            Ok(Beat { yours: attempt, latest: current_attempt(tx, run.as_str())?.map_or(attempt, |a| a.number) })
         })?;
         let figures = if figures { self.job(run)?.map(|(figures, _)| figures) } else { None };
         Ok((latest, figures))
@@ -408,6 +452,7 @@ impl MetaStore {
                 finish_whole_run(tx, run.as_str(), status, end)?;
                 return Ok(true);
             };
+            let attempt = liveness::speaks_again(tx, run.as_str(), attempt, report.rank)?;
             let report = &ProcessReport { attempt, ..report.clone() };
             let changed = tx.exec(
                 "UPDATE run_processes SET status = ?4, end_ms = ?5, seen_ms = ?5, reason = ?6, last_lines = ?7,
@@ -453,11 +498,9 @@ impl MetaStore {
                 .map(|r| Ok::<_, Error>((r.get(0)?, r.get(1)?)))
                 .transpose()?
                 .unwrap_or(("finished".into(), None));
-            // A run's status has no `lost`: a run whose processes all vanished reads failed.
-            let run_status = if final_status == "lost" { "failed".to_owned() } else { final_status };
             tx.exec(
                 "UPDATE runs SET status = ?2, end_ms = ?3 WHERE id = ?1",
-                vals![run.as_str(), run_status, final_end.unwrap_or(end)],
+                vals![run.as_str(), final_status, final_end.unwrap_or(end)],
             )?;
             Ok(true)
         })
@@ -505,6 +548,14 @@ impl MetaStore {
     }
 }
 
+/// What a heartbeat answers: the attempt the sender is in now (another than the one it named
+/// when its attempt had ended `lost` and it spoke again) and the job's latest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Beat {
+    pub yours: i64,
+    pub latest: i64,
+}
+
 /// A run's job in one row, as lists and search see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRow {
@@ -547,7 +598,7 @@ fn write_job_row(tx: &dyn Db, run: &str) -> Result<()> {
 fn span_end(end_ms: Option<i64>, seen_ms: i64, now: i64) -> i64 {
     match end_ms {
         Some(end) => end,
-        None if seen_ms < now - LOST_AFTER_MS => seen_ms,
+        None if seen_ms < now - lost_after_ms() => seen_ms,
         None => now,
     }
 }
@@ -555,7 +606,7 @@ fn span_end(end_ms: Option<i64>, seen_ms: i64, now: i64) -> i64 {
 pub(crate) fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigures, Vec<AttemptFigures>)>> {
     let attempt_rows = db.rows(
         "SELECT number, status, start_ms, end_ms, launcher, job_id, world_size, node_count, cloud, region, zone,
-            instance_type, cluster, spot, submitted_ms
+            instance_type, cluster, spot, submitted_ms, ended_by
          FROM run_attempts WHERE run_id = ?1 ORDER BY number",
         vals![run],
     )?;
@@ -704,6 +755,7 @@ fn attempt_from_row(r: &Row) -> Result<AttemptFigures> {
         cluster: r.get(12)?,
         spot: spot.map(|s| s != 0),
         submitted_ms: r.get(14)?,
+        ended_by: r.get(15)?,
         reason: None,
         last_lines: None,
         gpus: 0,

@@ -101,7 +101,9 @@ fn a_restart_or_a_rank_starting_again_is_a_new_attempt_and_the_old_one_is_kept()
     let (job, attempts) = m.job(&run).expect("job").expect("a job");
     assert_eq!(job.attempts, 3);
     let statuses: Vec<&str> = attempts.iter().map(|a| a.status.as_str()).collect();
-    assert_eq!(statuses, ["lost", "lost", "running"]);
+    // The first was preempted: its launcher started the job again.
+    assert_eq!(statuses, ["preempted", "lost", "running"]);
+    assert!(attempts[0].ended_by.as_deref().is_some_and(|e| e.contains("restart=0 -> restart=1")), "{attempts:?}");
     assert!(attempts[0].end_ms.is_some() && attempts[1].end_ms.is_some());
     // A process of a superseded attempt ending does not end the run.
     assert!(!end(&m, &run, 2, 1, RunStatus::Finished));
@@ -169,4 +171,127 @@ fn the_attempt_names_the_first_rank_to_fail_not_the_lowest() {
     assert_eq!(attempts[0].status, "failed");
     assert_eq!(attempts[0].reason.as_deref(), Some("rank 3 failed: CUDA out of memory"));
     assert_eq!(attempts[0].last_lines.as_deref(), Some("lines of rank 3"));
+}
+
+/// A heartbeat from `rank` of `attempt` taken `ago_ms` before now.
+fn beat(m: &MetaStore, run: &RunId, attempt: i64, rank: i64, ago_ms: i64) -> Beat {
+    let report = ProcessReport { attempt, rank, at_ms: Some(now_ms() - ago_ms), ..ProcessReport::default() };
+    m.process_heartbeat(run, &report, false).expect("heartbeat").0
+}
+
+/// `process` that started `ago_ms` before now.
+fn started(p: ProcessJoin, ago_ms: i64) -> ProcessJoin {
+    ProcessJoin { started_ms: Some(now_ms() - ago_ms), ..p }
+}
+
+#[test]
+fn a_job_whose_processes_all_fell_silent_ends_lost_at_their_last_heartbeat() {
+    let dir = tempfile::tempdir().expect("dir");
+    let m = crate::test_store(dir.path());
+    let run = RunId::parse("id", "job-silent").expect("id");
+    let alive = RunId::parse("id", "job-alive").expect("id");
+    let bound = lost_after_ms();
+    for rank in 0..2 {
+        join(&m, &run, started(process(rank, 2, 2, "0"), 3 * bound));
+        join(&m, &alive, started(process(rank, 2, 2, "0"), 3 * bound));
+    }
+    beat(&m, &run, 1, 0, 2 * bound);
+    beat(&m, &run, 1, 1, bound + 1_000);
+    beat(&m, &alive, 1, 0, 2 * bound);
+    beat(&m, &alive, 1, 1, bound - 10_000);
+    assert_eq!(m.close_silent_attempts().expect("check"), std::slice::from_ref(&run));
+    assert_eq!(m.close_silent_attempts().expect("again"), Vec::<RunId>::new(), "once");
+    let ended = m.run(&run).expect("run");
+    assert_eq!(ended.status, RunStatus::Lost);
+    let (job, attempts) = m.job(&run).expect("job").expect("a job");
+    let a = &attempts[0];
+    assert_eq!(a.status, "lost");
+    assert_eq!(ended.end_ms, a.end_ms);
+    assert!(a.ended_by.as_deref().is_some_and(|e| e.contains("no heartbeat")), "{a:?}");
+    assert!(a.processes.iter().all(|p| p.status == "lost" && p.end_ms == Some(p.seen_ms)));
+    // Its one node ran from the start to the last heartbeat; no checkpoint: all of it is lost.
+    let hours = (a.end_ms.expect("end") - a.start_ms) as f64 / 3.6e6;
+    assert!((a.lost_usd - 4.0 * hours).abs() < 1e-9, "{} vs {}", a.lost_usd, 4.0 * hours);
+    assert_eq!(job.usd_per_hour, 0.0, "nothing runs");
+    assert_eq!(m.run(&alive).expect("run").status, RunStatus::Running, "a process spoke within the bound");
+}
+
+#[test]
+fn a_rank_that_failed_before_the_others_fell_silent_fails_the_run() {
+    let dir = tempfile::tempdir().expect("dir");
+    let m = crate::test_store(dir.path());
+    let run = RunId::parse("id", "job-oom").expect("id");
+    let bound = lost_after_ms();
+    for rank in 0..2 {
+        join(&m, &run, started(process(rank, 2, 2, "0"), 3 * bound));
+    }
+    let report = ProcessReport {
+        attempt: 1,
+        rank: 1,
+        reason: Some("killed by SIGKILL (the OOM killer)".into()),
+        ..ProcessReport::default()
+    };
+    m.end_process(&run, &report, RunStatus::Failed, Some(now_ms() - 2 * bound)).expect("end");
+    beat(&m, &run, 1, 0, 2 * bound);
+    assert_eq!(m.close_silent_attempts().expect("check"), std::slice::from_ref(&run));
+    assert_eq!(m.run(&run).expect("run").status, RunStatus::Failed);
+    let (_, attempts) = m.job(&run).expect("job").expect("a job");
+    assert!(attempts[0].ended_by.as_deref().is_some_and(|e| e.starts_with("rank 1 failed: killed by SIGKILL")));
+}
+
+#[test]
+fn a_process_of_a_lost_attempt_that_speaks_again_goes_on_in_a_new_attempt() {
+    let dir = tempfile::tempdir().expect("dir");
+    let m = crate::test_store(dir.path());
+    let run = RunId::parse("id", "job-partitioned").expect("id");
+    let bound = lost_after_ms();
+    for rank in 0..2 {
+        join(&m, &run, started(process(rank, 2, 2, "0"), 3 * bound));
+    }
+    for rank in 0..2 {
+        beat(&m, &run, 1, rank, 2 * bound);
+    }
+    m.close_silent_attempts().expect("check");
+    assert_eq!(m.run(&run).expect("run").status, RunStatus::Lost);
+    // The network comes back: rank 1 speaks first and opens attempt 2; rank 0 joins it.
+    assert_eq!(beat(&m, &run, 1, 1, 0), Beat { yours: 2, latest: 2 });
+    assert_eq!(m.run(&run).expect("run").status, RunStatus::Running);
+    assert_eq!(beat(&m, &run, 1, 0, 0), Beat { yours: 2, latest: 2 });
+    let (job, attempts) = m.job(&run).expect("job").expect("a job");
+    assert_eq!(attempts.iter().map(|a| a.status.as_str()).collect::<Vec<_>>(), ["lost", "running"]);
+    assert_eq!(attempts[1].ranks, 2);
+    assert_eq!(job.usd_per_hour, 4.0, "its node, priced as before");
+    for rank in 0..2 {
+        end(&m, &run, 1, rank, RunStatus::Finished);
+    }
+    assert_eq!(m.run(&run).expect("run").status, RunStatus::Finished);
+    let (_, attempts) = m.job(&run).expect("job").expect("a job");
+    assert_eq!(attempts[1].status, "finished");
+}
+
+#[test]
+fn sigterm_without_evidence_is_killed_until_the_launcher_starts_the_job_again() {
+    let dir = tempfile::tempdir().expect("dir");
+    let m = crate::test_store(dir.path());
+    let cancelled = RunId::parse("id", "job-cancelled").expect("id");
+    let requeued = RunId::parse("id", "job-requeued").expect("id");
+    for run in [&cancelled, &requeued] {
+        join(&m, run, process(0, 1, 1, "0"));
+        let report = ProcessReport {
+            attempt: 1,
+            rank: 0,
+            reason: Some("SIGTERM; nothing says it was a preemption".into()),
+            ..ProcessReport::default()
+        };
+        assert!(m.end_process(run, &report, RunStatus::Killed, None).expect("end"));
+        assert_eq!(m.run(run).expect("run").status, RunStatus::Killed);
+    }
+    // Slurm requeues one (its restart count moves on): that end was a preemption.
+    join(&m, &requeued, process(0, 1, 1, "1"));
+    let (_, attempts) = m.job(&requeued).expect("job").expect("a job");
+    assert_eq!(attempts[0].status, "preempted");
+    assert!(attempts[0].ended_by.as_deref().is_some_and(|e| e.contains("after it ended killed")), "{attempts:?}");
+    let (_, attempts) = m.job(&cancelled).expect("job").expect("a job");
+    assert_eq!(attempts[0].status, "killed");
+    assert_eq!(attempts[0].ended_by.as_deref(), Some("rank 0 killed: SIGTERM; nothing says it was a preemption"));
 }

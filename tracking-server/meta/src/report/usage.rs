@@ -94,19 +94,22 @@ fn killed_by_the_system(reason: &str) -> bool {
     ["sigkill", "signal 9", "oom-kill", "oom killer", "out of memory: killed"].iter().any(|w| lower.contains(w))
 }
 
-/// How a run ended, for the report, and why it failed when it did.
+/// How a run ended, for the report, and why it failed or was stopped: the evidence that decided
+/// its last attempt's end, where its job recorded one.
 pub fn outcome(status: &str, latest: Option<&AttemptFigures>) -> (&'static str, Option<String>) {
     let reason = latest.and_then(|a| a.reason.clone());
+    let evidence = latest.and_then(|a| a.ended_by.clone());
     match status {
         "running" => ("running", None),
         "finished" => ("finished", None),
-        "killed" => ("killed", None),
-        "preempted" => ("infra", Some(reason.unwrap_or_else(|| "preempted".into()))),
+        "killed" => ("killed", evidence),
+        "preempted" => ("infra", Some(evidence.or(reason).unwrap_or_else(|| "preempted".into()))),
+        "lost" => ("infra", Some(evidence.unwrap_or_else(|| "lost: its processes stopped sending heartbeats".into()))),
         _ => match latest.map(|a| a.status.as_str()) {
             Some("lost") => {
                 ("infra", Some(reason.unwrap_or_else(|| "lost: its processes stopped sending heartbeats".into())))
             }
-            Some("preempted") => ("infra", Some(reason.unwrap_or_else(|| "preempted".into()))),
+            Some("preempted") => ("infra", Some(evidence.or(reason).unwrap_or_else(|| "preempted".into()))),
             _ => match reason {
                 Some(r) if killed_by_the_system(&r) => ("infra", Some(r)),
                 r => ("code", r),
@@ -228,6 +231,7 @@ mod tests {
             cluster: None,
             spot: None,
             submitted_ms: None,
+            ended_by: None,
             reason: None,
             last_lines: None,
             gpus: 0,
@@ -254,6 +258,7 @@ mod tests {
         assert_eq!(outcome("preempted", None).0, "infra");
         assert_eq!(outcome("failed", None).0, "code");
         assert_eq!(outcome("killed", None).0, "killed");
+        assert_eq!(outcome("lost", None).0, "infra");
         let mut a = blank_attempt();
         a.status = "lost".into();
         assert_eq!(outcome("failed", Some(&a)).0, "infra");

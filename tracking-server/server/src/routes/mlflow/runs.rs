@@ -130,7 +130,7 @@ fn status_name(status: RunStatus) -> &'static str {
     match status {
         RunStatus::Running => "RUNNING",
         RunStatus::Finished => "FINISHED",
-        RunStatus::Failed | RunStatus::Preempted => "FAILED",
+        RunStatus::Failed | RunStatus::Preempted | RunStatus::Lost => "FAILED",
         RunStatus::Killed => "KILLED",
     }
 }

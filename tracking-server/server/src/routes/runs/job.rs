@@ -279,6 +279,10 @@ pub struct AttemptView {
     /// When the launcher says the job was submitted (a Slurm job's submit time), ms since the
     /// Unix epoch: the first attempt waited in the queue from then to its start.
     pub submitted_time: Option<i64>,
+    /// What decided how it ended, in words: the process whose end decided it and why (an exit
+    /// code; a signal, and whether anything said it was a preemption), no heartbeat from any
+    /// process for the server's bound, or its launcher starting the job again. Null while it runs.
+    pub ended_by: Option<String>,
     /// Which rank failed first and why.
     pub reason: Option<String>,
     pub last_lines: Option<String>,
@@ -395,6 +399,7 @@ impl From<AttemptFigures> for AttemptView {
             cluster: a.cluster,
             spot: a.spot,
             submitted_time: a.submitted_ms,
+            ended_by: a.ended_by,
             reason: a.reason,
             last_lines: a.last_lines,
             gpus: a.gpus,
@@ -441,6 +446,9 @@ pub struct JoinedView {
 pub struct HeartbeatAnswer {
     /// The job's latest attempt; when it is not the sender's, the sender's attempt was superseded.
     pub current_attempt: i64,
+    /// The attempt the sender is in now: another than the one it named when the server had
+    /// ended that one `lost` (no heartbeat from any of its processes) and the job goes on.
+    pub attempt: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job: Option<JobView>,
 }
@@ -460,6 +468,10 @@ pub(crate) async fn heartbeat(
     let report = body.into_report()?;
     let (id, _) = lookup::writable(&state, &req, &path).await?;
     let figures = report.rank == 0;
-    let (current_attempt, job) = meta(&state, move |m| m.process_heartbeat(&id, &report, figures)).await?;
-    Ok(HttpResponse::Ok().json(HeartbeatAnswer { current_attempt, job: job.map(JobView::from) }))
+    let (beat, job) = meta(&state, move |m| m.process_heartbeat(&id, &report, figures)).await?;
+    Ok(HttpResponse::Ok().json(HeartbeatAnswer {
+        current_attempt: beat.latest,
+        attempt: beat.yours,
+        job: job.map(JobView::from),
+    }))
 }

@@ -175,6 +175,8 @@ pub enum RunStatusName {
     Failed,
     Killed,
     Preempted,
+    /// Every process of its job stopped sending heartbeats: the server ended it.
+    Lost,
 }
 
 impl RunView {
@@ -196,6 +198,7 @@ impl RunView {
                 S::Failed => RunStatusName::Failed,
                 S::Killed => RunStatusName::Killed,
                 S::Preempted => RunStatusName::Preempted,
+                S::Lost => RunStatusName::Lost,
             },
             start_time: run.start_ms,
             end_time: run.end_ms,

@@ -50,6 +50,17 @@ pub(crate) async fn prometheus(state: State, req: HttpRequest) -> HttpResponse {
         "Background rounds that failed to bring the training report's rows up to date (each is tried again)",
         ConstCounter::new(crate::routes::report::refresh_failures()),
     );
+    let (lost, check_failures) = crate::liveness::counts();
+    registry.register(
+        "runs_lost",
+        "Runs this server ended lost: no process of their job sent a heartbeat within --lost-after-s",
+        ConstCounter::new(lost),
+    );
+    registry.register(
+        "liveness_check_failures",
+        "Rounds of the liveness check that failed (each is tried again)",
+        ConstCounter::new(check_failures),
+    );
     let (failed, throttled) = crate::auth::failure_counts(&req);
     registry.register("auth_failures", "Requests refused for a missing or invalid API key", ConstCounter::new(failed));
     registry.register(
