@@ -5,6 +5,7 @@ pub mod bounds;
 pub mod client;
 pub mod data;
 pub mod jobs;
+pub mod liveness;
 pub mod measure;
 pub mod on_postgres;
 pub mod replicas;

@@ -369,6 +369,31 @@ fn job_bench(rt: &tokio::runtime::Runtime, scale: &Scale, report: &mut Report) {
             "",
         );
     }
+    liveness_bench(report);
+}
+
+/// J5: one round of the server's liveness check over 10,000 running jobs, none silent (SQLite);
+/// its share of a core at the default bound's pace (a round every 30 s).
+fn liveness_bench(report: &mut Report) {
+    const JOBS: usize = 10_000;
+    const ROUNDS: usize = 21;
+    let cost = trainlog_bench::liveness::measure(JOBS, ROUNDS);
+    let per_round = median(&cost.rounds_ms);
+    info(format!(
+        "liveness check over {JOBS} running jobs (recorded in {:.1} s): {ROUNDS} rounds, median {per_round:.2} ms, max {:.2} ms",
+        cost.setup_s,
+        percentile(&cost.rounds_ms, 100.0)
+    ));
+    let pace_ms = trainlog_meta::jobs::liveness::check_every().as_secs_f64() * 1e3;
+    report.add(
+        "J5",
+        format!("Liveness check, {} running jobs: share of one core at a round every {:.0} s", thousands(JOBS as f64, 0), pace_ms / 1e3),
+        100.0 * per_round / pace_ms,
+        3,
+        "%",
+        Goal::AtMost(1.0),
+        "",
+    );
 }
 
 /// Latency summary line and (p50, p90).

@@ -1267,7 +1267,10 @@ test('a job\'s run shows its attempts on a timeline and in a table, its system c
   assert.match(await rows.nth(1).innerText(), /aws \/ us-west-2 \/ us-west-2b/);
   assert.deepEqual(await rows.nth(0).getByTestId('attempt-node').allInnerTexts(),
     ['0: node-0 · 4× GPU · $8.00/h · 4 processes', '1: node-1 · 4× GPU · $8.00/h · 4 processes']);
-  assert.equal(await page.getByTestId('attempt-reason').count(), 0, 'no rank failed');
+  // No rank failed; the preempted attempt says what ended it (the running one says nothing yet).
+  const ended = page.getByTestId('attempt-reason');
+  assert.equal(await ended.count(), 1);
+  assert.match(await ended.innerText(), /^why attempt 1 ended: rank 0 preempted/);
 
   // System charts: a heading per node, each over its own node's charts.
   const headings = page.getByTestId('node-heading');

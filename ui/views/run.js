@@ -130,10 +130,13 @@ function attemptsTable(attempts, now, open) {
       num(fmtUsd(a.cost_usd) + (a.unpriced_nodes > 0 ? ` (+${plural(a.unpriced_nodes, 'node')} unpriced)` : '')), num(fmtGpuHours(a.gpu_hours)),
       num(steps), el('td', {}, a.last_checkpoint_step === null ? '' : `step ${fmtNum(a.last_checkpoint_step)}, ${fmtTime(a.last_checkpoint_time)}`),
       el('td', { class: 'num' }, lost)));
-    if (a.reason || a.last_lines) {
+    // What decided its end (the server's evidence); a finished attempt needs no explaining.
+    const why = a.status === 'finished' ? a.reason : (a.ended_by || a.reason);
+    if (why || a.last_lines) {
       const details = el('details', { 'data-testid': 'attempt-reason', 'data-attempt': String(a.number), open: open.has(String(a.number)) },
-        el('summary', {}, `why attempt ${a.number} ended: `, el('span', { class: 'mono' }, (a.reason || 'its last lines').split('\n')[0])),
-        a.reason ? el('pre', { class: 'json' }, a.reason) : null,
+        el('summary', {}, `why attempt ${a.number} ended: `, el('span', { class: 'mono' }, (why || 'its last lines').split('\n')[0])),
+        why ? el('pre', { class: 'json' }, why) : null,
+        a.reason && a.reason !== why ? el('pre', { class: 'json' }, a.reason) : null,
         a.last_lines ? el('pre', { class: 'json', 'data-testid': 'attempt-last-lines' }, a.last_lines) : null);
       rows.push(el('tr', { class: 'attempt-reason' }, el('td', { colspan: String(head.length) }, details)));
     }
