@@ -387,7 +387,11 @@ fn liveness_bench(report: &mut Report) {
     let pace_ms = trainlog_meta::jobs::liveness::check_every().as_secs_f64() * 1e3;
     report.add(
         "J5",
-        format!("Liveness check, {} running jobs: share of one core at a round every {:.0} s", thousands(JOBS as f64, 0), pace_ms / 1e3),
+        format!(
+            "Liveness check, {} running jobs: share of one core at a round every {:.0} s",
+            thousands(JOBS as f64, 0),
+            pace_ms / 1e3
+        ),
         100.0 * per_round / pace_ms,
         3,
         "%",
