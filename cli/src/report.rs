@@ -95,7 +95,8 @@ fn fetch(args: &ReportArgs) -> Result<Value, String> {
     api.get_json(&format!("/report?{}", query.finish())).map_err(|e| e.to_string())
 }
 
-/// The groups as `--format json` lists them: `group`, `runs`, each figure, and `reasons`.
+/// The groups as `--format json` lists them: `group`, `runs`, each figure, `cancelled`, and
+/// `reasons`.
 fn groups(report: &Value) -> Vec<Value> {
     let list = report["groups"].as_array().cloned().unwrap_or_default();
     list.iter()
@@ -107,6 +108,8 @@ fn groups(report: &Value) -> Vec<Value> {
             for figure in FIGURES {
                 out.insert(figure.into(), g[figure].clone());
             }
+            // Runs someone cancelled (ended `killed`): neither a code nor an infrastructure failure.
+            out.insert("cancelled".into(), g["inputs"]["killed"].clone());
             out.insert("reasons".into(), g["reasons"].clone());
             Value::Object(out)
         })
@@ -140,11 +143,12 @@ fn render(report: &Value, format: &str) -> Result<String, String> {
             let mut out = csv::Writer::from_writer(Vec::new());
             let mut header = vec!["group", "runs"];
             header.extend(FIGURES);
+            header.push("cancelled");
             header.push("reasons");
             out.write_record(&header).map_err(|e| e.to_string())?;
             for g in &groups {
                 let mut row = vec![cell(&g["group"]), cell(&g["runs"])];
-                row.extend(FIGURES.iter().map(|f| match &g[*f] {
+                row.extend(FIGURES.iter().chain(&["cancelled"]).map(|f| match &g[*f] {
                     Value::Number(n) => n.to_string(),
                     other => cell(other),
                 }));
@@ -169,6 +173,7 @@ fn table(report: &Value, groups: &[Value]) -> String {
         ("job_success_rate", "success"),
         ("infra_failures", "infra"),
         ("code_failures", "code"),
+        ("cancelled", "cancelled"),
         ("checkpoint_restore_rate", "restore"),
         ("experiments_per_user_week", "runs/user/wk"),
     ];

@@ -20,7 +20,7 @@ from typing import Any, Dict
 import pytest
 
 import trainlog
-from helpers import Server
+from helpers import BINARY, Server
 
 HOLDING_RANK = textwrap.dedent(
     """
@@ -145,3 +145,9 @@ def test_scancel_ends_the_run_killed_not_preempted(client_env: dict, tmp_path: P
     report = wait_for("the report to count it", lambda: (t := api.report(projects=["slurm-cancel"])["total"])["inputs"]["killed"] == 1 and t, 90)
     assert (report["infra_failures"], report["code_failures"]) == (0, 0), report
     assert report["job_success_rate"] is None, "a cancelled run is neither a success nor a failure"
+    # The report's table has cancelled runs on their own line, beside the two kinds of failure.
+    shown = subprocess.run([str(BINARY), "report", "--projects", "slurm-cancel"], env=env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    header, total = shown.stdout.splitlines()[:2]
+    columns = dict(zip(header.split(), total.split()))
+    assert (columns["infra"], columns["code"], columns["cancelled"]) == ("0", "0", "1"), shown.stdout

@@ -76,7 +76,7 @@ def test_the_report_from_python_and_the_command_line(
     done = cli("--by", "project", "--format", "csv")
     assert done.returncode == 0, done.stderr
     sheet = pd.read_csv(io.StringIO(done.stdout))
-    assert list(sheet.columns) == ["group", "runs", *FIGURES, "reasons"]
+    assert list(sheet.columns) == ["group", "runs", *FIGURES, "cancelled", "reasons"]
     assert sheet["group"].tolist() == ["nlp", "vision"]
     vision = sheet.set_index("group").loc["vision"]
     assert vision["runs"] == 2
