@@ -347,6 +347,7 @@ def test_srun_tasks_are_one_run_and_a_requeue_is_its_second_attempt(client_env: 
     assert [a["ranks"] for a in attempts] == [4, 4]
     assert [len(a["nodes"]) for a in attempts] == [1, 1]
     assert attempts[0]["nodes"][0]["gpus"] == 2 and attempts[0]["nodes"][0]["usd_per_hour"] == 3.0
+    assert attempts[0]["nodes"][0]["gpus_source"] == "TRAINLOG_GPUS_PER_NODE=2; NVML shows none", attempts[0]["nodes"]
     assert done["job"]["attempts"] == 2
     # Rank 0's metrics only, the second attempt's values over the first's; one node's system series.
     history = api.run(first["id"]).history("restart")

@@ -101,6 +101,8 @@ impl CostBase {
 pub struct NodeDescription {
     pub gpus: u32,
     pub gpu_names: Vec<String>,
+    /// Where `gpus` came from (the launcher's allocation, NVML), and any disagreement.
+    pub gpus_source: String,
     pub driver: Option<String>,
     pub price: Option<(f64, String)>,
 }
@@ -225,6 +227,7 @@ impl Membership {
             body["node"] = json!({
                 "gpus": node.gpus,
                 "gpu_names": node.gpu_names,
+                "gpus_source": node.gpus_source,
                 "driver": node.driver,
                 "usd_per_hour": node.price.as_ref().map(|p| p.0),
                 "price_source": node.price.as_ref().map(|p| p.1.clone()),

@@ -396,8 +396,10 @@ impl RunBuilder {
         if !job.is_node_leader() || (self.system_interval.is_none() && !self.cost) {
             return (None, None);
         }
+        use crate::collect::node_gpus;
         let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-        let gpus = match crate::collect::gpu::GpuSampler::open(visible.as_deref()) {
+        let watched = node_gpus::watched(|name| std::env::var(name).ok(), visible);
+        let gpus = match crate::collect::gpu::GpuSampler::open(watched.as_deref()) {
             Ok(g) => Some(g),
             Err(reason) => {
                 if self.system_interval.is_some() {
@@ -406,8 +408,12 @@ impl RunBuilder {
                 None
             }
         };
-        let gpu_names = gpus.as_ref().map(|g| g.gpu_names()).unwrap_or_default();
-        let count = if gpu_names.is_empty() { job.gpus_per_node.unwrap_or(0) } else { gpu_names.len() as u32 };
+        let seen = gpus.as_ref().map(|g| g.gpu_names()).unwrap_or_default();
+        let allocated = job
+            .gpus_per_node
+            .map(|n| (n, job.detected_from.get("gpus_per_node").map_or("the launcher", String::as_str)));
+        let node = node_gpus::node_gpus(allocated, &seen, watched.as_deref());
+        let (count, gpu_names) = (node.count, node.names);
         let price = if self.cost {
             let explicit = self.cost_per_hour.or(self.cost_per_gpu_hour.map(|p| p * f64::from(count)));
             let spot = job.spot.unwrap_or(false);
@@ -421,7 +427,7 @@ impl RunBuilder {
             None
         };
         let driver = gpus.as_ref().and_then(|g| g.driver_version());
-        (gpus, Some(NodeDescription { gpus: count, gpu_names, driver, price }))
+        (gpus, Some(NodeDescription { gpus: count, gpu_names, gpus_source: node.source, driver, price }))
     }
 }
 

@@ -4,5 +4,6 @@ pub mod environment;
 pub mod git;
 pub mod gpu;
 pub mod job;
+pub mod node_gpus;
 pub mod redact;
 pub mod system;

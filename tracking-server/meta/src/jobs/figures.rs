@@ -11,6 +11,8 @@ pub struct NodeFigures {
     /// The node's price per hour (all its GPUs); None when it was not priced.
     pub usd_per_hour: Option<f64>,
     pub price_source: Option<String>,
+    /// Where `gpus` came from (the launcher's allocation, NVML), and any disagreement.
+    pub gpus_source: Option<String>,
     /// From its first process's start to its last process's end (or last sign of life).
     pub start_ms: i64,
     pub end_ms: i64,
@@ -190,6 +192,7 @@ mod tests {
             driver: None,
             usd_per_hour: price,
             price_source: None,
+            gpus_source: None,
             start_ms,
             end_ms,
             processes: 1,

@@ -144,8 +144,8 @@ pub(super) fn speaks_again(tx: &dyn Db, run: &str, attempt: i64, rank: i64) -> R
         vals![run, attempt, goes_on, now, rank],
     )?;
     tx.exec(
-        "INSERT INTO run_nodes (run_id, attempt, node_rank, host, gpus, gpu_names, driver, usd_per_hour, price_source)
-         SELECT n.run_id, ?3, n.node_rank, n.host, n.gpus, n.gpu_names, n.driver, n.usd_per_hour, n.price_source
+        "INSERT INTO run_nodes (run_id, attempt, node_rank, host, gpus, gpu_names, driver, usd_per_hour, price_source, gpus_source)
+         SELECT n.run_id, ?3, n.node_rank, n.host, n.gpus, n.gpu_names, n.driver, n.usd_per_hour, n.price_source, n.gpus_source
          FROM run_nodes n JOIN run_processes p ON p.run_id = n.run_id AND p.attempt = n.attempt AND p.node_rank = n.node_rank
          WHERE n.run_id = ?1 AND n.attempt = ?2 AND p.rank = ?4
            AND NOT EXISTS (SELECT 1 FROM run_nodes m WHERE m.run_id = ?1 AND m.attempt = ?3 AND m.node_rank = n.node_rank)",

@@ -58,6 +58,8 @@ pub struct NodeInfo {
     pub driver: Option<String>,
     pub usd_per_hour: Option<f64>,
     pub price_source: Option<String>,
+    /// Where `gpus` came from (the launcher's allocation, NVML), and any disagreement.
+    pub gpus_source: Option<String>,
 }
 
 /// Where a process landed.
@@ -249,8 +251,8 @@ pub(crate) fn join_in(tx: &dyn Db, run: &str, p: &ProcessJoin) -> Result<Joined>
             vals![run, attempt, p.node_rank],
         )?;
         tx.exec(
-            "INSERT INTO run_nodes (run_id, attempt, node_rank, host, gpus, gpu_names, driver, usd_per_hour, price_source)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            "INSERT INTO run_nodes (run_id, attempt, node_rank, host, gpus, gpu_names, driver, usd_per_hour, price_source, gpus_source)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             vals![
                 run,
                 attempt,
@@ -260,7 +262,8 @@ pub(crate) fn join_in(tx: &dyn Db, run: &str, p: &ProcessJoin) -> Result<Joined>
                 names,
                 node.driver.as_deref(),
                 usd_per_hour,
-                price_source.as_deref()
+                price_source.as_deref(),
+                node.gpus_source.as_deref()
             ],
         )?;
     }
@@ -620,7 +623,7 @@ pub(crate) fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigu
         vals![run],
     )?;
     let node_rows = db.rows(
-        "SELECT attempt, node_rank, host, gpus, gpu_names, driver, usd_per_hour, price_source
+        "SELECT attempt, node_rank, host, gpus, gpu_names, driver, usd_per_hour, price_source, gpus_source
          FROM run_nodes WHERE run_id = ?1 ORDER BY attempt, node_rank",
         vals![run],
     )?;
@@ -712,12 +715,12 @@ fn node_figures(
     processes: i64,
     info: Option<&Row>,
 ) -> Result<NodeFigures> {
-    let (gpus, gpu_names, driver, usd_per_hour, price_source) = match info {
+    let (gpus, gpu_names, driver, usd_per_hour, price_source, gpus_source) = match info {
         Some(n) => {
             let names: String = n.get(4)?;
-            (n.get(3)?, serde_json::from_str(&names).unwrap_or_default(), n.get(5)?, n.get(6)?, n.get(7)?)
+            (n.get(3)?, serde_json::from_str(&names).unwrap_or_default(), n.get(5)?, n.get(6)?, n.get(7)?, n.get(8)?)
         }
-        None => (0, Vec::new(), None, None, None),
+        None => (0, Vec::new(), None, None, None, None),
     };
     let hours = figures::hours(start_ms, end_ms);
     Ok(NodeFigures {
@@ -728,6 +731,7 @@ fn node_figures(
         driver,
         usd_per_hour,
         price_source,
+        gpus_source,
         start_ms,
         end_ms,
         processes,

@@ -3,4 +3,7 @@
 -- for the server's bound, or its launcher starting the job again. The server's liveness check
 -- reads the running attempts only, through a partial index.
 ALTER TABLE run_attempts ADD COLUMN ended_by TEXT;
+-- Where a node's GPU count came from (the launcher's allocation on the node, what NVML showed),
+-- saying so when they disagree.
+ALTER TABLE run_nodes ADD COLUMN gpus_source TEXT;
 CREATE INDEX run_attempts_running ON run_attempts (run_id, number) WHERE status = 'running';

@@ -89,6 +89,10 @@ pub struct NodeInput {
     pub usd_per_hour: Option<f64>,
     #[schema(max_length = 500)]
     pub price_source: Option<String>,
+    /// Where `gpus` came from: the launcher's allocation on the node (`SLURM_GPUS_ON_NODE=2`),
+    /// what NVML showed, and whether they disagree.
+    #[schema(max_length = 500)]
+    pub gpus_source: Option<String>,
 }
 
 /// The largest job context a process may send.
@@ -124,7 +128,8 @@ impl ProcessInput {
                 if n.gpu_names.len() > 64 {
                     return Err(ApiError::invalid("process.node.gpu_names", "at most 64 GPU names"));
                 }
-                for name in n.gpu_names.iter().chain(n.driver.iter()).chain(n.price_source.iter()) {
+                let texts = n.gpu_names.iter().chain(&n.driver).chain(&n.price_source).chain(&n.gpus_source);
+                for name in texts {
                     check_len("process.node", "a node's text", name, MAX_NAME_CHARS)?;
                 }
                 Some(NodeInfo {
@@ -133,6 +138,7 @@ impl ProcessInput {
                     driver: n.driver,
                     usd_per_hour: n.usd_per_hour,
                     price_source: n.price_source,
+                    gpus_source: n.gpus_source,
                 })
             }
         };
@@ -354,6 +360,8 @@ pub struct NodeView {
     pub driver: Option<String>,
     pub usd_per_hour: Option<f64>,
     pub price_source: Option<String>,
+    /// Where `gpus` came from (the launcher's allocation, NVML), and any disagreement.
+    pub gpus_source: Option<String>,
     pub start_time: i64,
     pub end_time: i64,
     pub processes: i64,
@@ -371,6 +379,7 @@ impl From<NodeFigures> for NodeView {
             driver: n.driver,
             usd_per_hour: n.usd_per_hour,
             price_source: n.price_source,
+            gpus_source: n.gpus_source,
             start_time: n.start_ms,
             end_time: n.end_ms,
             processes: n.processes,
