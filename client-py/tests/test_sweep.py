@@ -174,7 +174,10 @@ early_terminate: {type: asha, min_steps: 3, max_steps: 27, eta: 3}
     assert trials[1]["state"] == "finished"
     assert trials[5]["state"] == "pruned", trials[5]
     assert "not among the best" in trials[5]["stop_reason"]
-    assert api_get(sweep_env, f"/runs/{trials[5]['run_id']}")["status"] == "killed"
+    pruned = api_get(sweep_env, f"/runs/{trials[5]['run_id']}")
+    assert pruned["status"] == "pruned", pruned["attempts"]
+    [attempt] = pruned["attempts"]
+    assert attempt["ended_by"].startswith("pruned by its sweep: ") and attempt["lost_usd"] == 0, attempt
     history = api_get(sweep_env, f"/runs/{trials[5]['run_id']}/metrics?key=loss")["points"]
     assert [p["step"] for p in history] == list(range(6)), "the pruned trial logged nothing after its hold"
     # When the trial itself saw the stop (before the agent's SIGTERM), it says so.

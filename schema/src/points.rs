@@ -30,11 +30,13 @@ pub enum RunStatus {
     Preempted,
     /// Every process of its job stopped sending heartbeats: the server ended it (W&B's "crashed").
     Lost,
+    /// A sweep trial its sweep stopped early (pruned): neither a failure nor lost work.
+    Pruned,
 }
 
 impl RunStatus {
-    pub const ALL: [RunStatus; 6] =
-        [Self::Running, Self::Finished, Self::Failed, Self::Killed, Self::Preempted, Self::Lost];
+    pub const ALL: [RunStatus; 7] =
+        [Self::Running, Self::Finished, Self::Failed, Self::Killed, Self::Preempted, Self::Lost, Self::Pruned];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -44,6 +46,7 @@ impl RunStatus {
             Self::Killed => "killed",
             Self::Preempted => "preempted",
             Self::Lost => "lost",
+            Self::Pruned => "pruned",
         }
     }
 
@@ -55,7 +58,9 @@ impl RunStatus {
         s.parse().map_err(|_| {
             Error::new(
                 field,
-                format!("unknown status {s:?}; expected one of running, finished, failed, killed, preempted, lost"),
+                format!(
+                    "unknown status {s:?}; expected one of running, finished, failed, killed, preempted, lost, pruned"
+                ),
             )
         })
     }

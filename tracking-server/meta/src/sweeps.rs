@@ -340,8 +340,10 @@ impl MetaStore {
             )?;
             tx.exec(
                 "UPDATE runs SET status = ?2, end_ms = COALESCE(end_ms, ?3), updated_ms = ?3 WHERE id = ?1",
-                vals![t.run_id, run_status, now],
+                vals![&t.run_id, run_status, now],
             )?;
+            // A trial process that died without a word leaves its attempt running: it ends with the trial.
+            crate::jobs::finish_running_attempt(tx, &t.run_id, run_status, now)?;
             touch(tx, sweep)?;
             Ok(())
         })?;

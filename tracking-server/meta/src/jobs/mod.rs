@@ -368,6 +368,26 @@ fn close_attempt(tx: &dyn Db, run: &str, number: i64, status: Option<(&str, i64)
     Ok(())
 }
 
+/// A sweep trial its sweep asked to stop (pruned) and that then ended on that signal (`killed`,
+/// or `preempted` on a spot instance) was pruned: no failure, no lost work.
+fn pruned_by_its_sweep(tx: &dyn Db, run: &str, number: i64) -> Result<()> {
+    let reason: Option<String> = tx
+        .row(
+            "SELECT t.stop_reason FROM sweep_trials t JOIN run_attempts a ON a.run_id = t.run_id
+             WHERE t.run_id = ?1 AND a.number = ?2 AND t.stop_reason <> '' AND a.status IN ('killed', 'preempted')",
+            vals![run, number],
+        )?
+        .map(|r| r.get(0))
+        .transpose()?;
+    if let Some(reason) = reason {
+        tx.exec(
+            "UPDATE run_attempts SET status = 'pruned', ended_by = ?3 WHERE run_id = ?1 AND number = ?2",
+            vals![run, number, format!("pruned by its sweep: {reason}")],
+        )?;
+    }
+    Ok(())
+}
+
 /// The launcher started the job again (another restart count, cluster or zone): an earlier
 /// attempt that ended `killed` (SIGTERM with nothing else to go on) or `lost` was preempted.
 fn relaunched(tx: &dyn Db, run: &str, earlier: &Current, key: &str) -> Result<()> {
@@ -492,6 +512,7 @@ impl MetaStore {
                 return Ok(false);
             }
             close_attempt(tx, run.as_str(), report.attempt, None)?;
+            pruned_by_its_sweep(tx, run.as_str(), report.attempt)?;
             write_job_row(tx, run.as_str())?;
             if current.number != report.attempt {
                 return Ok(false);

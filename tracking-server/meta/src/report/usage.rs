@@ -101,7 +101,8 @@ pub fn outcome(status: &str, latest: Option<&AttemptFigures>) -> (&'static str, 
     let evidence = latest.and_then(|a| a.ended_by.clone());
     match status {
         "running" => ("running", None),
-        "finished" => ("finished", None),
+        // A trial its sweep stopped early ran as it should: the sweep working, not a failure.
+        "finished" | "pruned" => ("finished", None),
         "killed" => ("killed", evidence),
         "preempted" => ("infra", Some(evidence.or(reason).unwrap_or_else(|| "preempted".into()))),
         "lost" => ("infra", Some(evidence.unwrap_or_else(|| "lost: its processes stopped sending heartbeats".into()))),
@@ -259,6 +260,7 @@ mod tests {
         assert_eq!(outcome("failed", None).0, "code");
         assert_eq!(outcome("killed", None).0, "killed");
         assert_eq!(outcome("lost", None).0, "infra");
+        assert_eq!(outcome("pruned", None).0, "finished");
         let mut a = blank_attempt();
         a.status = "lost".into();
         assert_eq!(outcome("failed", Some(&a)).0, "infra");

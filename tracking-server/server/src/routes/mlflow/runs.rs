@@ -131,7 +131,7 @@ fn status_name(status: RunStatus) -> &'static str {
         RunStatus::Running => "RUNNING",
         RunStatus::Finished => "FINISHED",
         RunStatus::Failed | RunStatus::Preempted | RunStatus::Lost => "FAILED",
-        RunStatus::Killed => "KILLED",
+        RunStatus::Killed | RunStatus::Pruned => "KILLED",
     }
 }
 

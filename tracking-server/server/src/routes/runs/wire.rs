@@ -177,6 +177,8 @@ pub enum RunStatusName {
     Preempted,
     /// Every process of its job stopped sending heartbeats: the server ended it.
     Lost,
+    /// A sweep trial its sweep stopped early.
+    Pruned,
 }
 
 impl RunView {
@@ -199,6 +201,7 @@ impl RunView {
                 S::Killed => RunStatusName::Killed,
                 S::Preempted => RunStatusName::Preempted,
                 S::Lost => RunStatusName::Lost,
+                S::Pruned => RunStatusName::Pruned,
             },
             start_time: run.start_ms,
             end_time: run.end_ms,

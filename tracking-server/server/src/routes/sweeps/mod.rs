@@ -364,7 +364,7 @@ async fn finish_attempt(
     }
     let run_status = match end.state.as_str() {
         "finished" => "finished",
-        "pruned" => "killed",
+        "pruned" => "pruned",
         "preempted" => "preempted",
         _ => "failed",
     };
