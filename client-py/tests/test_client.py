@@ -234,7 +234,7 @@ def test_sigterm_flushes_and_ends_the_run_as_its_evidence_says(
     proc = spawn_script(SIGTERM_SCRIPT, {**client_env, "TRAINLOG_SPOT": spot})
     wait_for_line(proc, "logged")
     proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=30)
+    proc.wait(timeout=120)
     assert proc.returncode == -signal.SIGTERM, "the default SIGTERM action still ends the process"
     runs = trainlog.Api().runs("spot")
     assert len(runs) == 1
@@ -332,7 +332,7 @@ def test_sigterm_then_the_programs_own_handler_runs(server: Server, client_env: 
     proc = spawn_script(OWN_HANDLER_SCRIPT, {**client_env, "TRAINLOG_SPOT": "1"})
     wait_for_line(proc, "logged")
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=30)
+    out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0 and "own handler ran" in out
     (run,) = trainlog.Api().runs("spot-own")
     assert run.status == "preempted" and len(run.history("loss")) == 500
