@@ -151,6 +151,12 @@ checks.positive_data_acceptance.expected-statuses = {grammar}
 include-path-regex = '^/api/v1/runs/\\{{id\\}}/artifacts/\\{{path\\}}$'
 checks.positive_data_acceptance.expected-statuses = {grammar}
 
+# A joining process's rank is below its world size and its node rank below its node count
+# (docs/jobs.md): rules across fields, which the document cannot state.
+[[operations]]
+include-name = "POST /api/v1/runs"
+checks.positive_data_acceptance.expected-statuses = {grammar}
+
 # keep_best needs `metric`, and the metric must be one the run logged.
 [[operations]]
 include-name = "POST /api/v1/runs/{{id}}/checkpoints"
