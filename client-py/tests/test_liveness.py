@@ -5,6 +5,7 @@ on Slurm is someone cancelling the job)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -91,6 +92,7 @@ def test_a_job_killed_on_every_rank_ends_lost_and_counts_as_an_infrastructure_fa
         hours = (attempt["end_time"] - attempt["start_time"]) / 3.6e6
         assert attempt["lost_usd"] == pytest.approx(4.0 * hours, rel=1e-9)
         assert run["job"]["usd_per_hour"] == 0, "no price per hour shows for a job that ended"
+        assert math.copysign(1.0, run["job"]["usd_per_hour"]) == 1.0, "0, not -0.0"
 
         report = wait_for("the report to count it", lambda: (t := api.report(projects=["liveness"])["total"])["infra_failures"] == 1 and t, 90)
         assert (report["inputs"]["finished"], report["code_failures"], report["inputs"]["killed"]) == (0, 0, 0), report

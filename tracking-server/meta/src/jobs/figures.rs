@@ -168,7 +168,8 @@ pub fn job_totals(attempts: &[AttemptFigures], at_ms: i64) -> Option<JobFigures>
         attempts: attempts.len() as i64,
         gpus: latest.gpus,
         cost_usd: attempts.iter().map(|a| a.cost_usd).sum(),
-        usd_per_hour: running.map(|a| a.usd_per_hour.unwrap_or(0.0)).sum(),
+        // `+ 0.0`: a sum of no f64 is -0.0, which JSON would show for a job that ended.
+        usd_per_hour: running.map(|a| a.usd_per_hour.unwrap_or(0.0)).sum::<f64>() + 0.0,
         unpriced_nodes: attempts.iter().map(|a| a.unpriced_nodes).sum(),
         gpu_hours: attempts.iter().map(|a| a.gpu_hours).sum(),
         lost_usd: attempts.iter().map(|a| a.lost_usd).sum(),
@@ -277,5 +278,6 @@ mod tests {
         assert!((totals.cost_usd - 32.0).abs() < 1e-9);
         assert_eq!(totals.steps_replayed, 31 + 49);
         assert_eq!(totals.usd_per_hour, 0.0, "nothing runs");
+        assert!(totals.usd_per_hour.is_sign_positive(), "0, not -0.0, once the job ended");
     }
 }
