@@ -65,6 +65,17 @@ wait_for_python() {
     fi
 }
 
+# Waits for a stage run in the background, prints its output, and fails the run if it failed.
+finish_background() {
+    local what=$1 pid=$2 log=$3 status=0
+    wait "$pid" || status=$?
+    cat "$log"
+    if [[ $status -ne 0 ]]; then
+        echo "$what failed" >&2
+        exit 1
+    fi
+}
+
 stage "Tools the tests call (openssl makes a test certificate; curl talks HTTPS to it)"
 if ! command -v openssl >/dev/null || ! command -v curl >/dev/null; then
     apt-get update -qq
@@ -175,14 +186,8 @@ TRAINLOG_TEST_META=postgres TRAINLOG_BIN="$root/target/release/trainlog" .venv/b
     --ignore=client-py/tests/test_media.py --ignore=client-py/tests/test_examples.py \
     --ignore=client-py/tests/test_sweep_skypilot.py
 echo "-- tests/python (run beside the above):"
-python_status=0
-wait "$python_pid" || python_status=$?
+finish_background "tests/python" "$python_pid" "$python_log"
 python_pid=
-cat "$python_log"
-if [[ $python_status -ne 0 ]]; then
-    echo "tests/python failed" >&2
-    exit 1
-fi
 
 if [[ -n "${MLFLOW_TESTS:-}" ]]; then
     stage "MLflow's REST test modules against trainlog (a report: counts per module)"
@@ -198,11 +203,5 @@ fi
 (cd ui/tests && TRAINLOG_BIN="$root/target/release/trainlog" node --test --test-timeout=180000 vendor.test.mjs browser.test.mjs media.test.mjs)
 
 stage "Clippy's result (it ran in the background since the Rust tests; its own time is printed)"
-clippy_status=0
-wait "$clippy_pid" || clippy_status=$?
+finish_background "clippy" "$clippy_pid" "$clippy_log"
 clippy_pid=
-cat "$clippy_log"
-if [[ $clippy_status -ne 0 ]]; then
-    echo "clippy failed" >&2
-    exit 1
-fi

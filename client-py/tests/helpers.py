@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("TRAINLOG_BIN", REPO / "target" / "release" / "trainlog"))
@@ -98,6 +98,18 @@ def wait_until(what: str, done: Callable[[], bool], timeout: float = 60) -> None
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not seen in {timeout} s")
         time.sleep(0.02)
+
+
+def wait_for(what: str, check: Callable[[], Any], seconds: float = 120, diagnose: Optional[Callable[[], str]] = None) -> Any:
+    """Waits until `check()` answers something true and answers it, failing the test with
+    `what` (and what `diagnose()` says) if it never does."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}" + (f"\n{diagnose()}" if diagnose else ""))
 
 
 def run_script(code: str, env: dict, cwd: Optional[Path] = None, timeout: float = 60) -> subprocess.CompletedProcess:

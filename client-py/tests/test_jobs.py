@@ -19,6 +19,7 @@ from typing import Any, Dict, List
 import pytest
 
 import trainlog
+from helpers import wait_for
 
 RANK_SCRIPT = textwrap.dedent(
     """
@@ -277,16 +278,6 @@ def slurm(env: Dict[str, str], *args: str) -> str:
     done = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, f"{args}: {done.stdout} {done.stderr}"
     return done.stdout
-
-
-def wait_for(what: str, check: Any, seconds: float = 120, diagnose: Any = None) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}" + (f"\n{diagnose()}" if diagnose else ""))
 
 
 # Its fixture may install Slurm's packages first (up to 900 s).

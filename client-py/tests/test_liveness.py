@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any, Dict
 import pytest
 
 import trainlog
-from helpers import BINARY, Server
+from helpers import BINARY, Server, wait_for
 
 HOLDING_RANK = textwrap.dedent(
     """
@@ -40,16 +39,6 @@ HOLDING_RANK = textwrap.dedent(
 
 def detail(server: str, run_id: str) -> Dict[str, Any]:
     return trainlog.Api(server)._native.run(run_id)
-
-
-def wait_for(what: str, check: Any, seconds: float = 120) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.timeout(180)
