@@ -92,6 +92,23 @@ pub const MAX_TABLE_ROWS: usize = 2_000_000;
 /// Rows in one page of a table read as JSON.
 pub const MAX_TABLE_PAGE: usize = 10_000;
 
+/// The latest instant a run's start or end may name, in milliseconds since 1970: the last
+/// millisecond of the year 9999. Durations and spend are computed from these in 64 bits.
+pub const MAX_EPOCH_MS: i64 = 253_402_300_799_999;
+
+/// Refuses a time in milliseconds since 1970 before 1970 or after the year 9999, naming `field`.
+pub fn check_epoch_ms(field: &str, value: i64) -> Result<i64> {
+    if !(0..=MAX_EPOCH_MS).contains(&value) {
+        return Err(Error::new(
+            field,
+            format!(
+                "a time in milliseconds since 1970 must lie between 0 and {MAX_EPOCH_MS} (the year 9999), got {value}"
+            ),
+        ));
+    }
+    Ok(value)
+}
+
 /// Refuses `value` when it has more than `max` characters, naming `field` and what it is.
 pub fn check_len(field: &str, what: &str, value: &str, max: usize) -> Result<()> {
     // A string has at most as many characters as bytes: most are settled without counting.
@@ -127,6 +144,17 @@ mod tests {
         assert!(check_len("name", "a name", &"é".repeat(10), 10).is_ok());
         assert!(check_len("name", "a name", &"𝄞".repeat(10), 10).is_ok());
         assert!(check_len("name", "a name", &"é".repeat(11), 10).is_err());
+    }
+
+    #[test]
+    fn times_before_1970_or_past_the_year_9999_are_refused() {
+        assert_eq!(check_epoch_ms("start_time", 0), Ok(0));
+        assert_eq!(check_epoch_ms("start_time", MAX_EPOCH_MS), Ok(MAX_EPOCH_MS));
+        for bad in [-1, i64::MIN, MAX_EPOCH_MS + 1, i64::MAX] {
+            let error = check_epoch_ms("start_time", bad).unwrap_err();
+            assert_eq!(error.field, "start_time");
+            assert!(error.reason.contains(&bad.to_string()), "{error}");
+        }
     }
 
     #[test]

@@ -205,5 +205,11 @@ def run_schemathesis(trainlog_server: TrainlogServer, tmp_path: Path) -> None:
     print(summary)
     generated = re.search(r"(\d+) generated", summary)
     assert generated and int(generated.group(1)) > 0, summary
-    assert "Server error" not in out, out[-20000:]
-    assert result.returncode == 0, out[-20000:]
+    failure = out[-20000:] + "\n--- the server's errors ---\n" + server_errors(trainlog_server)
+    assert "Server error" not in out, failure
+    assert result.returncode == 0, failure
+
+
+def server_errors(trainlog_server: TrainlogServer) -> str:
+    """The server's ERROR lines, which say what an internal error was."""
+    return "\n".join(line for line in trainlog_server.log().splitlines() if "ERROR" in line)[-8000:]

@@ -163,6 +163,16 @@ def test_errors_and_limits_are_mlflows(trainlog_server: TrainlogServer, client: 
     assert status == 400 and "Invalid value \"foo\" for parameter 'metrics' supplied" in body["message"], body
     status, body = raw_mlflow(trainlog_server, "/runs/log-batch", {"run_id": run.info.run_id, "metrics": [{"key": "mae", "value": 2.5}]})
     assert status == 400 and "Missing value for required parameter 'metrics[0].timestamp'" in body["message"], body
+    # A start or end before 1970 or past the year 9999 is refused (durations and spend are
+    # computed from them), and the run stays as it was.
+    experiment = run.info.experiment_id
+    with pytest.raises(MlflowException) as early:
+        client.create_run(experiment, start_time=-1)
+    assert early.value.error_code == "INVALID_PARAMETER_VALUE" and "start_time" in early.value.message
+    with pytest.raises(MlflowException) as late:
+        client.set_terminated(run.info.run_id, end_time=253_402_300_800_000)
+    assert late.value.error_code == "INVALID_PARAMETER_VALUE" and "end_time" in late.value.message
+    assert client.get_run(run.info.run_id).info.status == "RUNNING"
     # A parent MLflow does not know of is a plain tag there, and here.
     orphan = client.create_run(run.info.experiment_id, tags={"mlflow.parentRunId": "7"})
     assert client.get_run(orphan.info.run_id).data.tags["mlflow.parentRunId"] == "7"

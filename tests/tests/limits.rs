@@ -234,3 +234,29 @@ fn search_filters_past_their_limits_answer_400_naming_the_filter() {
     assert_refused(s.post("/runs/search", &json!({ "order_by": order })), "order_by", MAX_ORDER_BY_ITEMS);
     assert_refused(s.post("/runs/search", &json!({"limit": MAX_PAGE_SIZE + 1})), "limit", MAX_PAGE_SIZE);
 }
+
+#[test]
+fn a_run_s_start_or_end_before_1970_or_past_the_year_9999_is_refused_and_the_report_still_answers() {
+    const MAX_EPOCH_MS: i64 = 253_402_300_799_999;
+    let s = TestServer::spawn_local();
+    for bad in [-1, i64::MIN, MAX_EPOCH_MS + 1, i64::MAX] {
+        let (status, body) = s.post("/runs", &json!({"project": "p", "start_time": bad}));
+        assert_eq!((status, body["error"]["field"].as_str()), (400, Some("start_time")), "{body}");
+    }
+    assert_eq!((run_count(&s), project_count(&s)), (0, 0), "a refused run creates neither a run nor a project");
+
+    let (status, run) = s.post("/runs", &json!({"project": "p", "start_time": 0}));
+    assert_eq!(status, 201, "{run}");
+    let id = run["id"].as_str().expect("a run id").to_owned();
+    for bad in [-1, i64::MIN, MAX_EPOCH_MS + 1] {
+        let (status, body) = s.post(&format!("/runs/{id}/finish"), &json!({"end_time": bad}));
+        assert_eq!((status, body["error"]["field"].as_str()), (400, Some("end_time")), "{body}");
+    }
+    let (status, body) = s.get(&format!("/runs/{id}"));
+    assert_eq!((status, body["status"].as_str()), (200, Some("running")), "a refused end changes nothing: {body}");
+    let (status, body) = s.post(&format!("/runs/{id}/finish"), &json!({"end_time": MAX_EPOCH_MS}));
+    assert_eq!((status, body["end_time"].as_i64()), (200, Some(MAX_EPOCH_MS)), "{body}");
+
+    let (status, report) = s.get("/report");
+    assert_eq!(status, 200, "{report}");
+}

@@ -174,6 +174,14 @@ fn integer(args: &Value, name: &str) -> Result<Option<i64>> {
     }
 }
 
+/// A time argument in milliseconds since 1970, refused before 1970 or past the year 9999.
+fn epoch_ms(args: &Value, name: &str) -> Result<Option<i64>> {
+    let Some(time) = integer(args, name)? else { return Ok(None) };
+    trainlog_schema::limits::check_epoch_ms(name, time).map(Some).map_err(|e| {
+        ApiError::invalid(name, format!("Invalid value {time} for parameter '{name}' supplied: {}", e.reason)).into()
+    })
+}
+
 /// A double argument, NaN and infinities spelled as protobuf's JSON spells them.
 fn double(args: &Value, name: &str) -> Result<Option<f64>> {
     let bad = || wrong_type(name, &args[name]);

@@ -3,7 +3,8 @@
 
 use super::experiments::{experiment, forget_run_projects, must_be_active, view_type, DEFAULT_EXPERIMENT};
 use super::{
-    arguments, arguments_within, double, double_json, integer, page, required_text, text, texts, MlflowError, Result,
+    arguments, arguments_within, double, double_json, epoch_ms, integer, page, required_text, text, texts, MlflowError,
+    Result,
 };
 use super::{mlflow_key, tag_pairs, BodyLimits};
 use crate::auth::require_run;
@@ -422,7 +423,7 @@ async fn create_run(state: State, req: HttpRequest, payload: web::Payload) -> Re
         user,
         parent_id,
         notes: update.notes.unwrap_or_default(),
-        start_ms: integer(&args, "start_time")?,
+        start_ms: epoch_ms(&args, "start_time")?,
         actor: crate::auth::actor(&req),
         ..Default::default()
     };
@@ -443,7 +444,7 @@ async fn update_run(state: State, req: HttpRequest, payload: web::Payload) -> Re
     let args = arguments(&req, payload).await?;
     let id = named_run(&state, &req, &args, Role::Write).await?;
     let status = text(&args, "status")?.map(parse_status).transpose()?;
-    let end_time = integer(&args, "end_time")?;
+    let end_time = epoch_ms(&args, "end_time")?;
     let name = text(&args, "run_name")?.filter(|s| !s.is_empty()).map(str::to_owned);
     let run = {
         let id = id.clone();

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use trainlog_meta::{MetaStore, NewRun, Role, Run, RunUpdate};
 use trainlog_schema::limits::{
-    check_count, check_len, MAX_NAME_CHARS, MAX_TAGS_PER_REQUEST, MAX_TAG_VALUE_CHARS, MAX_TEXT_CHARS,
+    check_count, check_epoch_ms, check_len, MAX_NAME_CHARS, MAX_TAGS_PER_REQUEST, MAX_TAG_VALUE_CHARS, MAX_TEXT_CHARS,
 };
 use trainlog_schema::{flatten_params, ProjectName, RunId, TagKey};
 
@@ -159,7 +159,7 @@ pub(crate) async fn create_run(state: State, req: HttpRequest, payload: web::Pay
         group: body.group,
         parent_id: body.parent_id.as_deref().map(|s| RunId::parse("parent_id", s)).transpose()?,
         notes: body.notes,
-        start_ms: body.start_time,
+        start_ms: body.start_time.map(|t| check_epoch_ms("start_time", t)).transpose()?,
         resume: body.resume,
         overwrite_params: body.overwrite_params,
         actor: crate::auth::actor(&req),
@@ -310,7 +310,7 @@ pub(crate) async fn finish_run(
         _ => crate::body::parse_json_object(&bytes)?,
     };
     let status = body.status.unwrap_or(wire::FinalStatus::Finished).run_status();
-    let end_time = body.end_time;
+    let end_time = body.end_time.map(|t| check_epoch_ms("end_time", t)).transpose()?;
     let run = match body.process.map(job::ProcessReportInput::into_report).transpose()? {
         // One process of the job ended: the run ends when its last rank does.
         Some(report) => {

@@ -354,6 +354,7 @@ pub struct CreateRun {
     pub notes: String,
     /// Milliseconds since the Unix epoch; now when absent.
     #[serde(default, deserialize_with = "integer::optional")]
+    #[schema(minimum = 0, maximum = 253402300799999_i64)]
     pub start_time: Option<i64>,
     /// Continue the run with this id: its status goes back to running and params merge.
     #[serde(default)]
@@ -414,6 +415,7 @@ pub struct FinishRun {
     pub status: Option<FinalStatus>,
     /// Milliseconds since the Unix epoch; now when absent.
     #[serde(default, deserialize_with = "integer::optional")]
+    #[schema(minimum = 0, maximum = 253402300799999_i64)]
     pub end_time: Option<i64>,
     /// One process of the run's job ended: the run ends when its last rank does.
     pub process: Option<super::job::ProcessReportInput>,
