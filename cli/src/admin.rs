@@ -1,7 +1,7 @@
-//! The commands that act on a server's data folder directly (`users`, `keys`, `grant`): they
+//! The commands that act on a server's data folder directly (`users`, `keys`, `grant`, `ledger`): they
 //! open its metadata database, as the server does, while it may be running.
 
-use crate::{KeysCommand, UsersCommand};
+use crate::{KeysCommand, LedgerCommand, UsersCommand};
 use std::path::{Path, PathBuf};
 
 /// The SQLite database of the data folder `data`. A folder that does not exist, or holds no
@@ -101,6 +101,38 @@ pub(crate) fn keys(data: &Path, meta: Option<&str>, action: KeysCommand) -> Resu
                 );
             }
             out
+        }
+    })
+}
+
+pub(crate) fn ledger(data: &Path, meta: Option<&str>, action: LedgerCommand) -> Result<String, String> {
+    let meta = open_meta(data, meta)?;
+    Ok(match action {
+        LedgerCommand::List => {
+            let mut out = String::from("RUN\tPROJECT\tUSER\tSTARTED\tDELETED\tCOST_USD\tGPU_HOURS\n");
+            for e in meta.spend_ledger().map_err(|e| e.to_string())? {
+                let cost = e.cost_usd.map_or_else(|| "unpriced".to_owned(), |c| format!("{c:.2}"));
+                out += &format!(
+                    "{}\t{}\t{}\t{}\t{}\t{cost}\t{:.3}\n",
+                    e.run_id,
+                    e.project,
+                    e.user,
+                    time_text(Some(e.start_ms)),
+                    time_text(Some(e.purged_ms)),
+                    e.gpu_hours
+                );
+            }
+            out
+        }
+        LedgerCommand::Forget { run_ids } => {
+            let mut out = String::new();
+            for id in run_ids {
+                if !meta.forget_spend(&id).map_err(|e| e.to_string())? {
+                    return Err(format!("{out}run {id} is not in the spend ledger (`trainlog ledger list` lists it)"));
+                }
+                out += &format!("forgot what run {id} spent\n");
+            }
+            out.trim_end().to_owned()
         }
     })
 }

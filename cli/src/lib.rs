@@ -152,6 +152,19 @@ enum Command {
         #[command(subcommand)]
         action: KeysCommand,
     },
+    /// The spend ledger: runs deleted for good whose spend the report still adds up (the server
+    /// may be running).
+    Ledger {
+        /// The server's data folder.
+        #[arg(long, env = "TRAINLOG_DATA", default_value = "./trainlog-data", global = true)]
+        data: PathBuf,
+        /// The metadata database: postgres://user@host:port/database, or sqlite:///path; default
+        /// the SQLite file in the data folder.
+        #[arg(long, env = "TRAINLOG_META", global = true)]
+        meta: Option<String>,
+        #[command(subcommand)]
+        action: LedgerCommand,
+    },
     /// The model registry: list, show, alias, download.
     Models {
         /// Server URL; default TRAINLOG_SERVER, else the local default.
@@ -270,6 +283,18 @@ enum UsersCommand {
     List,
     /// Remove a user and their keys (what they logged stays).
     Remove { name: String },
+}
+
+#[derive(Subcommand)]
+enum LedgerCommand {
+    /// List the runs in the ledger: id, project, user, started, deleted, cost, GPU-hours.
+    List,
+    /// Remove runs from the ledger for good: the report, budgets and /metrics stop counting what
+    /// they spent.
+    Forget {
+        #[arg(required = true)]
+        run_ids: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -820,6 +845,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
         Command::Users { data, meta, action } => print_result(admin::users(&data, meta.as_deref(), action)),
         Command::Login { server, key } => print_result(login(server.as_deref(), key)),
         Command::Keys { data, meta, action } => print_result(admin::keys(&data, meta.as_deref(), action)),
+        Command::Ledger { data, meta, action } => print_result(admin::ledger(&data, meta.as_deref(), action)),
         Command::Grant { user, project, role, model, data, meta } => {
             print_result(admin::grant((&data, meta.as_deref()), &user, &project, &role, model))
         }

@@ -206,6 +206,14 @@ fn table(report: &Value, groups: &[Value]) -> String {
         total["cost_usd"].as_f64().unwrap_or(0.0),
         report["pending_runs"]
     ));
+    let deleted = &report["deleted_for_good"];
+    if deleted["runs"].as_i64().is_some_and(|n| n > 0) {
+        text.push_str(&format!(
+            "  the spend includes {} run(s) deleted for good: ${:.2} (trainlog ledger list)\n",
+            deleted["runs"],
+            deleted["cost_usd"].as_f64().unwrap_or(0.0)
+        ));
+    }
     if let Some(reasons) = total["reasons"].as_object() {
         for (figure, why) in reasons {
             text.push_str(&format!("  {figure}: {}\n", why.as_str().unwrap_or_default()));

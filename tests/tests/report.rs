@@ -615,3 +615,54 @@ fn a_reader_s_report_covers_only_what_they_may_read() {
     // The admin sees both.
     assert_eq!(report(&s, "")["total"]["runs"], 2);
 }
+
+fn spend_gauge(s: &TestServer, project: &str) -> f64 {
+    let text = s.client.get(format!("{}/metrics", s.url)).send().expect("metrics").text().expect("text");
+    let prefix = format!("trainlog_project_spend_usd{{project=\"{project}\"}}");
+    let line = text.lines().find(|l| l.starts_with(&prefix)).expect("a spend gauge");
+    line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number")
+}
+
+#[test]
+fn archived_runs_and_runs_deleted_for_good_keep_their_spend_until_an_admin_forgets_it() {
+    let s = TestServer::spawn();
+    post_ok(&s, "/projects", &json!({"name": "vision"}));
+    let (status, body) = send(&s, "PUT", "/projects/vision/budget", &json!({"monthly_usd": 100.0}));
+    assert_eq!(status, 200, "{body}");
+    priced_run_this_hour(&s, "vision", "kept", Some(4.0));
+    priced_run_this_hour(&s, "vision", "archived", Some(2.5));
+    priced_run_this_hour(&s, "vision", "deleted", Some(1.25));
+    // An hour each; on the 1st at 00:xx the runs fall in last month and the budget counts none.
+    let (month_start, _, _) = trainlog_meta::report::month_of(trainlog_meta::now_ms());
+    let this_month = if trainlog_meta::now_ms() - HOUR >= month_start { 1.0 } else { 0.0 };
+    let before = report(&s, "");
+    close(&before["total"]["cost_usd"], Some(7.75), "the three runs' cost");
+    assert_eq!(before["deleted_for_good"], json!({"runs": 0, "cost_usd": 0.0, "gpu_hours": 0.0}));
+
+    post_ok(&s, "/runs/archived/archive", &json!({}));
+    post_ok(&s, "/runs/deleted/archive", &json!({}));
+    let (status, body) = send(&s, "DELETE", "/runs/deleted", &Value::Null);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(s.get("/runs/deleted").0, 404, "deleted for good");
+
+    let after = report(&s, "");
+    assert_eq!(after["total"]["runs"], 3, "{after}");
+    close(&after["total"]["cost_usd"], Some(7.75), "the money was spent all the same");
+    close(&after["total"]["inputs"]["provisioned_gpu_hours"], before["total"]["inputs"]["provisioned_gpu_hours"].as_f64(), "GPU-hours");
+    assert_eq!(after["deleted_for_good"]["runs"], 1, "{after}");
+    close(&after["deleted_for_good"]["cost_usd"], Some(1.25), "what the deleted run spent");
+    close(&report(&s, "by=day")["total"]["cost_usd"], Some(7.75), "the days added up");
+    close(&after["budgets"][0]["spent_usd"], Some(7.75 * this_month), "the budget");
+    assert!((spend_gauge(&s, "vision") - 7.75 * this_month).abs() < 1e-9, "/metrics");
+
+    let listed = s.admin_cli_output(&["ledger", "list"]);
+    assert!(listed.lines().nth(1).is_some_and(|l| l.starts_with("deleted\tvision\t") && l.contains("\t1.25\t")), "{listed}");
+    assert_eq!(listed.lines().count(), 2, "only the run deleted for good: {listed}");
+    s.admin_cli(&["ledger", "forget", "deleted"]);
+    let forgotten = report(&s, "");
+    close(&forgotten["total"]["cost_usd"], Some(6.5), "forgotten for good");
+    assert_eq!(forgotten["total"]["runs"], 2);
+    assert_eq!(forgotten["deleted_for_good"]["runs"], 0);
+    close(&report(&s, "by=day")["total"]["cost_usd"], Some(6.5), "the days added up again");
+    close(&forgotten["budgets"][0]["spent_usd"], Some(6.5 * this_month), "the budget");
+}

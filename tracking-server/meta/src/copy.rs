@@ -90,6 +90,17 @@ pub fn copy(from: &MetaUrl, to: &MetaUrl) -> Result<Vec<(String, u64)>> {
             if dst.dialect() == Dialect::Postgres {
                 restart_identities(dst)?;
             }
+            // The spend ledger's rows have no run to mark their day: marked here.
+            dst.exec(
+                &format!(
+                    "INSERT INTO usage_rollup_dirty (project_id, day, generation)
+                     SELECT DISTINCT l.project_id, {}, 1 FROM purged_runs l JOIN run_usage u ON u.run_id = l.run_id
+                     WHERE l.start_ms IS NOT NULL
+                     ON CONFLICT (project_id, day) DO UPDATE SET generation = usage_rollup_dirty.generation + 1",
+                    crate::report::day_of_sql("l.start_ms")
+                ),
+                &[],
+            )?;
             Ok(copied)
         })
     })

@@ -37,7 +37,7 @@ pub use logged_models::{new_logged_model_id, LoggedModelRow};
 pub use media::{
     BlobRow, DirtyIndex, MediaKeyRow, MediaQuery, MediaRow, PartIndex, StoredBlob, TablePart, TablePartShape,
 };
-pub use purge::PurgedRun;
+pub use purge::{LedgerEntry, PurgedRun};
 pub use registry::{ModelRow, NewVersion, VersionRef, VersionRow, VersionUpdate};
 pub use roles::{Actor, Role, Scope, Visibility};
 pub use runs::{NewRun, Project, Run, RunExport, RunHead, RunUpdate};

@@ -60,6 +60,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/0026_attempt_evidence.sql"),
         include_str!("migrations/postgres/0026_attempt_evidence.sql"),
     ),
+    (
+        27,
+        include_str!("migrations/0027_spend_ledger.sql"),
+        include_str!("migrations/postgres/0027_spend_ledger.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -13,7 +13,8 @@ pub struct PurgedRun {
     pub project_id: i64,
 }
 
-/// Tables holding rows of one run by `run_id`, deleted before the run's own row.
+/// Tables holding rows of one run by `run_id`, deleted before the run's own row. Its row of
+/// `run_usage` stays: the spend ledger (see [`MetaStore::forget_spend`]).
 const RUN_TABLES: &[&str] = &[
     "params",
     "tags",
@@ -27,7 +28,6 @@ const RUN_TABLES: &[&str] = &[
     "run_processes",
     "run_nodes",
     "run_jobs",
-    "run_usage",
     "checkpoint_restores",
     "media_items",
     "media_refs",
@@ -48,9 +48,13 @@ impl MetaStore {
     pub fn purge_run(&self, id: &RunId) -> Result<PurgedRun> {
         self.write(|tx| {
             let head = tx
-                .row("SELECT project_id, deleted FROM runs WHERE id = ?1", vals![id.as_str()])?
+                .row(
+                    "SELECT project_id, deleted, start_ms, \"user\", group_name FROM runs WHERE id = ?1",
+                    vals![id.as_str()],
+                )?
                 .ok_or_else(|| not_found(format!("run {id}")))?;
             let (project_id, archived): (i64, bool) = (head.get(0)?, head.get(1)?);
+            let (start_ms, user, group): (i64, String, String) = (head.get(2)?, head.get(3)?, head.get(4)?);
             if !archived {
                 return Err(Error::Conflict {
                     field: "id".into(),
@@ -92,8 +96,9 @@ impl MetaStore {
             }
             tx.exec("DELETE FROM runs WHERE id = ?1", vals![id.as_str()])?;
             tx.exec(
-                "INSERT INTO purged_runs (run_id, project_id, purged_ms) VALUES (?1, ?2, ?3)",
-                vals![id.as_str(), project_id, now_ms()],
+                "INSERT INTO purged_runs (run_id, project_id, purged_ms, start_ms, \"user\", group_name)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                vals![id.as_str(), project_id, now_ms(), start_ms, user, group],
             )?;
             Ok(PurgedRun { id: id.clone(), project_id })
         })
@@ -124,6 +129,68 @@ impl MetaStore {
             Ok(())
         })
     }
+
+    /// The spend ledger: runs deleted for good whose spend the report, the budgets and `/metrics`
+    /// still add up, oldest start first.
+    pub fn spend_ledger(&self) -> Result<Vec<LedgerEntry>> {
+        self.read(|db| {
+            let rows = db.rows(
+                "SELECT l.run_id, p.name, l.start_ms, l.\"user\", l.purged_ms, u.priced, u.cost_usd, u.gpu_hours
+                 FROM purged_runs l JOIN run_usage u ON u.run_id = l.run_id JOIN projects p ON p.id = l.project_id
+                 WHERE l.start_ms IS NOT NULL ORDER BY l.start_ms, l.run_id",
+                vals![],
+            )?;
+            rows.iter()
+                .map(|r| {
+                    Ok(LedgerEntry {
+                        run_id: r.get(0)?,
+                        project: r.get(1)?,
+                        start_ms: r.get(2)?,
+                        user: r.get::<Option<String>>(3)?.unwrap_or_default(),
+                        purged_ms: r.get(4)?,
+                        cost_usd: r.get::<bool>(5)?.then_some(r.get(6)?),
+                        gpu_hours: r.get(7)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// Removes a run deleted for good from the spend ledger, for good: the report no longer adds
+    /// up what it spent. Answers whether it was there.
+    pub fn forget_spend(&self, run_id: &str) -> Result<bool> {
+        self.write(|tx| {
+            let Some(head) = tx.row(
+                "SELECT l.project_id, l.start_ms FROM purged_runs l JOIN run_usage u ON u.run_id = l.run_id
+                 WHERE l.run_id = ?1 AND l.start_ms IS NOT NULL",
+                vals![run_id],
+            )?
+            else {
+                return Ok(false);
+            };
+            let (project_id, start_ms): (i64, i64) = (head.get(0)?, head.get(1)?);
+            tx.exec("DELETE FROM run_usage WHERE run_id = ?1", vals![run_id])?;
+            tx.exec(
+                "INSERT INTO usage_rollup_dirty (project_id, day, generation) VALUES (?1, ?2, 1)
+                 ON CONFLICT (project_id, day) DO UPDATE SET generation = usage_rollup_dirty.generation + 1",
+                vals![project_id, start_ms.div_euclid(crate::report::DAY_MS)],
+            )?;
+            Ok(true)
+        })
+    }
+}
+
+/// A run deleted for good whose spend stays in the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerEntry {
+    pub run_id: String,
+    pub project: String,
+    pub start_ms: i64,
+    pub user: String,
+    pub purged_ms: i64,
+    /// None when not every node of it had a price.
+    pub cost_usd: Option<f64>,
+    pub gpu_hours: f64,
 }
 
 #[cfg(test)]
@@ -214,6 +281,12 @@ mod tests {
             let expected = i64::from(!matches!(*table, "checkpoints" | "logged_models"));
             assert_eq!(count(&meta, &sql, kept.id.as_str()), expected, "{table} keeps the other run's rows");
         }
+        let ledger = meta.spend_ledger().unwrap();
+        assert_eq!(ledger.len(), 1, "its row of the report stays: {ledger:?}");
+        assert_eq!((ledger[0].run_id.as_str(), ledger[0].cost_usd, ledger[0].gpu_hours), (gone.id.as_str(), Some(1.0), 1.0));
+        assert!(meta.forget_spend(gone.id.as_str()).unwrap());
+        assert_eq!(meta.spend_ledger().unwrap(), vec![]);
+        assert!(!meta.forget_spend(kept.id.as_str()).unwrap(), "a run not deleted is not in the ledger");
         assert!(matches!(meta.purge_run(&gone.id), Err(Error::NotFound { .. })));
         assert_eq!(meta.purged_runs().unwrap(), vec![gone.id.clone()]);
         assert_eq!(meta.purges_pending().unwrap(), vec![purged]);

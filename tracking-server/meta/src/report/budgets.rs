@@ -93,7 +93,9 @@ impl MetaStore {
                         CAST(SUM(CASE WHEN u.priced = 1 THEN u.cost_usd ELSE 0 END) AS DOUBLE PRECISION),
                         CAST(SUM(CASE WHEN r.id IS NOT NULL AND (u.priced IS NULL OR u.priced = 0) THEN 1 ELSE 0 END) AS BIGINT)
                      FROM projects p
-                     LEFT JOIN runs r ON r.project_id = p.id AND r.deleted = 0 AND r.start_ms >= ?1 AND r.start_ms < ?2
+                     LEFT JOIN (SELECT id, project_id, start_ms FROM runs
+                                UNION ALL SELECT run_id, project_id, start_ms FROM purged_runs WHERE start_ms IS NOT NULL) r
+                         ON r.project_id = p.id AND r.start_ms >= ?1 AND r.start_ms < ?2
                      LEFT JOIN run_usage u ON u.run_id = r.id
                      WHERE p.monthly_budget_usd IS NOT NULL AND p.deleted = 0 AND {condition}
                      GROUP BY p.name, p.monthly_budget_usd ORDER BY p.name"

@@ -19,7 +19,8 @@ use crate::db::{vals, Db, Dialect, Row, Value};
 use crate::jobs::{AttemptFigures, JobFigures};
 use crate::search::{self, Lifecycle, RunScope};
 use crate::{not_found, Error, MetaStore, Result};
-use sums::{in_scope, DAY_MS, SUMS};
+pub(crate) use sums::{day_of as day_of_sql, DAY_MS};
+use sums::{in_scope, SUMS};
 
 const WEEK_MS: i64 = 7 * DAY_MS;
 
@@ -167,11 +168,47 @@ pub struct RunBrief {
     pub failure: Option<String>,
 }
 
+/// What runs deleted for good spent, which the report's sums include (the spend ledger).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DeletedSpend {
+    pub runs: i64,
+    /// Of its runs whose every node had a price.
+    pub cost_usd: f64,
+    pub gpu_hours: f64,
+}
+
+/// The spend ledger's part of the report's total (none in a filtered report: a filter matches
+/// runs by what they hold, and these hold nothing any more).
+fn deleted_for_good(db: &dyn Db, req: &ReportRequest) -> Result<DeletedSpend> {
+    if !req.filter.trim().is_empty() {
+        return Ok(DeletedSpend::default());
+    }
+    let mut scoped = Scoped { with: String::new(), params: Vec::new(), filtered: false };
+    let condition = format!("{} AND {}", scoped.in_scope(&req.scope, "l.project_id"), scoped.range(req, "l.start_ms"));
+    let row = db.row(
+        &format!(
+            "SELECT CAST(COUNT(*) AS BIGINT),
+                    CAST(SUM(CASE WHEN u.priced = 1 THEN u.cost_usd ELSE 0 END) AS DOUBLE PRECISION),
+                    CAST(SUM(u.gpu_hours) AS DOUBLE PRECISION)
+             FROM purged_runs l JOIN run_usage u ON u.run_id = l.run_id WHERE l.start_ms IS NOT NULL AND {condition}"
+        ),
+        &scoped.params,
+    )?;
+    let Some(row) = row else { return Ok(DeletedSpend::default()) };
+    Ok(DeletedSpend {
+        runs: row.get(0)?,
+        cost_usd: row.get::<Option<f64>>(1)?.unwrap_or_default(),
+        gpu_hours: row.get::<Option<f64>>(2)?.unwrap_or_default(),
+    })
+}
+
 /// The whole report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
     pub since_ms: i64,
     pub until_ms: i64,
+    /// The spend ledger's part of `total`.
+    pub deleted_for_good: DeletedSpend,
     pub total: ReportGroup,
     pub groups: Vec<ReportGroup>,
     pub most_expensive: Vec<RunBrief>,
@@ -232,17 +269,18 @@ impl Scoped {
         if req.filter.trim().is_empty() {
             return Ok(Scoped { with: String::new(), params: Vec::new(), filtered: false });
         }
-        let query = search::build_ids_in(db.dialect(), req.scope.clone(), Lifecycle::Active, &req.filter)
+        let query = search::build_ids_in(db.dialect(), req.scope.clone(), Lifecycle::All, &req.filter)
             .map_err(|e| Error::Invalid { field: e.field.to_owned(), reason: e.reason })?;
         Ok(Scoped { with: format!("WITH scope AS ({})", query.sql), params: query.params, filtered: true })
     }
 
-    /// The run `r` is in the scope (not deleted, in one of its projects, past its filter).
+    /// The run `r` is in the scope (in one of its projects, past its filter). Archived runs are:
+    /// what they spent was spent.
     fn runs(&mut self, req: &ReportRequest) -> String {
         if self.filtered {
             "r.id IN (SELECT id FROM scope)".into()
         } else {
-            format!("r.deleted = 0 AND {}", self.in_scope(&req.scope, "r.project_id"))
+            self.in_scope(&req.scope, "r.project_id")
         }
     }
 
@@ -574,6 +612,7 @@ impl MetaStore {
             Ok(Report {
                 since_ms: since,
                 until_ms: until,
+                deleted_for_good: deleted_for_good(db, req)?,
                 total,
                 groups,
                 most_expensive: top_runs(db, req, &active, "u.priced = 1", "u.cost_usd DESC")?,

@@ -9,10 +9,10 @@ use crate::db::{vals, Db, Value};
 use crate::search::RunScope;
 use crate::{MetaStore, Result};
 
-pub(super) const DAY_MS: i64 = 86_400_000;
+pub(crate) const DAY_MS: i64 = 86_400_000;
 
 /// The day (days since 1970-01-01, UTC) of a time in ms, rounded down, in SQL.
-fn day_of(ms: &str) -> String {
+pub(crate) fn day_of(ms: &str) -> String {
     format!("(({ms} - ((({ms} % {DAY_MS}) + {DAY_MS}) % {DAY_MS})) / {DAY_MS})")
 }
 
@@ -130,12 +130,18 @@ pub(super) fn runs_source(condition: &str, t: u32) -> String {
     for ((_, short), c) in threshold_names(t).iter().zip(threshold) {
         select.push(format!("{} AS {short}", c.per_run));
     }
+    let select = select.join(", ");
     format!(
-        "SELECT {} FROM runs r JOIN run_usage u ON u.run_id = r.id {} WHERE {condition}",
-        select.join(", "),
-        restores_of("")
+        "SELECT {select} FROM runs r JOIN run_usage u ON u.run_id = r.id {restores} WHERE {condition}
+         UNION ALL SELECT {select} FROM {LEDGER} r JOIN run_usage u ON u.run_id = r.id {restores} WHERE {condition}",
+        restores = restores_of("")
     )
 }
+
+/// The spend ledger's runs (deleted for good, their rows of `run_usage` kept) under the names of
+/// `runs`' columns, so a report adds up what they spent.
+const LEDGER: &str = "(SELECT run_id AS id, project_id, start_ms, \"user\", group_name FROM purged_runs
+     WHERE start_ms IS NOT NULL)";
 
 /// The days `condition` selects (on `x`) as rows of sums at threshold `t`, with no run id.
 pub(super) fn days_source(condition: &str, t: u32) -> String {
@@ -251,12 +257,14 @@ fn add_up_day(tx: &dyn Db, (project, day, generation): (i64, i64, i64)) -> Resul
     let columns = rollup_columns();
     let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
     let sums: Vec<String> = columns.iter().map(|c| format!("{}({})", c.combine, c.per_run)).collect();
-    let the_day = "r.project_id = ?1 AND r.start_ms >= ?3 AND r.start_ms < ?4 AND r.deleted = 0";
+    let the_day = "r.project_id = ?1 AND r.start_ms >= ?3 AND r.start_ms < ?4";
+    // Archived runs and the ledger's count: their money was spent all the same.
     tx.exec(
         &format!(
             "INSERT INTO usage_rollup ({KEY}, {})
              SELECT r.project_id, CAST(?2 AS BIGINT), r.\"user\", r.group_name, u.gpu_model, u.provider, u.pricing, {}
-             FROM runs r JOIN run_usage u ON u.run_id = r.id {}
+             FROM (SELECT id, project_id, start_ms, \"user\", group_name FROM runs UNION ALL SELECT * FROM {LEDGER} l) r
+             JOIN run_usage u ON u.run_id = r.id {}
              WHERE {the_day}
              GROUP BY r.project_id, r.\"user\", r.group_name, u.gpu_model, u.provider, u.pricing",
             names.join(", "),
@@ -457,8 +465,15 @@ mod tests {
 
         // A change to a run marks its day; the days then answer as the runs do again.
         meta.set_run_deleted(&ids[5], true).unwrap();
-        assert!(meta.refresh_rollup(&all, 0).unwrap() > 0, "deleting a run marks its day");
+        assert!(meta.refresh_rollup(&all, 0).unwrap() > 0, "archiving a run marks its day");
+        assert_eq!(every_request(&meta), 60, "an archived run still spent what it spent");
+        meta.purge_run(&ids[5]).unwrap();
+        assert!(meta.refresh_rollup(&all, 0).unwrap() > 0, "deleting a run for good marks its day");
+        assert_eq!(every_request(&meta), 60, "a run deleted for good is in the spend ledger");
+        assert!(meta.forget_spend(ids[5].as_str()).unwrap());
+        assert!(meta.refresh_rollup(&all, 0).unwrap() > 0, "forgetting its spend marks its day");
         assert_eq!(every_request(&meta), 59);
+        assert!(!meta.forget_spend(ids[5].as_str()).unwrap(), "forgotten once");
         meta.update_run(&ids[7], &RunUpdate { group: Some("moved".into()), ..RunUpdate::default() }).unwrap();
         assert!(meta.refresh_rollup(&all, 0).unwrap() > 0, "a new group marks its day");
         every_request(&meta);
@@ -467,7 +482,7 @@ mod tests {
         every_request(&meta);
         let a = meta.project_by_name("a").unwrap();
         meta.set_project_deleted(a.id, true).unwrap();
-        assert_eq!(every_request(&meta), 39, "project a's 20 runs are gone, and b's deleted run");
+        assert_eq!(every_request(&meta), 59, "an archived project's runs spent what they spent");
     }
 
     #[test]

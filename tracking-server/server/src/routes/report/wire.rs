@@ -19,8 +19,12 @@ pub struct ReportView {
     pub active_above: u32,
     /// How each figure is defined.
     pub definitions: BTreeMap<String, String>,
-    /// Every run of the report in one group.
+    /// Every run of the report in one group: archived runs, and runs deleted for good (see
+    /// `deleted_for_good`), included.
     pub total: GroupView,
+    /// Runs deleted for good whose spend the total still includes (the spend ledger), and what
+    /// they spent; `trainlog ledger forget` removes a run from it. None in a filtered report.
+    pub deleted_for_good: DeletedForGoodView,
     pub groups: Vec<GroupView>,
     /// Runs whose contribution could not be brought up to date for this answer: they count with
     /// their last computed one, or not at all when they have none yet.
@@ -29,6 +33,15 @@ pub struct ReportView {
     pub runs: RunLists,
     /// The budgets of the projects in the report, with this month's spend.
     pub budgets: Vec<super::budgets::BudgetView>,
+}
+
+/// Runs deleted for good that a report's total includes.
+#[derive(Serialize, ToSchema)]
+pub struct DeletedForGoodView {
+    pub runs: i64,
+    /// What those of them whose every node had a price cost.
+    pub cost_usd: f64,
+    pub gpu_hours: f64,
 }
 
 /// One group: its runs and its figures. A figure that cannot be computed is null, and `reasons`
@@ -200,6 +213,11 @@ impl ReportView {
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v))
                 .collect(),
+            deleted_for_good: DeletedForGoodView {
+                runs: report.deleted_for_good.runs,
+                cost_usd: report.deleted_for_good.cost_usd,
+                gpu_hours: report.deleted_for_good.gpu_hours,
+            },
             total: report.total.into(),
             groups: report.groups.into_iter().map(Into::into).collect(),
             pending_runs,

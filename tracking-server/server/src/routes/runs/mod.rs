@@ -363,7 +363,8 @@ pub(crate) async fn restore_run(
 }
 
 /// Delete an archived run for good: its params, tags, summaries, metric points (buffered or in
-/// files), artifacts, checkpoints and metadata. Needs admin on the run's project. Refused for a
+/// files), artifacts, checkpoints and metadata. What it spent stays in the report (the spend
+/// ledger; `trainlog ledger forget` removes it). Needs admin on the run's project. Refused for a
 /// run that is not archived, that a model version was made from, or that is a trial of a running
 /// sweep. The run's id is never used again.
 #[utoipa::path(delete, path = "/api/v1/runs/{id}", tag = "runs", params(("id" = inline(RunIdText), Path, description = "The run's id.")),
@@ -372,6 +373,8 @@ pub(crate) async fn delete_run(state: State, path: web::Path<String>, req: HttpR
     let id = lookup::run_id(&path)?;
     let (project_id, _) = lookup::run_project_any(&state, &id).await?;
     require_run(&req, &id, project_id, Role::Admin).await?;
+    // What it spent stays in the spend ledger: its row of the report, brought up to date first.
+    crate::routes::report::refresh_run(&state, id.to_string(), trainlog_meta::now_ms()).await?;
     let outcome = state.store.purge_run(&id).await?;
     lookup::forget_run_project(&state, &id)?;
     Ok(HttpResponse::Ok().json(wire::DeletedRun {
