@@ -142,7 +142,11 @@ fn render(report: &Value, format: &str) -> Result<String, String> {
         "csv" => {
             let mut out = csv::Writer::from_writer(Vec::new());
             let mut header = vec!["group", "runs"];
-            header.extend(FIGURES);
+            // The scorecard's name, with what it measures: it is not a saving in dollars.
+            header.extend(FIGURES.iter().map(|f| match *f {
+                "spot_savings_rate" => "spot_savings_rate (share of GPU-hours on spot)",
+                other => other,
+            }));
             header.push("cancelled");
             header.push("reasons");
             out.write_record(&header).map_err(|e| e.to_string())?;
@@ -169,13 +173,16 @@ fn table(report: &Value, groups: &[Value]) -> String {
         ("cost_usd", "cost_usd"),
         ("cost_per_gpu_hour_usd", "usd/gpu_h"),
         ("cost_per_experiment_usd", "usd/run"),
-        ("spot_savings_rate", "spot"),
+        ("spot_savings_rate", "spot_share"),
+        ("spot_savings_usd", "spot_saved_usd"),
         ("job_success_rate", "success"),
         ("infra_failures", "infra"),
         ("code_failures", "code"),
         ("cancelled", "cancelled"),
         ("checkpoint_restore_rate", "restore"),
         ("experiments_per_user_week", "runs/user/wk"),
+        ("time_to_result_median_s", "result_s_p50"),
+        ("time_to_result_p90_s", "result_s_p90"),
     ];
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut header = vec!["group".to_owned(), "runs".to_owned()];

@@ -22,11 +22,14 @@ FIGURES = [
     "cost_per_gpu_hour_usd",
     "cost_per_experiment_usd",
     "spot_savings_rate",
+    "spot_savings_usd",
     "job_success_rate",
     "infra_failures",
     "code_failures",
     "checkpoint_restore_rate",
     "experiments_per_user_week",
+    "time_to_result_median_s",
+    "time_to_result_p90_s",
 ]
 
 
@@ -76,7 +79,9 @@ def test_the_report_from_python_and_the_command_line(
     done = cli("--by", "project", "--format", "csv")
     assert done.returncode == 0, done.stderr
     sheet = pd.read_csv(io.StringIO(done.stdout))
-    assert list(sheet.columns) == ["group", "runs", *FIGURES, "cancelled", "reasons"]
+    # The share of GPU-hours on spot says what it is, not a saving in dollars.
+    header = [f if f != "spot_savings_rate" else "spot_savings_rate (share of GPU-hours on spot)" for f in FIGURES]
+    assert list(sheet.columns) == ["group", "runs", *header, "cancelled", "reasons"]
     assert sheet["group"].tolist() == ["nlp", "vision"]
     vision = sheet.set_index("group").loc["vision"]
     assert vision["runs"] == 2

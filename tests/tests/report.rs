@@ -648,7 +648,11 @@ fn archived_runs_and_runs_deleted_for_good_keep_their_spend_until_an_admin_forge
     let after = report(&s, "");
     assert_eq!(after["total"]["runs"], 3, "{after}");
     close(&after["total"]["cost_usd"], Some(7.75), "the money was spent all the same");
-    close(&after["total"]["inputs"]["provisioned_gpu_hours"], before["total"]["inputs"]["provisioned_gpu_hours"].as_f64(), "GPU-hours");
+    close(
+        &after["total"]["inputs"]["provisioned_gpu_hours"],
+        before["total"]["inputs"]["provisioned_gpu_hours"].as_f64(),
+        "GPU-hours",
+    );
     assert_eq!(after["deleted_for_good"]["runs"], 1, "{after}");
     close(&after["deleted_for_good"]["cost_usd"], Some(1.25), "what the deleted run spent");
     close(&report(&s, "by=day")["total"]["cost_usd"], Some(7.75), "the days added up");
@@ -656,7 +660,10 @@ fn archived_runs_and_runs_deleted_for_good_keep_their_spend_until_an_admin_forge
     assert!((spend_gauge(&s, "vision") - 7.75 * this_month).abs() < 1e-9, "/metrics");
 
     let listed = s.admin_cli_output(&["ledger", "list"]);
-    assert!(listed.lines().nth(1).is_some_and(|l| l.starts_with("deleted\tvision\t") && l.contains("\t1.25\t")), "{listed}");
+    assert!(
+        listed.lines().nth(1).is_some_and(|l| l.starts_with("deleted\tvision\t") && l.contains("\t1.25\t")),
+        "{listed}"
+    );
     assert_eq!(listed.lines().count(), 2, "only the run deleted for good: {listed}");
     s.admin_cli(&["ledger", "forget", "deleted"]);
     let forgotten = report(&s, "");

@@ -60,10 +60,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/0026_attempt_evidence.sql"),
         include_str!("migrations/postgres/0026_attempt_evidence.sql"),
     ),
+    (27, include_str!("migrations/0027_spend_ledger.sql"), include_str!("migrations/postgres/0027_spend_ledger.sql")),
     (
-        27,
-        include_str!("migrations/0027_spend_ledger.sql"),
-        include_str!("migrations/postgres/0027_spend_ledger.sql"),
+        28,
+        include_str!("migrations/0028_interval_prices.sql"),
+        include_str!("migrations/postgres/0028_interval_prices.sql"),
     ),
 ];
 

@@ -113,14 +113,15 @@ pub fn accelerator_matches(accelerator: &str, gpu_name: &str) -> bool {
 /// The price of a node, from the rows valid when its attempt started: the installation's rate
 /// for its cluster and GPU model (either alone if no row names both), else its instance type's
 /// price in its zone, its region, or anywhere (spot when the process says spot). Answers the
-/// node's price per hour and where it comes from.
+/// node's price per hour, where it comes from, and its on-demand price (the same, but for a
+/// spot node: its catalog row's on-demand price, None where the row has none).
 pub(crate) fn price_node(
     db: &dyn Db,
     p: &ProcessJoin,
     gpus: i64,
     gpu_names: &[String],
     at_ms: i64,
-) -> Result<Option<(f64, String)>> {
+) -> Result<Option<(f64, String, Option<f64>)>> {
     // The newest row of each key valid at `at_ms`, of one instance type (a rate has none).
     let valid = |kind: PriceKind, instance: &str| -> Result<Vec<PriceRow>> {
         db.rows(
@@ -166,6 +167,7 @@ pub(crate) fn price_node(
                     rate.source,
                     day(rate.valid_from_ms)
                 ),
+                Some(per_gpu * gpus as f64),
             )));
         }
     }
@@ -174,16 +176,21 @@ pub(crate) fn price_node(
     let zone = p.zone.clone().unwrap_or_default();
     let spot = p.spot == Some(true);
     let instances = valid(PriceKind::Instance, instance)?;
-    let candidates = instances.iter().filter(|r| {
-        r.instance_type == instance
-            && (cloud.is_empty() || r.cloud == cloud)
-            && (r.region.is_empty() || r.region == region)
-            && (r.zone.is_empty() || r.zone == zone)
-    });
+    let candidates = || {
+        instances.iter().filter(|r| {
+            r.instance_type == instance
+                && (cloud.is_empty() || r.cloud == cloud)
+                && (r.region.is_empty() || r.region == region)
+                && (r.zone.is_empty() || r.zone == zone)
+        })
+    };
     // The zone's row, else the region's, else any; the price asked for, when it has one.
-    let best = candidates
+    let most_specific = |r: &&PriceRow| (!r.zone.is_empty(), !r.region.is_empty(), r.valid_from_ms);
+    let best = candidates()
         .filter(|r| if spot { r.spot_usd_per_hour.is_some() } else { r.usd_per_hour.is_some() })
-        .max_by_key(|r| (!r.zone.is_empty(), !r.region.is_empty(), r.valid_from_ms));
+        .max_by_key(most_specific);
+    let on_demand =
+        candidates().filter(|r| r.usd_per_hour.is_some()).max_by_key(most_specific).and_then(|r| r.usd_per_hour);
     Ok(best.map(|r| {
         let (price, pricing) = if spot { (r.spot_usd_per_hour, "spot") } else { (r.usd_per_hour, "on-demand") };
         let place = [r.region.as_str(), r.zone.as_str()]
@@ -201,6 +208,7 @@ pub(crate) fn price_node(
                 r.source,
                 day(r.valid_from_ms)
             ),
+            on_demand,
         )
     }))
 }
@@ -327,10 +335,14 @@ mod tests {
             spot: Some(spot),
             ..ProcessJoin::default()
         };
-        let price = |p: &ProcessJoin, at: i64| meta.read(|db| price_node(db, p, 8, &gpus, at)).unwrap().map(|(p, _)| p);
+        let priced = |p: &ProcessJoin, at: i64| meta.read(|db| price_node(db, p, 8, &gpus, at)).unwrap();
+        let price = |p: &ProcessJoin, at: i64| priced(p, at).map(|(p, _, _)| p);
         assert_eq!(price(&join("us-east-1b", false), 15 * day), Some(21.957642), "the region's row");
         assert_eq!(price(&join("us-east-1a", false), 15 * day), Some(22.0), "the zone's row wins");
         assert_eq!(price(&join("us-east-1a", true), 15 * day), Some(8.0), "spot");
+        let on_demand = |p: &ProcessJoin, at: i64| priced(p, at).and_then(|(_, _, on_demand)| on_demand);
+        assert_eq!(on_demand(&join("us-east-1a", true), 15 * day), Some(22.0), "a spot node's on-demand price");
+        assert_eq!(on_demand(&join("us-east-1b", false), 15 * day), Some(21.957642), "on demand: what it paid");
         assert_eq!(price(&join("us-east-1b", false), 25 * day), Some(30.0), "the newer price from its date");
         assert_eq!(price(&join("us-east-1b", true), 25 * day), None, "the newer row of the region has no spot price");
         assert_eq!(price(&join("us-east-1b", false), 5 * day), None, "no price before the first date");
@@ -353,7 +365,7 @@ mod tests {
         meta.import_prices(&[rate("", "A100", 1.5), rate("lab", "", 0.9)]).unwrap();
         assert_eq!(price(&join("us-east-1a", false), 15 * day), Some(12.0), "8 GPUs at 1.5");
         let on_lab = ProcessJoin { cluster: Some("lab".into()), ..join("us-east-1a", false) };
-        let (usd, source) = meta.read(|db| price_node(db, &on_lab, 8, &gpus, 15 * day)).unwrap().unwrap();
+        let (usd, source, _) = meta.read(|db| price_node(db, &on_lab, 8, &gpus, 15 * day)).unwrap().unwrap();
         assert_eq!(usd, 8.0 * 0.9);
         assert!(
             source.starts_with("installation rate: 8 x lab at $0.9/GPU-hour (contract, from 1970-01-13)"),

@@ -283,7 +283,10 @@ mod tests {
         }
         let ledger = meta.spend_ledger().unwrap();
         assert_eq!(ledger.len(), 1, "its row of the report stays: {ledger:?}");
-        assert_eq!((ledger[0].run_id.as_str(), ledger[0].cost_usd, ledger[0].gpu_hours), (gone.id.as_str(), Some(1.0), 1.0));
+        assert_eq!(
+            (ledger[0].run_id.as_str(), ledger[0].cost_usd, ledger[0].gpu_hours),
+            (gone.id.as_str(), Some(1.0), 1.0)
+        );
         assert!(meta.forget_spend(gone.id.as_str()).unwrap());
         assert_eq!(meta.spend_ledger().unwrap(), vec![]);
         assert!(!meta.forget_spend(kept.id.as_str()).unwrap(), "a run not deleted is not in the ledger");

@@ -10,6 +10,9 @@ pub struct NodeFigures {
     pub driver: Option<String>,
     /// The node's price per hour (all its GPUs); None when it was not priced.
     pub usd_per_hour: Option<f64>,
+    /// Its on-demand price per hour: `usd_per_hour` on demand, the catalog's on-demand price of
+    /// its instance on spot; None where nothing says it.
+    pub on_demand_usd_per_hour: Option<f64>,
     pub price_source: Option<String>,
     /// Where `gpus` came from (the launcher's allocation, NVML), and any disagreement.
     pub gpus_source: Option<String>,
@@ -72,6 +75,8 @@ pub struct AttemptFigures {
     pub usd_per_hour: Option<f64>,
     pub price_sources: Vec<String>,
     pub cost_usd: f64,
+    /// What its nodes would have cost at on-demand prices; None where a node's is not known.
+    pub on_demand_usd: Option<f64>,
     /// Nodes with no price: their cost is not in `cost_usd`.
     pub unpriced_nodes: i64,
     pub gpu_hours: f64,
@@ -192,6 +197,7 @@ mod tests {
             gpu_names: vec![],
             driver: None,
             usd_per_hour: price,
+            on_demand_usd_per_hour: price,
             price_source: None,
             gpus_source: None,
             start_ms,
@@ -228,6 +234,7 @@ mod tests {
             usd_per_hour: Some(16.0),
             price_sources: vec![],
             cost_usd: nodes.iter().filter_map(|n| n.cost_usd).sum(),
+            on_demand_usd: None,
             unpriced_nodes: 0,
             gpu_hours: nodes.iter().map(|n| n.gpu_hours).sum(),
             first_step: Some(steps.0),

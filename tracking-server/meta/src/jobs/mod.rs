@@ -236,23 +236,27 @@ pub(crate) fn join_in(tx: &dyn Db, run: &str, p: &ProcessJoin) -> Result<Joined>
             let from = node.price_source.as_deref().filter(|s| !s.is_empty()).unwrap_or("no source given");
             (usd, format!("reported by the job: ${usd}/h ({from})"))
         });
-        let (usd_per_hour, price_source) =
+        let spot = p.spot == Some(true);
+        let (usd_per_hour, price_source, on_demand_usd_per_hour) =
             match crate::prices::price_node(tx, p, node.gpus, &node.gpu_names, attempt_start)? {
-                Some((usd, source)) => match &reported {
+                Some((usd, source, on_demand)) => match &reported {
                     Some((theirs, _)) if *theirs != usd => {
-                        (Some(usd), Some(format!("{source}; the job reported ${theirs}/h, not used")))
+                        (Some(usd), Some(format!("{source}; the job reported ${theirs}/h, not used")), on_demand)
                     }
-                    _ => (Some(usd), Some(source)),
+                    _ => (Some(usd), Some(source), on_demand),
                 },
-                None => reported.map_or((None, None), |(usd, source)| (Some(usd), Some(source))),
+                // What a spot price the job reports saves is unknown: no on-demand price beside it.
+                None => reported
+                    .map_or((None, None, None), |(usd, source)| (Some(usd), Some(source), (!spot).then_some(usd))),
             };
         tx.exec(
             "DELETE FROM run_nodes WHERE run_id = ?1 AND attempt = ?2 AND node_rank = ?3",
             vals![run, attempt, p.node_rank],
         )?;
         tx.exec(
-            "INSERT INTO run_nodes (run_id, attempt, node_rank, host, gpus, gpu_names, driver, usd_per_hour, price_source, gpus_source)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            "INSERT INTO run_nodes (run_id, attempt, node_rank, host, gpus, gpu_names, driver, usd_per_hour, price_source,
+                 gpus_source, on_demand_usd_per_hour)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             vals![
                 run,
                 attempt,
@@ -263,7 +267,8 @@ pub(crate) fn join_in(tx: &dyn Db, run: &str, p: &ProcessJoin) -> Result<Joined>
                 node.driver.as_deref(),
                 usd_per_hour,
                 price_source.as_deref(),
-                node.gpus_source.as_deref()
+                node.gpus_source.as_deref(),
+                on_demand_usd_per_hour
             ],
         )?;
     }
@@ -644,7 +649,8 @@ pub(crate) fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigu
         vals![run],
     )?;
     let node_rows = db.rows(
-        "SELECT attempt, node_rank, host, gpus, gpu_names, driver, usd_per_hour, price_source, gpus_source
+        "SELECT attempt, node_rank, host, gpus, gpu_names, driver, usd_per_hour, price_source, gpus_source,
+            on_demand_usd_per_hour
          FROM run_nodes WHERE run_id = ?1 ORDER BY attempt, node_rank",
         vals![run],
     )?;
@@ -707,6 +713,8 @@ pub(crate) fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigu
             let node = node_figures(node_rank, host, start, stop, processes, info)?;
             a.gpus += node.gpus;
             a.gpu_hours += node.gpu_hours;
+            let on_demand = node.on_demand_usd_per_hour.map(|usd| usd * figures::hours(node.start_ms, node.end_ms));
+            a.on_demand_usd = a.on_demand_usd.zip(on_demand).map(|(sum, usd)| sum + usd);
             match node.cost_usd {
                 Some(cost) => {
                     a.cost_usd += cost;
@@ -736,12 +744,13 @@ fn node_figures(
     processes: i64,
     info: Option<&Row>,
 ) -> Result<NodeFigures> {
-    let (gpus, gpu_names, driver, usd_per_hour, price_source, gpus_source) = match info {
+    let (gpus, gpu_names, driver, usd_per_hour, price_source, gpus_source, on_demand_usd_per_hour) = match info {
         Some(n) => {
             let names: String = n.get(4)?;
-            (n.get(3)?, serde_json::from_str(&names).unwrap_or_default(), n.get(5)?, n.get(6)?, n.get(7)?, n.get(8)?)
+            let names = serde_json::from_str(&names).unwrap_or_default();
+            (n.get(3)?, names, n.get(5)?, n.get(6)?, n.get(7)?, n.get(8)?, n.get(9)?)
         }
-        None => (0, Vec::new(), None, None, None, None),
+        None => (0, Vec::new(), None, None, None, None, None),
     };
     let hours = figures::hours(start_ms, end_ms);
     Ok(NodeFigures {
@@ -751,6 +760,7 @@ fn node_figures(
         gpu_names,
         driver,
         usd_per_hour,
+        on_demand_usd_per_hour,
         price_source,
         gpus_source,
         start_ms,
@@ -787,6 +797,7 @@ fn attempt_from_row(r: &Row) -> Result<AttemptFigures> {
         usd_per_hour: None,
         price_sources: Vec::new(),
         cost_usd: 0.0,
+        on_demand_usd: Some(0.0),
         unpriced_nodes: 0,
         gpu_hours: 0.0,
         first_step: None,

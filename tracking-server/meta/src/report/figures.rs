@@ -37,6 +37,14 @@ pub struct GroupSums {
     pub queue_wait_ms_max: Option<i64>,
     pub restores: i64,
     pub restores_ok: i64,
+    /// GPU-hours the samples of the runs with a series cover (each sample for at most one
+    /// sampling interval): the rest of `sampled_gpu_hours` was not measured.
+    pub covered_gpu_hours: f64,
+    /// Of the priced runs with spot GPU-hours: what they saved against the catalog's on-demand
+    /// prices, over those whose on-demand prices are known, and how many are not.
+    pub spot_savings_usd: f64,
+    pub spot_savings_runs: i64,
+    pub spot_unknown_runs: i64,
 }
 
 /// The figures of one group, as the report answers them.
@@ -49,11 +57,15 @@ pub struct GroupFigures {
     pub cost_per_gpu_hour_usd: Option<f64>,
     pub cost_per_experiment_usd: Option<f64>,
     pub spot_savings_rate: Option<f64>,
+    pub spot_savings_usd: Option<f64>,
     pub job_success_rate: Option<f64>,
     pub infra_failures: i64,
     pub code_failures: i64,
     pub checkpoint_restore_rate: Option<f64>,
     pub experiments_per_user_week: Option<f64>,
+    /// Seconds from submission to the end of a finished run: the median and the 90th percentile.
+    pub time_to_result_median_s: Option<f64>,
+    pub time_to_result_p90_s: Option<f64>,
     /// Why a figure is null, or what it leaves out, by figure name.
     pub reasons: BTreeMap<&'static str, String>,
     /// How many runs each figure is computed from, by figure name.
@@ -61,7 +73,7 @@ pub struct GroupFigures {
 }
 
 /// The names of the figures, in the order the report lists them.
-pub const FIGURES: [&str; 12] = [
+pub const FIGURES: [&str; 15] = [
     "gpu_utilization_rate",
     "idle_gpu_hours",
     "queue_wait_s",
@@ -69,28 +81,34 @@ pub const FIGURES: [&str; 12] = [
     "cost_per_gpu_hour_usd",
     "cost_per_experiment_usd",
     "spot_savings_rate",
+    "spot_savings_usd",
     "job_success_rate",
     "infra_failures",
     "code_failures",
     "checkpoint_restore_rate",
     "experiments_per_user_week",
+    "time_to_result_median_s",
+    "time_to_result_p90_s",
 ];
 
 /// How each figure is defined, as the README and the OpenAPI document say it.
 pub fn definitions(threshold: u32) -> BTreeMap<&'static str, String> {
     let d = [
-        ("gpu_utilization_rate", format!("Active GPU-hours / provisioned GPU-hours, over the runs with a GPU utilization series. A GPU-second is active when the GPU's utilization sample is above {threshold} % (`active_above`); each sample stands for the time to the next one (at most three times the series' median gap).")),
-        ("idle_gpu_hours", "Provisioned GPU-hours − active GPU-hours, over the runs with a GPU utilization series. Provisioned: each node's GPUs × how long it ran, over every attempt of the run's job.".to_owned()),
+        ("gpu_utilization_rate", format!("Active GPU-hours / provisioned GPU-hours, over the runs with a GPU utilization series. A GPU-second is active when the GPU's utilization sample is above {threshold} % (`active_above`); each sample stands for the time to the next one, at most one sampling interval (the series' median gap) and never past the end of its attempt: time nothing measured is not active (`inputs.unmeasured_gpu_hours`).")),
+        ("idle_gpu_hours", "Provisioned GPU-hours − active GPU-hours, over the runs with a GPU utilization series. Provisioned: each node's GPUs × how long it ran, over every attempt of the run's job. `inputs.idle_usd` prices them: the runs' cost less each active GPU-second at its own attempt's price.".to_owned()),
         ("queue_wait_s", "Mean seconds from submission to start: a sweep trial's creation to its run's first start, or the launcher's submit time (a Slurm job's, from sacct) to the first attempt's start, over the runs that have one.".to_owned()),
         ("cost_usd", "Sum of the cost of the runs whose every node had a price: each node's price per hour × how long it ran, over every attempt. Unpriced runs are counted, not added as zero.".to_owned()),
         ("cost_per_gpu_hour_usd", "Effective cost per GPU-hour: the cost of the priced runs with a GPU series / their active GPU-hours, so spot prices lower it and idle GPUs raise it.".to_owned()),
         ("cost_per_experiment_usd", "cost_usd / the number of priced runs (an experiment is a run, whatever its attempts).".to_owned()),
-        ("spot_savings_rate", "Share of provisioned GPU-hours that ran on spot (or preemptible) capacity.".to_owned()),
+        ("spot_savings_rate", "The scorecard's definition: the share of provisioned GPU-hours that ran on spot (or preemptible) capacity, 0 to 1. Not dollars saved: see spot_savings_usd.".to_owned()),
+        ("spot_savings_usd", "Dollars spot capacity saved: Σ (the catalog's on-demand price − the price paid) × hours, over the priced runs with spot GPU-hours whose spot nodes' on-demand prices are known.".to_owned()),
         ("job_success_rate", "Finished runs / ended runs (finished, failed, preempted, lost); runs stopped by their user (killed) and running runs are left out.".to_owned()),
         ("infra_failures", "Ended runs that failed because of the infrastructure: the run or its last attempt ended preempted or lost (no heartbeat), or a process was killed by SIGKILL or the OOM killer.".to_owned()),
         ("code_failures", "Ended runs that failed on their own: a process exited non-zero or raised.".to_owned()),
         ("checkpoint_restore_rate", "Restores of the runs' checkpoints that succeeded / restores attempted (a restore fails when a file is missing, does not match its recorded sha256, or the loader reported it failed).".to_owned()),
         ("experiments_per_user_week", "Runs / distinct users / weeks in the period (the report's time range, or the group's week or day within it).".to_owned()),
+        ("time_to_result_median_s", "Median seconds from a finished run's submission (its launcher's submit time, its sweep trial's creation, else its first start) to its end.".to_owned()),
+        ("time_to_result_p90_s", "90th percentile (nearest rank) of the same seconds.".to_owned()),
     ];
     d.into_iter().collect()
 }
@@ -152,6 +170,21 @@ pub fn figures(s: &GroupSums, weeks: f64) -> GroupFigures {
         Some(v) => f.spot_savings_rate = Some(v),
         None => why("spot_savings_rate", "no run in this group had GPUs".into()),
     }
+    if s.spot_savings_runs > 0 {
+        f.spot_savings_usd = Some(s.spot_savings_usd + 0.0);
+        if s.spot_unknown_runs > 0 {
+            let note =
+                format!("{} spot run(s) have no on-demand price in the catalog and are left out", s.spot_unknown_runs);
+            why("spot_savings_usd", note);
+        }
+    } else if s.spot_unknown_runs > 0 {
+        why(
+            "spot_savings_usd",
+            format!("the catalog has no on-demand price for the {} spot run(s)", s.spot_unknown_runs),
+        );
+    } else {
+        why("spot_savings_usd", "no priced run in this group ran on spot".into());
+    }
     let ended = s.finished + s.code_failures + s.infra_failures;
     match ratio(s.finished as f64, ended as f64) {
         Some(v) => f.job_success_rate = Some(v),
@@ -160,6 +193,10 @@ pub fn figures(s: &GroupSums, weeks: f64) -> GroupFigures {
     match ratio(s.restores_ok as f64, s.restores as f64) {
         Some(v) => f.checkpoint_restore_rate = Some(v),
         None => why("checkpoint_restore_rate", "no checkpoint of these runs was restored".into()),
+    }
+    // Percentiles come from each run's row, not from sums: the report fills them in after.
+    for figure in ["time_to_result_median_s", "time_to_result_p90_s"] {
+        why(figure, "no run in this group has finished".into());
     }
     match (s.users > 0 && weeks > 0.0).then(|| s.runs as f64 / s.users as f64 / weeks) {
         Some(v) => f.experiments_per_user_week = Some(v),
@@ -173,6 +210,7 @@ pub fn figures(s: &GroupSums, weeks: f64) -> GroupFigures {
         ("cost_per_gpu_hour_usd", s.priced_sampled_runs),
         ("cost_per_experiment_usd", s.priced_runs),
         ("spot_savings_rate", s.gpu_runs),
+        ("spot_savings_usd", s.spot_savings_runs),
         ("job_success_rate", ended),
         ("infra_failures", ended),
         ("code_failures", ended),

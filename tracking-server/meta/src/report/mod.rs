@@ -9,6 +9,7 @@
 mod budgets;
 mod figures;
 mod sums;
+mod time_to_result;
 mod usage;
 
 pub use budgets::{month_of, BudgetSpend};
@@ -391,6 +392,10 @@ fn sums_from(r: &Row, first: usize) -> Result<GroupSums> {
         queue_wait_ms_max: r.get(first + 23)?,
         restores: n(24)?,
         restores_ok: n(25)?,
+        covered_gpu_hours: f(26)?,
+        spot_savings_usd: f(27)?,
+        spot_savings_runs: n(28)?,
+        spot_unknown_runs: n(29)?,
     })
 }
 
@@ -434,8 +439,10 @@ impl MetaStore {
     /// What run `run`'s row of the report is computed from; None when the run does not exist.
     pub fn usage_inputs(&self, run: &str, now_ms: i64) -> Result<Option<UsageInputs>> {
         self.snapshot(|db| {
-            let Some(head) =
-                db.row("SELECT status, start_ms, revision, summaries_revision FROM runs WHERE id = ?1", vals![run])?
+            let Some(head) = db.row(
+                "SELECT status, start_ms, revision, summaries_revision, end_ms FROM runs WHERE id = ?1",
+                vals![run],
+            )?
             else {
                 return Ok(None);
             };
@@ -457,6 +464,7 @@ impl MetaStore {
                 basics: RunBasics {
                     status: head.get(0)?,
                     start_ms: head.get(1)?,
+                    end_ms: head.get(4)?,
                     cost_series_usd,
                     trial_created_ms: trial.as_ref().map(|t| t.get(0)).transpose()?,
                     trial_started_ms: trial.as_ref().map(|t| t.get(1)).transpose()?,
@@ -472,39 +480,40 @@ impl MetaStore {
     /// Writes a run's row of the report, marked with the revisions its inputs were read at (a
     /// run changed since is computed again by the next report).
     pub fn write_usage(&self, inputs: &UsageInputs, u: &RunUsage, now_ms: i64) -> Result<()> {
-        let active: Vec<String> = THRESHOLDS.iter().map(|t| format!("active_s_{t}")).collect();
-        let slots: Vec<String> = (18..18 + active.len()).map(|i| format!("?{i}")).collect();
-        let sql = format!(
-            "INSERT INTO run_usage (run_id, revision, summaries_revision, computed_ms, outcome, failure, gpus, gpu_model,
-                provider, pricing, gpu_hours, spot_gpu_hours, priced, cost_usd, gpu_series, queue_wait_ms, queue_source,
-                {}, project_id, start_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, {}, ?{}, ?{})",
-            active.join(", "),
-            slots.join(", "),
-            18 + active.len(),
-            19 + active.len()
-        );
-        let mut params: Vec<Value> = vals![
-            inputs.run.as_str(),
-            inputs.revision,
-            inputs.summaries_revision,
-            now_ms,
-            u.outcome,
-            u.failure.as_deref(),
-            u.gpus,
-            u.gpu_model.as_str(),
-            u.provider.as_str(),
-            u.pricing,
-            u.gpu_hours,
-            u.spot_gpu_hours,
-            u.priced,
-            u.cost_usd,
-            u.gpu_series,
-            u.queue_wait_ms,
-            u.queue_source
+        let mut columns: Vec<(String, Value)> = [
+            ("run_id", inputs.run.as_str().into()),
+            ("revision", inputs.revision.into()),
+            ("summaries_revision", inputs.summaries_revision.into()),
+            ("computed_ms", now_ms.into()),
+            ("outcome", u.outcome.into()),
+            ("failure", u.failure.as_deref().into()),
+            ("gpus", u.gpus.into()),
+            ("gpu_model", u.gpu_model.as_str().into()),
+            ("provider", u.provider.as_str().into()),
+            ("pricing", u.pricing.into()),
+            ("gpu_hours", u.gpu_hours.into()),
+            ("spot_gpu_hours", u.spot_gpu_hours.into()),
+            ("priced", u.priced.into()),
+            ("cost_usd", u.cost_usd.into()),
+            ("gpu_series", u.gpu_series.into()),
+            ("queue_wait_ms", u.queue_wait_ms.into()),
+            ("queue_source", u.queue_source.into()),
+            ("sampled_s", u.sampled_s.into()),
+            ("on_demand_usd", u.on_demand_usd.into()),
+            ("time_to_result_ms", u.time_to_result_ms.into()),
         ]
-        .to_vec();
-        params.extend(u.active_s.iter().map(|s| Value::Real(*s)));
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect();
+        for (slot, t) in THRESHOLDS.iter().enumerate() {
+            columns.push((format!("active_s_{t}"), Value::Real(u.active_s[slot])));
+            columns.push((format!("active_usd_{t}"), Value::Real(u.active_usd[slot])));
+        }
+        let names: Vec<&str> = columns.iter().map(|(name, _)| name.as_str()).collect();
+        let slots: Vec<String> = (1..=columns.len() + 2).map(|i| format!("?{i}")).collect();
+        let sql =
+            format!("INSERT INTO run_usage ({}, project_id, start_ms) VALUES ({})", names.join(", "), slots.join(", "));
+        let params: Vec<Value> = columns.into_iter().map(|(_, value)| value).collect();
         self.write(|tx| {
             let run = inputs.run.as_str();
             let Some(head) = tx.row("SELECT project_id, start_ms FROM runs WHERE id = ?1", vals![run])? else {
@@ -572,7 +581,7 @@ impl MetaStore {
             let total_sums = total_row.map(|r| sums_from(&r, first_sum)).transpose()?.unwrap_or_default();
             let since = req.since_ms.or(total_sums.first_start_ms).unwrap_or(req.now_ms);
             let until = req.until_ms.unwrap_or(req.now_ms).max(since);
-            let total = ReportGroup {
+            let mut total = ReportGroup {
                 group: String::new(),
                 keys: Vec::new(),
                 since_ms: since,
@@ -606,6 +615,7 @@ impl MetaStore {
                     sums,
                 });
             }
+            time_to_result::fill(db, req, &mut total, &mut groups)?;
             if req.by.is_empty() && total.sums.runs > 0 {
                 groups.push(total.clone());
             }

@@ -41,8 +41,11 @@ fn at_threshold(t: u32) -> [Column; 3] {
         },
         Column {
             name: format!("priced_active_usd_{t}"),
+            // Each active GPU-second at its attempt's price (a row computed before that was
+            // kept: at the run's average price, until it is computed again).
             per_run: format!(
-                "CASE WHEN {PRICED_SAMPLED} THEN u.cost_usd * u.active_s_{t} / (u.gpu_hours * 3600.0) ELSE 0 END"
+                "CASE WHEN {PRICED_SAMPLED}
+                 THEN COALESCE(u.active_usd_{t}, u.cost_usd * u.active_s_{t} / (u.gpu_hours * 3600.0)) ELSE 0 END"
             ),
             combine: "SUM",
         },
@@ -80,6 +83,22 @@ fn base_columns() -> Vec<Column> {
     ]
 }
 
+/// The columns added after the thresholds' (the table's columns keep the order they were added
+/// in): sampled GPU-seconds, and what spot capacity saved against on-demand prices.
+fn later_columns() -> Vec<Column> {
+    let spot = "u.priced = 1 AND u.spot_gpu_hours > 0";
+    let sum = |name: &str, per_run: String| Column { name: name.into(), per_run, combine: "SUM" };
+    vec![
+        sum("sampled_s", format!("CASE WHEN {SAMPLED} THEN COALESCE(u.sampled_s, u.gpu_hours * 3600.0) ELSE 0 END")),
+        sum(
+            "spot_savings_usd",
+            format!("CASE WHEN {spot} AND u.on_demand_usd IS NOT NULL THEN u.on_demand_usd - u.cost_usd ELSE 0 END"),
+        ),
+        sum("spot_savings_runs", format!("CASE WHEN {spot} AND u.on_demand_usd IS NOT NULL THEN 1 ELSE 0 END")),
+        sum("spot_unknown_runs", format!("CASE WHEN {spot} AND u.on_demand_usd IS NULL THEN 1 ELSE 0 END")),
+    ]
+}
+
 /// Every column of `usage_rollup` after its key, in order.
 fn rollup_columns() -> Vec<Column> {
     let mut columns = base_columns();
@@ -90,6 +109,7 @@ fn rollup_columns() -> Vec<Column> {
             columns.push(Column { name: c.name.clone(), per_run: c.per_run.clone(), combine: c.combine });
         }
     }
+    columns.extend(later_columns());
     columns
 }
 
@@ -125,7 +145,7 @@ pub(super) fn runs_source(condition: &str, t: u32) -> String {
         "u.pricing AS pricing".into(),
         "r.id AS run_id".into(),
     ];
-    select.extend(base_columns().into_iter().map(|c| format!("{} AS {}", c.per_run, c.name)));
+    select.extend(base_columns().into_iter().chain(later_columns()).map(|c| format!("{} AS {}", c.per_run, c.name)));
     let threshold = at_threshold(t);
     for ((_, short), c) in threshold_names(t).iter().zip(threshold) {
         select.push(format!("{} AS {short}", c.per_run));
@@ -146,13 +166,13 @@ const LEDGER: &str = "(SELECT run_id AS id, project_id, start_ms, \"user\", grou
 /// The days `condition` selects (on `x`) as rows of sums at threshold `t`, with no run id.
 pub(super) fn days_source(condition: &str, t: u32) -> String {
     let mut select = vec![KEY.to_owned(), "CAST(NULL AS TEXT) AS run_id".into()];
-    select.extend(base_columns().into_iter().map(|c| c.name));
+    select.extend(base_columns().into_iter().chain(later_columns()).map(|c| c.name));
     select.extend(threshold_names(t).iter().map(|(name, short)| format!("{name} AS {short}")));
     format!("SELECT {} FROM usage_rollup x WHERE {condition}", select.join(", "))
 }
 
 /// Columns [`sums_sql`] selects.
-pub(super) const SUMS: usize = 26;
+pub(super) const SUMS: usize = 30;
 
 /// The sums of a group of rows `x` from either source, in the order `sums_from` reads them.
 pub(super) fn sums_sql() -> String {
@@ -185,6 +205,10 @@ pub(super) fn sums_sql() -> String {
         "MAX(x.queue_wait_ms_max)".to_owned(),
         int("x.restores"),
         int("x.restores_ok"),
+        real("x.sampled_s / 3600.0"),
+        real("x.spot_savings_usd"),
+        int("x.spot_savings_runs"),
+        int("x.spot_unknown_runs"),
     ]
     .join(",\n        ")
 }
@@ -337,7 +361,11 @@ mod tests {
             priced: !i.is_multiple_of(7),
             cost_usd: 3.25 * (1 + i) as f64,
             gpu_series: i64::from(!i.is_multiple_of(6)),
+            active_usd: active_s.map(|a| a * 0.001 * (1 + i % 4) as f64),
             active_s,
+            sampled_s: gpu_hours * 3600.0 * (0.5 + (i % 2) as f64 / 2.0),
+            on_demand_usd: (i % 3 != 2).then(|| 3.25 * (1 + i) as f64 * 1.5),
+            time_to_result_ms: i.is_multiple_of(5).then_some(60_000 * i as i64),
             queue_wait_ms: i.is_multiple_of(4).then_some(1_000 * i as i64),
             queue_source: i.is_multiple_of(4).then_some("launcher"),
         };
@@ -373,6 +401,10 @@ mod tests {
             n(s.queue_wait_ms_max.unwrap_or(-1)),
             n(s.restores),
             n(s.restores_ok),
+            s.covered_gpu_hours,
+            s.spot_savings_usd,
+            n(s.spot_savings_runs),
+            n(s.spot_unknown_runs),
         ]
     }
 

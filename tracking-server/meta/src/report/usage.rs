@@ -9,23 +9,46 @@ pub const THRESHOLDS: [u32; 20] = [0, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55,
 /// The threshold a report uses unless asked for another.
 pub const DEFAULT_THRESHOLD: u32 = 10;
 
-/// A sample stands for the time to the next one, but never more than this many times its series'
-/// median gap: a longer gap means the sampler was not running, and that time is not active.
-const GAP_CAP: i64 = 3;
-
 /// One GPU's utilization samples (ms since the epoch, percent), in time order.
 pub type Samples = Vec<(i64, f64)>;
 
-/// GPU-seconds above each threshold of [`THRESHOLDS`], and the seconds the samples cover.
+/// A span of time the run's GPUs existed (one attempt of its job) and what one GPU-second of it
+/// cost, where every node of it had a price.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    pub start_ms: i64,
+    /// i64::MAX while the attempt runs.
+    pub end_ms: i64,
+    pub usd_per_gpu_s: Option<f64>,
+}
+
+/// The spans of a job's attempts, each at its own price.
+pub fn spans(attempts: &[AttemptFigures]) -> Vec<Span> {
+    attempts
+        .iter()
+        .map(|a| Span {
+            start_ms: a.start_ms,
+            end_ms: a.end_ms.unwrap_or(i64::MAX),
+            usd_per_gpu_s: (a.gpu_hours > 0.0 && a.unpriced_nodes == 0).then(|| a.cost_usd / (a.gpu_hours * 3600.0)),
+        })
+        .collect()
+}
+
+/// GPU-seconds above each threshold of [`THRESHOLDS`], what they cost, and the seconds the
+/// samples cover.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Activity {
     pub above: [f64; 20],
+    /// The cost of the GPU-seconds above each threshold, each at its own span's price.
+    pub above_usd: [f64; 20],
     pub covered_s: f64,
 }
 
-/// Counts each sample for the time to the next sample of its GPU (at most [`GAP_CAP`] times the
-/// series' median gap; the last sample for one median gap). A series of one sample covers nothing.
-pub fn activity(series: &[Samples]) -> Activity {
+/// Counts each sample for the time to the next sample of its GPU, but never for more than one
+/// sampling interval (the series' median gap): a longer gap is time nothing was measured, which
+/// is not active. With the job's `spans`, a sample counts only inside the span it was taken in
+/// (no GPU existed between attempts), at that span's price. A series of one sample covers nothing.
+pub fn activity(series: &[Samples], spans: Option<&[Span]>) -> Activity {
     let mut out = Activity::default();
     for samples in series {
         if samples.len() < 2 {
@@ -33,14 +56,21 @@ pub fn activity(series: &[Samples]) -> Activity {
         }
         let mut gaps: Vec<i64> = samples.windows(2).map(|w| (w[1].0 - w[0].0).max(0)).collect();
         gaps.sort_unstable();
-        let median = gaps[gaps.len() / 2];
+        let interval = gaps[gaps.len() / 2];
         for (i, (t, value)) in samples.iter().enumerate() {
-            let gap = samples.get(i + 1).map_or(median, |next| (next.0 - t).max(0)).min(median * GAP_CAP);
-            let seconds = gap as f64 / 1000.0;
+            let mut end = samples.get(i + 1).map_or(t + interval, |next| next.0).min(t.saturating_add(interval));
+            let mut price = None;
+            if let Some(spans) = spans {
+                let Some(span) = spans.iter().find(|s| s.start_ms <= *t && *t < s.end_ms) else { continue };
+                end = end.min(span.end_ms);
+                price = span.usd_per_gpu_s;
+            }
+            let seconds = (end - t).max(0) as f64 / 1000.0;
             out.covered_s += seconds;
             for (slot, threshold) in THRESHOLDS.iter().enumerate() {
                 if *value > f64::from(*threshold) {
                     out.above[slot] += seconds;
+                    out.above_usd[slot] += seconds * price.unwrap_or(0.0);
                 }
             }
         }
@@ -53,6 +83,7 @@ pub fn activity(series: &[Samples]) -> Activity {
 pub struct RunBasics {
     pub status: String,
     pub start_ms: i64,
+    pub end_ms: Option<i64>,
     /// The last value of its `cost/usd` series, for a run with no job record.
     pub cost_series_usd: Option<f64>,
     /// When its sweep trial was created, for a run that is one.
@@ -82,6 +113,15 @@ pub struct RunUsage {
     /// GPU utilization series it has.
     pub gpu_series: i64,
     pub active_s: [f64; 20],
+    /// What the active GPU-seconds cost, each at its attempt's price (0 for a run with no job).
+    pub active_usd: [f64; 20],
+    /// GPU-seconds its samples cover (each sample for at most one sampling interval).
+    pub sampled_s: f64,
+    /// What it would have cost at on-demand prices: None without a job, or where a spot node's
+    /// on-demand price is not known.
+    pub on_demand_usd: Option<f64>,
+    /// From its submission (else its first start) to its end, for a finished run.
+    pub time_to_result_ms: Option<i64>,
     pub queue_wait_ms: Option<i64>,
     /// slurm, launcher or sweep.
     pub queue_source: Option<&'static str>,
@@ -132,7 +172,8 @@ fn pricing_of(attempts: &[AttemptFigures]) -> &'static str {
 
 /// The run's row of the report.
 pub fn usage(run: &RunBasics, job: Option<&(JobFigures, Vec<AttemptFigures>)>, gpu: &[Samples]) -> RunUsage {
-    let activity = activity(gpu);
+    let spans = job.map(|(_, attempts)| spans(attempts));
+    let activity = activity(gpu, spans.as_deref());
     let gpu_series = gpu.iter().filter(|s| s.len() >= 2).count() as i64;
     let latest = job.and_then(|(_, attempts)| attempts.last());
     let (outcome, failure) = outcome(&run.status, latest);
@@ -149,6 +190,10 @@ pub fn usage(run: &RunBasics, job: Option<&(JobFigures, Vec<AttemptFigures>)>, g
         cost_usd: 0.0,
         gpu_series,
         active_s: activity.above,
+        active_usd: activity.above_usd,
+        sampled_s: activity.covered_s,
+        on_demand_usd: None,
+        time_to_result_ms: None,
         queue_wait_ms: None,
         queue_source: None,
     };
@@ -160,15 +205,18 @@ pub fn usage(run: &RunBasics, job: Option<&(JobFigures, Vec<AttemptFigures>)>, g
             u.spot_gpu_hours = attempts.iter().filter(|a| a.spot == Some(true)).map(|a| a.gpu_hours).sum();
             u.priced = figures.unpriced_nodes == 0;
             u.cost_usd = figures.cost_usd;
+            u.on_demand_usd = attempts.iter().map(|a| a.on_demand_usd).sum();
             u.pricing = pricing_of(attempts);
             if let Some(a) = latest {
                 u.provider = a.cloud.clone().unwrap_or_default().to_ascii_lowercase();
                 u.gpu_model = a.nodes.iter().find_map(|n| n.gpu_names.first().cloned()).unwrap_or_default();
             }
-            // Samples cannot be active for longer than the GPUs were there.
+            // Samples cannot cover more than the GPUs were there, nor cost more than they did.
             let limit = u.gpu_hours * 3600.0;
-            for seconds in &mut u.active_s {
+            u.sampled_s = u.sampled_s.min(limit);
+            for (seconds, usd) in u.active_s.iter_mut().zip(&mut u.active_usd) {
                 *seconds = seconds.min(limit);
+                *usd = usd.min(u.cost_usd);
             }
             attempts.first().map_or(run.start_ms, |a| a.start_ms)
         }
@@ -189,6 +237,10 @@ pub fn usage(run: &RunBasics, job: Option<&(JobFigures, Vec<AttemptFigures>)>, g
         u.queue_wait_ms = Some((first_start - created).max(0));
         u.queue_source = Some("sweep");
     }
+    if run.status == "finished" {
+        let asked = submitted.or(run.trial_created_ms).unwrap_or(first_start).min(first_start);
+        u.time_to_result_ms = run.end_ms.map(|end| (end - asked).max(0));
+    }
     u
 }
 
@@ -201,17 +253,47 @@ mod tests {
     }
 
     #[test]
-    fn samples_count_until_the_next_one_and_gaps_are_capped() {
+    fn a_sample_counts_for_at_most_one_interval_and_gaps_are_not_active() {
         // 10 s apart: 90 % for 3 samples, 5 % for 2, then the sampler stops for 10 minutes.
         let s: Samples = vec![(0, 90.0), (10_000, 90.0), (20_000, 90.0), (30_000, 5.0), (40_000, 5.0), (640_000, 50.0)];
-        let a = activity(&[s]);
-        // 5 gaps of 10 s (the long one capped at 30 s) and the last sample's 10 s.
-        assert_eq!(a.covered_s, 10.0 * 4.0 + 30.0 + 10.0);
+        let a = activity(&[s], None);
+        // Six samples of 10 s each: the 600-second gap is not measured.
+        assert_eq!(a.covered_s, 60.0);
         assert_eq!(a.above[slot(10)], 30.0 + 10.0, "three busy samples, and the last at 50 %");
         assert_eq!(a.above[slot(0)], a.covered_s);
         assert_eq!(a.above[slot(50)], 30.0, "50 % is not above 50");
         assert_eq!(a.above[slot(95)], 0.0);
-        assert_eq!(activity(&[vec![(0, 99.0)]]), Activity::default(), "one sample covers nothing");
+        assert_eq!(a.above_usd, [0.0; 20], "no job, no price");
+        assert_eq!(activity(&[vec![(0, 99.0)]], None), Activity::default(), "one sample covers nothing");
+    }
+
+    #[test]
+    fn samples_count_only_inside_their_attempt_at_its_own_price() {
+        // An on-demand attempt from 0 to 60 s at $0.01 a GPU-second, a recovery gap, then a spot
+        // attempt from 100 s at $0.004; samples every 10 s, busy throughout, one GPU.
+        let spans = [
+            Span { start_ms: 0, end_ms: 60_000, usd_per_gpu_s: Some(0.01) },
+            Span { start_ms: 100_000, end_ms: i64::MAX, usd_per_gpu_s: Some(0.004) },
+        ];
+        // A sample at 55 s would stand for 10 s, but its attempt ends at 60 s; the one at 70 s
+        // was taken while no GPU existed.
+        let s: Samples = vec![
+            (0, 90.0),
+            (10_000, 90.0),
+            (20_000, 90.0),
+            (30_000, 90.0),
+            (40_000, 90.0),
+            (50_000, 90.0),
+            (55_000, 90.0),
+            (70_000, 90.0),
+            (100_000, 90.0),
+            (110_000, 90.0),
+            (120_000, 90.0),
+        ];
+        let a = activity(&[s], Some(&spans));
+        assert_eq!(a.above[slot(10)], 55.0 + 5.0 + 30.0);
+        assert!((a.above_usd[slot(10)] - (60.0 * 0.01 + 30.0 * 0.004)).abs() < 1e-12, "{:?}", a.above_usd);
+        assert_eq!(a.covered_s, 90.0);
     }
 
     fn blank_attempt() -> AttemptFigures {
@@ -239,6 +321,7 @@ mod tests {
             usd_per_hour: None,
             price_sources: vec![],
             cost_usd: 0.0,
+            on_demand_usd: Some(0.0),
             unpriced_nodes: 0,
             gpu_hours: 0.0,
             first_step: None,
@@ -276,6 +359,7 @@ mod tests {
         let run = RunBasics {
             status: "finished".into(),
             start_ms: 1_000,
+            end_ms: Some(601_000),
             cost_series_usd: Some(2.5),
             trial_created_ms: Some(400),
             trial_started_ms: Some(1_000),
@@ -289,5 +373,7 @@ mod tests {
         assert_eq!(u.cost_usd, 2.5);
         assert_eq!((u.queue_wait_ms, u.queue_source), (Some(600), Some("sweep")));
         assert_eq!(u.outcome, "finished");
+        assert_eq!(u.time_to_result_ms, Some(601_000 - 400), "from the trial's creation");
+        assert_eq!(u.on_demand_usd, None, "no job: no on-demand price");
     }
 }

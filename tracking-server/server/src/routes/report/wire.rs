@@ -64,14 +64,20 @@ pub struct GroupView {
     /// Cost per active GPU-hour.
     pub cost_per_gpu_hour_usd: Option<f64>,
     pub cost_per_experiment_usd: Option<f64>,
-    /// Share of GPU-hours on spot capacity, 0 to 1.
+    /// The scorecard's definition: the share of GPU-hours on spot capacity, 0 to 1 (not dollars
+    /// saved: see `spot_savings_usd`).
     pub spot_savings_rate: Option<f64>,
+    /// Dollars spot capacity saved: Σ (the catalog's on-demand price − the price paid) × hours.
+    pub spot_savings_usd: Option<f64>,
     /// Finished / ended, 0 to 1.
     pub job_success_rate: Option<f64>,
     pub infra_failures: i64,
     pub code_failures: i64,
     pub checkpoint_restore_rate: Option<f64>,
     pub experiments_per_user_week: Option<f64>,
+    /// Seconds from submission to the end of a finished run: median and 90th percentile.
+    pub time_to_result_median_s: Option<f64>,
+    pub time_to_result_p90_s: Option<f64>,
     /// Why a figure is null, or which runs it leaves out, by figure name.
     pub reasons: BTreeMap<String, String>,
     /// How many runs each figure is computed from, by figure name.
@@ -96,9 +102,13 @@ pub struct InputsView {
     /// Provisioned and active GPU-hours of the runs with a GPU series.
     pub sampled_gpu_hours: f64,
     pub active_gpu_hours: f64,
+    /// Of `sampled_gpu_hours`, the time no sample measured (a sample counts for at most one
+    /// sampling interval): counted as not active.
+    pub unmeasured_gpu_hours: f64,
     pub priced_runs: i64,
     pub unpriced_runs: i64,
-    /// The cost of the idle GPU-hours of the priced runs with a GPU series.
+    /// The cost of the idle GPU-hours of the priced runs with a GPU series: their cost less
+    /// each active GPU-second at its own attempt's price.
     pub idle_usd: f64,
     pub queued_runs: i64,
     pub queue_wait_max_s: Option<f64>,
@@ -164,11 +174,14 @@ impl From<ReportGroup> for GroupView {
             cost_per_gpu_hour_usd: f.cost_per_gpu_hour_usd,
             cost_per_experiment_usd: f.cost_per_experiment_usd,
             spot_savings_rate: f.spot_savings_rate,
+            spot_savings_usd: f.spot_savings_usd,
             job_success_rate: f.job_success_rate,
             infra_failures: f.infra_failures,
             code_failures: f.code_failures,
             checkpoint_restore_rate: f.checkpoint_restore_rate,
             experiments_per_user_week: f.experiments_per_user_week,
+            time_to_result_median_s: f.time_to_result_median_s,
+            time_to_result_p90_s: f.time_to_result_p90_s,
             reasons: f.reasons.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
             covers: f.covers.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
             inputs: InputsView {
@@ -184,6 +197,7 @@ impl From<ReportGroup> for GroupView {
                 runs_with_gpu_series: s.sampled_runs,
                 sampled_gpu_hours: s.sampled_gpu_hours,
                 active_gpu_hours: s.active_gpu_hours,
+                unmeasured_gpu_hours: (s.sampled_gpu_hours - s.covered_gpu_hours).max(0.0),
                 priced_runs: s.priced_runs,
                 unpriced_runs: s.runs - s.priced_runs,
                 idle_usd: s.idle_usd,

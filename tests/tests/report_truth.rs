@@ -1,0 +1,132 @@
+//! The report's money and time against a hand computation, for what a cloud bill is checked
+//! against: an on-demand and a spot run of one instance (what spot saved, by the catalog's
+//! on-demand price), a run recovered on demand after a spot preemption whose GPU samples run past
+//! its first attempt (each sample counts for at most one interval, never where no GPU existed,
+//! and idle dollars at each attempt's own price), and time to result.
+
+use std::process::Command;
+use trainlog_tests::{binary, json, TestServer, Value};
+
+const MINUTE: i64 = 60_000;
+const HOUR: i64 = 60 * MINUTE;
+const DAY: i64 = 24 * HOUR;
+
+fn post_ok(s: &TestServer, path: &str, body: &Value) -> Value {
+    let (status, answer) = s.post(path, body);
+    assert!(status == 200 || status == 201, "{path}: {status} {answer}");
+    answer
+}
+
+fn close(actual: &Value, expected: f64, what: &str) {
+    let got = actual.as_f64().unwrap_or_else(|| panic!("{what}: not a number: {actual}"));
+    assert!((got - expected).abs() < 1e-6 * expected.abs().max(1.0), "{what}: {got} != {expected}");
+}
+
+/// One attempt of a one-GPU g5.xlarge job: from and to (ms), spot or not, how it ended.
+fn attempt(
+    s: &TestServer,
+    run: &str,
+    number: usize,
+    (from, to): (i64, i64),
+    spot: bool,
+    end: &str,
+    submitted: Option<i64>,
+) {
+    let mut process = json!({"rank": 0, "world_size": 1, "host": format!("{run}-{number}"), "launcher": "skypilot",
+        "job_id": run, "restart": number.to_string(), "cloud": "aws", "instance_type": "g5.xlarge",
+        "region": "us-east-1", "zone": "us-east-1a", "spot": spot, "started_ms": from,
+        "node": {"gpus": 1, "gpu_names": ["NVIDIA A10G"]}});
+    if let Some(at) = submitted {
+        process["submitted_ms"] = json!(at);
+    }
+    let body = if number == 0 {
+        json!({"id": run, "project": "bill", "start_time": from, "process": process})
+    } else {
+        json!({"id": run, "resume": true, "process": process})
+    };
+    post_ok(s, "/runs", &body);
+    let end = json!({"status": end, "end_time": to, "process": {"attempt": number + 1, "rank": 0}});
+    post_ok(s, &format!("/runs/{run}/finish"), &end);
+}
+
+/// GPU utilization samples, one a minute at each of `minutes` after `start`.
+fn samples(s: &TestServer, run: &str, start: i64, minutes: &[(i64, f64)]) {
+    let points: Vec<Value> = minutes
+        .iter()
+        .map(|(m, value)| json!({"key": "sys/gpu.0.util", "step": m, "value": value, "timestamp": start + m * MINUTE}))
+        .collect();
+    let (status, answer) = s.log(run, Value::Array(points));
+    assert_eq!(status, 200, "{answer}");
+}
+
+#[test]
+fn spot_savings_idle_dollars_around_a_recovery_gap_and_time_to_result_match_a_hand_computation() {
+    let s = TestServer::spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("vms.csv");
+    // $4 an hour on demand, $1.60 on spot.
+    std::fs::write(
+        &catalog,
+        "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region,AvailabilityZone\n\
+         g5.xlarge,A10G,1.0,4.0,16.0,4.0,1.6,us-east-1,us-east-1a\n",
+    )
+    .unwrap();
+    let start = trainlog_meta::now_ms() - DAY;
+    let valid_from = trainlog_meta::report::day_text((start - 2 * DAY).div_euclid(DAY));
+    let out = Command::new(binary())
+        .args(["prices", "import", catalog.to_str().unwrap(), "--cloud", "aws", "--valid-from", &valid_from])
+        .args(["--server", &s.url])
+        .output()
+        .expect("trainlog runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Two hours on demand, submitted 10 minutes before it started: $8, 130 minutes to its result.
+    attempt(&s, "on-demand", 0, (start, start + 2 * HOUR), false, "finished", Some(start - 10 * MINUTE));
+    // Two hours on spot: $3.20, saving $4.80; 120 minutes to its result.
+    attempt(&s, "spot", 0, (start, start + 2 * HOUR), true, "finished", None);
+    // An hour on spot ($1.60, saving $2.40), preempted; 30 minutes with no GPU; an hour on demand
+    // ($4): $5.60 in all, 150 minutes to its result.
+    attempt(&s, "recovered", 0, (start, start + HOUR), true, "preempted", None);
+    attempt(&s, "recovered", 1, (start + 90 * MINUTE, start + 150 * MINUTE), false, "finished", None);
+    // Busy on spot, idle on demand; a sample at minute 62, while no GPU existed, counts for nothing,
+    // and the one at minute 59 only up to the attempt's end.
+    let mut gpu: Vec<(i64, f64)> = (0..60).map(|m| (m, 85.0)).collect();
+    gpu.push((62, 85.0));
+    gpu.extend((90..150).map(|m| (m, 3.0)));
+    samples(&s, "recovered", start, &gpu);
+    // A failed run: no result.
+    attempt(&s, "failed", 0, (start, start + 30 * MINUTE), false, "failed", None);
+
+    let (status, report) = s.get("/report");
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["pending_runs"], 0, "{report}");
+    let total = &report["total"];
+    close(&total["cost_usd"], 8.0 + 3.2 + 5.6 + 2.0, "cost");
+    close(&total["spot_savings_usd"], (4.0 - 1.6) * 2.0 + (4.0 - 1.6), "spot savings: by hand");
+    assert_eq!(total["covers"]["spot_savings_usd"], 2, "{total}");
+    // The scorecard's share of GPU-hours on spot: 3 of 6.5.
+    close(&total["spot_savings_rate"], 3.0 / 6.5, "the share of GPU-hours on spot");
+    // One sampled run: 2 GPU-hours provisioned, the spot hour active.
+    let inputs = &total["inputs"];
+    close(&inputs["sampled_gpu_hours"], 2.0, "provisioned, sampled");
+    close(&inputs["active_gpu_hours"], 1.0, "active: the spot hour");
+    close(&inputs["unmeasured_gpu_hours"], 0.0, "every minute of both attempts measured");
+    close(&total["gpu_utilization_rate"], 0.5, "utilization");
+    // The idle hour was the on-demand one: $4, not half of $5.60.
+    close(&inputs["idle_usd"], 4.0, "idle dollars at their own attempt's price");
+    // 120, 130 and 150 minutes: the median 130, the 90th percentile (nearest rank 3 of 3) 150.
+    close(&total["time_to_result_median_s"], 130.0 * 60.0, "time to result, median");
+    close(&total["time_to_result_p90_s"], 150.0 * 60.0, "time to result, p90");
+    assert_eq!(total["covers"]["time_to_result_median_s"], 3, "{total}");
+
+    // By pricing: the spot run alone, the mixed one alone.
+    let (status, by) = s.get("/report?by=pricing");
+    assert_eq!(status, 200, "{by}");
+    let group = |name: &str| {
+        by["groups"].as_array().and_then(|g| g.iter().find(|g| g["group"] == name)).cloned().unwrap_or(Value::Null)
+    };
+    close(&group("spot")["spot_savings_usd"], 4.8, "the spot run's saving");
+    close(&group("mixed")["time_to_result_median_s"], 150.0 * 60.0, "the recovered run's time to result");
+    assert!(group("on_demand")["spot_savings_usd"].is_null(), "{}", group("on_demand"));
+    assert!(group("on_demand")["reasons"]["spot_savings_usd"].is_string(), "{}", group("on_demand"));
+}

@@ -1,0 +1,40 @@
+-- Each GPU-second at its own price, time nothing measured, what spot saved, and time to result.
+-- `active_usd_T`: what the GPU-seconds above T % cost, each at its attempt's price (the idle
+-- dollars are the cost less these); `sampled_s`: the GPU-seconds the samples cover, each sample
+-- for at most one sampling interval; `on_demand_usd`: what the run would have cost at the
+-- catalog's on-demand prices (NULL where a spot node's instance has none); `time_to_result_ms`:
+-- from submission (or the first start) to the end of a finished run. Every row is computed again.
+ALTER TABLE run_usage ADD COLUMN active_usd_0 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_5 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_10 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_15 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_20 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_25 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_30 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_35 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_40 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_45 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_50 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_55 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_60 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_65 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_70 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_75 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_80 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_85 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_90 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN active_usd_95 DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN sampled_s DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN on_demand_usd DOUBLE PRECISION;
+ALTER TABLE run_usage ADD COLUMN time_to_result_ms BIGINT;
+-- The days' sums of the same, after the columns they have.
+ALTER TABLE usage_rollup ADD COLUMN sampled_s DOUBLE PRECISION;
+ALTER TABLE usage_rollup ADD COLUMN spot_savings_usd DOUBLE PRECISION;
+ALTER TABLE usage_rollup ADD COLUMN spot_savings_runs BIGINT;
+ALTER TABLE usage_rollup ADD COLUMN spot_unknown_runs BIGINT;
+-- A node's on-demand price from the catalog, beside the spot price it paid.
+ALTER TABLE run_nodes ADD COLUMN on_demand_usd_per_hour DOUBLE PRECISION;
+-- Nodes priced before: on demand, what they paid is their on-demand price.
+UPDATE run_nodes SET on_demand_usd_per_hour = usd_per_hour WHERE NOT EXISTS (
+    SELECT 1 FROM run_attempts a WHERE a.run_id = run_nodes.run_id AND a.number = run_nodes.attempt AND a.spot = 1);
+UPDATE runs SET usage_revision = NULL;
