@@ -261,3 +261,27 @@ def test_a_task_bound_to_one_gpu_records_and_samples_both_gpus_of_its_node(train
     devices = t.run().metadata["environment"]["gpu"]["devices"]
     assert [d["nvml_index"] for d in devices] == [1], devices
     assert t.finish().status == "finished"
+
+
+@pytest.mark.timeout(180)
+def test_a_resumed_run_adds_its_energy_to_what_the_run_had_used(trainings: Trainings) -> None:
+    first = trainings.start([gpu(H100, 0, energy_mj=2_000_000)])
+    first.wait_for_last("sys/gpu.0.energy_j", 0.0)
+    write_gpus(trainings.gpu_file, [gpu(H100, 0, energy_mj=2_005_000)])
+    first.wait_for_last("sys/gpu.0.energy_j", 5.0)
+    assert first.finish().status == "finished"
+
+    # Resumed on another machine, whose counter stands elsewhere.
+    resume = {"TRAINLOG_RUN_ID": first.run_id, "TRAINLOG_RESUME": "must"}
+    second = trainings.start([gpu(H100, 0, energy_mj=9_000_000)], resume)
+    assert second.run_id == first.run_id
+    written = second.count("sys/gpu.0.energy_j")
+    wait_for(
+        "the resumed run's samples", lambda: second.count("sys/gpu.0.energy_j") > written + 2, diagnose=second.diagnose
+    )
+    assert second.values("sys/gpu.0.energy_j")[-1] == 5.0
+    write_gpus(trainings.gpu_file, [gpu(H100, 0, energy_mj=9_002_000)])
+    second.wait_for_last("sys/gpu.0.energy_j", 7.0)
+    series = second.values("sys/gpu.0.energy_j")
+    assert series == sorted(series), series
+    assert second.finish().summary["sys/gpu.0.energy_j"]["last"] == 7.0
