@@ -76,11 +76,13 @@ finish_background() {
     fi
 }
 
-stage "Tools the tests call (openssl makes a test certificate; curl talks HTTPS to it)"
+stage "Tools the tests call (openssl makes a test certificate; curl talks HTTPS to it; the stand-in NVML library)"
 if ! command -v openssl >/dev/null || ! command -v curl >/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl curl >/dev/null
 fi
+mkdir -p target/nvml-standin && cc -shared -fPIC -O2 -o target/nvml-standin/libnvidia-ml.so.1 tests/nvml-standin/nvml_standin.c
+export TRAINLOG_NVML_STANDIN_DIR="$root/target/nvml-standin"
 
 stage "PostgreSQL: a throwaway cluster on 127.0.0.1 (Debian's package)"
 pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/trainlog-pg.XXXXXX")

@@ -432,12 +432,14 @@ impl RunBuilder {
 }
 
 /// Where a resumed run's own series left off: the sampler continues after them.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Resumed {
     /// One past the highest step of the `sys/` and `cost/` series.
     pub sampler_step: i64,
     /// The cost already accounted.
     pub cost_usd: f64,
+    /// The last value of each GPU's `…energy_j` series: the energy goes on from there.
+    pub energy_j: BTreeMap<String, f64>,
 }
 
 impl Resumed {
@@ -452,7 +454,12 @@ impl Resumed {
             .max()
             .map_or(0, |m| m + 1);
         let cost_usd = map.get("cost/usd").and_then(|s| s["last"].as_f64()).unwrap_or(0.0);
-        Self { sampler_step, cost_usd }
+        let energy_j = map
+            .iter()
+            .filter(|(k, _)| k.starts_with(trainlog_schema::SYSTEM_PREFIX) && k.ends_with(".energy_j"))
+            .filter_map(|(k, s)| s["last"].as_f64().map(|last| (k.clone(), last)))
+            .collect();
+        Self { sampler_step, cost_usd, energy_j }
     }
 }
 

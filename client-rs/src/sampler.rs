@@ -85,12 +85,18 @@ fn sample_loop(shared: Arc<Shared>, mut plan: SamplerPlan, every: Duration, stop
         Some(rest) if prefix != trainlog_schema::SYSTEM_PREFIX => (format!("{prefix}{rest}"), value),
         _ => (key, value),
     };
+    // A resumed run's GPU energy goes on from where its series stopped.
+    let energy_before = plan.resumed.energy_j.clone();
+    let with_energy_before = |(key, value): (String, f64)| match energy_before.get(&key) {
+        Some(before) => (key, before + value),
+        None => (key, value),
+    };
     loop {
         let mut values: Vec<(String, f64)> = Vec::new();
         if let Some(s) = sys.as_mut() {
             values.extend(s.sample().into_iter().map(renamed));
             if let Some(g) = plan.gpus.as_mut() {
-                values.extend(g.sample().into_iter().map(renamed));
+                values.extend(g.sample().into_iter().map(renamed).map(with_energy_before));
             }
         }
         values.extend(cost_now(&plan, started));
