@@ -30,6 +30,7 @@ FIGURES = [
     "experiments_per_user_week",
     "time_to_result_median_s",
     "time_to_result_p90_s",
+    "energy_kwh",
 ]
 
 

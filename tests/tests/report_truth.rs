@@ -2,7 +2,8 @@
 //! against: an on-demand and a spot run of one instance (what spot saved, by the catalog's
 //! on-demand price), a run recovered on demand after a spot preemption whose GPU samples run past
 //! its first attempt (each sample counts for at most one interval, never where no GPU existed,
-//! and idle dollars at each attempt's own price), and time to result.
+//! and idle dollars at each attempt's own price), a GPU whose utilization reads 100 % while its
+//! SM-active series says it is idle, its energy, and time to result.
 
 use std::process::Command;
 use trainlog_tests::{binary, json, TestServer, Value};
@@ -94,6 +95,20 @@ fn spot_savings_idle_dollars_around_a_recovery_gap_and_time_to_result_match_a_ha
     gpu.push((62, 85.0));
     gpu.extend((90..150).map(|m| (m, 3.0)));
     samples(&s, "recovered", start, &gpu);
+    // A GPU running one tiny kernel at a time for an hour on demand: NVML's utilization reads 100,
+    // SM active 2 %: it is idle. Its GPU used 1 kWh.
+    attempt(&s, "tiny-kernels", 0, (start, start + HOUR), false, "finished", None);
+    let mut points: Vec<Value> = Vec::new();
+    for m in 0..60 {
+        let at = start + m * MINUTE;
+        points.push(json!({"key": "sys/gpu.0.util", "step": m, "value": 100.0, "timestamp": at}));
+        points.push(json!({"key": "sys/gpu.0.sm_active", "step": m, "value": 2.0, "timestamp": at}));
+        points.push(
+            json!({"key": "sys/gpu.0.energy_j", "step": m, "value": 3.6e6 * (m + 1) as f64 / 60.0, "timestamp": at}),
+        );
+    }
+    let (status, answer) = s.log("tiny-kernels", Value::Array(points));
+    assert_eq!(status, 200, "{answer}");
     // A failed run: no result.
     attempt(&s, "failed", 0, (start, start + 30 * MINUTE), false, "failed", None);
 
@@ -101,23 +116,31 @@ fn spot_savings_idle_dollars_around_a_recovery_gap_and_time_to_result_match_a_ha
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["pending_runs"], 0, "{report}");
     let total = &report["total"];
-    close(&total["cost_usd"], 8.0 + 3.2 + 5.6 + 2.0, "cost");
+    close(&total["cost_usd"], 8.0 + 3.2 + 5.6 + 4.0 + 2.0, "cost");
     close(&total["spot_savings_usd"], (4.0 - 1.6) * 2.0 + (4.0 - 1.6), "spot savings: by hand");
     assert_eq!(total["covers"]["spot_savings_usd"], 2, "{total}");
-    // The scorecard's share of GPU-hours on spot: 3 of 6.5.
-    close(&total["spot_savings_rate"], 3.0 / 6.5, "the share of GPU-hours on spot");
-    // One sampled run: 2 GPU-hours provisioned, the spot hour active.
+    // The scorecard's share of GPU-hours on spot: 3 of 7.5.
+    close(&total["spot_savings_rate"], 3.0 / 7.5, "the share of GPU-hours on spot");
+    // Two sampled runs: 3 GPU-hours provisioned; the spot hour active, the tiny kernels' hour not.
     let inputs = &total["inputs"];
-    close(&inputs["sampled_gpu_hours"], 2.0, "provisioned, sampled");
+    close(&inputs["sampled_gpu_hours"], 3.0, "provisioned, sampled");
     close(&inputs["active_gpu_hours"], 1.0, "active: the spot hour");
-    close(&inputs["unmeasured_gpu_hours"], 0.0, "every minute of both attempts measured");
-    close(&total["gpu_utilization_rate"], 0.5, "utilization");
-    // The idle hour was the on-demand one: $4, not half of $5.60.
-    close(&inputs["idle_usd"], 4.0, "idle dollars at their own attempt's price");
-    // 120, 130 and 150 minutes: the median 130, the 90th percentile (nearest rank 3 of 3) 150.
-    close(&total["time_to_result_median_s"], 130.0 * 60.0, "time to result, median");
+    close(&inputs["unmeasured_gpu_hours"], 0.0, "every minute of every attempt measured");
+    close(&total["gpu_utilization_rate"], 1.0 / 3.0, "utilization");
+    assert_eq!(inputs["runs_measured_by_sm_active"], 1, "{inputs}");
+    // The recovered run's idle hour was the on-demand one: $4, not half of $5.60; and the tiny
+    // kernels' whole $4 hour.
+    close(&inputs["idle_usd"], 4.0 + 4.0, "idle dollars at their own attempt's price");
+    close(&total["energy_kwh"], 1.0, "the energy counter's last value, in kWh");
+    assert_eq!(total["covers"]["energy_kwh"], 1, "{total}");
+    // 60, 120, 130 and 150 minutes: the median 125, the 90th percentile (nearest rank 4 of 4) 150.
+    close(&total["time_to_result_median_s"], 125.0 * 60.0, "time to result, median");
     close(&total["time_to_result_p90_s"], 150.0 * 60.0, "time to result, p90");
-    assert_eq!(total["covers"]["time_to_result_median_s"], 3, "{total}");
+    assert_eq!(total["covers"]["time_to_result_median_s"], 4, "{total}");
+    let idlest = report["runs"]["idlest"].as_array().cloned().unwrap_or_default();
+    let source = |id: &str| idlest.iter().find(|r| r["id"] == id).map(|r| r["utilization_source"].clone());
+    assert_eq!(source("tiny-kernels"), Some(json!("sm_active")), "{idlest:?}");
+    assert_eq!(source("recovered"), Some(json!("util")), "{idlest:?}");
 
     // By pricing: the spot run alone, the mixed one alone.
     let (status, by) = s.get("/report?by=pricing");

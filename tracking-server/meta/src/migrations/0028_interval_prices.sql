@@ -1,4 +1,5 @@
--- Each GPU-second at its own price, time nothing measured, what spot saved, and time to result.
+-- Each GPU-second at its own price, time nothing measured, what spot saved, time to result,
+-- what measured utilization, and energy.
 -- `active_usd_T`: what the GPU-seconds above T % cost, each at its attempt's price (the idle
 -- dollars are the cost less these); `sampled_s`: the GPU-seconds the samples cover, each sample
 -- for at most one sampling interval; `on_demand_usd`: what the run would have cost at the
@@ -27,11 +28,18 @@ ALTER TABLE run_usage ADD COLUMN active_usd_95 REAL;
 ALTER TABLE run_usage ADD COLUMN sampled_s REAL;
 ALTER TABLE run_usage ADD COLUMN on_demand_usd REAL;
 ALTER TABLE run_usage ADD COLUMN time_to_result_ms INTEGER;
+-- What measured its active GPU-seconds (sm_active where the GPUs had GPM, util, mixed), and the
+-- kilowatt-hours its GPUs used (their energy counters).
+ALTER TABLE run_usage ADD COLUMN utilization_source TEXT;
+ALTER TABLE run_usage ADD COLUMN energy_kwh REAL;
 -- The days' sums of the same, after the columns they have.
 ALTER TABLE usage_rollup ADD COLUMN sampled_s REAL;
 ALTER TABLE usage_rollup ADD COLUMN spot_savings_usd REAL;
 ALTER TABLE usage_rollup ADD COLUMN spot_savings_runs INTEGER;
 ALTER TABLE usage_rollup ADD COLUMN spot_unknown_runs INTEGER;
+ALTER TABLE usage_rollup ADD COLUMN sm_active_runs INTEGER;
+ALTER TABLE usage_rollup ADD COLUMN energy_kwh REAL;
+ALTER TABLE usage_rollup ADD COLUMN energy_runs INTEGER;
 -- A node's on-demand price from the catalog, beside the spot price it paid.
 ALTER TABLE run_nodes ADD COLUMN on_demand_usd_per_hour REAL;
 -- Nodes priced before: on demand, what they paid is their on-demand price.

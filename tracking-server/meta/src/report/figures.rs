@@ -45,6 +45,11 @@ pub struct GroupSums {
     pub spot_savings_usd: f64,
     pub spot_savings_runs: i64,
     pub spot_unknown_runs: i64,
+    /// Of the runs with a series: those measured by SM active (GPM) on some GPU.
+    pub sm_active_runs: i64,
+    /// Kilowatt-hours used by the GPUs of the runs that measured it, and how many did.
+    pub energy_kwh: f64,
+    pub energy_runs: i64,
 }
 
 /// The figures of one group, as the report answers them.
@@ -66,6 +71,7 @@ pub struct GroupFigures {
     /// Seconds from submission to the end of a finished run: the median and the 90th percentile.
     pub time_to_result_median_s: Option<f64>,
     pub time_to_result_p90_s: Option<f64>,
+    pub energy_kwh: Option<f64>,
     /// Why a figure is null, or what it leaves out, by figure name.
     pub reasons: BTreeMap<&'static str, String>,
     /// How many runs each figure is computed from, by figure name.
@@ -73,7 +79,7 @@ pub struct GroupFigures {
 }
 
 /// The names of the figures, in the order the report lists them.
-pub const FIGURES: [&str; 15] = [
+pub const FIGURES: [&str; 16] = [
     "gpu_utilization_rate",
     "idle_gpu_hours",
     "queue_wait_s",
@@ -89,6 +95,7 @@ pub const FIGURES: [&str; 15] = [
     "experiments_per_user_week",
     "time_to_result_median_s",
     "time_to_result_p90_s",
+    "energy_kwh",
 ];
 
 /// How each figure is defined, as the README and the OpenAPI document say it.
@@ -109,6 +116,7 @@ pub fn definitions(threshold: u32) -> BTreeMap<&'static str, String> {
         ("experiments_per_user_week", "Runs / distinct users / weeks in the period (the report's time range, or the group's week or day within it).".to_owned()),
         ("time_to_result_median_s", "Median seconds from a finished run's submission (its launcher's submit time, its sweep trial's creation, else its first start) to its end.".to_owned()),
         ("time_to_result_p90_s", "90th percentile (nearest rank) of the same seconds.".to_owned()),
+        ("energy_kwh", "Kilowatt-hours the runs' GPUs used: each GPU's energy counter (NVML) from the run's start, added up over the runs that measured it.".to_owned()),
     ];
     d.into_iter().collect()
 }
@@ -194,6 +202,17 @@ pub fn figures(s: &GroupSums, weeks: f64) -> GroupFigures {
         Some(v) => f.checkpoint_restore_rate = Some(v),
         None => why("checkpoint_restore_rate", "no checkpoint of these runs was restored".into()),
     }
+    if s.energy_runs > 0 {
+        f.energy_kwh = Some(s.energy_kwh);
+        if s.energy_runs < s.gpu_runs {
+            why(
+                "energy_kwh",
+                format!("{} run(s) with GPUs have no energy series and are left out", s.gpu_runs - s.energy_runs),
+            );
+        }
+    } else {
+        why("energy_kwh", "no run in this group measured its GPUs' energy".into());
+    }
     // Percentiles come from each run's row, not from sums: the report fills them in after.
     for figure in ["time_to_result_median_s", "time_to_result_p90_s"] {
         why(figure, "no run in this group has finished".into());
@@ -201,6 +220,14 @@ pub fn figures(s: &GroupSums, weeks: f64) -> GroupFigures {
     match (s.users > 0 && weeks > 0.0).then(|| s.runs as f64 / s.users as f64 / weeks) {
         Some(v) => f.experiments_per_user_week = Some(v),
         None => why("experiments_per_user_week", "no run, or a period of no length".into()),
+    }
+    // Which source measured the runs, where SM active (GPM) measured any.
+    if s.sm_active_runs > 0 {
+        let note = format!(
+            "{} of the {} run(s) with a series were measured by SM active (GPM), the rest by NVML utilization",
+            s.sm_active_runs, s.sampled_runs
+        );
+        f.reasons.entry("gpu_utilization_rate").and_modify(|r| *r = format!("{r}; {note}")).or_insert(note);
     }
     let covers = [
         ("gpu_utilization_rate", s.sampled_runs),
@@ -211,6 +238,7 @@ pub fn figures(s: &GroupSums, weeks: f64) -> GroupFigures {
         ("cost_per_experiment_usd", s.priced_runs),
         ("spot_savings_rate", s.gpu_runs),
         ("spot_savings_usd", s.spot_savings_runs),
+        ("energy_kwh", s.energy_runs),
         ("job_success_rate", ended),
         ("infra_failures", ended),
         ("code_failures", ended),

@@ -14,7 +14,9 @@ mod usage;
 
 pub use budgets::{month_of, BudgetSpend};
 pub use figures::{definitions, figures, GroupFigures, GroupSums, FIGURES};
-pub use usage::{activity, usage, Activity, RunBasics, RunUsage, Samples, DEFAULT_THRESHOLD, THRESHOLDS};
+pub use usage::{
+    activity, busy_series, spans, usage, Activity, RunBasics, RunUsage, Samples, Span, DEFAULT_THRESHOLD, THRESHOLDS,
+};
 
 use crate::db::{vals, Db, Dialect, Row, Value};
 use crate::jobs::{AttemptFigures, JobFigures};
@@ -167,6 +169,8 @@ pub struct RunBrief {
     /// None without a GPU utilization series.
     pub idle_gpu_hours: Option<f64>,
     pub failure: Option<String>,
+    /// What measured its active GPU-seconds: sm_active, util, mixed, or empty.
+    pub utilization_source: String,
 }
 
 /// What runs deleted for good spent, which the report's sums include (the spend ledger).
@@ -224,25 +228,51 @@ pub struct UsageInputs {
     pub run: String,
     pub basics: RunBasics,
     pub job: Option<(JobFigures, Vec<AttemptFigures>)>,
-    /// Its GPU utilization series: `sys/gpu.{i}.util` and `sys/node/{n}/gpu.{i}.util`.
+    /// Its GPU utilization series (`sys/gpu.{i}.util` and `sys/node/{n}/gpu.{i}.util`) and
+    /// SM-active series (`….sm_active`, where the GPU has GPM).
     pub gpu_keys: Vec<String>,
     revision: i64,
     summaries_revision: i64,
 }
 
-/// Whether a metric key is a GPU utilization series of the SDK's sampler.
-pub fn is_gpu_utilization_key(key: &str) -> bool {
-    let Some(rest) = key.strip_prefix("sys/") else { return false };
+/// What one GPU series of the SDK's sampler measures, for the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuSeries {
+    /// `…gpu.{i}.util`: NVML's share of time any kernel ran.
+    Util,
+    /// `…gpu.{i}.sm_active`: the share of streaming multiprocessors that were busy (GPM).
+    SmActive,
+    /// `…gpu.{i}.energy_j`: joules used since the sampler opened.
+    EnergyJ,
+}
+
+/// Which GPU (`sys/gpu.{i}` or `sys/node/{n}/gpu.{i}`) a key of the SDK's sampler is a series
+/// of, and what the series measures; None for any other key.
+pub fn gpu_series(key: &str) -> Option<(&str, GpuSeries)> {
+    let rest = key.strip_prefix("sys/")?;
     let rest = match rest.strip_prefix("node/") {
         Some(node) => match node.split_once('/') {
             Some((n, rest)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => rest,
-            _ => return false,
+            _ => return None,
         },
         None => rest,
     };
-    rest.strip_prefix("gpu.")
-        .and_then(|r| r.strip_suffix(".util"))
-        .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+    let (index, kind) = rest.strip_prefix("gpu.")?.split_once('.')?;
+    if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let kind = match kind {
+        "util" => GpuSeries::Util,
+        "sm_active" => GpuSeries::SmActive,
+        "energy_j" => GpuSeries::EnergyJ,
+        _ => return None,
+    };
+    Some((&key[..key.len() - rest.len() + 4 + index.len()], kind))
+}
+
+/// Whether a metric key is a GPU utilization series of the SDK's sampler.
+pub fn is_gpu_utilization_key(key: &str) -> bool {
+    gpu_series(key).is_some_and(|(_, kind)| kind == GpuSeries::Util)
 }
 
 fn threshold_column(threshold: u32) -> Result<String> {
@@ -396,6 +426,9 @@ fn sums_from(r: &Row, first: usize) -> Result<GroupSums> {
         spot_savings_usd: f(27)?,
         spot_savings_runs: n(28)?,
         spot_unknown_runs: n(29)?,
+        sm_active_runs: n(30)?,
+        energy_kwh: f(31)?,
+        energy_runs: n(32)?,
     })
 }
 
@@ -453,18 +486,29 @@ impl MetaStore {
                 .transpose()?
                 .flatten();
             let trial = db.row("SELECT created_ms, started_ms FROM sweep_trials WHERE run_id = ?1", vals![run])?;
-            let gpu_keys = db
-                .rows("SELECT key FROM metric_summaries WHERE run_id = ?1 AND key LIKE 'sys/%'", vals![run])?
-                .iter()
-                .map(|r| r.get::<String>(0))
-                .filter(|k| k.as_ref().map_or(true, |k| is_gpu_utilization_key(k)))
-                .collect::<Result<Vec<String>>>()?;
+            let mut gpu_keys = Vec::new();
+            let mut energy_j: Option<f64> = None;
+            for r in
+                db.rows("SELECT key, last FROM metric_summaries WHERE run_id = ?1 AND key LIKE 'sys/%'", vals![run])?
+            {
+                let key: String = r.get(0)?;
+                match gpu_series(&key).map(|(_, kind)| kind) {
+                    Some(GpuSeries::Util | GpuSeries::SmActive) => gpu_keys.push(key),
+                    Some(GpuSeries::EnergyJ) => {
+                        if let Some(last) = r.get::<Option<f64>>(1)?.filter(|j| j.is_finite() && *j >= 0.0) {
+                            energy_j = Some(energy_j.unwrap_or(0.0) + last);
+                        }
+                    }
+                    None => {}
+                }
+            }
             Ok(Some(UsageInputs {
                 run: run.to_owned(),
                 basics: RunBasics {
                     status: head.get(0)?,
                     start_ms: head.get(1)?,
                     end_ms: head.get(4)?,
+                    energy_j,
                     cost_series_usd,
                     trial_created_ms: trial.as_ref().map(|t| t.get(0)).transpose()?,
                     trial_started_ms: trial.as_ref().map(|t| t.get(1)).transpose()?,
@@ -501,6 +545,8 @@ impl MetaStore {
             ("sampled_s", u.sampled_s.into()),
             ("on_demand_usd", u.on_demand_usd.into()),
             ("time_to_result_ms", u.time_to_result_ms.into()),
+            ("utilization_source", u.utilization_source.into()),
+            ("energy_kwh", u.energy_kwh.into()),
         ]
         .into_iter()
         .map(|(name, value)| (name.to_owned(), value))
@@ -691,7 +737,7 @@ fn top_runs(db: &dyn Db, req: &ReportRequest, active: &str, condition: &str, ord
     let rows = db.rows(
         &format!(
             "{} SELECT r.id, r.name, p.name, r.\"user\", u.outcome, r.start_ms, u.priced, u.cost_usd, u.gpu_hours,
-                u.gpu_series, {active}, u.failure
+                u.gpu_series, {active}, u.failure, u.utilization_source
              FROM run_usage u JOIN runs r ON r.id = u.run_id JOIN projects p ON p.id = r.project_id
              WHERE {condition} AND {projects} AND {copied_range} AND {runs} AND {range}
              ORDER BY {order}, u.run_id LIMIT 10",
@@ -714,6 +760,7 @@ fn top_runs(db: &dyn Db, req: &ReportRequest, active: &str, condition: &str, ord
                 gpu_hours,
                 idle_gpu_hours: (series > 0 && gpu_hours > 0.0).then(|| (gpu_hours - active_s / 3600.0).max(0.0)),
                 failure: r.get(11)?,
+                utilization_source: r.get::<Option<String>>(12)?.unwrap_or_default(),
             })
         })
         .collect()
@@ -722,6 +769,15 @@ fn top_runs(db: &dyn Db, req: &ReportRequest, active: &str, condition: &str, ord
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpu_series_keys_name_their_gpu() {
+        assert_eq!(gpu_series("sys/gpu.0.util"), Some(("sys/gpu.0", GpuSeries::Util)));
+        assert_eq!(gpu_series("sys/node/3/gpu.12.sm_active"), Some(("sys/node/3/gpu.12", GpuSeries::SmActive)));
+        assert_eq!(gpu_series("sys/gpu.1.energy_j"), Some(("sys/gpu.1", GpuSeries::EnergyJ)));
+        assert_eq!(gpu_series("sys/gpu.1.sm_occupancy"), None);
+        assert_eq!(gpu_series("sys/gpu.x.util"), None);
+    }
 
     #[test]
     fn gpu_utilization_keys() {

@@ -96,6 +96,12 @@ fn later_columns() -> Vec<Column> {
         ),
         sum("spot_savings_runs", format!("CASE WHEN {spot} AND u.on_demand_usd IS NOT NULL THEN 1 ELSE 0 END")),
         sum("spot_unknown_runs", format!("CASE WHEN {spot} AND u.on_demand_usd IS NULL THEN 1 ELSE 0 END")),
+        sum(
+            "sm_active_runs",
+            format!("CASE WHEN {SAMPLED} AND u.utilization_source IN ('sm_active', 'mixed') THEN 1 ELSE 0 END"),
+        ),
+        sum("energy_kwh", "COALESCE(u.energy_kwh, 0)".into()),
+        sum("energy_runs", "CASE WHEN u.energy_kwh IS NULL THEN 0 ELSE 1 END".into()),
     ]
 }
 
@@ -172,7 +178,7 @@ pub(super) fn days_source(condition: &str, t: u32) -> String {
 }
 
 /// Columns [`sums_sql`] selects.
-pub(super) const SUMS: usize = 30;
+pub(super) const SUMS: usize = 33;
 
 /// The sums of a group of rows `x` from either source, in the order `sums_from` reads them.
 pub(super) fn sums_sql() -> String {
@@ -209,6 +215,9 @@ pub(super) fn sums_sql() -> String {
         real("x.spot_savings_usd"),
         int("x.spot_savings_runs"),
         int("x.spot_unknown_runs"),
+        int("x.sm_active_runs"),
+        real("x.energy_kwh"),
+        int("x.energy_runs"),
     ]
     .join(",\n        ")
 }
@@ -366,6 +375,8 @@ mod tests {
             sampled_s: gpu_hours * 3600.0 * (0.5 + (i % 2) as f64 / 2.0),
             on_demand_usd: (i % 3 != 2).then(|| 3.25 * (1 + i) as f64 * 1.5),
             time_to_result_ms: i.is_multiple_of(5).then_some(60_000 * i as i64),
+            utilization_source: ["util", "sm_active", "mixed", ""][i % 4],
+            energy_kwh: (i % 3 != 1).then_some(0.25 * i as f64),
             queue_wait_ms: i.is_multiple_of(4).then_some(1_000 * i as i64),
             queue_source: i.is_multiple_of(4).then_some("launcher"),
         };
@@ -405,6 +416,9 @@ mod tests {
             s.spot_savings_usd,
             n(s.spot_savings_runs),
             n(s.spot_unknown_runs),
+            n(s.sm_active_runs),
+            s.energy_kwh,
+            n(s.energy_runs),
         ]
     }
 

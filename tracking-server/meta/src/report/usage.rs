@@ -84,6 +84,8 @@ pub struct RunBasics {
     pub status: String,
     pub start_ms: i64,
     pub end_ms: Option<i64>,
+    /// Joules its GPUs used: the last values of its `…energy_j` series, added up.
+    pub energy_j: Option<f64>,
     /// The last value of its `cost/usd` series, for a run with no job record.
     pub cost_series_usd: Option<f64>,
     /// When its sweep trial was created, for a run that is one.
@@ -122,6 +124,11 @@ pub struct RunUsage {
     pub on_demand_usd: Option<f64>,
     /// From its submission (else its first start) to its end, for a finished run.
     pub time_to_result_ms: Option<i64>,
+    /// What its active GPU-seconds were measured by: `sm_active` (GPM, where every GPU had it),
+    /// `util` (NVML's utilization), `mixed`, or empty without a series.
+    pub utilization_source: &'static str,
+    /// Kilowatt-hours its GPUs used, where they measured it.
+    pub energy_kwh: Option<f64>,
     pub queue_wait_ms: Option<i64>,
     /// slurm, launcher or sweep.
     pub queue_source: Option<&'static str>,
@@ -170,8 +177,50 @@ fn pricing_of(attempts: &[AttemptFigures]) -> &'static str {
     }
 }
 
-/// The run's row of the report.
-pub fn usage(run: &RunBasics, job: Option<&(JobFigures, Vec<AttemptFigures>)>, gpu: &[Samples]) -> RunUsage {
+/// The series that say how busy each GPU was: its SM-active series where it has one of two
+/// samples or more (GPM: the share of streaming multiprocessors at work), else its utilization
+/// series (NVML: the share of time any kernel ran, 100 % for a GPU running one tiny kernel at a
+/// time). Answers them and which source they are.
+pub fn busy_series(keyed: Vec<(String, Samples)>) -> (Vec<Samples>, &'static str) {
+    let mut by_gpu: std::collections::BTreeMap<String, (Option<Samples>, Option<Samples>)> = Default::default();
+    for (key, samples) in keyed {
+        let Some((gpu, kind)) = super::gpu_series(&key) else { continue };
+        let slot = by_gpu.entry(gpu.to_owned()).or_default();
+        match kind {
+            super::GpuSeries::Util => slot.0 = Some(samples),
+            super::GpuSeries::SmActive if samples.len() >= 2 => slot.1 = Some(samples),
+            _ => {}
+        }
+    }
+    let (mut series, mut sm, mut util) = (Vec::new(), 0, 0);
+    for (_, (util_samples, sm_samples)) in by_gpu {
+        match (sm_samples, util_samples) {
+            (Some(s), _) => {
+                sm += 1;
+                series.push(s);
+            }
+            (None, Some(u)) if u.len() >= 2 => {
+                util += 1;
+                series.push(u);
+            }
+            _ => {}
+        }
+    }
+    let source = match (sm, util) {
+        (0, 0) => "",
+        (_, 0) => "sm_active",
+        (0, _) => "util",
+        _ => "mixed",
+    };
+    (series, source)
+}
+
+/// The run's row of the report, from its GPU series as [`busy_series`] chose them.
+pub fn usage(
+    run: &RunBasics,
+    job: Option<&(JobFigures, Vec<AttemptFigures>)>,
+    (gpu, utilization_source): (&[Samples], &'static str),
+) -> RunUsage {
     let spans = job.map(|(_, attempts)| spans(attempts));
     let activity = activity(gpu, spans.as_deref());
     let gpu_series = gpu.iter().filter(|s| s.len() >= 2).count() as i64;
@@ -194,6 +243,8 @@ pub fn usage(run: &RunBasics, job: Option<&(JobFigures, Vec<AttemptFigures>)>, g
         sampled_s: activity.covered_s,
         on_demand_usd: None,
         time_to_result_ms: None,
+        utilization_source,
+        energy_kwh: run.energy_j.map(|j| j / 3.6e6),
         queue_wait_ms: None,
         queue_source: None,
     };
@@ -296,6 +347,29 @@ mod tests {
         assert_eq!(a.covered_s, 90.0);
     }
 
+    #[test]
+    fn each_gpu_is_measured_by_sm_active_where_it_has_it() {
+        let busy: Samples = vec![(0, 100.0), (10_000, 100.0)];
+        let idle: Samples = vec![(0, 2.0), (10_000, 2.0)];
+        let keyed = |pairs: &[(&str, &Samples)]| pairs.iter().map(|(k, s)| ((*k).to_owned(), (*s).clone())).collect();
+        let (series, source) = busy_series(keyed(&[
+            ("sys/gpu.0.util", &busy),
+            ("sys/gpu.0.sm_active", &idle),
+            ("sys/gpu.0.power_w", &busy),
+        ]));
+        assert_eq!((series, source), (vec![idle.clone()], "sm_active"), "SM active wins over util");
+        let (series, source) = busy_series(keyed(&[
+            ("sys/node/0/gpu.0.util", &busy),
+            ("sys/node/0/gpu.0.sm_active", &idle),
+            ("sys/node/1/gpu.0.util", &busy),
+        ]));
+        assert_eq!((series.len(), source), (2, "mixed"));
+        let (series, source) =
+            busy_series(keyed(&[("sys/gpu.0.util", &busy), ("sys/gpu.0.sm_active", &vec![(0, 2.0)])]));
+        assert_eq!((series, source), (vec![busy.clone()], "util"), "one SM-active sample measures nothing");
+        assert_eq!(busy_series(Vec::new()), (Vec::new(), ""));
+    }
+
     fn blank_attempt() -> AttemptFigures {
         AttemptFigures {
             number: 1,
@@ -360,12 +434,13 @@ mod tests {
             status: "finished".into(),
             start_ms: 1_000,
             end_ms: Some(601_000),
+            energy_j: Some(7.2e6),
             cost_series_usd: Some(2.5),
             trial_created_ms: Some(400),
             trial_started_ms: Some(1_000),
         };
         let s: Samples = (0..10).map(|i| (i * 60_000, if i < 5 { 80.0 } else { 0.0 })).collect();
-        let u = usage(&run, None, &[s.clone(), s]);
+        let u = usage(&run, None, (&[s.clone(), s], "util"));
         assert_eq!(u.gpus, 2);
         assert!((u.gpu_hours - 2.0 * 600.0 / 3600.0).abs() < 1e-12);
         assert_eq!(u.active_s[slot(10)], 2.0 * 300.0);
@@ -375,5 +450,6 @@ mod tests {
         assert_eq!(u.outcome, "finished");
         assert_eq!(u.time_to_result_ms, Some(601_000 - 400), "from the trial's creation");
         assert_eq!(u.on_demand_usd, None, "no job: no on-demand price");
+        assert_eq!((u.energy_kwh, u.utilization_source), (Some(2.0), "util"));
     }
 }

@@ -271,9 +271,10 @@ pub async fn refresh_run(state: &State, id: String, now: i64) -> Result<()> {
         let mut samples: Vec<(i64, f64)> =
             s.timestamps.into_iter().zip(s.values).filter(|(_, v)| v.is_finite()).collect();
         samples.sort_by_key(|(t, _)| *t);
-        series.push(samples);
+        series.push((key.to_string(), samples));
     }
-    let usage = trainlog_meta::report::usage(&inputs.basics, inputs.job.as_ref(), &series);
+    let (busy, source) = trainlog_meta::report::busy_series(series);
+    let usage = trainlog_meta::report::usage(&inputs.basics, inputs.job.as_ref(), (&busy, source));
     meta(state, move |m| m.write_usage(&inputs, &usage, now)).await
 }
 

@@ -78,6 +78,8 @@ pub struct GroupView {
     /// Seconds from submission to the end of a finished run: median and 90th percentile.
     pub time_to_result_median_s: Option<f64>,
     pub time_to_result_p90_s: Option<f64>,
+    /// Kilowatt-hours the runs' GPUs used (NVML's energy counters), over the runs that measured it.
+    pub energy_kwh: Option<f64>,
     /// Why a figure is null, or which runs it leaves out, by figure name.
     pub reasons: BTreeMap<String, String>,
     /// How many runs each figure is computed from, by figure name.
@@ -99,6 +101,9 @@ pub struct InputsView {
     pub spot_gpu_hours: f64,
     pub runs_with_gpus: i64,
     pub runs_with_gpu_series: i64,
+    /// Of those, the runs whose active GPU-seconds SM active (GPM) measured on some GPU; NVML's
+    /// utilization measured the rest.
+    pub runs_measured_by_sm_active: i64,
     /// Provisioned and active GPU-hours of the runs with a GPU series.
     pub sampled_gpu_hours: f64,
     pub active_gpu_hours: f64,
@@ -141,6 +146,10 @@ pub struct RunBriefView {
     pub gpu_hours: f64,
     pub idle_gpu_hours: Option<f64>,
     pub failure: Option<String>,
+    /// What measured its active GPU-seconds: sm_active (GPM, the share of streaming
+    /// multiprocessors at work), util (NVML's share of time any kernel ran), mixed, or empty
+    /// without a series.
+    pub utilization_source: String,
 }
 
 impl From<RunBrief> for RunBriefView {
@@ -156,6 +165,7 @@ impl From<RunBrief> for RunBriefView {
             gpu_hours: r.gpu_hours,
             idle_gpu_hours: r.idle_gpu_hours,
             failure: r.failure,
+            utilization_source: r.utilization_source,
         }
     }
 }
@@ -182,6 +192,7 @@ impl From<ReportGroup> for GroupView {
             experiments_per_user_week: f.experiments_per_user_week,
             time_to_result_median_s: f.time_to_result_median_s,
             time_to_result_p90_s: f.time_to_result_p90_s,
+            energy_kwh: f.energy_kwh,
             reasons: f.reasons.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
             covers: f.covers.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
             inputs: InputsView {
@@ -195,6 +206,7 @@ impl From<ReportGroup> for GroupView {
                 spot_gpu_hours: s.spot_gpu_hours,
                 runs_with_gpus: s.gpu_runs,
                 runs_with_gpu_series: s.sampled_runs,
+                runs_measured_by_sm_active: s.sm_active_runs,
                 sampled_gpu_hours: s.sampled_gpu_hours,
                 active_gpu_hours: s.active_gpu_hours,
                 unmeasured_gpu_hours: (s.sampled_gpu_hours - s.covered_gpu_hours).max(0.0),
