@@ -1335,6 +1335,25 @@ test('a job\'s run shows its attempts on a timeline and in a table, its system c
   await reason.locator('summary').click();
   assert.match(await reason.getByTestId('attempt-last-lines').innerText(), /step 42 loss 0\.51/);
   assert.equal(await page.getByTestId('node-heading').count(), 0, 'no system series, no node headings');
+
+  // A two-node job whose rank 0 logged its own node's cost ($8) shows the job's cost ($16, both
+  // nodes) alike in its header, its job section and the runs table.
+  const ddp = 'ddp-' + id, hourAgo = Date.now() - 3600e3;
+  for (const rank of [0, 1]) {
+    await post('/runs', { project: 'jobs-ddp', id: ddp, resume: true, params: {}, start_time: hourAgo, process: {
+      rank, world_size: 2, node_rank: rank, node_count: 2, host: 'ddp-' + rank, launcher: 'torchrun', job_id: 'tr-8', restart: '0',
+      started_ms: hourAgo, node: { gpus: 1, usd_per_hour: 8.0, price_source: 'test' },
+    } });
+  }
+  await post(`/runs/${ddp}/metrics`, { points: [{ key: 'cost/usd', step: 0, value: 8.0, timestamp: Date.now() }] });
+  for (const rank of [0, 1]) await post(`/runs/${ddp}/finish`, { status: 'finished', end_time: hourAgo + 3600e3, process: { rank } });
+  await page.goto(`${base}/#/run/${ddp}`);
+  await page.getByTestId('job-summary').waitFor();
+  assert.match(await page.getByTestId('job-summary').innerText(), / · cost \$16\.00 · /);
+  assert.match(await page.getByTestId('run-info').innerText(), /cost\s+\$16\.00/);
+  await page.goto(`${base}/#/p/jobs-ddp`);
+  await page.getByTestId('row-count').filter({ hasText: '1 run' }).waitFor();
+  assert.equal(await cell(ddp, 'cost'), '$16');
 });
 
 const MINUTE = 60e3, HOUR = 60 * MINUTE, DAY = 24 * HOUR, WEEK = 7 * DAY;

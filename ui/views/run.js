@@ -268,7 +268,10 @@ export function runView(id) {
     return kvTable({
       id: run.id, user: run.user, host: run.host, group: run.group,
       started: fmtTime(run.start_time), ended: fmtTime(run.end_time), duration: fmtDuration(runDuration(run)),
-      cost: (run.summary || {})[COST_KEY] ? '$' + toNum(run.summary[COST_KEY].last).toFixed(2) : run.job ? fmtUsd(run.job.cost_usd) : null,
+      // The job's cost (every attempt and node) where every node had a price: the figure the job
+      // section, the runs table and the report show.
+      cost: run.job && run.job.unpriced_nodes === 0 ? fmtUsd(run.job.cost_usd)
+        : (run.summary || {})[COST_KEY] ? '$' + toNum(run.summary[COST_KEY].last).toFixed(2) : run.job ? fmtUsd(run.job.cost_usd) : null,
     }, 'run-info', true);
   }
 

@@ -54,8 +54,9 @@ export function columnFormatter(values) {
   return (v) => (Number.isFinite(v) ? v.toFixed(dec) : fmtNum(v));
 }
 
-/** Mean GPU utilization of a run: the mean over its GPUs (of every node) of each one's mean
- * `sys/gpu.N.util` (`sys/node/M/gpu.N.util` for a job of several nodes). */
+/** Mean NVML GPU utilization of a run (the share of time any kernel ran): the mean over its
+ * GPUs (of every node) of each one's mean `sys/gpu.N.util` (`sys/node/M/gpu.N.util` for a job of
+ * several nodes). Not the report's utilization rate, which is the share of GPU-time active. */
 export function gpuUtil(run) {
   const means = [];
   for (const [k, s] of Object.entries(run.summary || {})) {
@@ -65,8 +66,11 @@ export function gpuUtil(run) {
   return ok.length ? ok.reduce((a, b) => a + b, 0) / ok.length : null;
 }
 
-/** A run's cost in dollars (the last value of its cost series), or null. */
+/** A run's cost in dollars: its job's (every attempt and node, the figure its page and the
+ * report show) where every node had a price, else the last value of its cost series, or null. */
 export function runCost(run) {
+  const job = run.job;
+  if (job && typeof job.cost_usd === 'number' && job.unpriced_nodes === 0) return job.cost_usd;
   const s = (run.summary || {})[COST_KEY];
   return s ? toNum(s.last) : null;
 }

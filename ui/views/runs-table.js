@@ -12,6 +12,9 @@ import { COMPARE_LINES_MAX, COST_KEY, groupValue, isSystemKey, runDuration } fro
 import { columnFormatter, columnPrefsFrom, columnPrefsJson, columnValue, gpuUtil, JOB_COLUMNS, jobValue, loadColumnPrefs, METRIC_COLUMNS, runCost, saveColumnPrefs } from './runs-columns.js';
 import { filterCompleter, filterKeys } from './runs-filter.js';
 
+/** Columns the table sorts itself, computed from each run: their values. */
+const CLIENT_SORTS = { gpu_util: gpuUtil, cost: runCost };
+
 /** The height of a row of the table, in px. */
 const ROW_H = 28;
 
@@ -214,8 +217,10 @@ export function runsView(project, params) {
       { id: 'duration', label: 'duration', sort: 'duration', width: 90, num: true },
       { id: 'user', label: 'user', sort: 'user', width: 100 },
       { id: 'tags', label: 'tags', width: 160 },
-      { id: 'cost', label: 'cost', sort: 'metrics.' + COST_KEY, width: 80, num: true },
-      { id: 'gpu_util', label: 'GPU util', sort: 'gpu_util', clientSort: true, width: 80, num: true },
+      { id: 'cost', label: 'cost', sort: 'cost', clientSort: true, width: 80, num: true,
+        title: "The job's cost (every attempt and node), as its page and the report show it; else the run's cost series" },
+      { id: 'gpu_util', label: 'mean GPU util', sort: 'gpu_util', clientSort: true, width: 80, num: true,
+        title: "The mean of NVML's GPU utilization (the share of time any kernel ran), over the run's GPUs; the report's GPU utilization is the share of GPU-time active" },
     ];
     sawJobs = sawJobs || loadedRuns().some((r) => r.job);
     for (const [id, label] of Object.entries(JOB_COLUMNS)) base.push({ id, label, sort: id, width: 80, num: true, defaultHidden: !sawJobs });
@@ -310,7 +315,7 @@ export function runsView(project, params) {
       const grip = el('span', { class: 'col-resize', title: 'drag to resize', 'data-testid': 'col-resize' });
       const cell = el('div', {
         class: 'cell' + (c.sort ? ' sortable' : '') + (c.group ? ' grp-' + c.group : '') + (c.num ? ' num' : '') + (c.pin !== undefined ? ' pin' : ''),
-        title: (c.group ? c.group + 's.' : '') + c.label + (c.sort ? ' (click to sort)' : ''),
+        title: (c.title ? c.title + ' ' : (c.group ? c.group + 's.' : '') + c.label) + (c.sort ? ' (click to sort)' : ''),
         'data-column': c.id, draggable: c.pin === undefined ? 'true' : null,
         style: c.pin !== undefined ? `left:${c.pin}px` : null,
       }, el('span', { class: 'col-label' }, c.label + arrow), grip);
@@ -411,7 +416,7 @@ export function runsView(project, params) {
       }
       case 'cost': {
         const v = runCost(r);
-        return el('div', { class: 'cell num' }, v === null ? '' : '$' + fmtNum(Number(v.toFixed(2))));
+        return el('div', { class: 'cell num', 'data-column': 'cost' }, v === null ? '' : '$' + fmtNum(Number(v.toFixed(2))));
       }
       case 'gpu_util': {
         const v = gpuUtil(r);
@@ -519,7 +524,7 @@ export function runsView(project, params) {
   async function fetchPage(offset) {
     const q = new URLSearchParams({ limit: String(PAGE_LIMIT) });
     if (st.filter) q.set('filter', st.filter);
-    if (st.sortKey && st.sortKey !== 'gpu_util') q.set('order_by', `${st.sortKey} ${st.sortDir}`);
+    if (st.sortKey && !CLIENT_SORTS[st.sortKey]) q.set('order_by', `${st.sortKey} ${st.sortDir}`);
     if (offset) q.set('page_token', String(offset));
     else q.set('total', 'true');
     return api(`/projects/${enc(project)}/runs?${q}`);
@@ -594,22 +599,23 @@ export function runsView(project, params) {
       while (token) {
         const q = new URLSearchParams({ limit: String(PAGE_LIMIT), page_token: token });
         if (st.filter) q.set('filter', st.filter);
-        if (st.sortKey && st.sortKey !== 'gpu_util') q.set('order_by', `${st.sortKey} ${st.sortDir}`);
+        if (st.sortKey && !CLIENT_SORTS[st.sortKey]) q.set('order_by', `${st.sortKey} ${st.sortDir}`);
         const res = await api(`/projects/${enc(project)}/runs?${q}`);
         if (gen !== loadGen) return;
         runs.push(...(res.runs || []));
         token = res.next_page_token || null;
       }
     }
-    if (st.groupBy || st.sortKey === 'gpu_util') {
+    if (st.groupBy || CLIENT_SORTS[st.sortKey]) {
       try { await allRuns(); } catch (e) { message.replaceChildren(errorEl(e)); return; }
       if (gen !== loadGen) return;
     }
-    if (st.sortKey === 'gpu_util') {
+    if (CLIENT_SORTS[st.sortKey]) {
       // Computed columns sort here; runs without a value go last either way.
       const dir = st.sortDir === 'asc' ? 1 : -1;
+      const value = CLIENT_SORTS[st.sortKey];
       runs.sort((a, b) => {
-        const [x, y] = [gpuUtil(a), gpuUtil(b)];
+        const [x, y] = [value(a), value(b)];
         if (x === null || y === null) return (x === null) - (y === null);
         return (x - y) * dir;
       });

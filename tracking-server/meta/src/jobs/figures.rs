@@ -66,6 +66,9 @@ pub struct AttemptFigures {
     pub submitted_ms: Option<i64>,
     /// What decided how it ended, in words (None while it runs).
     pub ended_by: Option<String>,
+    /// Its last checkpoint as it ended, kept then (None: not kept, for an attempt that runs or
+    /// ended before it was; Some(None): it had none).
+    pub checkpoint_at_end: Option<Option<CheckpointMark>>,
     /// Which rank failed first and why, when one did.
     pub reason: Option<String>,
     /// The last lines the failed rank printed, when it sent them.
@@ -133,10 +136,13 @@ pub fn hours(start_ms: i64, end_ms: i64) -> f64 {
 /// attempts reached and the run's checkpoints.
 pub fn settle_attempt(a: &mut AttemptFigures, earlier_last_step: Option<i64>, checkpoints: &[CheckpointMark]) {
     let end = a.end_ms.unwrap_or(i64::MAX);
-    let last = checkpoints
-        .iter()
-        .filter(|c| c.created_ms >= a.start_ms && c.created_ms <= end)
-        .max_by_key(|c| (c.created_ms, c.step));
+    let last = match &a.checkpoint_at_end {
+        Some(kept) => kept.as_ref(),
+        None => checkpoints
+            .iter()
+            .filter(|c| c.created_ms >= a.start_ms && c.created_ms <= end)
+            .max_by_key(|c| (c.created_ms, c.step)),
+    };
     a.last_checkpoint_step = last.map(|c| c.step);
     a.last_checkpoint_ms = last.map(|c| c.created_ms);
     a.steps_replayed = match (earlier_last_step, a.first_step) {
@@ -228,6 +234,7 @@ mod tests {
             spot: Some(true),
             submitted_ms: None,
             ended_by: None,
+            checkpoint_at_end: None,
             reason: None,
             last_lines: None,
             gpus: 8,

@@ -366,8 +366,17 @@ fn close_attempt(tx: &dyn Db, run: &str, number: i64, status: Option<(&str, i64)
     if worst == "finished" && status.is_none() {
         ended_by = Some("every process finished".into());
     }
+    // Its last checkpoint is kept as it was: the work it lost does not grow when retention later
+    // deletes that checkpoint.
+    let last_checkpoint = "FROM checkpoints c WHERE c.run_id = ?1 AND c.created_ms >= run_attempts.start_ms
+        AND c.created_ms <= ?4 ORDER BY c.created_ms DESC, c.step DESC LIMIT 1";
     tx.exec(
-        "UPDATE run_attempts SET status = ?3, end_ms = ?4, ended_by = ?5 WHERE run_id = ?1 AND number = ?2",
+        &format!(
+            "UPDATE run_attempts SET status = ?3, end_ms = ?4, ended_by = ?5, checkpoint_fixed = 1,
+                checkpoint_step = (SELECT c.step {last_checkpoint}),
+                checkpoint_ms = (SELECT c.created_ms {last_checkpoint})
+             WHERE run_id = ?1 AND number = ?2"
+        ),
         vals![run, number, worst, end.unwrap_or_else(now_ms), ended_by],
     )?;
     Ok(())
@@ -550,7 +559,8 @@ impl MetaStore {
             let params: Vec<crate::db::Value> = runs.iter().map(|r| crate::db::Value::from(*r)).collect();
             let rows = db.rows(
                 &format!(
-                    "SELECT run_id, launcher, job_id, world_size, node_count, attempts, gpus, lost_usd, lost_gpu_hours, steps_replayed
+                    "SELECT run_id, launcher, job_id, world_size, node_count, attempts, gpus, lost_usd, lost_gpu_hours, steps_replayed,
+                        cost_usd, usd_per_hour, cost_at_ms, unpriced_nodes
                      FROM run_jobs WHERE run_id IN ({marks})"
                 ),
                 &params,
@@ -569,6 +579,12 @@ impl MetaStore {
                             lost_usd: r.get(7)?,
                             lost_gpu_hours: r.get(8)?,
                             steps_replayed: r.get(9)?,
+                            cost: match (r.get(10)?, r.get(11)?, r.get(12)?, r.get(13)?) {
+                                (Some(cost_usd), Some(usd_per_hour), Some(at_ms), Some(unpriced_nodes)) => {
+                                    Some(JobCost { cost_usd, usd_per_hour, at_ms, unpriced_nodes })
+                                }
+                                _ => None,
+                            },
                         },
                     ))
                 })
@@ -597,15 +613,37 @@ pub struct JobRow {
     pub lost_usd: f64,
     pub lost_gpu_hours: f64,
     pub steps_replayed: i64,
+    /// What it cost when the row was written (None for a row written before rows kept it).
+    pub cost: Option<JobCost>,
+}
+
+/// A job's cost as its row keeps it: what it cost at `at_ms`, and what its running attempt
+/// costs an hour from then (0 once it ended), so a list shows the job's figure at any time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JobCost {
+    pub cost_usd: f64,
+    pub usd_per_hour: f64,
+    pub at_ms: i64,
+    /// Nodes with no price: their cost is not in `cost_usd`.
+    pub unpriced_nodes: i64,
+}
+
+impl JobCost {
+    /// What the job has cost by `now_ms`.
+    pub fn at(&self, now_ms: i64) -> f64 {
+        self.cost_usd + self.usd_per_hour * figures::hours(self.at_ms, now_ms)
+    }
 }
 
 /// Rewrites the run's row in `run_jobs` from its attempts.
 fn write_job_row(tx: &dyn Db, run: &str) -> Result<()> {
-    let Some((job, _)) = job_in(tx, run, now_ms())? else { return Ok(()) };
+    let now = now_ms();
+    let Some((job, _)) = job_in(tx, run, now)? else { return Ok(()) };
     tx.exec("DELETE FROM run_jobs WHERE run_id = ?1", vals![run])?;
     tx.exec(
-        "INSERT INTO run_jobs (run_id, launcher, job_id, world_size, node_count, attempts, gpus, lost_usd, lost_gpu_hours, steps_replayed)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        "INSERT INTO run_jobs (run_id, launcher, job_id, world_size, node_count, attempts, gpus, lost_usd, lost_gpu_hours, steps_replayed,
+             cost_usd, usd_per_hour, cost_at_ms, unpriced_nodes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         vals![
             run,
             job.launcher,
@@ -616,7 +654,11 @@ fn write_job_row(tx: &dyn Db, run: &str) -> Result<()> {
             job.gpus,
             job.lost_usd,
             job.lost_gpu_hours,
-            job.steps_replayed
+            job.steps_replayed,
+            job.cost_usd,
+            job.usd_per_hour,
+            now,
+            job.unpriced_nodes
         ],
     )?;
     Ok(())
@@ -635,7 +677,7 @@ fn span_end(end_ms: Option<i64>, seen_ms: i64, now: i64) -> i64 {
 pub(crate) fn job_in(db: &dyn Db, run: &str, now: i64) -> Result<Option<(JobFigures, Vec<AttemptFigures>)>> {
     let attempt_rows = db.rows(
         "SELECT number, status, start_ms, end_ms, launcher, job_id, world_size, node_count, cloud, region, zone,
-            instance_type, cluster, spot, submitted_ms, ended_by
+            instance_type, cluster, spot, submitted_ms, ended_by, checkpoint_fixed, checkpoint_step, checkpoint_ms
          FROM run_attempts WHERE run_id = ?1 ORDER BY number",
         vals![run],
     )?;
@@ -791,6 +833,11 @@ fn attempt_from_row(r: &Row) -> Result<AttemptFigures> {
         spot: spot.map(|s| s != 0),
         submitted_ms: r.get(14)?,
         ended_by: r.get(15)?,
+        checkpoint_at_end: match (r.get::<Option<i64>>(16)?, r.get::<Option<i64>>(17)?, r.get::<Option<i64>>(18)?) {
+            (Some(1), Some(step), Some(created_ms)) => Some(Some(CheckpointMark { step, created_ms })),
+            (Some(1), _, _) => Some(None),
+            _ => None,
+        },
         reason: None,
         last_lines: None,
         gpus: 0,

@@ -295,3 +295,33 @@ fn sigterm_without_evidence_is_killed_until_the_launcher_starts_the_job_again() 
     assert_eq!(attempts[0].status, "killed");
     assert_eq!(attempts[0].ended_by.as_deref(), Some("rank 0 killed: SIGTERM; nothing says it was a preemption"));
 }
+
+#[test]
+fn the_work_an_attempt_lost_stays_what_it_was_when_retention_deletes_its_checkpoint() {
+    let dir = tempfile::tempdir().expect("dir");
+    let m = crate::test_store(dir.path());
+    let run = RunId::parse("id", "job-retained").expect("id");
+    join(&m, &run, started(process(0, 1, 1, ""), 3_600_000));
+    // Checkpoints at steps 1000 and 3000; the attempt reached step 3400 and was preempted.
+    for (name, step, ago) in [("c1000", 1000, 2_400_000), ("c3000", 3000, 600_000)] {
+        m.write(|tx| {
+            tx.exec(
+                "INSERT INTO checkpoints (run_id, name, step, files, metadata, created_ms) VALUES (?1, ?2, ?3, '[]', '{}', ?4)",
+                vals![run.as_str(), name, step, now_ms() - ago],
+            )
+        })
+        .expect("checkpoint");
+    }
+    let report =
+        ProcessReport { attempt: 1, rank: 0, first_step: Some(0), last_step: Some(3400), ..ProcessReport::default() };
+    m.end_process(&run, &report, RunStatus::Preempted, None).expect("end");
+    let lost = |m: &MetaStore| {
+        let (job, attempts) = m.job(&run).expect("job").expect("a job");
+        (attempts[0].last_checkpoint_step, attempts[0].lost_steps, job.lost_gpu_hours)
+    };
+    let before = lost(&m);
+    assert_eq!((before.0, before.1), (Some(3000), 400), "the work after its last checkpoint");
+    // Checkpoint retention deletes both (it keeps a later attempt's).
+    m.write(|tx| tx.exec("DELETE FROM checkpoints WHERE run_id = ?1", vals![run.as_str()])).expect("retention");
+    assert_eq!(lost(&m), before, "what it lost was fixed when it ended");
+}

@@ -389,6 +389,7 @@ mod tests {
             spot: None,
             submitted_ms: None,
             ended_by: None,
+            checkpoint_at_end: None,
             reason: None,
             last_lines: None,
             gpus: 0,

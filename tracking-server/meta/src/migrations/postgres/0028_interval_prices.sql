@@ -1,5 +1,6 @@
 -- Each GPU-second at its own price, time nothing measured, what spot saved, time to result,
--- what measured utilization, and energy.
+-- what measured utilization, energy, each attempt's last checkpoint as it ended, and a job's
+-- cost in its row.
 -- `active_usd_T`: what the GPU-seconds above T % cost, each at its attempt's price (the idle
 -- dollars are the cost less these); `sampled_s`: the GPU-seconds the samples cover, each sample
 -- for at most one sampling interval; `on_demand_usd`: what the run would have cost at the
@@ -45,4 +46,15 @@ ALTER TABLE run_nodes ADD COLUMN on_demand_usd_per_hour DOUBLE PRECISION;
 -- Nodes priced before: on demand, what they paid is their on-demand price.
 UPDATE run_nodes SET on_demand_usd_per_hour = usd_per_hour WHERE NOT EXISTS (
     SELECT 1 FROM run_attempts a WHERE a.run_id = run_nodes.run_id AND a.number = run_nodes.attempt AND a.spot = 1);
+-- The last checkpoint an attempt had when it ended, kept then: its lost work stays what it was
+-- when checkpoint retention later deletes that checkpoint. `checkpoint_fixed` is 1 once kept.
+ALTER TABLE run_attempts ADD COLUMN checkpoint_fixed BIGINT;
+ALTER TABLE run_attempts ADD COLUMN checkpoint_step BIGINT;
+ALTER TABLE run_attempts ADD COLUMN checkpoint_ms BIGINT;
+-- A job's cost in its row, as lists show it: what it cost when the row was written and what its
+-- running attempt costs an hour, so the runs table shows the job's own figure.
+ALTER TABLE run_jobs ADD COLUMN cost_usd DOUBLE PRECISION;
+ALTER TABLE run_jobs ADD COLUMN usd_per_hour DOUBLE PRECISION;
+ALTER TABLE run_jobs ADD COLUMN cost_at_ms BIGINT;
+ALTER TABLE run_jobs ADD COLUMN unpriced_nodes BIGINT;
 UPDATE runs SET usage_revision = NULL;

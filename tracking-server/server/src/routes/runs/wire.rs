@@ -148,6 +148,11 @@ pub struct JobBrief {
     pub lost_usd: f64,
     pub lost_gpu_hours: f64,
     pub steps_replayed: i64,
+    /// What the job has cost, every attempt and node, as its page and the report say it (null
+    /// for a job recorded before this was kept).
+    pub cost_usd: Option<f64>,
+    /// Nodes with no price, whose cost `cost_usd` leaves out.
+    pub unpriced_nodes: Option<i64>,
 }
 
 impl From<trainlog_meta::jobs::JobRow> for JobBrief {
@@ -162,6 +167,8 @@ impl From<trainlog_meta::jobs::JobRow> for JobBrief {
             lost_usd: j.lost_usd,
             lost_gpu_hours: j.lost_gpu_hours,
             steps_replayed: j.steps_replayed,
+            cost_usd: j.cost.map(|c| c.at(trainlog_meta::now_ms())),
+            unpriced_nodes: j.cost.map(|c| c.unpriced_nodes),
         }
     }
 }
