@@ -1456,8 +1456,13 @@ test('the report shows each figure beside its target, why a figure is missing, a
     assert.doesNotMatch(await p.getByTestId('report').innerText(), /\b(null|undefined|NaN)\b/);
 
     const tiles = await reportTiles(p);
-    assert.deepEqual(Object.keys(tiles), ['gpu_utilization_rate', 'queue_wait_s', 'spot_savings_rate', 'job_success_rate', 'cost_usd',
-      'cost_per_gpu_hour_usd', 'cost_per_experiment_usd', 'idle_gpu_hours', 'failures', 'checkpoint_restore_rate', 'experiments_per_user_week']);
+    assert.deepEqual(Object.keys(tiles), ['gpu_utilization_rate', 'queue_wait_s', 'spot_savings_rate', 'spot_savings_usd', 'job_success_rate',
+      'time_to_result_median_s', 'cost_usd', 'cost_per_gpu_hour_usd', 'cost_per_experiment_usd', 'idle_gpu_hours', 'failures',
+      'checkpoint_restore_rate', 'experiments_per_user_week', 'energy_kwh']);
+    // Spot prices the jobs reported have no on-demand price beside them: the saving is not guessed.
+    assert.deepEqual([tiles.spot_savings_usd.value, tiles.spot_savings_usd.reason], ['—', 'the catalog has no on-demand price for the 2 spot run(s)']);
+    assert.match(tiles.time_to_result_median_s.value, /^\d+h \d+m$/);
+    assert.deepEqual([tiles.energy_kwh.value, tiles.energy_kwh.reason], ['—', "no run in this group measured its GPUs' energy"]);
     assert.equal(tiles.cost_usd.value, '$38.00');
     assert.deepEqual([tiles.gpu_utilization_rate.value, tiles.gpu_utilization_rate.target, tiles.gpu_utilization_rate.met], ['80 %', 'target ≥ 70 % · met', 'true']);
     assert.equal(tiles.gpu_utilization_rate.reason, '2 run(s) with GPUs have no GPU utilization series and are left out');

@@ -39,8 +39,13 @@ const FIGURES = [
     detail: (g, i) => `mean of ${i.queued_runs} run${i.queued_runs === 1 ? '' : 's'}` + (i.queue_wait_max_s !== null && i.queue_wait_max_s !== undefined ? `, longest ${seconds(i.queue_wait_max_s)}` : '') },
   { name: 'spot_savings_rate', label: 'Spot share', short: 'spot', fmt: fmtPercent,
     detail: (g, i) => `${gpuHours(i.spot_gpu_hours)} of ${gpuHours(i.provisioned_gpu_hours)} on spot` },
+  { name: 'spot_savings_usd', label: 'Spot saved', short: 'spot saved', fmt: fmtUsd,
+    detail: (g) => `against on-demand prices, over ${(g.covers || {}).spot_savings_usd ?? '?'} spot runs` },
   { name: 'job_success_rate', label: 'Job success', short: 'success', fmt: fmtPercent,
     detail: (g, i) => `${i.finished} finished of ${(g.covers || {}).job_success_rate ?? '?'} ended` },
+  { name: 'time_to_result_median_s', label: 'Time to result', short: 'to result', fmt: seconds,
+    detail: (g) => `median of ${(g.covers || {}).time_to_result_median_s ?? '?'} finished runs` +
+      (isValue(g.time_to_result_p90_s) ? `; 90 % within ${seconds(g.time_to_result_p90_s)}` : '') },
   { name: 'cost_usd', label: 'Cost', short: 'cost', fmt: fmtUsd,
     detail: (g, i) => `${i.priced_runs} priced run${i.priced_runs === 1 ? '' : 's'}` },
   { name: 'cost_per_gpu_hour_usd', label: 'Cost per active GPU-hour', short: '$/active GPU-h', fmt: fmtUsd,
@@ -54,6 +59,8 @@ const FIGURES = [
     detail: (g, i) => `${i.checkpoint_restores_ok} of ${i.checkpoint_restores} restores worked` },
   { name: 'experiments_per_user_week', label: 'Experiments per user-week', short: 'runs/user-week', fmt: fmtNum,
     detail: (g, i) => `${g.runs} run${g.runs === 1 ? '' : 's'} by ${i.users} user${i.users === 1 ? '' : 's'}` },
+  { name: 'energy_kwh', label: 'GPU energy', short: 'kWh', fmt: (v) => `${fmtNum(v)} kWh`,
+    detail: (g) => `over ${(g.covers || {}).energy_kwh ?? '?'} runs that measured it` },
 ];
 
 /** The breakdown table's columns after the group and its runs. */
