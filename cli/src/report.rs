@@ -184,6 +184,7 @@ fn table(report: &Value, groups: &[Value]) -> String {
         ("time_to_result_median_s", "result_s_p50"),
         ("time_to_result_p90_s", "result_s_p90"),
         ("energy_kwh", "kwh"),
+        ("mfu", "mfu"),
     ];
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut header = vec!["group".to_owned(), "runs".to_owned()];

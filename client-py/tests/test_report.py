@@ -31,6 +31,7 @@ FIGURES = [
     "time_to_result_median_s",
     "time_to_result_p90_s",
     "energy_kwh",
+    "mfu",
 ]
 
 

@@ -6,6 +6,7 @@ pub mod arrow;
 mod histogram;
 mod ids;
 pub mod limits;
+pub mod peak_flops;
 mod media;
 mod params;
 mod points;

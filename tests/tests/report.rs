@@ -397,7 +397,7 @@ fn the_report_matches_a_hand_computation_for_every_figure() {
     let all_weeks = (until - since) as f64 / WEEK as f64;
     check_group(&body["total"], &runs.iter().collect::<Vec<_>>(), all_weeks, 10, "total");
     check_breakdown(&body, &groups_by(&runs, |e| e.project.clone()), |_| all_weeks, 10);
-    assert_eq!(body["definitions"].as_object().map(|d| d.len()), Some(16), "every figure is defined");
+    assert_eq!(body["definitions"].as_object().map(|d| d.len()), Some(17), "every figure is defined");
 
     // By week: each group's per-week figure counts its own week.
     let body = report(&s, &format!("since={since}&by=week"));

@@ -109,6 +109,9 @@ fn spot_savings_idle_dollars_around_a_recovery_gap_and_time_to_result_match_a_ha
     }
     let (status, answer) = s.log("tiny-kernels", Value::Array(points));
     assert_eq!(status, 200, "{answer}");
+    // FLOPs logged on an A10G, which the peak-TFLOPS file does not hold: no MFU is guessed.
+    let (status, answer) = s.log("on-demand", json!([{"key": "flops", "step": 1, "value": 1e18}]));
+    assert_eq!(status, 200, "{answer}");
     // A failed run: no result.
     attempt(&s, "failed", 0, (start, start + 30 * MINUTE), false, "failed", None);
 
@@ -137,6 +140,8 @@ fn spot_savings_idle_dollars_around_a_recovery_gap_and_time_to_result_match_a_ha
     close(&total["time_to_result_median_s"], 125.0 * 60.0, "time to result, median");
     close(&total["time_to_result_p90_s"], 150.0 * 60.0, "time to result, p90");
     assert_eq!(total["covers"]["time_to_result_median_s"], 4, "{total}");
+    assert!(total["mfu"].is_null(), "{total}");
+    assert!(total["reasons"]["mfu"].as_str().is_some_and(|r| r.contains("on a GPU of known peak")), "{total}");
     let idlest = report["runs"]["idlest"].as_array().cloned().unwrap_or_default();
     let source = |id: &str| idlest.iter().find(|r| r["id"] == id).map(|r| r["utilization_source"].clone());
     assert_eq!(source("tiny-kernels"), Some(json!("sm_active")), "{idlest:?}");

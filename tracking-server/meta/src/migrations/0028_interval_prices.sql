@@ -1,5 +1,5 @@
 -- Each GPU-second at its own price, time nothing measured, what spot saved, time to result,
--- what measured utilization, energy, each attempt's last checkpoint as it ended, and a job's
+-- what measured utilization, energy, useful GPU-hours (MFU), each attempt's last checkpoint as it ended, and a job's
 -- cost in its row.
 -- `active_usd_T`: what the GPU-seconds above T % cost, each at its attempt's price (the idle
 -- dollars are the cost less these); `sampled_s`: the GPU-seconds the samples cover, each sample
@@ -33,6 +33,8 @@ ALTER TABLE run_usage ADD COLUMN time_to_result_ms INTEGER;
 -- kilowatt-hours its GPUs used (their energy counters).
 ALTER TABLE run_usage ADD COLUMN utilization_source TEXT;
 ALTER TABLE run_usage ADD COLUMN energy_kwh REAL;
+-- Useful GPU-hours: the FLOPs its model did / its GPU model's peak dense FLOPS (MFU × GPU-hours).
+ALTER TABLE run_usage ADD COLUMN useful_gpu_hours REAL;
 -- The days' sums of the same, after the columns they have.
 ALTER TABLE usage_rollup ADD COLUMN sampled_s REAL;
 ALTER TABLE usage_rollup ADD COLUMN spot_savings_usd REAL;
@@ -41,6 +43,9 @@ ALTER TABLE usage_rollup ADD COLUMN spot_unknown_runs INTEGER;
 ALTER TABLE usage_rollup ADD COLUMN sm_active_runs INTEGER;
 ALTER TABLE usage_rollup ADD COLUMN energy_kwh REAL;
 ALTER TABLE usage_rollup ADD COLUMN energy_runs INTEGER;
+ALTER TABLE usage_rollup ADD COLUMN useful_gpu_hours REAL;
+ALTER TABLE usage_rollup ADD COLUMN flops_gpu_hours REAL;
+ALTER TABLE usage_rollup ADD COLUMN flops_runs INTEGER;
 -- A node's on-demand price from the catalog, beside the spot price it paid.
 ALTER TABLE run_nodes ADD COLUMN on_demand_usd_per_hour REAL;
 -- Nodes priced before: on demand, what they paid is their on-demand price.

@@ -50,6 +50,11 @@ pub struct GroupSums {
     /// Kilowatt-hours used by the GPUs of the runs that measured it, and how many did.
     pub energy_kwh: f64,
     pub energy_runs: i64,
+    /// Of the runs that logged their FLOPs on a GPU model of known peak: useful GPU-hours (FLOPs
+    /// / peak FLOPS), their provisioned GPU-hours, and how many runs.
+    pub useful_gpu_hours: f64,
+    pub flops_gpu_hours: f64,
+    pub flops_runs: i64,
 }
 
 /// The figures of one group, as the report answers them.
@@ -72,6 +77,7 @@ pub struct GroupFigures {
     pub time_to_result_median_s: Option<f64>,
     pub time_to_result_p90_s: Option<f64>,
     pub energy_kwh: Option<f64>,
+    pub mfu: Option<f64>,
     /// Why a figure is null, or what it leaves out, by figure name.
     pub reasons: BTreeMap<&'static str, String>,
     /// How many runs each figure is computed from, by figure name.
@@ -79,7 +85,7 @@ pub struct GroupFigures {
 }
 
 /// The names of the figures, in the order the report lists them.
-pub const FIGURES: [&str; 16] = [
+pub const FIGURES: [&str; 17] = [
     "gpu_utilization_rate",
     "idle_gpu_hours",
     "queue_wait_s",
@@ -96,6 +102,7 @@ pub const FIGURES: [&str; 16] = [
     "time_to_result_median_s",
     "time_to_result_p90_s",
     "energy_kwh",
+    "mfu",
 ];
 
 /// How each figure is defined, as the README and the OpenAPI document say it.
@@ -116,6 +123,7 @@ pub fn definitions(threshold: u32) -> BTreeMap<&'static str, String> {
         ("experiments_per_user_week", "Runs / distinct users / weeks in the period (the report's time range, or the group's week or day within it).".to_owned()),
         ("time_to_result_median_s", "Median seconds from a finished run's submission (its launcher's submit time, its sweep trial's creation, else its first start) to its end.".to_owned()),
         ("time_to_result_p90_s", "90th percentile (nearest rank) of the same seconds.".to_owned()),
+        ("mfu", "Model FLOPs utilization: useful GPU-hours / provisioned GPU-hours, over the runs that logged the FLOPs their model did (`flops`, or the Hugging Face callback's `train/total_flos`) on a GPU model in the peak-TFLOPS file. Useful GPU-hours = FLOPs / (the GPU model's peak dense BF16 TFLOPS × 10^12) / 3600 (`inputs.useful_gpu_hours`).".to_owned()),
         ("energy_kwh", "Kilowatt-hours the runs' GPUs used: each GPU's energy counter (NVML) from the run's start, added up over the runs that measured it.".to_owned()),
     ];
     d.into_iter().collect()
@@ -202,6 +210,14 @@ pub fn figures(s: &GroupSums, weeks: f64) -> GroupFigures {
         Some(v) => f.checkpoint_restore_rate = Some(v),
         None => why("checkpoint_restore_rate", "no checkpoint of these runs was restored".into()),
     }
+    if s.flops_runs > 0 {
+        f.mfu = ratio(s.useful_gpu_hours, s.flops_gpu_hours);
+        if s.flops_runs < s.gpu_runs {
+            why("mfu", format!("{} run(s) with GPUs logged no FLOPs, or ran on a GPU of unknown peak, and are left out", s.gpu_runs - s.flops_runs));
+        }
+    } else {
+        why("mfu", "no run in this group logged its FLOPs on a GPU of known peak".into());
+    }
     if s.energy_runs > 0 {
         f.energy_kwh = Some(s.energy_kwh);
         if s.energy_runs < s.gpu_runs {
@@ -239,6 +255,7 @@ pub fn figures(s: &GroupSums, weeks: f64) -> GroupFigures {
         ("spot_savings_rate", s.gpu_runs),
         ("spot_savings_usd", s.spot_savings_runs),
         ("energy_kwh", s.energy_runs),
+        ("mfu", s.flops_runs),
         ("job_success_rate", ended),
         ("infra_failures", ended),
         ("code_failures", ended),

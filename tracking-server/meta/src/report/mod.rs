@@ -429,6 +429,9 @@ fn sums_from(r: &Row, first: usize) -> Result<GroupSums> {
         sm_active_runs: n(30)?,
         energy_kwh: f(31)?,
         energy_runs: n(32)?,
+        useful_gpu_hours: f(33)?,
+        flops_gpu_hours: f(34)?,
+        flops_runs: n(35)?,
     })
 }
 
@@ -486,6 +489,15 @@ impl MetaStore {
                 .transpose()?
                 .flatten();
             let trial = db.row("SELECT created_ms, started_ms FROM sweep_trials WHERE run_id = ?1", vals![run])?;
+            let flops: Option<f64> = db
+                .row(
+                    "SELECT last FROM metric_summaries WHERE run_id = ?1 AND key IN ('flops', 'train/total_flos')
+                     ORDER BY CASE WHEN key = 'flops' THEN 0 ELSE 1 END LIMIT 1",
+                    vals![run],
+                )?
+                .map(|r| r.get::<Option<f64>>(0))
+                .transpose()?
+                .flatten();
             let mut gpu_keys = Vec::new();
             let mut energy_j: Option<f64> = None;
             for r in
@@ -509,6 +521,7 @@ impl MetaStore {
                     start_ms: head.get(1)?,
                     end_ms: head.get(4)?,
                     energy_j,
+                    flops,
                     cost_series_usd,
                     trial_created_ms: trial.as_ref().map(|t| t.get(0)).transpose()?,
                     trial_started_ms: trial.as_ref().map(|t| t.get(1)).transpose()?,
@@ -547,6 +560,7 @@ impl MetaStore {
             ("time_to_result_ms", u.time_to_result_ms.into()),
             ("utilization_source", u.utilization_source.into()),
             ("energy_kwh", u.energy_kwh.into()),
+            ("useful_gpu_hours", u.useful_gpu_hours.into()),
         ]
         .into_iter()
         .map(|(name, value)| (name.to_owned(), value))

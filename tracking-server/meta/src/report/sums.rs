@@ -102,6 +102,9 @@ fn later_columns() -> Vec<Column> {
         ),
         sum("energy_kwh", "COALESCE(u.energy_kwh, 0)".into()),
         sum("energy_runs", "CASE WHEN u.energy_kwh IS NULL THEN 0 ELSE 1 END".into()),
+        sum("useful_gpu_hours", "COALESCE(u.useful_gpu_hours, 0)".into()),
+        sum("flops_gpu_hours", "CASE WHEN u.useful_gpu_hours IS NULL THEN 0 ELSE u.gpu_hours END".into()),
+        sum("flops_runs", "CASE WHEN u.useful_gpu_hours IS NULL THEN 0 ELSE 1 END".into()),
     ]
 }
 
@@ -178,7 +181,7 @@ pub(super) fn days_source(condition: &str, t: u32) -> String {
 }
 
 /// Columns [`sums_sql`] selects.
-pub(super) const SUMS: usize = 33;
+pub(super) const SUMS: usize = 36;
 
 /// The sums of a group of rows `x` from either source, in the order `sums_from` reads them.
 pub(super) fn sums_sql() -> String {
@@ -218,6 +221,9 @@ pub(super) fn sums_sql() -> String {
         int("x.sm_active_runs"),
         real("x.energy_kwh"),
         int("x.energy_runs"),
+        real("x.useful_gpu_hours"),
+        real("x.flops_gpu_hours"),
+        int("x.flops_runs"),
     ]
     .join(",\n        ")
 }
@@ -377,6 +383,7 @@ mod tests {
             time_to_result_ms: i.is_multiple_of(5).then_some(60_000 * i as i64),
             utilization_source: ["util", "sm_active", "mixed", ""][i % 4],
             energy_kwh: (i % 3 != 1).then_some(0.25 * i as f64),
+            useful_gpu_hours: (i % 4 == 1).then_some(gpu_hours * 0.4),
             queue_wait_ms: i.is_multiple_of(4).then_some(1_000 * i as i64),
             queue_source: i.is_multiple_of(4).then_some("launcher"),
         };
@@ -419,6 +426,9 @@ mod tests {
             n(s.sm_active_runs),
             s.energy_kwh,
             n(s.energy_runs),
+            s.useful_gpu_hours,
+            s.flops_gpu_hours,
+            n(s.flops_runs),
         ]
     }
 

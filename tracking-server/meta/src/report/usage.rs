@@ -86,6 +86,9 @@ pub struct RunBasics {
     pub end_ms: Option<i64>,
     /// Joules its GPUs used: the last values of its `…energy_j` series, added up.
     pub energy_j: Option<f64>,
+    /// The FLOPs its model did, all GPUs together: the last value of its `flops` series (else
+    /// of `train/total_flos`, which the Hugging Face callback logs).
+    pub flops: Option<f64>,
     /// The last value of its `cost/usd` series, for a run with no job record.
     pub cost_series_usd: Option<f64>,
     /// When its sweep trial was created, for a run that is one.
@@ -129,6 +132,9 @@ pub struct RunUsage {
     pub utilization_source: &'static str,
     /// Kilowatt-hours its GPUs used, where they measured it.
     pub energy_kwh: Option<f64>,
+    /// Useful GPU-hours: its FLOPs / its GPU model's peak dense FLOPS, in hours (its model FLOPs
+    /// utilization is these / `gpu_hours`); None without FLOPs or a known peak.
+    pub useful_gpu_hours: Option<f64>,
     pub queue_wait_ms: Option<i64>,
     /// slurm, launcher or sweep.
     pub queue_source: Option<&'static str>,
@@ -164,6 +170,11 @@ pub fn outcome(status: &str, latest: Option<&AttemptFigures>) -> (&'static str, 
             },
         },
     }
+}
+
+/// A GPU model the job ran on (its latest attempt's first named one).
+fn a_gpu_name(attempts: &[AttemptFigures]) -> Option<String> {
+    attempts.iter().rev().find_map(|a| a.nodes.iter().find_map(|n| n.gpu_names.first().cloned()))
 }
 
 fn pricing_of(attempts: &[AttemptFigures]) -> &'static str {
@@ -245,6 +256,7 @@ pub fn usage(
         time_to_result_ms: None,
         utilization_source,
         energy_kwh: run.energy_j.map(|j| j / 3.6e6),
+        useful_gpu_hours: None,
         queue_wait_ms: None,
         queue_source: None,
     };
@@ -257,6 +269,12 @@ pub fn usage(
             u.priced = figures.unpriced_nodes == 0;
             u.cost_usd = figures.cost_usd;
             u.on_demand_usd = attempts.iter().map(|a| a.on_demand_usd).sum();
+            let peak = a_gpu_name(attempts).and_then(|name| trainlog_schema::peak_flops::peak_dense_tflops(&name));
+            u.useful_gpu_hours = run
+                .flops
+                .zip(peak)
+                .filter(|(flops, _)| flops.is_finite() && *flops >= 0.0 && u.gpu_hours > 0.0)
+                .map(|(flops, tflops)| flops / (tflops * 1e12) / 3600.0);
             u.pricing = pricing_of(attempts);
             if let Some(a) = latest {
                 u.provider = a.cloud.clone().unwrap_or_default().to_ascii_lowercase();
@@ -436,6 +454,7 @@ mod tests {
             start_ms: 1_000,
             end_ms: Some(601_000),
             energy_j: Some(7.2e6),
+            flops: Some(1e15),
             cost_series_usd: Some(2.5),
             trial_created_ms: Some(400),
             trial_started_ms: Some(1_000),
@@ -452,5 +471,6 @@ mod tests {
         assert_eq!(u.time_to_result_ms, Some(601_000 - 400), "from the trial's creation");
         assert_eq!(u.on_demand_usd, None, "no job: no on-demand price");
         assert_eq!((u.energy_kwh, u.utilization_source), (Some(2.0), "util"));
+        assert_eq!(u.useful_gpu_hours, None, "no job: no GPU model to divide by");
     }
 }

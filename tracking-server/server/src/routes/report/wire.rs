@@ -80,6 +80,8 @@ pub struct GroupView {
     pub time_to_result_p90_s: Option<f64>,
     /// Kilowatt-hours the runs' GPUs used (NVML's energy counters), over the runs that measured it.
     pub energy_kwh: Option<f64>,
+    /// Model FLOPs utilization: useful GPU-hours / provisioned GPU-hours, 0 to 1.
+    pub mfu: Option<f64>,
     /// Why a figure is null, or which runs it leaves out, by figure name.
     pub reasons: BTreeMap<String, String>,
     /// How many runs each figure is computed from, by figure name.
@@ -110,6 +112,8 @@ pub struct InputsView {
     /// Of `sampled_gpu_hours`, the time no sample measured (a sample counts for at most one
     /// sampling interval): counted as not active.
     pub unmeasured_gpu_hours: f64,
+    /// FLOPs the runs' models did / their GPUs' peak dense FLOPS, in hours.
+    pub useful_gpu_hours: f64,
     pub priced_runs: i64,
     pub unpriced_runs: i64,
     /// The cost of the idle GPU-hours of the priced runs with a GPU series: their cost less
@@ -193,6 +197,7 @@ impl From<ReportGroup> for GroupView {
             time_to_result_median_s: f.time_to_result_median_s,
             time_to_result_p90_s: f.time_to_result_p90_s,
             energy_kwh: f.energy_kwh,
+            mfu: f.mfu,
             reasons: f.reasons.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
             covers: f.covers.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
             inputs: InputsView {
@@ -210,6 +215,7 @@ impl From<ReportGroup> for GroupView {
                 sampled_gpu_hours: s.sampled_gpu_hours,
                 active_gpu_hours: s.active_gpu_hours,
                 unmeasured_gpu_hours: (s.sampled_gpu_hours - s.covered_gpu_hours).max(0.0),
+                useful_gpu_hours: s.useful_gpu_hours,
                 priced_runs: s.priced_runs,
                 unpriced_runs: s.runs - s.priced_runs,
                 idle_usd: s.idle_usd,
