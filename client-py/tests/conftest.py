@@ -40,3 +40,21 @@ def client_env(server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return env
+
+
+@pytest.fixture(scope="session")
+def standin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder holding the stand-in libnvidia-ml.so.1: scripts/test.sh's build, else one built here."""
+    given = os.environ.get("TRAINLOG_NVML_STANDIN_DIR")
+    if given:
+        folder = Path(given)
+    else:
+        folder = tmp_path_factory.mktemp("nvml-standin")
+        source = REPO / "tests/nvml-standin/nvml_standin.c"
+        subprocess.run(
+            ["cc", "-shared", "-fPIC", "-O2", "-o", str(folder / "libnvidia-ml.so.1"), str(source)],
+            check=True,
+            timeout=120,
+        )
+    assert (folder / "libnvidia-ml.so.1").is_file(), folder
+    return folder

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("TRAINLOG_BIN", REPO / "target" / "release" / "trainlog"))
@@ -135,3 +135,29 @@ def wait_for_line(proc: subprocess.Popen, text: str, timeout: float = 30) -> Non
         if not line and proc.poll() is not None:
             break
     raise AssertionError(f"{text!r} was not printed; stderr: {proc.stderr.read() if proc.stderr else ''}")
+
+
+def write_gpus(path: Path, gpus: List[Dict[str, Any]]) -> None:
+    """Writes the stand-in's readings file: one `gpu.N.key=value` line per reading."""
+    lines = [f"count={len(gpus)}"]
+    for index, gpu in enumerate(gpus):
+        lines += [f"gpu.{index}.{key}={value}" for key, value in gpu.items()]
+    # Written whole and renamed, so the library never reads half a file.
+    partial = path.with_suffix(".partial")
+    partial.write_text("\n".join(lines) + "\n")
+    partial.replace(path)
+
+
+def gpu(name: str, index: int, **readings: Any) -> Dict[str, Any]:
+    base = {
+        "name": name,
+        "uuid": f"GPU-{index:08x}-0000-0000-0000-000000000000",
+        "util": 100,
+        "mem_used_bytes": 10_000_000_000,
+        "mem_total_bytes": 85_520_809_984,
+        "power_mw": 300_000,
+        "temp_c": 60,
+        "energy_mj": 1_000_000,
+        "gpm": "no",
+    }
+    return {**base, **readings}

@@ -13,7 +13,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 import trainlog
-from helpers import REPO, wait_for
+from helpers import gpu, wait_for, write_gpus
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -33,50 +33,6 @@ while not stop.exists():
     time.sleep(0.05)
 run.finish()
 """
-
-
-@pytest.fixture(scope="session")
-def standin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The folder holding the stand-in libnvidia-ml.so.1: scripts/test.sh's build, else one built here."""
-    given = os.environ.get("TRAINLOG_NVML_STANDIN_DIR")
-    if given:
-        folder = Path(given)
-    else:
-        folder = tmp_path_factory.mktemp("nvml-standin")
-        source = REPO / "tests/nvml-standin/nvml_standin.c"
-        subprocess.run(
-            ["cc", "-shared", "-fPIC", "-O2", "-o", str(folder / "libnvidia-ml.so.1"), str(source)],
-            check=True,
-            timeout=120,
-        )
-    assert (folder / "libnvidia-ml.so.1").is_file(), folder
-    return folder
-
-
-def write_gpus(path: Path, gpus: List[Dict[str, Any]]) -> None:
-    """Writes the stand-in's readings file: one `gpu.N.key=value` line per reading."""
-    lines = [f"count={len(gpus)}"]
-    for index, gpu in enumerate(gpus):
-        lines += [f"gpu.{index}.{key}={value}" for key, value in gpu.items()]
-    # Written whole and renamed, so the library never reads half a file.
-    partial = path.with_suffix(".partial")
-    partial.write_text("\n".join(lines) + "\n")
-    partial.replace(path)
-
-
-def gpu(name: str, index: int, **readings: Any) -> Dict[str, Any]:
-    base = {
-        "name": name,
-        "uuid": f"GPU-{index:08x}-0000-0000-0000-000000000000",
-        "util": 100,
-        "mem_used_bytes": 10_000_000_000,
-        "mem_total_bytes": 85_520_809_984,
-        "power_mw": 300_000,
-        "temp_c": 60,
-        "energy_mj": 1_000_000,
-        "gpm": "no",
-    }
-    return {**base, **readings}
 
 
 class Training:

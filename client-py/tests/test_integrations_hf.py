@@ -19,7 +19,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 import trainlog
-from helpers import Server, run_script, spawn_script, wait_for_line
+from helpers import Server, gpu, run_script, spawn_script, wait_for_line, write_gpus
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.frameworks]
 
@@ -252,3 +252,30 @@ t.train()
     assert params["peft.default.peft_type"] == "LORA" and params["peft.default.target_modules"] == '["c_attn"]'
     assert params["model.num_parameters"] == total and params["model.num_trainable_parameters"] == trainable < total
     assert run.status == "finished" and [p["step"] for p in run.history("train/loss")] == [2]
+
+
+def test_mfu_is_the_trainings_flops_over_its_gpus_peak_by_hand(
+    server: Server, client_env: dict, tmp_path: Path, standin_dir: Path
+) -> None:
+    # The training runs on this CPU; the stand-in NVML shows its process one H100, which the
+    # run's node records and the report takes the peak of (989.4 dense BF16 TFLOPS).
+    gpus = tmp_path / "gpus.txt"
+    write_gpus(gpus, [gpu("NVIDIA H100 80GB HBM3", 0)])
+    env = {**client_env, "LD_LIBRARY_PATH": str(standin_dir), "TRAINLOG_NVML_STANDIN": str(gpus)}
+    body = """
+t = trainer(TrainlogCallback(project="hf-mfu", system_metrics_interval=None))
+t.train()
+"""
+    done = run_script(script(body, tmp_path / "out"), env, timeout=240)
+    assert done.returncode == 0, done.stderr
+    [run] = trainlog.Api().runs("hf-mfu")
+    total_flos = run.history("train/total_flos")[-1]["value"]
+    assert total_flos > 0, done.stdout[-2000:]
+    report = trainlog.Api().report(projects=["hf-mfu"])
+    inputs = report["total"]["inputs"]
+    gpu_hours = inputs["provisioned_gpu_hours"]
+    assert gpu_hours > 0, report["total"]
+    useful = total_flos / 989.4e12 / 3600
+    assert inputs["useful_gpu_hours"] == pytest.approx(useful, rel=1e-9)
+    assert report["total"]["mfu"] == pytest.approx(useful / gpu_hours, rel=1e-9)
+    assert report["total"]["covers"]["mfu"] == 1
