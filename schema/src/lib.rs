@@ -6,9 +6,9 @@ pub mod arrow;
 mod histogram;
 mod ids;
 pub mod limits;
-pub mod peak_flops;
 mod media;
 mod params;
+pub mod peak_flops;
 mod points;
 pub mod redact;
 

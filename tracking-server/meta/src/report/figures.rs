@@ -213,7 +213,13 @@ pub fn figures(s: &GroupSums, weeks: f64) -> GroupFigures {
     if s.flops_runs > 0 {
         f.mfu = ratio(s.useful_gpu_hours, s.flops_gpu_hours);
         if s.flops_runs < s.gpu_runs {
-            why("mfu", format!("{} run(s) with GPUs logged no FLOPs, or ran on a GPU of unknown peak, and are left out", s.gpu_runs - s.flops_runs));
+            why(
+                "mfu",
+                format!(
+                    "{} run(s) with GPUs logged no FLOPs, or ran on a GPU of unknown peak, and are left out",
+                    s.gpu_runs - s.flops_runs
+                ),
+            );
         }
     } else {
         why("mfu", "no run in this group logged its FLOPs on a GPU of known peak".into());
