@@ -112,11 +112,21 @@ EXIT_SCRIPT = textwrap.dedent(
     """
     import os
     import sys
+    import time
+    from pathlib import Path
     import trainlog
 
     run = trainlog.init(project="torchrun-exits", name=os.environ["NAME"], system_metrics_interval=None)
     for step in range(5):
         run.log({"loss": 1.0 / (step + 1)}, step=step)
+    # Both ranks have joined before either exits: a rank still starting when torchrun stops it
+    # ends only by the server's liveness check, which is not what this script is about.
+    ready = Path(os.environ["READY_DIR"])
+    (ready / os.environ["RANK"]).touch()
+    for _ in range(600):
+        if len(list(ready.iterdir())) >= int(os.environ["WORLD_SIZE"]):
+            break
+        time.sleep(0.05)
     sys.exit(int(os.environ["CODE"]))
     """
 )
@@ -128,7 +138,9 @@ def test_sys_exit_codes_end_each_rank_of_a_torchrun_job_as_the_shell_sees_them(c
     script = tmp_path / "exits.py"
     script.write_text(EXIT_SCRIPT)
     for name, code in (("clean", 0), ("bad-data", 3)):
-        env = dict(os.environ, **client_env, NAME=name, CODE=str(code), OMP_NUM_THREADS="1")
+        ready = tmp_path / f"ready-{name}"
+        ready.mkdir()
+        env = dict(os.environ, **client_env, NAME=name, CODE=str(code), OMP_NUM_THREADS="1", READY_DIR=str(ready))
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
                    "--nproc-per-node", "2", "--max-restarts", "0", "--monitor-interval", "0.2", str(script)]
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
@@ -136,7 +148,7 @@ def test_sys_exit_codes_end_each_rank_of_a_torchrun_job_as_the_shell_sees_them(c
     api = trainlog.Api(client_env["TRAINLOG_SERVER"])
     runs = {r.name: api.run(r.id) for r in api.runs("torchrun-exits")}
     assert runs["clean"].status == "finished"
-    assert runs["bad-data"].status == "failed"
+    assert runs["bad-data"].status == "failed", runs["bad-data"].attempts
     [attempt] = runs["bad-data"].attempts
     # Each rank exits 3, unless torchrun, seeing the other rank fail first, stopped it before its
     # own exit (SIGTERM, nothing saying it was a preemption): the attempt fails all the same.
