@@ -3,6 +3,7 @@
 //! persisted Parquet files. No IO here.
 
 pub mod arrow;
+pub mod gpu_names;
 mod histogram;
 mod ids;
 pub mod limits;

@@ -9,23 +9,18 @@ pub fn peak_tflops_version() -> &'static str {
     PEAK_TFLOPS_CSV.lines().find_map(|l| l.strip_prefix("# version:")).map_or("", str::trim)
 }
 
-fn words(name: &str) -> Vec<String> {
-    name.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
-}
-
 /// The peak dense TFLOPS of one GPU named `gpu_name` (as NVML names it, "NVIDIA H100 80GB
 /// HBM3"): the row whose words all appear in the name, the one with the most words; None for a
 /// GPU the file does not hold.
 pub fn peak_dense_tflops(gpu_name: &str) -> Option<f64> {
-    let name = words(gpu_name);
+    let name = crate::gpu_names::gpu_name_words(gpu_name);
     PEAK_TFLOPS_CSV
         .lines()
         .filter(|l| !l.starts_with('#') && !l.starts_with("gpu,"))
         .filter_map(|l| {
             let mut fields = l.splitn(3, ',');
             let (gpu, tflops) = (fields.next()?, fields.next()?.trim().parse::<f64>().ok()?);
-            let wanted = words(gpu);
-            (!wanted.is_empty() && wanted.iter().all(|w| name.contains(w))).then_some((wanted.len(), tflops))
+            Some((crate::gpu_names::gpu_name_match(gpu, &name)?, tflops))
         })
         .max_by_key(|(n, _)| *n)
         .map(|(_, tflops)| tflops)

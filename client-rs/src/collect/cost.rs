@@ -5,6 +5,8 @@
 //! per GPU-hour per GPU model, provider and pricing (`on_demand` or `spot`), each with the date
 //! it was recorded and where it comes from. Lines starting with `#` are comments.
 
+use trainlog_schema::gpu_names::{gpu_name_match, gpu_name_words};
+
 /// One row of the price table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PriceRow {
@@ -85,25 +87,12 @@ fn split_csv_line(line: &str) -> Vec<String> {
     fields
 }
 
-/// Lower-case alphanumeric words: "NVIDIA A100-SXM4-80GB" -> [nvidia, a100, sxm4, 80gb].
-fn words(name: &str) -> Vec<String> {
-    name.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
-}
-
-/// Whether every word of the table's GPU name is a word of NVML's name. Whole words, so that
-/// "A10G" does not match an A100 nor "L4" an L40S, and "A100 80GB" matches
-/// "NVIDIA A100-SXM4-80GB" as well as "NVIDIA A100 80GB PCIe".
-fn gpu_matches(table_gpu: &str, nvml_words: &[String]) -> bool {
-    let table_words = words(table_gpu);
-    !table_words.is_empty() && table_words.iter().all(|w| nvml_words.contains(w))
-}
-
 fn lookup_in(rows: &[PriceRow], gpu_name: &str, provider: &str, spot: bool) -> Option<PriceRow> {
     let pricing = if spot { "spot" } else { "on_demand" };
-    let nvml_words = words(gpu_name);
+    let nvml_words = gpu_name_words(gpu_name);
     rows.iter()
         .filter(|row| row.provider.eq_ignore_ascii_case(provider.trim()) && row.pricing == pricing)
-        .filter(|row| gpu_matches(&row.gpu, &nvml_words))
+        .filter(|row| gpu_name_match(&row.gpu, &nvml_words).is_some())
         // The most specific (longest) table name wins; on a tie, the first row.
         .fold(None::<&PriceRow>, |best, row| match best {
             Some(best) if best.gpu.len() >= row.gpu.len() => Some(best),

@@ -98,16 +98,10 @@ fn check(i: usize, p: &PriceRow) -> Result<()> {
     }
 }
 
-/// Lower-case alphanumeric words of a GPU's name.
-fn words(name: &str) -> Vec<String> {
-    name.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
-}
-
 /// Whether a catalog's accelerator name ("A100-80GB", "H100") names this GPU ("NVIDIA A100-SXM4-80GB").
 pub fn accelerator_matches(accelerator: &str, gpu_name: &str) -> bool {
-    let gpu = words(gpu_name);
-    let wanted = words(accelerator);
-    !wanted.is_empty() && wanted.iter().all(|w| gpu.contains(w))
+    use trainlog_schema::gpu_names::{gpu_name_match, gpu_name_words};
+    gpu_name_match(accelerator, &gpu_name_words(gpu_name)).is_some()
 }
 
 /// The price of a node, from the rows valid when its attempt started: the installation's rate
