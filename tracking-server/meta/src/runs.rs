@@ -559,8 +559,18 @@ impl MetaStore {
 
     /// Runs `f` in a write transaction on an existing run; 404 when it does not exist.
     pub(crate) fn in_run_tx<T>(&self, id: &RunId, f: impl Fn(&dyn Db) -> Result<T>) -> Result<T> {
+        self.in_run_tx_where(id, "deleted = 0", f)
+    }
+
+    /// [`in_run_tx`](Self::in_run_tx) for a run archived or not: what the server itself keeps
+    /// true of every run (its liveness) holds for archived runs too.
+    pub(crate) fn in_kept_run_tx<T>(&self, id: &RunId, f: impl Fn(&dyn Db) -> Result<T>) -> Result<T> {
+        self.in_run_tx_where(id, "1 = 1", f)
+    }
+
+    fn in_run_tx_where<T>(&self, id: &RunId, kept: &str, f: impl Fn(&dyn Db) -> Result<T>) -> Result<T> {
         self.write(|tx| {
-            if !tx.exists("SELECT 1 FROM runs WHERE id = ?1 AND deleted = 0", vals![id.as_str()])? {
+            if !tx.exists(&format!("SELECT 1 FROM runs WHERE id = ?1 AND {kept}"), vals![id.as_str()])? {
                 return Err(not_found(format!("run {id}")));
             }
             let out = f(tx)?;

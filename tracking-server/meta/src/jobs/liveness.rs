@@ -47,7 +47,7 @@ impl MetaStore {
         let since = now_ms() - lost_after_ms();
         let silent = self.read(|db| {
             db.rows(
-                "SELECT a.run_id, a.number FROM run_attempts a JOIN runs r ON r.id = a.run_id AND r.deleted = 0
+                "SELECT a.run_id, a.number FROM run_attempts a
                  WHERE a.status = 'running' AND NOT EXISTS (
                      SELECT 1 FROM run_processes p WHERE p.run_id = a.run_id AND p.attempt = a.number AND p.seen_ms >= ?1)
                  LIMIT ?2",
@@ -60,11 +60,11 @@ impl MetaStore {
         let mut ended = Vec::new();
         for (run, number) in silent {
             let Ok(id) = RunId::parse("run_id", &run) else { continue };
-            let closed = self.in_run_tx(&id, |tx| close_if_silent(tx, id.as_str(), number, since));
+            let closed = self.in_kept_run_tx(&id, |tx| close_if_silent(tx, id.as_str(), number, since));
             match closed {
                 Ok(true) => ended.push(id),
                 Ok(false) => {}
-                // Deleted meanwhile.
+                // Deleted for good meanwhile.
                 Err(crate::Error::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }

@@ -217,6 +217,26 @@ fn a_job_whose_processes_all_fell_silent_ends_lost_at_their_last_heartbeat() {
 }
 
 #[test]
+fn an_archived_run_whose_processes_fell_silent_ends_lost_too() {
+    let dir = tempfile::tempdir().expect("dir");
+    let m = crate::test_store(dir.path());
+    let run = RunId::parse("id", "job-archived").expect("id");
+    let bound = lost_after_ms();
+    join(&m, &run, started(process(0, 1, 1, "0"), 3 * bound));
+    beat(&m, &run, 1, 0, 2 * bound);
+    m.set_run_deleted(&run, true).expect("archive");
+    assert_eq!(m.close_silent_attempts().expect("check"), std::slice::from_ref(&run));
+    let (status, end_ms): (String, Option<i64>) = m
+        .read(|db| {
+            let r = db.row("SELECT status, end_ms FROM runs WHERE id = ?1", vals![run.as_str()])?.expect("row");
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .expect("read");
+    assert_eq!(status, "lost", "archived, and still no run stays running without a live process");
+    assert!(end_ms.is_some_and(|end| end <= now_ms() - 2 * bound), "ends at its last heartbeat: {end_ms:?}");
+}
+
+#[test]
 fn a_rank_that_failed_before_the_others_fell_silent_fails_the_run() {
     let dir = tempfile::tempdir().expect("dir");
     let m = crate::test_store(dir.path());
