@@ -279,3 +279,15 @@ t.train()
     assert inputs["useful_gpu_hours"] == pytest.approx(useful, rel=1e-9)
     assert report["total"]["mfu"] == pytest.approx(useful / gpu_hours, rel=1e-9)
     assert report["total"]["covers"]["mfu"] == 1
+    # The run's own `mfu` series: the FLOPs logged over the one H100's peak for the time since
+    # its process started, at the point the FLOPs were logged.
+    flops_point = run.history("train/total_flos")[-1]
+    [mfu_point] = run.history("mfu")
+    assert mfu_point["step"] == flops_point["step"]
+    full = trainlog.Api().run(run.id)
+    [process] = full.attempts[0]["processes"]
+    seconds = (mfu_point["timestamp"] - process["start_time"]) / 1000
+    assert seconds > 0
+    assert mfu_point["value"] == pytest.approx(total_flos / (989.4e12 * seconds), rel=1e-9)
+    assert run.summary["mfu"]["last"] == mfu_point["value"]
+    assert full.metadata["mfu"]["gpus"] == 1 and full.metadata["mfu"]["peak_dense_tflops_per_gpu"] == 989.4

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 import trainlog
-from helpers import Server, run_script, spawn_script, wait_for_line
+from helpers import Server, gpu, run_script, spawn_script, wait_for_line, write_gpus
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.frameworks]
 
@@ -234,3 +234,68 @@ def test_a_checkpoint_that_cannot_be_recorded_leaves_the_training_going(
     run = trainlog.Api().runs("mlp")[0]
     assert run.status == "finished" and len(logger.checkpoint_errors) == 1
     assert [(c["step"], c["metadata"]["file"]) for c in run.checkpoints()] == [(8, second.name)]
+
+
+FLOPS_TRAINING = """
+import torch
+torch.set_num_threads(1)
+# The stand-in NVML shows torch a GPU this machine does not have; the training runs on the CPU.
+torch.cuda.is_available = lambda: False
+import lightning as L
+from lightning.fabric.utilities.throughput import measure_flops
+from trainlog.integrations.lightning import TrainlogFlops, TrainlogLogger
+
+torch.manual_seed(0)
+X, Y = torch.randn(64, 32), torch.randn(64, 1)
+loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y), batch_size=16)
+
+
+class Net(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+        with torch.device("meta"):
+            meta = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+            x = torch.randn(16, 32)
+        self.flops_per_batch = measure_flops(meta, lambda: meta(x), lambda y: y.sum())
+        print("FLOPS_PER_BATCH", self.flops_per_batch, flush=True)
+
+    def training_step(self, batch, index):
+        return torch.nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+trainer = L.Trainer(accelerator="cpu", max_epochs=2, enable_progress_bar=False, enable_model_summary=False,
+                    enable_checkpointing=False, log_every_n_steps=2, default_root_dir=ROOT,
+                    logger=TrainlogLogger(project="pl-mfu", system_metrics_interval=None),
+                    callbacks=[TrainlogFlops()])
+trainer.fit(Net(), loader)
+"""
+
+
+def test_lightning_flops_give_the_run_its_mfu_against_the_gpus_peak(
+    server: Server, client_env: dict, tmp_path: Path, standin_dir: Path
+) -> None:
+    # The stand-in NVML shows the process one H100 (989.4 dense BF16 TFLOPS in the peak file).
+    gpus = tmp_path / "gpus.txt"
+    write_gpus(gpus, [gpu("NVIDIA H100 80GB HBM3", 0)])
+    env = {**client_env, "LD_LIBRARY_PATH": str(standin_dir), "TRAINLOG_NVML_STANDIN": str(gpus)}
+    done = run_script(f"ROOT = {str(tmp_path)!r}\n" + FLOPS_TRAINING, env, timeout=200)
+    assert done.returncode == 0, done.stderr
+    per_batch = float(done.stdout.split("FLOPS_PER_BATCH ", 1)[1].split()[0])
+    # A batch of 16 through 32→64→1: forward 2·16·(32·64 + 64·1) FLOPs; backward the weights'
+    # gradients (as much again) and the hidden activations' (2·16·64·1), not the input's.
+    forward = 2 * 16 * (32 * 64 + 64 * 1)
+    assert per_batch == 2 * forward + 2 * 16 * 64 * 1 == 137_216
+    [run] = trainlog.Api().runs("pl-mfu")
+    full = trainlog.Api().run(run.id)
+    # 4 batches an epoch, 2 epochs, one process: logged every 2 steps and at the end.
+    flops = {p["step"]: p["value"] for p in run.history("flops")}
+    assert flops == {step: per_batch * step for step in (2, 4, 6, 8)}
+    [process] = full.attempts[0]["processes"]
+    for point in run.history("mfu"):
+        seconds = (point["timestamp"] - process["start_time"]) / 1000
+        assert point["value"] == pytest.approx(flops[point["step"]] / (989.4e12 * seconds), rel=1e-9)
+    assert [p["step"] for p in run.history("mfu")] == [2, 4, 6, 8]

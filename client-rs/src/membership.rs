@@ -198,7 +198,7 @@ impl Membership {
     }
 
     /// The `process` object of the run's creation.
-    pub fn join_body(&self, node: Option<&NodeDescription>) -> Value {
+    pub fn join_body(&self, node: Option<&NodeDescription>, started_ms: i64) -> Value {
         let j = &self.job;
         let mut body = json!({
             "rank": j.rank,
@@ -217,7 +217,7 @@ impl Membership {
             "instance_type": j.instance_type,
             "cluster": j.cluster,
             "spot": j.spot,
-            "started_ms": crate::now_ms(),
+            "started_ms": started_ms,
             "context": j.to_json(),
         });
         if let Some(submitted) = self.submitted_ms {

@@ -2,6 +2,7 @@
 //! finishing within a bounded time.
 
 use crate::collect::job::JobContext;
+use crate::collect::mfu::MfuMeter;
 use crate::http::Http;
 use crate::membership::{run_id_for_job, Membership, NodeDescription};
 use crate::sender::{FinishSummary, Sender, Shared};
@@ -250,8 +251,9 @@ impl RunBuilder {
         let id = given.or(derived).unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
         trainlog_schema::RunId::parse("id", &id).map_err(|e| Error::Invalid(e.to_string()))?;
         let membership = Arc::new(Membership::new(job, self.rank_metrics));
+        let started_ms = crate::now_ms();
         let (gpus, node) = self.describe_node(&membership.job);
-        let process = membership.join_body(node.as_ref());
+        let process = membership.join_body(node.as_ref(), started_ms);
         let url = crate::server_url(self.server.as_deref());
         let http = Http::new(&url, Duration::from_secs(10))?;
         let offline = self.mode == Mode::Offline;
@@ -317,7 +319,7 @@ impl RunBuilder {
             crate::membership::start_heartbeats(membership.clone(), shared.clone(), beat, &id);
         }
         let media_waiting = crate::media::has_spool(&spool_dir, &id);
-        let run = Run {
+        let mut run = Run {
             shared,
             id,
             project: self.project.clone(),
@@ -333,6 +335,7 @@ impl RunBuilder {
             media: Mutex::new(None),
             media_spool_dir: spool_dir.clone(),
             offline,
+            mfu: None,
         };
         let rank_zero = membership.job.rank == 0;
         if rank_zero && std::env::var_os("TRAINLOG_QUIET").is_none_or(|q| q.is_empty() || q == "0") {
@@ -358,6 +361,15 @@ impl RunBuilder {
             let diff_cap_bytes = (self.capture_code_diff && !code_diff_switched_off_by_env()).then_some(1 << 20);
             if let Some(code) = crate::collect::git::capture(&cwd, diff_cap_bytes) {
                 metadata.insert("code".into(), code);
+            }
+        }
+        if rank_zero {
+            if let Some(n) = &node {
+                let resumed = next_user_step(&run.json["summary"]) > 0;
+                run.mfu = MfuMeter::new(&n.gpu_names, n.gpus, membership.job.node_count, resumed, started_ms);
+                if let Some(meter) = &run.mfu {
+                    metadata.insert("mfu".into(), meter.describe());
+                }
             }
         }
         let price = node.as_ref().and_then(|n| n.price.clone());
@@ -516,6 +528,8 @@ pub struct Run {
     media: Mutex<Option<crate::media::MediaQueue>>,
     media_spool_dir: std::path::PathBuf,
     offline: bool,
+    /// Rank 0's `mfu` series, where the job's GPUs have a known peak.
+    mfu: Option<MfuMeter>,
 }
 
 impl Run {
@@ -621,6 +635,9 @@ impl Run {
         m.saw_step(step);
         if m.job.rank == 0 {
             self.shared.enqueue(step, timestamp_ms, values);
+            if let Some(mfu) = self.mfu.as_ref().and_then(|meter| meter.observe(timestamp_ms, values)) {
+                self.shared.enqueue(step, timestamp_ms, &[(crate::collect::mfu::MFU_KEY, mfu)]);
+            }
         }
         if let Some(prefix) = &m.rank_prefix {
             let keys: Vec<String> = values.iter().map(|(k, _)| format!("{prefix}{k}")).collect();

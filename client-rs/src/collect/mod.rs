@@ -4,6 +4,7 @@ pub mod environment;
 pub mod git;
 pub mod gpu;
 pub mod job;
+pub mod mfu;
 pub mod node_gpus;
 pub mod redact;
 pub mod system;

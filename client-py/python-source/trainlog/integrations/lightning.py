@@ -7,6 +7,10 @@ and Lightning's `epoch`) under its own name at the trainer's step, and every che
 `upload_checkpoints=True`, else only recorded with its path. The run the logger started ends
 with the training: `finished`, `failed` on an exception (`killed` on Ctrl-C), and on SIGTERM
 `preempted` where something says it is a preemption, else `killed`. Only rank 0 logs.
+
+`TrainlogFlops()` among the trainer's callbacks logs `flops`, the FLOPs the model did so far on
+every rank, from Lightning's throughput convention (the module's `flops_per_batch`, measured with
+`lightning.fabric.utilities.throughput.measure_flops`); trainlog derives the run's `mfu` from it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import traceback
 from argparse import Namespace
 from typing import Any, Dict, Mapping, Optional, Set, Tuple, Union
 
+from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers.logger import Logger, rank_zero_experiment
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
@@ -171,3 +176,32 @@ class TrainlogLogger(Logger):
 
     def save(self) -> None:
         """Nothing to do: the run sends what it logs in the background."""
+
+
+class TrainlogFlops(Callback):
+    """Logs `flops` to the trainer's `TrainlogLogger` at each step it logs at and at the end of
+    training: the module's `flops_per_batch` (FLOPs of one batch on one device, Lightning's
+    `ThroughputMonitor` convention) times the batches trained times the world size. The run's
+    `mfu` series follows from it (FLOPs over its GPUs' peak). Nothing without `flops_per_batch`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: FLOPs done so far, every rank together.
+        self.flops = 0.0
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        per_batch = getattr(pl_module, "flops_per_batch", None)
+        if per_batch is None:
+            return
+        self.flops += float(per_batch) * trainer.world_size
+        if trainer.global_step % max(trainer.log_every_n_steps, 1) == 0:
+            self._log(trainer)
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        if self.flops > 0:
+            self._log(trainer)
+
+    def _log(self, trainer: Any) -> None:
+        for logger in trainer.loggers:
+            if isinstance(logger, TrainlogLogger):
+                logger.log_metrics({"flops": self.flops}, step=trainer.global_step)

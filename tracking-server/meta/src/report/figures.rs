@@ -105,26 +105,32 @@ pub const FIGURES: [&str; 17] = [
     "mfu",
 ];
 
-/// How each figure is defined, as the README and the OpenAPI document say it.
+/// How each figure is defined: the one text the answers, the OpenAPI document and
+/// `docs/report.md` give (a test holds the page to it).
 pub fn definitions(threshold: u32) -> BTreeMap<&'static str, String> {
+    let threshold_note = if threshold == super::usage::DEFAULT_THRESHOLD {
+        format!("{threshold} % by default; a multiple of 5")
+    } else {
+        format!("{threshold} % in this answer, {} % by default; a multiple of 5", super::usage::DEFAULT_THRESHOLD)
+    };
     let d = [
-        ("gpu_utilization_rate", format!("Active GPU-hours / provisioned GPU-hours, over the runs with a GPU utilization series. A GPU-second is active when the GPU's utilization sample is above {threshold} % (`active_above`); each sample stands for the time to the next one, at most one sampling interval (the series' median gap) and never past the end of its attempt: time nothing measured is not active (`inputs.unmeasured_gpu_hours`).")),
-        ("idle_gpu_hours", "Provisioned GPU-hours − active GPU-hours, over the runs with a GPU utilization series. Provisioned: each node's GPUs × how long it ran, over every attempt of the run's job. `inputs.idle_usd` prices them: the runs' cost less each active GPU-second at its own attempt's price.".to_owned()),
-        ("queue_wait_s", "Mean seconds from submission to start: a sweep trial's creation to its run's first start, or the launcher's submit time (a Slurm job's, from sacct) to the first attempt's start, over the runs that have one.".to_owned()),
-        ("cost_usd", "Sum of the cost of the runs whose every node had a price: each node's price per hour × how long it ran, over every attempt. Unpriced runs are counted, not added as zero.".to_owned()),
-        ("cost_per_gpu_hour_usd", "Effective cost per GPU-hour: the cost of the priced runs with a GPU series / their active GPU-hours, so spot prices lower it and idle GPUs raise it.".to_owned()),
-        ("cost_per_experiment_usd", "cost_usd / the number of priced runs (an experiment is a run, whatever its attempts).".to_owned()),
-        ("spot_savings_rate", "The scorecard's definition: the share of provisioned GPU-hours that ran on spot (or preemptible) capacity, 0 to 1. Not dollars saved: see spot_savings_usd.".to_owned()),
-        ("spot_savings_usd", "Dollars spot capacity saved: Σ (the catalog's on-demand price − the price paid) × hours, over the priced runs with spot GPU-hours whose spot nodes' on-demand prices are known.".to_owned()),
-        ("job_success_rate", "Finished runs / ended runs (finished, failed, preempted, lost); runs stopped by their user (killed) and running runs are left out.".to_owned()),
-        ("infra_failures", "Ended runs that failed because of the infrastructure: the run or its last attempt ended preempted or lost (no heartbeat), or a process was killed by SIGKILL or the OOM killer.".to_owned()),
-        ("code_failures", "Ended runs that failed on their own: a process exited non-zero or raised.".to_owned()),
-        ("checkpoint_restore_rate", "Restores of the runs' checkpoints that succeeded / restores attempted (a restore fails when a file is missing, does not match its recorded sha256, or the loader reported it failed).".to_owned()),
-        ("experiments_per_user_week", "Runs / distinct users / weeks in the period (the report's time range, or the group's week or day within it).".to_owned()),
-        ("time_to_result_median_s", "Median seconds from a finished run's submission (its launcher's submit time, its sweep trial's creation, else its first start) to its end.".to_owned()),
-        ("time_to_result_p90_s", "90th percentile (nearest rank) of the same seconds.".to_owned()),
-        ("mfu", "Model FLOPs utilization: useful GPU-hours / provisioned GPU-hours, over the runs that logged the FLOPs their model did (`flops`, or the Hugging Face callback's `train/total_flos`) on a GPU model in the peak-TFLOPS file. Useful GPU-hours = FLOPs / (the GPU model's peak dense BF16 TFLOPS × 10^12) / 3600 (`inputs.useful_gpu_hours`).".to_owned()),
-        ("energy_kwh", "Kilowatt-hours the runs' GPUs used: each GPU's energy counter (NVML) from the run's start, added up over the runs that measured it.".to_owned()),
+        ("gpu_utilization_rate", format!("active GPU-hours / provisioned GPU-hours, over the runs with a GPU utilization series. A GPU-second is active when its utilization sample is above `active_above` ({threshold_note}). Each sample stands for the time to the next one of its GPU, but for at most one sampling interval (the series' median gap), and only inside the attempt it was taken in: a sample taken while no attempt ran counts for nothing. Time no sample measured is not active; `inputs.unmeasured_gpu_hours` says how much of the provisioned time that is.")),
+        ("idle_gpu_hours", "provisioned − active GPU-hours, same runs. Provisioned: each node's GPUs × how long it ran, over every attempt (a run with no job record: its GPU series' span). `inputs.idle_usd` prices them: the runs' cost less each active GPU-second at its own attempt's price (an attempt's cost / its GPU-seconds), so an idle on-demand hour after a busy spot hour costs the on-demand price.".to_owned()),
+        ("queue_wait_s", "mean seconds from submission to start: a sweep trial's creation to its run's first start; a Slurm job's SubmitTime (rank 0 asks `scontrol`, else `sacct`) or a launcher's `submitted_ms` to the first attempt's start.".to_owned()),
+        ("cost_usd", "the cost of the runs whose every node had a price (the job's cost; for a run with no job record, its `cost/usd` series).".to_owned()),
+        ("cost_per_gpu_hour_usd", "effective: the cost of the priced runs with a GPU series / their *active* GPU-hours, so spot prices lower it and idle GPUs raise it.".to_owned()),
+        ("cost_per_experiment_usd", "`cost_usd` / priced runs (an experiment is a run, whatever its attempts).".to_owned()),
+        ("spot_savings_rate", "the scorecard's definition: the share of provisioned GPU-hours on spot capacity, 0 to 1. It is not a saving in dollars; `trainlog report --format csv` heads its column `spot_savings_rate (share of GPU-hours on spot)`, the table `spot_share`.".to_owned()),
+        ("spot_savings_usd", "dollars spot capacity saved: Σ (the catalog's on-demand price − the price paid) × hours, over each spot node of the priced runs. A spot node's on-demand price is its catalog row's (`usd_per_hour` beside `spot_usd_per_hour`), or an installation rate's; where the catalog has none (or the job reported its own spot price), the run is left out and `reasons` says how many. Null when no priced run ran on spot.".to_owned()),
+        ("job_success_rate", "finished / ended runs (finished, failed, preempted, lost); runs killed by their user and running runs are left out.".to_owned()),
+        ("infra_failures", "ended runs that failed because of the infrastructure: the run or its last attempt ended preempted or lost, or a process was killed by SIGKILL or the OOM killer.".to_owned()),
+        ("code_failures", "ended runs that failed on their own: a rank raised or exited non-zero.".to_owned()),
+        ("checkpoint_restore_rate", "restores of the runs' checkpoints that worked / restores attempted. `trainlog.restore_checkpoint` records each (a missing file or a sha256 mismatch fails); a loader that fails after that says so with `Api().record_restore(run, name, error=...)`.".to_owned()),
+        ("experiments_per_user_week", "runs / distinct users / weeks in the period (the group's own week or day in a time breakdown).".to_owned()),
+        ("time_to_result_median_s", "the median of the seconds from a finished run's submission (its launcher's submit time, else its sweep trial's creation, else its first start) to its end; the mean of the middle two of an even count. Computed from each run's row, in every group.".to_owned()),
+        ("time_to_result_p90_s", "the 90th percentile (nearest rank) of the same seconds as `time_to_result_median_s`.".to_owned()),
+        ("energy_kwh", "kilowatt-hours the runs' GPUs used: each GPU's `…energy_j` series (NVML's energy counter since the run's sampler opened) at its last value, added up over the runs that measured it (`covers`); `reasons` counts the runs with GPUs that did not.".to_owned()),
+        ("mfu", "model FLOPs utilization: useful GPU-hours / provisioned GPU-hours, over the runs that logged the FLOPs their model did on a GPU model whose peak is known. A run's FLOPs are the last value of its `flops` series (`run.log({\"flops\": total})`: every GPU's together, since the start; e.g. 6 × parameters × tokens for a transformer), else of `train/total_flos`, which the Hugging Face callback logs. Useful GPU-hours (`inputs.useful_gpu_hours`) = FLOPs / (the GPU model's peak dense BF16 TFLOPS × 10¹²) / 3600. The peaks come from `schema/data/peak_tflops.csv`, a dated, versioned file of datasheet figures (H200, H100 SXM/PCIe/NVL, A100, L40S, L4, V100); a GPU it does not hold gets no MFU, and `reasons` says how many runs that leaves out. Each such run also has an `mfu` series its rank 0 logs beside each FLOPs value: the FLOPs since its process started over what the job's GPUs could do in that time (a resumed run counts from its first FLOPs value).".to_owned()),
     ];
     d.into_iter().collect()
 }
@@ -275,6 +281,40 @@ pub fn figures(s: &GroupSums, weeks: f64) -> GroupFigures {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rows `| `name` | text |` of the figures table in `docs/report.md`.
+    fn documented() -> BTreeMap<String, String> {
+        let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/report.md"))
+            .expect("docs/report.md");
+        page.lines()
+            .filter_map(|line| {
+                let row = line.strip_prefix("| `")?.strip_suffix(" |")?;
+                let (name, text) = row.split_once("` | ")?;
+                Some((name.to_owned(), text.to_owned()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn docs_report_md_defines_every_figure_in_the_words_the_answers_carry() {
+        let page = documented();
+        let code = definitions(super::super::usage::DEFAULT_THRESHOLD);
+        assert_eq!(code.len(), FIGURES.len(), "one definition per figure");
+        for figure in FIGURES {
+            assert_eq!(
+                page.get(figure),
+                code.get(figure),
+                "{figure}: docs/report.md and the code say different things"
+            );
+        }
+        for name in page.keys() {
+            assert!(
+                FIGURES.contains(&name.as_str()) || name.starts_with("inputs."),
+                "docs/report.md defines `{name}`, which the report does not answer"
+            );
+        }
+        assert!(definitions(25)["gpu_utilization_rate"].contains("25 % in this answer"));
+    }
 
     #[test]
     fn figures_divide_what_they_cover_and_say_what_they_cannot() {
