@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-
 import trainlog
 from helpers import Server, gpu, wait_for, write_gpus
 
@@ -61,7 +60,9 @@ def detail(server: str, run_id: str) -> Dict[str, Any]:
 
 def cost_by_hand(run: Dict[str, Any]) -> float:
     """Each node's price × how long it ran, over every attempt."""
-    return sum(n["usd_per_hour"] * (n["end_time"] - n["start_time"]) / 3.6e6 for a in run["attempts"] for n in a["nodes"])
+    return sum(
+        n["usd_per_hour"] * (n["end_time"] - n["start_time"]) / 3.6e6 for a in run["attempts"] for n in a["nodes"]
+    )
 
 
 def gpu_hours_by_hand(run: Dict[str, Any]) -> float:
@@ -76,7 +77,9 @@ def nearest_rank(values: List[float], share: float) -> float:
 
 def post(server: str, path: str, method: str = "POST") -> None:
     body = b"{}" if method == "POST" else None
-    request = urllib.request.Request(server + "/api/v1" + path, data=body, method=method, headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        server + "/api/v1" + path, data=body, method=method, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=30) as answer:
         assert answer.status == 200
 
@@ -96,7 +99,11 @@ class Fleet:
 
     def start(self, member: str, mode: str, **extra: str) -> subprocess.Popen[str]:
         proc = subprocess.Popen(
-            [sys.executable, str(self.script)], env=self.env(member, mode, **extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, str(self.script)],
+            env=self.env(member, mode, **extra),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self.procs.append(proc)
         return proc
@@ -104,8 +111,15 @@ class Fleet:
     def sbatch(self, member: str, mode: str, tasks: str, requeue: bool = False, **extra: str) -> str:
         batch = self.folder / f"{member}.sh"
         options = tasks + (" --requeue" if requeue else "")
-        batch.write_text(f"#!/bin/bash\n#SBATCH {options} -o {self.folder}/{member}-%j.txt\nsrun {tasks} {sys.executable} {self.script}\n")
-        done = subprocess.run(["sbatch", "--parsable", str(batch)], env=self.env(member, mode, **extra), capture_output=True, text=True, timeout=60)
+        out = self.folder / f"{member}-%j.txt"
+        batch.write_text(f"#!/bin/bash\n#SBATCH {options} -o {out}\nsrun {tasks} {sys.executable} {self.script}\n")
+        done = subprocess.run(
+            ["sbatch", "--parsable", str(batch)],
+            env=self.env(member, mode, **extra),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip().split(";")[0]
 
@@ -150,18 +164,39 @@ def test_a_fleet_of_every_end_adds_up_to_the_report_by_hand(tmp_path: Path, slur
         # Slurm: one job someone cancels, and one requeued whose two tasks are each bound to
         # one GPU of the node (`--gpus-per-task=1`: CUDA_VISIBLE_DEVICES=0 for rank 0).
         cancelled_job = fleet.sbatch("cancelled", "hold", "--ntasks=1", PER_HOUR="2.0")
-        requeued_job = fleet.sbatch("requeued", "requeue", "--ntasks=2 --gpus-per-task=1 --overcommit", requeue=True, PER_GPU_HOUR="3.44", SYS_INTERVAL="0.5")
+        requeued_job = fleet.sbatch(
+            "requeued",
+            "requeue",
+            "--ntasks=2 --gpus-per-task=1 --overcommit",
+            requeue=True,
+            PER_GPU_HOUR="3.44",
+            SYS_INTERVAL="0.5",
+        )
         # A two-rank job whose processes all vanish.
         job = uuid.uuid4().hex
         vanished = [
-            fleet.start("vanished", "hold", PER_HOUR="4.0", TRAINLOG_JOB_ID=job, TRAINLOG_RANK=str(rank), TRAINLOG_WORLD_SIZE="2", CUDA_VISIBLE_DEVICES="")
+            fleet.start(
+                "vanished",
+                "hold",
+                PER_HOUR="4.0",
+                TRAINLOG_JOB_ID=job,
+                TRAINLOG_RANK=str(rank),
+                TRAINLOG_WORLD_SIZE="2",
+                CUDA_VISIBLE_DEVICES="",
+            )
             for rank in range(2)
         ]
         # A SkyPilot managed job on on-demand capacity, recovered on another cluster.
         task_id = f"sky-managed-2026_11_28-10-00-00-000000_fleet_{uuid.uuid4().hex[:6]}-0"
 
         def skypilot(attempt: int, zone: str) -> Dict[str, str]:
-            info = {"cluster_name": f"fleet-{attempt}", "cloud": "AWS", "region": zone[:-1], "zone": zone, "num_nodes": 1}
+            info = {
+                "cluster_name": f"fleet-{attempt}",
+                "cloud": "AWS",
+                "region": zone[:-1],
+                "zone": zone,
+                "num_nodes": 1,
+            }
             return dict(
                 PER_HOUR="1.0",
                 CUDA_VISIBLE_DEVICES="",
@@ -180,7 +215,12 @@ def test_a_fleet_of_every_end_adds_up_to_the_report_by_hand(tmp_path: Path, slur
 
         for proc in [*vanished, recovered, spot]:
             ready(proc)
-        wait_for("the Slurm tasks to join", lambda: fleet.output("cancelled").count("READY") == 1 and fleet.output("requeued").count("READY") == 2, 120, lambda: fleet.output("cancelled") + fleet.output("requeued"))
+        wait_for(
+            "the Slurm tasks to join",
+            lambda: fleet.output("cancelled").count("READY") == 1 and fleet.output("requeued").count("READY") == 2,
+            120,
+            lambda: fleet.output("cancelled") + fleet.output("requeued"),
+        )
         for proc in vanished:
             proc.send_signal(signal.SIGKILL)
         for proc in (recovered, spot):
@@ -193,7 +233,16 @@ def test_a_fleet_of_every_end_adds_up_to_the_report_by_hand(tmp_path: Path, slur
         fleet.start("recovered", "finish", **skypilot(2, "us-west-2b")).wait(timeout=60)
 
         by_name = lambda: {r.name: r for r in api.runs("fleet")}  # noqa: E731
-        ends = {"vanished": "lost", "cancelled": "killed", "requeued": "finished", "recovered": "finished", "spot": "preempted", "crashed": "failed", "kept": "finished", "gone": "finished"}
+        ends = {
+            "vanished": "lost",
+            "cancelled": "killed",
+            "requeued": "finished",
+            "recovered": "finished",
+            "spot": "preempted",
+            "crashed": "failed",
+            "kept": "finished",
+            "gone": "finished",
+        }
         runs = wait_for(
             "every run to end as expected",
             lambda: (r := by_name()) and {n: x.status for n, x in r.items()} == ends and r,
@@ -204,13 +253,17 @@ def test_a_fleet_of_every_end_adds_up_to_the_report_by_hand(tmp_path: Path, slur
 
         # What decided each end.
         ended_by = {name: [a["ended_by"] for a in d["attempts"]] for name, d in detailed.items()}
-        assert re.fullmatch(r"rank [01] lost: no heartbeat from any process of its attempt for 2 s", ended_by["vanished"][0]), ended_by
+        assert re.fullmatch(
+            r"rank [01] lost: no heartbeat from any process of its attempt for 2 s", ended_by["vanished"][0]
+        ), ended_by
         assert ended_by["cancelled"][0].startswith("rank 0 killed: SIGTERM; Slurm says the job is "), ended_by
         assert ended_by["cancelled"][0].endswith(", not preempted"), ended_by
         requeued = detailed["requeued"]["attempts"]
         assert [a["status"] for a in requeued] == ["preempted", "finished"], ended_by
         # Slurm's state when its SIGTERM arrives may not say requeue yet; the start that follows does.
-        assert requeued[0]["ended_by"].startswith("preempted: its launcher started the job again (restart=slurm=0 -> restart=slurm=1)"), ended_by
+        assert requeued[0]["ended_by"].startswith(
+            "preempted: its launcher started the job again (restart=slurm=0 -> restart=slurm=1)"
+        ), ended_by
         recovered_attempts = detailed["recovered"]["attempts"]
         assert [a["status"] for a in recovered_attempts] == ["preempted", "finished"]
         assert recovered_attempts[0]["ended_by"].startswith("preempted: its launcher started the job again ("), ended_by
@@ -230,7 +283,12 @@ def test_a_fleet_of_every_end_adds_up_to_the_report_by_hand(tmp_path: Path, slur
         # The report, by hand from the records.
         total = api.report(projects=["fleet"])["total"]
         assert total["runs"] == 8
-        assert (total["inputs"]["finished"], total["infra_failures"], total["code_failures"], total["inputs"]["killed"]) == (4, 2, 1, 1), total
+        assert (
+            total["inputs"]["finished"],
+            total["infra_failures"],
+            total["code_failures"],
+            total["inputs"]["killed"],
+        ) == (4, 2, 1, 1), total
         # Finished over ended (finished, failed, preempted, lost); the cancelled run is neither.
         assert total["job_success_rate"] == pytest.approx(4 / 7, rel=1e-12)
         cost = sum(cost_by_hand(d) for d in detailed.values())
@@ -246,7 +304,7 @@ def test_a_fleet_of_every_end_adds_up_to_the_report_by_hand(tmp_path: Path, slur
         assert total["reasons"]["spot_savings_usd"] == "the catalog has no on-demand price for the 1 spot run(s)"
         # Time to result: submission (Slurm's SubmitTime, else the first start) to the end of each finished run.
         seconds = []
-        for name, d in detailed.items():
+        for d in detailed.values():
             if d["status"] == "finished":
                 first = d["attempts"][0]
                 seconds.append((d["end_time"] - (first["submitted_time"] or first["start_time"])) / 1000)
