@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import os
 import signal
-import subprocess
 import sys
 import threading
 import traceback
@@ -13,6 +12,7 @@ from collections.abc import MutableMapping
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterator, List, Mapping, NoReturn, Optional, Type, TypedDict, cast
 
+from trainlog._evidence import sigterm_end
 from trainlog._media import media_items
 from trainlog._trainlog import NativeRun
 
@@ -412,36 +412,6 @@ def _excepthook(exc_type: Type[BaseException], exc: BaseException, tb: Optional[
     status = "killed" if issubclass(exc_type, KeyboardInterrupt) else "failed"
     _finish_all(status, 30.0, reason, "\n".join(lines))
     _previous_excepthook(exc_type, exc, tb)
-
-
-def _slurm_job_state(job_id: str) -> Optional[str]:
-    """Slurm's state of job `job_id` (`PREEMPTED`, `CANCELLED`, ...), or None when Slurm does not say."""
-    try:
-        shown = subprocess.run(
-            ["scontrol", "show", "job", "--oneliner", job_id], capture_output=True, text=True, timeout=2
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for field in shown.stdout.split():
-        if field.startswith("JobState="):
-            return field.split("=", 1)[1]
-    return None
-
-
-def sigterm_end(job: Mapping[str, Any]) -> tuple[str, str]:
-    """How a SIGTERM ends a run of the job `job` (`Run.job`), and the evidence: `preempted` only
-    where something says it is a preemption (a spot instance, Slurm's job state), else `killed`
-    (someone cancelled it: `scancel`, `kill`). The server turns a `killed` end into `preempted`
-    when the job's launcher starts it again (a requeue, torchelastic after a lost node)."""
-    if job.get("spot") is True:
-        return "preempted", "SIGTERM on a spot instance"
-    slurm_job = os.environ.get("SLURM_JOB_ID", "").strip()
-    state = _slurm_job_state(slurm_job) if slurm_job else None
-    if state is not None and state.startswith(("PREEMPTED", "REQUEUE")):
-        return "preempted", f"SIGTERM; Slurm says the job is {state}"
-    if state is not None:
-        return "killed", f"SIGTERM; Slurm says the job is {state}, not preempted"
-    return "killed", "SIGTERM; nothing says it was a preemption (not a spot instance, no launcher said so)"
 
 
 #: Set once the process is on its way out (sys.exit, the exit hook): a SIGTERM then (a launcher

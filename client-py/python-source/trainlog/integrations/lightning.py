@@ -28,7 +28,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 import trainlog
-from trainlog._run import LAST_LINES, Run, sigterm_end
+from trainlog._evidence import sigterm_end
+from trainlog._run import LAST_LINES, Run
 from trainlog.integrations._attach import attach, flatten, metric_value
 
 
