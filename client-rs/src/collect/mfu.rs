@@ -49,11 +49,8 @@ impl MfuMeter {
     /// The `mfu` to log beside `values` logged at `timestamp_ms`, if they hold the FLOPs so far
     /// (and not an `mfu` of the caller's own).
     pub fn observe(&self, timestamp_ms: i64, values: &[(&str, f64)]) -> Option<f64> {
-        if values.iter().any(|(k, _)| *k == MFU_KEY) {
-            return None;
-        }
         let flops = FLOPS_KEYS.iter().find_map(|key| values.iter().find(|(k, _)| k == key).map(|(_, v)| *v))?;
-        if !flops.is_finite() || flops < 0.0 {
+        if !flops.is_finite() || flops < 0.0 || values.iter().any(|(k, _)| *k == MFU_KEY) {
             return None;
         }
         let mut base = self.base.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
