@@ -220,6 +220,29 @@ def test_a_task_bound_to_one_gpu_records_and_samples_both_gpus_of_its_node(train
 
 
 @pytest.mark.timeout(180)
+def test_processes_bound_to_one_gpu_each_count_as_many_gpus_as_the_node_runs(trainings: Trainings) -> None:
+    # torchrun's two processes on a node of two GPUs, each bound to its own by CUDA_VISIBLE_DEVICES.
+    torchrun = {
+        "TORCHELASTIC_RUN_ID": str(uuid.uuid4()),
+        "RANK": "0",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "2",
+        "GROUP_RANK": "0",
+        "CUDA_VISIBLE_DEVICES": "0",
+    }
+    t = trainings.start([gpu(H100, 0, util=50), gpu(H100, 1, util=60)], torchrun)
+    node = wait_for(
+        "the node of the run's attempt",
+        lambda: (a := t.run().attempts) and a[0]["nodes"] and a[0]["nodes"][0],
+        diagnose=t.diagnose,
+    )
+    assert node["gpus"] == 2, node
+    assert node["gpus_source"] == "LOCAL_WORLD_SIZE=2 used; NVML shows 1 (watching 0) disagrees", node
+    t.kill()
+
+
+@pytest.mark.timeout(180)
 def test_a_resumed_run_adds_its_energy_to_what_the_run_had_used(trainings: Trainings) -> None:
     first = trainings.start([gpu(H100, 0, energy_mj=2_000_000)])
     first.wait_for_last("sys/gpu.0.energy_j", 0.0)

@@ -423,7 +423,12 @@ impl RunBuilder {
         let seen = gpus.as_ref().map(|g| g.gpu_names()).unwrap_or_default();
         let allocated = job
             .gpus_per_node
-            .map(|n| (n, job.detected_from.get("gpus_per_node").map_or("the launcher", String::as_str)));
+            .map(|n| (n, job.detected_from.get("gpus_per_node").map_or("the launcher", String::as_str)))
+            .or_else(|| {
+                let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+                node_gpus::one_gpu_per_process(job.local_world_size, visible.as_deref())
+                    .map(|n| (n, "LOCAL_WORLD_SIZE"))
+            });
         let node = node_gpus::node_gpus(allocated, &seen, watched.as_deref());
         let (count, gpu_names) = (node.count, node.names);
         let price = if self.cost {

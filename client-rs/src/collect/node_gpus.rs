@@ -9,6 +9,15 @@ pub fn watched(env: impl Fn(&str) -> Option<String>, visible: Option<String>) ->
     env("SLURM_JOB_GPUS").map(|ids| ids.trim().to_owned()).filter(|ids| !ids.is_empty()).or(visible)
 }
 
+/// The GPUs a job holds on this node when each of its processes is bound to one GPU and the
+/// launcher said nothing of GPUs: its local world size (torchrun's `LOCAL_WORLD_SIZE`), when this
+/// process's `CUDA_VISIBLE_DEVICES` names exactly one GPU and the node runs more than one process.
+pub fn one_gpu_per_process(local_world_size: Option<u32>, visible: Option<&str>) -> Option<u32> {
+    let local = local_world_size.filter(|n| *n > 1)?;
+    let ids: Vec<&str> = visible?.split(',').map(str::trim).filter(|id| !id.is_empty()).collect();
+    (ids.len() == 1).then_some(local)
+}
+
 /// The node's GPUs as recorded: their count, a model name for each (for pricing), and where the
 /// count came from, saying so when the sources disagree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +64,18 @@ mod tests {
 
     fn h100(n: usize) -> Vec<String> {
         vec!["NVIDIA H100 80GB HBM3".to_owned(); n]
+    }
+
+    #[test]
+    fn processes_bound_to_one_gpu_each_hold_as_many_as_the_node_runs() {
+        assert_eq!(one_gpu_per_process(Some(8), Some("3")), Some(8));
+        assert_eq!(one_gpu_per_process(Some(8), Some("0,1,2,3,4,5,6,7")), None, "it sees them all");
+        assert_eq!(one_gpu_per_process(Some(1), Some("0")), None, "one process, one GPU");
+        assert_eq!(one_gpu_per_process(Some(4), None), None);
+        assert_eq!(one_gpu_per_process(Some(4), Some("")), None);
+        let node = node_gpus(Some((8, "LOCAL_WORLD_SIZE")), &h100(1), Some("3"));
+        assert_eq!(node.count, 8);
+        assert_eq!(node.names, h100(8));
     }
 
     #[test]
