@@ -1466,7 +1466,7 @@ test('the report shows each figure beside its target, why a figure is missing, a
     assert.equal(tiles.cost_usd.value, '$38.00');
     assert.deepEqual([tiles.gpu_utilization_rate.value, tiles.gpu_utilization_rate.target, tiles.gpu_utilization_rate.met], ['80 %', 'target ≥ 70 % · met', 'true']);
     assert.equal(tiles.gpu_utilization_rate.reason, '2 run(s) with GPUs have no GPU utilization series and are left out');
-    assert.match(tiles.gpu_utilization_rate.title, /^Active GPU-hours \/ provisioned GPU-hours/, 'the definition is the tooltip');
+    assert.match(tiles.gpu_utilization_rate.title, /^active GPU-hours \/ provisioned GPU-hours/, 'the definition is the tooltip');
     assert.deepEqual([tiles.spot_savings_rate.value, tiles.spot_savings_rate.target, tiles.spot_savings_rate.met], ['60.9 %', 'target ≥ 50 % · met', 'true']);
     assert.equal(tiles.job_success_rate.value, '50 %');
     assert.equal(tiles.cost_per_gpu_hour_usd.value, '$4.50');
