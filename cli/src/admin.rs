@@ -137,7 +137,7 @@ pub(crate) fn ledger(data: &Path, meta: Option<&str>, action: LedgerCommand) -> 
     })
 }
 
-fn time_text(ms: Option<i64>) -> String {
+pub(crate) fn time_text(ms: Option<i64>) -> String {
     match ms {
         None => "-".into(),
         Some(ms) => {

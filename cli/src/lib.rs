@@ -3,6 +3,7 @@
 //! and the SDK.
 
 mod admin;
+mod alerts;
 mod mlflow_import;
 mod prices;
 mod report;
@@ -164,6 +165,15 @@ enum Command {
         meta: Option<String>,
         #[command(subcommand)]
         action: LedgerCommand,
+    },
+    /// A project's alerts, and where they go: `alerts list`, `alerts channel add|list|remove`,
+    /// `alerts deliveries`.
+    Alerts {
+        /// Server URL; default TRAINLOG_SERVER, else the local default.
+        #[arg(long, env = "TRAINLOG_SERVER", global = true)]
+        server: Option<String>,
+        #[command(subcommand)]
+        action: alerts::AlertsCommand,
     },
     /// The model registry: list, show, alias, download.
     Models {
@@ -798,6 +808,9 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 SweepCommand::K8sManifest { id, options } => print_result(k8s_manifest(server, &id, options)),
                 SweepCommand::Skypilot { id, options } => print_result(skypilot_task(server, &id, options)),
             }
+        }
+        Command::Alerts { server, action } => {
+            print_result(alerts::alerts(server.as_deref(), action).map_err(|e| e.to_string()))
         }
         Command::Models { server, action } => match models(server.as_deref(), action) {
             Ok(text) => {

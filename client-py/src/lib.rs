@@ -293,6 +293,13 @@ impl NativeRun {
         Ok(())
     }
 
+    /// Raises an alert on the run; answers whether it was sent (false: a repeat within `wait_duration`).
+    #[pyo3(signature = (title, text, level, wait_duration))]
+    fn alert(&self, title: &str, text: &str, level: &str, wait_duration: f64) -> bool {
+        let wait = if wait_duration.is_finite() { wait_duration.clamp(0.0, 604_800.0) } else { 0.0 };
+        self.run.alert(title, text, level, Duration::from_secs_f64(wait))
+    }
+
     #[pyo3(signature = (params, overwrite = true))]
     fn log_params(&self, params: &Bound<'_, PyAny>, overwrite: bool) -> PyResult<()> {
         self.run.log_params(to_json(params)?, overwrite);
@@ -484,6 +491,13 @@ impl NativeApi {
     fn run(&self, py: Python<'_>, run_id: &str) -> PyResult<Py<PyAny>> {
         let run = py.detach(|| self.api.run(run_id)).map_err(to_py_err)?;
         to_py(py, &run.json)
+    }
+
+    /// A run's alerts, oldest first.
+    fn alerts(&self, py: Python<'_>, run_id: &str) -> PyResult<Py<PyAny>> {
+        let path = format!("/runs/{}/alerts", trainlog::api::encode(run_id));
+        let answer = py.detach(|| self.api.get_json(&path)).map_err(to_py_err)?;
+        to_py(py, &answer["alerts"])
     }
 
     #[pyo3(signature = (run_id, prefix=""))]

@@ -54,7 +54,8 @@ fn float(v: &Value) -> f64 {
     v.as_f64().or_else(|| v.as_str().and_then(trainlog_schema::parse_non_finite)).unwrap_or(f64::NAN)
 }
 
-pub(crate) fn encode(s: &str) -> String {
+/// Percent-encodes a path segment (a project, run or model name).
+pub fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
@@ -225,5 +226,10 @@ impl Api {
     /// The raw JSON of any GET route under `/api/v1` (for what this type does not wrap yet).
     pub fn get_json(&self, path: &str) -> Result<Value> {
         self.http.get(path)
+    }
+
+    /// The raw JSON answer of any DELETE route under `/api/v1`.
+    pub fn delete_json(&self, path: &str) -> Result<Value> {
+        self.http.delete(path)
     }
 }

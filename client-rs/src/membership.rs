@@ -160,6 +160,11 @@ impl Membership {
         self.last_step.fetch_max(step, Ordering::Relaxed);
     }
 
+    /// The highest step this process logged, if any.
+    pub fn last_step(&self) -> Option<i64> {
+        self.steps().1
+    }
+
     pub fn attempt(&self) -> i64 {
         self.attempt.load(Ordering::Relaxed)
     }

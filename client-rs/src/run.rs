@@ -336,6 +336,7 @@ impl RunBuilder {
             media_spool_dir: spool_dir.clone(),
             offline,
             mfu: None,
+            alerts_sent: Mutex::new(std::collections::HashMap::new()),
         };
         let rank_zero = membership.job.rank == 0;
         if rank_zero && std::env::var_os("TRAINLOG_QUIET").is_none_or(|q| q.is_empty() || q == "0") {
@@ -535,6 +536,8 @@ pub struct Run {
     offline: bool,
     /// Rank 0's `mfu` series, where the job's GPUs have a known peak.
     mfu: Option<MfuMeter>,
+    /// When each alert title was last sent, for folding repeats.
+    alerts_sent: Mutex<std::collections::HashMap<String, Instant>>,
 }
 
 impl Run {
@@ -704,6 +707,34 @@ impl Run {
         let op = json!({"op": "params", "body": {"params": params, "overwrite": overwrite}});
         lock(&self.shared.pending).ops.push(op);
         self.shared.wake.notify_one();
+    }
+
+    /// Raises an alert on the run (`level`: `info`, `warn` or `error`) at the last step this
+    /// process logged, sent in order with the points to the project's channels. A repeat of
+    /// `title` within `wait` of the last one sent is folded here and not sent (W&B's
+    /// `wait_duration`); the server folds repeats from other processes within `wait` too.
+    /// Answers whether it was sent.
+    pub fn alert(&self, title: &str, text: &str, level: &str, wait: Duration) -> bool {
+        if self.is_finished() {
+            return false;
+        }
+        {
+            let mut sent = lock(&self.alerts_sent);
+            let now = Instant::now();
+            if sent.get(title).is_some_and(|last| now.duration_since(*last) < wait) {
+                return false;
+            }
+            if sent.len() >= 10_000 {
+                sent.clear();
+            }
+            sent.insert(title.to_owned(), now);
+        }
+        let step = self.membership.last_step();
+        let body =
+            json!({"title": title, "text": text, "level": level, "step": step, "wait_duration": wait.as_secs_f64()});
+        lock(&self.shared.pending).ops.push(json!({"op": "alert", "body": body}));
+        self.shared.wake.notify_one();
+        true
     }
 
     /// Points logged but not yet acknowledged by the server or written to the spool.

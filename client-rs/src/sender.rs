@@ -231,6 +231,7 @@ fn op_request(http: &Http, run_id: &str, op: &Value) -> Result<Value> {
         }
         Some("params") => http.post(&format!("/runs/{run_id}/params"), &op["body"]),
         Some("finish") => http.post(&format!("/runs/{run_id}/finish"), &op["body"]),
+        Some("alert") => http.post(&format!("/runs/{run_id}/alerts"), &op["body"]),
         _ => Ok(Value::Null),
     }
 }

@@ -157,6 +157,17 @@ checks.positive_data_acceptance.expected-statuses = {grammar}
 include-name = "POST /api/v1/runs"
 checks.positive_data_acceptance.expected-statuses = {grammar}
 
+# An alert's title has something besides whitespace and neither has control characters; a
+# channel's url is an http(s) URL whose host resolves to a public address (docs/alerts.md), and
+# a channel removed is one the project has.
+[[operations]]
+include-name = [
+    "POST /api/v1/runs/{{id}}/alerts",
+    "POST /api/v1/projects/{{name}}/alert-channels",
+    "DELETE /api/v1/projects/{{name}}/alert-channels/{{channel}}",
+]
+checks.positive_data_acceptance.expected-statuses = {grammar}
+
 # keep_best needs `metric`, and the metric must be one the run logged.
 [[operations]]
 include-name = "POST /api/v1/runs/{{id}}/checkpoints"

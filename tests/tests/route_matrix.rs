@@ -218,6 +218,7 @@ impl World {
             .replace("{section}", "code")
             .replace("{user}", "reader")
             .replace("{view}", "v1")
+            .replace("{channel}", "1")
             .replace("{sha256}", &"0".repeat(64))
             .replace("{model_id}", "m-0")
             .replace("{key}", "k");

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from datetime import timedelta
 from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
 from trainlog._api import Api, ApiRun, MediaItem, Model, ModelVersion
@@ -57,6 +58,7 @@ __all__ = [
     "UnreachableError",
     "Video",
     "__version__",
+    "alert",
     "autolog",
     "config",
     "finish",
@@ -204,6 +206,13 @@ def log(data: Mapping[str, Any], step: Optional[int] = None) -> None:
     if run is None:
         raise TrainlogError("trainlog.log needs a run: call trainlog.init() first")
     run.log(data, step=step)
+
+
+def alert(title: str, text: str = "", level: str = "info", wait_duration: Union[float, timedelta, None] = None) -> bool:
+    """Raise an alert on `trainlog.run` (`Run.alert`); raises TrainlogError only if no run was started."""
+    if run is None:
+        raise TrainlogError("trainlog.alert needs a run: call trainlog.init() first")
+    return run.alert(title, text, level=level, wait_duration=wait_duration)
 
 
 def finish(status: str = "finished", timeout: float = 60.0) -> Optional[FinishReport]:

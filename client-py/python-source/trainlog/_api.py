@@ -71,6 +71,12 @@ class ApiRun:
         and cost, last step and last checkpoint step, lost work and replayed steps."""
         return [dict(a) for a in self._data.get("attempts", [])]
 
+    @property
+    def alerts(self) -> List[Dict[str, Any]]:
+        """The run's alerts, oldest first: `title`, `text`, `level`, `step`, `time` (ms),
+        `rule` (empty for `trainlog.alert` from code), `count` (repeats folded into it)."""
+        return [dict(a) for a in self._api._native.alerts(self.id)]
+
     def artifacts(self, prefix: str = "") -> List[Dict[str, Any]]:
         """The run's artifacts: `[{"path", "size", "sha256", "created_time"}]`."""
         return list(self._api._native.artifacts(self.id, prefix))

@@ -9,8 +9,9 @@ import sys
 import threading
 import traceback
 from collections.abc import MutableMapping
+from datetime import timedelta
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterator, List, Mapping, NoReturn, Optional, Type, TypedDict, cast
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NoReturn, Optional, Type, TypedDict, Union, cast
 
 from trainlog._evidence import sigterm_end
 from trainlog._media import media_items
@@ -267,6 +268,22 @@ class Run:
     def latest_checkpoint(self) -> Optional[Dict[str, Any]]:
         """The newest checkpoint of this run (after a preemption: the one to resume from), or None."""
         return self._native.latest_checkpoint()
+
+    def alert(
+        self, title: str, text: str = "", level: str = "info", wait_duration: Union[float, timedelta, None] = None
+    ) -> bool:
+        """Raise an alert: recorded on the run at the last step logged and sent to the project's
+        channels (webhooks, Slack, Discord), in order with the points. `level` is `info`,
+        `warn` or `error`; a repeat of `title` within `wait_duration` (seconds or a timedelta)
+        of the last one sent is folded, not sent. Answers whether it was sent."""
+        if level not in ("info", "warn", "error"):
+            raise ValueError(f"level: one of info, warn, error, not {level!r}")
+        wait = wait_duration.total_seconds() if isinstance(wait_duration, timedelta) else float(wait_duration or 0.0)
+        if not 0.0 <= wait <= 604_800.0:
+            raise ValueError(f"wait_duration: 0 to 604,800 seconds (a week), not {wait_duration!r}")
+        if not title.strip() or len(title) > 200:
+            raise ValueError("title: 1 to 200 characters")
+        return bool(self._native.alert(title, text[:10_000], level, wait))
 
     def log_params(self, params: Mapping[str, Any], overwrite: bool = True) -> None:
         """Add params to the run after it started (nested dicts become dotted keys); they also

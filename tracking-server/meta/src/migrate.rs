@@ -66,6 +66,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/0028_interval_prices.sql"),
         include_str!("migrations/postgres/0028_interval_prices.sql"),
     ),
+    (29, include_str!("migrations/0029_alerts.sql"), include_str!("migrations/postgres/0029_alerts.sql")),
 ];
 
 /// The newest schema version this build knows.

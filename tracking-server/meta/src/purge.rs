@@ -28,6 +28,7 @@ const RUN_TABLES: &[&str] = &[
     "run_processes",
     "run_nodes",
     "run_jobs",
+    "alerts",
     "checkpoint_restores",
     "media_items",
     "media_refs",
@@ -91,6 +92,10 @@ impl MetaStore {
                 });
             }
             crate::media::unreference_run_blobs(tx, id.as_str())?;
+            tx.exec(
+                "DELETE FROM alert_deliveries WHERE alert_id IN (SELECT id FROM alerts WHERE run_id = ?1)",
+                vals![id.as_str()],
+            )?;
             for table in RUN_TABLES {
                 tx.exec(&format!("DELETE FROM {table} WHERE run_id = ?1"), vals![id.as_str()])?;
             }
@@ -245,7 +250,9 @@ mod tests {
                          NULL, NULL, NULL, '{{}}', 1, NULL, NULL);
                      INSERT INTO media_refs VALUES ('{run}', 'x', 1);
                      INSERT INTO media_index_dirty VALUES ('{run}', 1, 1, 1);
-                     INSERT INTO media_histograms VALUES ('{run}', 'w', 0, '[0,1]', '[1]', 1);"
+                     INSERT INTO media_histograms VALUES ('{run}', 'w', 0, '[0,1]', '[1]', 1);
+                     INSERT INTO alerts (project_id, run_id, level, title, text, time_ms, last_ms)
+                         SELECT project_id, id, 'warn', 'loss is NaN', '', 1, 1 FROM runs WHERE id = '{run}';"
                 ))?;
                 Ok(())
             })

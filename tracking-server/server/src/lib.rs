@@ -7,6 +7,7 @@
 mod auth;
 mod body;
 mod data_lock;
+mod deliver;
 mod error;
 mod guard;
 mod liveness;

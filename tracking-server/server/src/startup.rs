@@ -252,6 +252,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     auth.spawn_upkeep();
     actix_web::rt::spawn(crate::liveness::watch(refreshed.clone()));
+    actix_web::rt::spawn(crate::deliver::run(refreshed.clone(), format!("{scheme}://{addr}")));
     actix_web::rt::spawn(routes::report::keep_fresh(refreshed));
     let handle = server.handle();
     actix_web::rt::spawn(async move {

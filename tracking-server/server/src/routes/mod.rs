@@ -2,6 +2,7 @@
 //! `/metrics`, and the answer for a path or method no route takes. A resource is a module here
 //! holding its handlers and its wire types together.
 
+mod alerts;
 mod artifacts;
 mod media;
 mod metrics;
@@ -29,6 +30,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(system::configure)
             .configure(openapi::configure)
             .configure(projects::configure)
+            .configure(alerts::configure)
             .configure(prices::configure)
             .configure(runs::configure)
             .configure(metrics::configure)

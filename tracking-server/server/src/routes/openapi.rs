@@ -46,6 +46,7 @@ struct Api;
         (name = "registry", description = "Registered models and their versions, with lineage."),
         (name = "report", description = "The training report: cost, GPU utilization, queue wait and failures of the runs, in groups."),
         (name = "sweeps", description = "Hyperparameter sweeps, their trials and agents."),
+        (name = "alerts", description = "Alerts raised by runs, a project's channels and their deliveries."),
         (name = "users", description = "Users and their API keys, on a server run with --auth."),
     ),
 )]
@@ -67,6 +68,7 @@ fn documented() -> Vec<utoipa::openapi::OpenApi> {
         super::sweeps::Api::openapi(),
         super::team::Api::openapi(),
         super::views::Api::openapi(),
+        super::alerts::Api::openapi(),
     ]
 }
 

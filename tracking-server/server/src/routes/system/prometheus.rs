@@ -61,6 +61,18 @@ pub(crate) async fn prometheus(state: State, req: HttpRequest) -> HttpResponse {
         "Rounds of the liveness check that failed (each is tried again)",
         ConstCounter::new(check_failures),
     );
+    let (sent, failed_attempts, delivery_failures) = crate::deliver::counts();
+    registry.register("alert_deliveries_sent", "Alert deliveries sent to their channels", ConstCounter::new(sent));
+    registry.register(
+        "alert_delivery_attempts_failed",
+        "Attempts at an alert delivery that failed (each tried again with backoff until its last; see the project's deliveries)",
+        ConstCounter::new(failed_attempts),
+    );
+    registry.register(
+        "alert_delivery_round_failures",
+        "Rounds of the alert sender that could not read or record deliveries (each tried again)",
+        ConstCounter::new(delivery_failures),
+    );
     let (failed, throttled) = crate::auth::failure_counts(&req);
     registry.register("auth_failures", "Requests refused for a missing or invalid API key", ConstCounter::new(failed));
     registry.register(

@@ -1,0 +1,142 @@
+//! `trainlog alerts`: a project's inbox, its channels (where its alerts go) and their
+//! deliveries, through the server's API.
+
+use clap::Subcommand;
+use serde_json::{json, Value};
+
+#[derive(Subcommand, Debug)]
+pub enum AlertsCommand {
+    /// The project's latest alerts, newest first.
+    List { project: String },
+    /// Where the project's alerts go.
+    Channel {
+        #[command(subcommand)]
+        action: ChannelCommand,
+    },
+    /// The project's latest deliveries: sent, pending (tried again) or failed, with the answer.
+    Deliveries { project: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ChannelCommand {
+    /// Send the project's alerts to a webhook (JSON, signed with --secret), Slack or Discord.
+    Add {
+        project: String,
+        /// A webhook URL: each alert is POSTed as JSON.
+        #[arg(long, group = "target")]
+        webhook: Option<String>,
+        /// A Slack incoming-webhook URL.
+        #[arg(long, group = "target")]
+        slack: Option<String>,
+        /// A Discord webhook URL.
+        #[arg(long, group = "target")]
+        discord: Option<String>,
+        /// Sign each body with HMAC-SHA256 (`X-Trainlog-Signature: t=…,v1=…`).
+        #[arg(long)]
+        secret: Option<String>,
+        /// Let it reach a private, loopback or link-local address (server admins only).
+        #[arg(long)]
+        allow_private: bool,
+    },
+    /// The project's channels.
+    List { project: String },
+    /// Stop sending the project's alerts to channel ID.
+    Remove { project: String, id: i64 },
+}
+
+fn encode(name: &str) -> String {
+    trainlog::api::encode(name)
+}
+
+fn time_text(ms: &Value) -> String {
+    crate::admin::time_text(ms.as_i64())
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+pub(crate) fn alerts(server: Option<&str>, action: AlertsCommand) -> Result<String, trainlog::Error> {
+    let api = trainlog::Api::new(server)?;
+    Ok(match action {
+        AlertsCommand::List { project } => {
+            let answer = api.get_json(&format!("/projects/{}/alerts", encode(&project)))?;
+            let mut out = String::from("TIME\tLEVEL\tRUN\tSTEP\tCOUNT\tRULE\tTITLE\n");
+            for a in answer["alerts"].as_array().into_iter().flatten() {
+                out += &format!(
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+                    time_text(&a["time"]),
+                    text(&a["level"]),
+                    text(&a["run"]),
+                    text(&a["step"]),
+                    text(&a["count"]),
+                    if a["rule"].as_str().is_some_and(|r| !r.is_empty()) { text(&a["rule"]) } else { "code".into() },
+                    text(&a["title"]),
+                );
+            }
+            out
+        }
+        AlertsCommand::Channel {
+            action: ChannelCommand::Add { project, webhook, slack, discord, secret, allow_private },
+        } => {
+            let (kind, url) = match (webhook, slack, discord) {
+                (Some(u), _, _) => ("webhook", u),
+                (_, Some(u), _) => ("slack", u),
+                (_, _, Some(u)) => ("discord", u),
+                _ => {
+                    return Err(trainlog::Error::Invalid(
+                        "name the channel: --webhook, --slack or --discord URL".into(),
+                    ))
+                }
+            };
+            let body = json!({"kind": kind, "url": url, "secret": secret, "allow_private": allow_private});
+            let c = api.post_json(&format!("/projects/{}/alert-channels", encode(&project)), &body)?;
+            format!(
+                "channel {} added: {} {}{}",
+                c["id"],
+                text(&c["kind"]),
+                text(&c["url"]),
+                if c["signed"] == true { " (signed)" } else { "" }
+            )
+        }
+        AlertsCommand::Channel { action: ChannelCommand::List { project } } => {
+            let answer = api.get_json(&format!("/projects/{}/alert-channels", encode(&project)))?;
+            let mut out = String::from("ID\tKIND\tSIGNED\tPRIVATE\tURL\n");
+            for c in answer["channels"].as_array().into_iter().flatten() {
+                out += &format!(
+                    "{}\t{}\t{}\t{}\t{}\n",
+                    c["id"],
+                    text(&c["kind"]),
+                    if c["signed"] == true { "yes" } else { "no" },
+                    if c["allow_private"] == true { "allowed" } else { "no" },
+                    text(&c["url"])
+                );
+            }
+            out
+        }
+        AlertsCommand::Channel { action: ChannelCommand::Remove { project, id } } => {
+            api.delete_json(&format!("/projects/{}/alert-channels/{id}", encode(&project)))?;
+            format!("channel {id} removed")
+        }
+        AlertsCommand::Deliveries { project } => {
+            let answer = api.get_json(&format!("/projects/{}/alert-deliveries", encode(&project)))?;
+            let mut out = String::from("ID\tSTATUS\tATTEMPTS\tCHANNEL\tTITLE\tANSWER\n");
+            for d in answer["deliveries"].as_array().into_iter().flatten() {
+                out += &format!(
+                    "{}\t{}\t{}\t{}\t{}\t{}\n",
+                    d["id"],
+                    text(&d["status"]),
+                    d["attempts"],
+                    text(&d["kind"]),
+                    text(&d["title"]),
+                    text(&d["answer"])
+                );
+            }
+            out
+        }
+    })
+}
