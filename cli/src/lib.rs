@@ -166,6 +166,17 @@ enum Command {
         #[command(subcommand)]
         action: LedgerCommand,
     },
+    /// Ask a running run to stop: its processes see it with their next heartbeat, and the run
+    /// ends `killed`, saying who stopped it.
+    Stop {
+        run_id: String,
+        /// Why, as the run's end will say.
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// Server URL; default TRAINLOG_SERVER, else the local default.
+        #[arg(long, env = "TRAINLOG_SERVER")]
+        server: Option<String>,
+    },
     /// A project's alerts, and where they go: `alerts list`, `alerts channel add|list|remove`,
     /// `alerts deliveries`.
     Alerts {
@@ -809,6 +820,17 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 SweepCommand::Skypilot { id, options } => print_result(skypilot_task(server, &id, options)),
             }
         }
+        Command::Stop { run_id, reason, server } => print_result(
+            trainlog::Api::new(server.as_deref())
+                .and_then(|api| api.stop_run(&run_id, &reason))
+                .map(|stop| {
+                    format!(
+                        "asked run {run_id} to stop (by {}); its processes see it with their next heartbeat",
+                        stop["by"].as_str().unwrap_or("someone")
+                    )
+                })
+                .map_err(|e| e.to_string()),
+        ),
         Command::Alerts { server, action } => {
             print_result(alerts::alerts(server.as_deref(), action).map_err(|e| e.to_string()))
         }

@@ -293,6 +293,11 @@ impl NativeRun {
         Ok(())
     }
 
+    /// `stopped by WHO[: WHY]` once someone asked the run to stop (seen with a heartbeat), else None.
+    fn stop_reason(&self) -> Option<String> {
+        self.run.stop_reason()
+    }
+
     /// Raises an alert on the run; answers whether it was sent (false: a repeat within `wait_duration`).
     #[pyo3(signature = (title, text, level, wait_duration))]
     fn alert(&self, title: &str, text: &str, level: &str, wait_duration: f64) -> bool {
@@ -491,6 +496,12 @@ impl NativeApi {
     fn run(&self, py: Python<'_>, run_id: &str) -> PyResult<Py<PyAny>> {
         let run = py.detach(|| self.api.run(run_id)).map_err(to_py_err)?;
         to_py(py, &run.json)
+    }
+
+    /// Asks a running run to stop; answers `{time, by, reason}`.
+    fn stop(&self, py: Python<'_>, run_id: &str, reason: &str) -> PyResult<Py<PyAny>> {
+        let answer = py.detach(|| self.api.stop_run(run_id, reason)).map_err(to_py_err)?;
+        to_py(py, &answer)
     }
 
     /// A run's alerts, oldest first.

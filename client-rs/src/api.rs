@@ -228,6 +228,12 @@ impl Api {
         self.http.get(path)
     }
 
+    /// Asks a running run to stop (its processes see it with their next heartbeat); answers
+    /// the stop: `{time, by, reason}`.
+    pub fn stop_run(&self, run_id: &str, reason: &str) -> Result<Value> {
+        self.http.post(&format!("/runs/{}/stop", encode(run_id)), &serde_json::json!({"reason": reason}))
+    }
+
     /// The raw JSON answer of any DELETE route under `/api/v1`.
     pub fn delete_json(&self, path: &str) -> Result<Value> {
         self.http.delete(path)

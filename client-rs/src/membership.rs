@@ -120,6 +120,8 @@ pub struct Membership {
     first_step: AtomicI64,
     last_step: AtomicI64,
     cost: Mutex<Option<CostBase>>,
+    /// A stop someone asked of the run (who, why), as a heartbeat's answer said.
+    stop: Mutex<Option<(String, String)>>,
     /// When Slurm says the job was submitted (rank 0 of a Slurm job asks it).
     submitted_ms: Option<i64>,
 }
@@ -141,6 +143,7 @@ impl Membership {
             first_step: AtomicI64::new(i64::MAX),
             last_step: AtomicI64::new(i64::MIN),
             cost: Mutex::new(None),
+            stop: Mutex::new(None),
             submitted_ms,
         }
     }
@@ -190,6 +193,15 @@ impl Membership {
         if let Some(base) = CostBase::from_job(&answer["job"]) {
             *self.cost.lock().unwrap_or_else(|p| p.into_inner()) = Some(base);
         }
+        if answer["stop"].is_object() {
+            let text = |key: &str| answer["stop"][key].as_str().unwrap_or_default().to_owned();
+            *self.stop.lock().unwrap_or_else(|p| p.into_inner()) = Some((text("by"), text("reason")));
+        }
+    }
+
+    /// Who asked the run to stop and why, once a heartbeat's answer said so.
+    pub fn stop_requested(&self) -> Option<(String, String)> {
+        self.stop.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Takes the server's answer to this process's join when the join went through the spool.

@@ -572,11 +572,33 @@ impl Run {
         &self.id
     }
 
+    /// Who asked this run to stop and why (`POST /api/v1/runs/{id}/stop`, `trainlog stop`, the
+    /// UI's Stop button), once a heartbeat's answer said so; the training should end the run
+    /// `killed` with [`stop_reason`](Self::stop_reason).
+    pub fn stop_requested(&self) -> Option<(String, String)> {
+        self.membership.stop_requested()
+    }
+
+    /// The end's reason for a run stopped from outside: `stopped by WHO[: WHY]`.
+    pub fn stop_reason(&self) -> Option<String> {
+        self.stop_requested().map(|(by, why)| {
+            let by = if by.is_empty() { "someone".to_owned() } else { by };
+            if why.is_empty() {
+                format!("stopped by {by}")
+            } else {
+                format!("stopped by {by}: {why}")
+            }
+        })
+    }
+
     /// Whether the sweep this run is a trial of wants it to stop (it was pruned, the sweep was
     /// stopped, or this attempt was superseded). Never waits: the first call starts a thread that
     /// asks the server once a second. False outside a sweep, offline, or while the server cannot
     /// be reached: tracking never stops training by itself.
     pub fn should_stop(&self) -> bool {
+        if self.membership.stop_requested().is_some() {
+            return true;
+        }
         let Some(attempt) = std::env::var_os("TRAINLOG_SWEEP_ID")
             .map(|_| std::env::var("TRAINLOG_SWEEP_ATTEMPT").ok().and_then(|a| a.parse::<i64>().ok()))
         else {

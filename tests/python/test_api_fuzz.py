@@ -133,11 +133,12 @@ checks.positive_data_acceptance.expected-statuses = {grammar}
 # at most their maximum, and its class labels are keyed by integers; a histogram's edges
 # increase and number one more than its counts; a table's rows hold a value per column, an
 # appended part has the columns of the part before, and a read sorts and filters by columns the
-# table has (docs/media.md).
+# table has; a read names a key a series could have (no control characters) (docs/media.md).
 [[operations]]
 include-name = [
     "PUT /api/v1/runs/{{id}}/media/blobs/{{sha256}}",
     "POST /api/v1/runs/{{id}}/media",
+    "GET /api/v1/runs/{{id}}/media",
     "POST /api/v1/runs/{{id}}/histograms",
     "GET /api/v1/runs/{{id}}/histograms",
     "POST /api/v1/runs/{{id}}/tables",

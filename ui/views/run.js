@@ -233,6 +233,18 @@ function runActions(run, role, done) {
   const lifecycle = async (what) => {
     try { await api(`/runs/${enc(run.id)}/${what}`, { body: {} }); done(); } catch (err) { error.textContent = err.message; form.classList.remove('hidden'); }
   };
+  const stopButton = el('button', {
+    type: 'button', class: 'danger', 'data-testid': 'stop-run',
+    title: "ask the run's processes to stop: each sees it with its next heartbeat, and the run ends killed",
+  }, 'Stop');
+  stopButton.addEventListener('click', async () => {
+    if (!confirm(`Stop run ${run.name || run.id}? Its processes stop with their next heartbeat.`)) return;
+    try {
+      await api(`/runs/${enc(run.id)}/stop`, { body: { reason: 'from the UI' } });
+      stopButton.textContent = 'Stopping…';
+      stopButton.disabled = true;
+    } catch (err) { error.textContent = err.message; form.classList.remove('hidden'); }
+  });
   const purge = async () => {
     if (!confirm(`Delete run ${run.name || run.id} for good? Its metrics, artifacts and files are deleted and cannot be restored.`)) return;
     try {
@@ -243,6 +255,7 @@ function runActions(run, role, done) {
   return el('div', { class: 'run-actions' },
     el('div', { class: 'toolbar' },
       el('button', { type: 'button', 'data-testid': 'edit-run', onclick: () => form.classList.toggle('hidden') }, 'Edit'),
+      run.status === 'running' && !run.archived ? stopButton : null,
       run.archived
         ? el('button', { type: 'button', 'data-testid': 'restore-run', onclick: () => lifecycle('restore') }, 'Restore')
         : el('button', { type: 'button', 'data-testid': 'archive-run', title: 'hide the run from the table; it can be restored', onclick: () => lifecycle('archive') }, 'Archive'),
@@ -250,6 +263,17 @@ function runActions(run, role, done) {
         ? el('button', { type: 'button', class: 'danger', 'data-testid': 'delete-run', title: 'delete the run and its data for good', onclick: purge }, 'Delete for good')
         : null),
     form);
+}
+
+/** The run's alerts (`trainlog.alert`, rules), newest first, with their step and repeats. */
+function alertsSection(alerts) {
+  const rows = [...alerts].reverse().map((a) => el('tr', { 'data-testid': 'alert-row', class: 'alert-' + a.level },
+    el('td', {}, fmtTime(a.time)), el('td', {}, a.level), el('td', {}, a.step ?? ''),
+    el('td', {}, el('strong', {}, a.title), a.text ? el('div', { class: 'muted' }, a.text) : null),
+    el('td', {}, a.count > 1 ? `×${a.count}` : ''), el('td', { class: 'muted' }, a.rule || 'from code')));
+  return el('div', { 'data-testid': 'alerts' }, el('h2', {}, 'Alerts'),
+    el('table', { class: 'kv' }, el('thead', {}, el('tr', {}, ...['time', 'level', 'step', 'alert', 'repeats', 'raised by'].map((h) => el('th', {}, h)))),
+      el('tbody', {}, ...rows)));
 }
 
 /** The page of run `id`; re-reads the run every LIVE_MS while it is running. */
@@ -276,8 +300,9 @@ export function runView(id) {
   }
 
   async function render(run) {
-    const [arts, ckpts, proj] = await Promise.allSettled([
-      api(`/runs/${enc(id)}/artifacts`), api(`/runs/${enc(id)}/checkpoints`), api('/projects/' + enc(run.project))]);
+    const [arts, ckpts, proj, alerts] = await Promise.allSettled([
+      api(`/runs/${enc(id)}/artifacts`), api(`/runs/${enc(id)}/checkpoints`), api('/projects/' + enc(run.project)),
+      api(`/runs/${enc(id)}/alerts`)]);
     const role = proj.status === 'fulfilled' ? proj.value.your_role : undefined;
     if (!alive) return;
     unmount();
@@ -311,6 +336,7 @@ export function runView(id) {
       runActions(run, role, () => { clearTimeout(liveTimer); liveTimer = null; load(); }),
       el('div', { class: 'panel' }, parts.info, run.notes ? el('p', { class: 'notes', 'data-testid': 'run-notes' }, run.notes) : null),
       parts.job,
+      alerts.status === 'fulfilled' && alerts.value.alerts.length ? alertsSection(alerts.value.alerts) : null,
       el('div', { class: 'grid2' },
         el('div', {}, el('h2', {}, 'Parameters'), kvTable(run.params, 'params-table')),
         el('div', {}, el('h2', {}, 'Tags'), kvTable(run.tags, 'tags-table'))),

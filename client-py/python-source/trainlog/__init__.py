@@ -13,7 +13,7 @@ import dataclasses
 import json
 import os
 from datetime import timedelta
-from typing import Any, Dict, Iterable, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Union
 
 from trainlog._api import Api, ApiRun, MediaItem, Model, ModelVersion
 from trainlog._environment import installed_packages, python_info
@@ -98,6 +98,7 @@ def init(
     handle_sigterm: bool = True,
     job: Optional[Mapping[str, Any]] = None,
     rank_metrics: bool = False,
+    on_stop: Optional[Callable[[Run], None]] = None,
 ) -> Run:
     """Start a run (or continue one) and make it `trainlog.run`.
 
@@ -127,6 +128,9 @@ def init(
       (every rank's series under `rank/{r}/`). `job={"job_id": ..., "rank": ..., ...}` sets
       what the environment does not say; it wins over it. Each start of the job is an attempt
       of the run, with its nodes, prices and how it ended.
+    - A stop asked of the run (`Api().run(id).stop()`, `trainlog stop`, the UI's Stop button)
+      arrives with the next heartbeat: it raises KeyboardInterrupt in the main thread, or calls
+      `on_stop(run)` when given, and the run ends `killed` saying who stopped it (`run.stopped`).
     """
     project = project or os.environ.get("TRAINLOG_PROJECT") or "default"
     config = _config_mapping(config)
@@ -175,6 +179,7 @@ def init(
         rank_metrics=rank_metrics,
     )
     new_run = Run(native, name, dict(config or {}))
+    new_run.on_stop = on_stop
     _register(new_run, handle_sigterm)
     _set_current(new_run)
     return new_run

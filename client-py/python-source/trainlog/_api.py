@@ -71,6 +71,11 @@ class ApiRun:
         and cost, last step and last checkpoint step, lost work and replayed steps."""
         return [dict(a) for a in self._data.get("attempts", [])]
 
+    def stop(self, reason: str = "") -> Dict[str, Any]:
+        """Ask the running run to stop: each of its processes sees it with its next heartbeat and
+        the run ends `killed`, saying who stopped it. Answers `{time, by, reason}`."""
+        return dict(self._api._native.stop(self.id, reason))
+
     @property
     def alerts(self) -> List[Dict[str, Any]]:
         """The run's alerts, oldest first: `title`, `text`, `level`, `step`, `time` (ms),

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import MutableMapping
 from datetime import timedelta
@@ -16,6 +18,9 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, NoReturn, Optio
 from trainlog._evidence import sigterm_end
 from trainlog._media import media_items
 from trainlog._trainlog import NativeRun
+
+#: How often a run looks whether a heartbeat brought a stop asked of it.
+STOP_POLL_SECONDS = 0.2
 
 #: Seconds a SIGTERM (a preemption notice, or someone cancelling the job) leaves us to flush
 #: before the process goes on.
@@ -168,6 +173,25 @@ class Run:
         self._logs = native.logs_metrics()
         self.config._recorded_by(self._record_params)
         self.summary = Summary(self)
+        #: Called (in a thread of its own) with the run when someone asks it to stop; by
+        #: default a stop raises KeyboardInterrupt in the main thread.
+        self.on_stop: Optional[Callable[[Run], None]] = None
+        #: `stopped by WHO[: WHY]` once someone asked the run to stop.
+        self.stopped: Optional[str] = None
+        threading.Thread(target=self._watch_for_stop, name="trainlog-stop-watch", daemon=True).start()
+
+    def _watch_for_stop(self) -> None:
+        """Waits for a stop asked of the run (a heartbeat's answer brings it), then hands it on."""
+        while not self._native.is_finished():
+            reason = self._native.stop_reason()
+            if reason is not None:
+                self.stopped = reason
+                if self.on_stop is not None:
+                    self.on_stop(self)
+                else:
+                    _thread.interrupt_main()
+                return
+            time.sleep(STOP_POLL_SECONDS)
 
     def _record_params(self, params: Dict[str, Any]) -> None:
         if self._logs:
@@ -329,6 +353,9 @@ class Run:
         `FinishReport`); anything rejected or unsaved is also printed to stderr. Finishing again
         returns the same report (None while another thread is still finishing the run).
         """
+        if self.stopped is not None and status in ("finished", "killed"):
+            # Stopped from outside: the run ends killed, saying who stopped it.
+            status, reason = "killed", self.stopped
         report = self._native.finish(status, timeout, reason, last_lines)
         _forget(self)
         return cast(Optional[FinishReport], report)

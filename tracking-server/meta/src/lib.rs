@@ -25,6 +25,7 @@ pub mod roles;
 mod runs;
 pub mod search;
 mod settings;
+mod stops;
 mod sweeps;
 mod views;
 
@@ -43,6 +44,7 @@ pub use registry::{ModelRow, NewVersion, VersionRef, VersionRow, VersionUpdate};
 pub use roles::{Actor, Role, Scope, Visibility};
 pub use runs::{NewRun, Project, Run, RunExport, RunHead, RunUpdate};
 pub use settings::ProjectSettings;
+pub use stops::StopRequest;
 pub use sweeps::{Placement, SweepRow, TrialEnd, TrialRow};
 pub use views::ViewRow;
 

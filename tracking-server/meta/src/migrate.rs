@@ -67,6 +67,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/postgres/0028_interval_prices.sql"),
     ),
     (29, include_str!("migrations/0029_alerts.sql"), include_str!("migrations/postgres/0029_alerts.sql")),
+    (30, include_str!("migrations/0030_run_stop.sql"), include_str!("migrations/postgres/0030_run_stop.sql")),
 ];
 
 /// The newest schema version this build knows.

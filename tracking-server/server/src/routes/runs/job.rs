@@ -460,6 +460,9 @@ pub struct HeartbeatAnswer {
     pub attempt: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job: Option<JobView>,
+    /// A stop asked of the run: the process ends the run `killed`, saying who stopped it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop: Option<super::stop::StopView>,
 }
 
 /// Tell the server this process of the run's job is alive, with the steps it logged so far.
@@ -477,10 +480,15 @@ pub(crate) async fn heartbeat(
     let report = body.into_report()?;
     let (id, _) = lookup::writable(&state, &req, &path).await?;
     let figures = report.rank == 0;
-    let (beat, job) = meta(&state, move |m| m.process_heartbeat(&id, &report, figures)).await?;
+    let (beat, job, stop) = meta(&state, move |m| {
+        let (beat, job) = m.process_heartbeat(&id, &report, figures)?;
+        Ok((beat, job, m.stop_request(&id)?))
+    })
+    .await?;
     Ok(HttpResponse::Ok().json(HeartbeatAnswer {
         current_attempt: beat.latest,
         attempt: beat.yours,
         job: job.map(JobView::from),
+        stop: stop.map(super::stop::StopView::from),
     }))
 }

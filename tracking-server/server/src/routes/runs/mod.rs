@@ -5,6 +5,7 @@
 mod job;
 mod recorded;
 mod search;
+mod stop;
 mod wire;
 
 pub(crate) use wire::RunView;
@@ -38,6 +39,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/runs/{id}/tags", web::post().to(set_tags))
         .route("/runs/{id}/finish", web::post().to(finish_run))
         .route("/runs/{id}/heartbeat", web::post().to(job::heartbeat))
+        .route("/runs/{id}/stop", web::post().to(stop::stop_run))
         .route("/runs/{id}/archive", web::post().to(archive_run))
         .route("/runs/{id}/restore", web::post().to(restore_run));
 }
@@ -55,6 +57,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     set_tags,
     finish_run,
     job::heartbeat,
+    stop::stop_run,
     archive_run,
     delete_run,
     restore_run,
