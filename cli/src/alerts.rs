@@ -15,6 +15,22 @@ pub enum AlertsCommand {
     },
     /// The project's latest deliveries: sent, pending (tried again) or failed, with the answer.
     Deliveries { project: String },
+    /// The rules the server evaluates for the project's runs.
+    Rule {
+        #[command(subcommand)]
+        action: RuleCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RuleCommand {
+    /// Add a rule: "KEY not finite", "KEY > NUMBER", "KEY < NUMBER", or a run's end ("failed",
+    /// "lost", "preempted", "killed", "finished").
+    Add { project: String, rule: String },
+    /// The project's rules.
+    List { project: String },
+    /// Remove rule ID.
+    Remove { project: String, id: i64 },
 }
 
 #[derive(Subcommand, Debug)]
@@ -121,6 +137,22 @@ pub(crate) fn alerts(server: Option<&str>, action: AlertsCommand) -> Result<Stri
         AlertsCommand::Channel { action: ChannelCommand::Remove { project, id } } => {
             api.delete_json(&format!("/projects/{}/alert-channels/{id}", encode(&project)))?;
             format!("channel {id} removed")
+        }
+        AlertsCommand::Rule { action: RuleCommand::Add { project, rule } } => {
+            let r = api.post_json(&format!("/projects/{}/alert-rules", encode(&project)), &json!({"rule": rule}))?;
+            format!("rule {} added: {}", r["id"], text(&r["rule"]))
+        }
+        AlertsCommand::Rule { action: RuleCommand::List { project } } => {
+            let answer = api.get_json(&format!("/projects/{}/alert-rules", encode(&project)))?;
+            let mut out = String::from("ID\tBY\tRULE\n");
+            for r in answer["rules"].as_array().into_iter().flatten() {
+                out += &format!("{}\t{}\t{}\n", r["id"], text(&r["created_by"]), text(&r["rule"]));
+            }
+            out
+        }
+        AlertsCommand::Rule { action: RuleCommand::Remove { project, id } } => {
+            api.delete_json(&format!("/projects/{}/alert-rules/{id}", encode(&project)))?;
+            format!("rule {id} removed")
         }
         AlertsCommand::Deliveries { project } => {
             let answer = api.get_json(&format!("/projects/{}/alert-deliveries", encode(&project)))?;

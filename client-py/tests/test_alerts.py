@@ -235,3 +235,46 @@ def test_a_failed_delivery_is_retried_and_recorded_and_a_restart_sends_a_pending
             back.stop()
     finally:
         server.stop()
+
+
+RULED = textwrap.dedent(
+    """
+    import trainlog
+    run = trainlog.init(project="ruled", name="diverging", system_metrics_interval=None)
+    for step in range(8):
+        run.log({"loss": float("nan") if step in (5, 6) else 1.0 / (step + 1)}, step=step)
+    run.flush()
+    print("RUN", run.id, flush=True)
+    raise RuntimeError("the loss diverged")
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_rules_fire_on_a_nan_as_its_batch_arrives_and_on_a_failed_run(
+    server: Server, client_env: dict, receiver: Receiver
+) -> None:
+    trainlog.init(project="ruled", name="setup", system_metrics_interval=None).finish()
+    refused = cli(server, "rule", "add", "ruled", "stalled for a while")
+    assert (
+        refused.returncode != 0 and "rule:" in refused.stderr and "not a rule this server understands" in refused.stderr
+    )
+    for rule in ("loss not finite", "failed"):
+        added = cli(server, "rule", "add", "ruled", rule)
+        assert added.returncode == 0, added.stderr
+    assert "loss not finite" in cli(server, "rule", "list", "ruled").stdout
+    assert cli(server, "channel", "add", "ruled", "--webhook", receiver.url("/hook"), "--allow-private").returncode == 0
+
+    done = run_script(RULED, client_env, timeout=60)
+    assert done.returncode != 0 and "the loss diverged" in done.stderr
+    run_id = done.stdout.split("RUN ", 1)[1].split()[0]
+    wait_for("both rules' webhooks", lambda: len(receiver.at("/hook")) >= 2, 30)
+    bodies = sorted((json.loads(r["body"]) for r in receiver.at("/hook")), key=lambda b: b["rule"])
+    assert [(b["rule"], b["title"], b["level"], b["step"], b["run"]) for b in bodies] == [
+        ("failed", "run failed", "error", None, run_id),
+        # The first NaN of the batch fires; the second, in the same batch, is the same alert.
+        ("loss not finite", "loss is NaN", "error", 5, run_id),
+    ]
+    alerts = {a["rule"]: a for a in trainlog.Api().run(run_id).alerts}
+    assert alerts["loss not finite"]["count"] == 1
+    assert alerts["loss not finite"]["text"] == "loss was NaN at step 5 (rule `loss not finite`)"

@@ -2,6 +2,7 @@
 //! reserved key prefixes, the redaction of secrets from recorded text and the Arrow schemas of the
 //! persisted Parquet files. No IO here.
 
+pub mod alert_rule;
 pub mod arrow;
 pub mod gpu_names;
 mod histogram;

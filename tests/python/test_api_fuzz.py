@@ -160,12 +160,14 @@ checks.positive_data_acceptance.expected-statuses = {grammar}
 
 # An alert's title has something besides whitespace and neither has control characters; a
 # channel's url is an http(s) URL whose host resolves to a public address (docs/alerts.md), and
-# a channel removed is one the project has.
+# a channel or rule removed is one the project has; a rule is one of the forms docs/alerts.md lists.
 [[operations]]
 include-name = [
     "POST /api/v1/runs/{{id}}/alerts",
     "POST /api/v1/projects/{{name}}/alert-channels",
     "DELETE /api/v1/projects/{{name}}/alert-channels/{{channel}}",
+    "POST /api/v1/projects/{{name}}/alert-rules",
+    "DELETE /api/v1/projects/{{name}}/alert-rules/{{rule}}",
 ]
 checks.positive_data_acceptance.expected-statuses = {grammar}
 

@@ -219,6 +219,7 @@ impl World {
             .replace("{user}", "reader")
             .replace("{view}", "v1")
             .replace("{channel}", "1")
+            .replace("{rule}", "1")
             .replace("{sha256}", &"0".repeat(64))
             .replace("{model_id}", "m-0")
             .replace("{key}", "k");

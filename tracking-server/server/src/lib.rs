@@ -15,6 +15,7 @@ mod lookup;
 mod query;
 mod respond;
 mod routes;
+mod rules;
 mod startup;
 mod state;
 mod ui;

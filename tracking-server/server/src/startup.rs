@@ -212,6 +212,14 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let store = MetricsStore::open(store_config, meta.clone())
         .await
         .map_err(|e| to_io(format!("opening the metrics store: {e}")))?;
+    let m = meta.clone();
+    let rules = tokio::task::spawn_blocking(move || {
+        let cache = crate::rules::RuleCache::default();
+        cache.reload(&m).map(|()| cache)
+    })
+    .await
+    .map_err(|e| to_io(e.to_string()))?
+    .map_err(|e| to_io(format!("loading the alert rules: {e}")))?;
     let state = web::Data::new(AppState {
         meta,
         store: store.clone(),
@@ -219,6 +227,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
         sweep_lock: tokio::sync::Mutex::new(()),
         trial_timeout_ms: config.trial_timeout.as_millis() as i64,
         started_ms: trainlog_meta::now_ms(),
+        rules,
     });
     let refreshed = state.clone();
     let listener = TcpListener::bind((config.host.as_str(), config.port))?;
@@ -252,6 +261,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     auth.spawn_upkeep();
     actix_web::rt::spawn(crate::liveness::watch(refreshed.clone()));
+    actix_web::rt::spawn(crate::rules::watch_ends(refreshed.clone()));
     actix_web::rt::spawn(crate::deliver::run(refreshed.clone(), format!("{scheme}://{addr}")));
     actix_web::rt::spawn(routes::report::keep_fresh(refreshed));
     let handle = server.handle();

@@ -20,6 +20,8 @@ pub struct AppState {
     pub trial_timeout_ms: i64,
     /// When this server started, in milliseconds since the epoch.
     pub started_ms: i64,
+    /// Each project's metric rules, which ingest checks each batch against.
+    pub rules: crate::rules::RuleCache,
 }
 
 /// The state as handlers take it.

@@ -21,12 +21,26 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/projects/{name}/alert-channels", web::get().to(list_channels))
         .route("/projects/{name}/alert-channels", web::post().to(add_channel))
         .route("/projects/{name}/alert-channels/{channel}", web::delete().to(remove_channel))
-        .route("/projects/{name}/alert-deliveries", web::get().to(list_deliveries));
+        .route("/projects/{name}/alert-deliveries", web::get().to(list_deliveries))
+        .route("/projects/{name}/alert-rules", web::get().to(list_rules))
+        .route("/projects/{name}/alert-rules", web::post().to(add_rule))
+        .route("/projects/{name}/alert-rules/{rule}", web::delete().to(remove_rule));
 }
 
 /// This resource's operations in the API document.
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(raise_alert, run_alerts, project_alerts, list_channels, add_channel, remove_channel, list_deliveries))]
+#[openapi(paths(
+    raise_alert,
+    run_alerts,
+    project_alerts,
+    list_channels,
+    add_channel,
+    remove_channel,
+    list_deliveries,
+    list_rules,
+    add_rule,
+    remove_rule
+))]
 pub(super) struct Api;
 
 /// Characters an alert's title may have.
@@ -191,7 +205,93 @@ pub(crate) async fn list_deliveries(state: State, path: web::Path<String>, req: 
     Ok(HttpResponse::Ok().json(DeliveryList { deliveries: rows.into_iter().map(DeliveryView::from).collect() }))
 }
 
+/// A project's alert rules, as written.
+#[utoipa::path(get, path = "/api/v1/projects/{name}/alert-rules", tag = "alerts",
+    params(("name" = inline(NameText), Path, description = "The project's name.")),
+    responses((status = 200, description = "The project's rules.", body = RuleList)))]
+pub(crate) async fn list_rules(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    let project = lookup::project(&state, &req, path.into_inner(), Role::Read).await?;
+    let rows = meta(&state, move |m| m.rules(Some(project.id))).await?;
+    Ok(HttpResponse::Ok().json(RuleList { rules: rows.into_iter().map(RuleView::from).collect() }))
+}
+
+/// Add a rule the server evaluates for the project's runs, written as people say it:
+/// `KEY not finite`, `KEY > NUMBER`, `KEY < NUMBER` (on each point as it arrives), or a run's end
+/// (`failed`, `lost`, `preempted`, `killed`, `finished`).
+#[utoipa::path(post, path = "/api/v1/projects/{name}/alert-rules", tag = "alerts",
+    params(("name" = inline(NameText), Path, description = "The project's name.")),
+    request_body = AddRule,
+    responses((status = 201, description = "The rule.", body = RuleView)))]
+pub(crate) async fn add_rule(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let project = lookup::project(&state, &req, path.into_inner(), Role::Write).await?;
+    let body: AddRule = json_body(&req, payload).await?;
+    let by = crate::auth::caller(&req).map(|c| c.name);
+    let cache = state.clone();
+    let row = meta(&state, move |m| {
+        let row = m.add_rule(project.id, &body.rule, by.as_deref())?;
+        cache.rules.reload(m)?;
+        Ok(row)
+    })
+    .await?;
+    Ok(HttpResponse::Created().json(RuleView::from(row)))
+}
+
+/// Remove a rule of the project.
+#[utoipa::path(delete, path = "/api/v1/projects/{name}/alert-rules/{rule}", tag = "alerts",
+    params(("name" = inline(NameText), Path, description = "The project's name."),
+        ("rule" = i64, Path, description = "The rule's id.", minimum = 1)),
+    responses((status = 200, description = "Removed.", body = StatusOk)))]
+pub(crate) async fn remove_rule(
+    state: State,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+) -> Result<HttpResponse> {
+    let (name, rule) = path.into_inner();
+    let project = lookup::project(&state, &req, name, Role::Write).await?;
+    let rule: i64 =
+        rule.parse().ok().filter(|id| *id > 0).ok_or_else(|| ApiError::NotFound(format!("rule {rule:?}")))?;
+    let cache = state.clone();
+    meta(&state, move |m| {
+        m.remove_rule(project.id, rule)?;
+        cache.rules.reload(m)
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(OK))
+}
+
 // Wire types.
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddRule {
+    /// The rule as people say it: `train/loss not finite`, `eval/acc < 0.5`, `failed`.
+    #[schema(min_length = 1, max_length = 300)]
+    pub rule: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RuleView {
+    pub id: i64,
+    pub rule: String,
+    pub created_by: Option<String>,
+    pub created_time: i64,
+}
+
+impl From<trainlog_meta::alert_rules::RuleRow> for RuleView {
+    fn from(r: trainlog_meta::alert_rules::RuleRow) -> Self {
+        RuleView { id: r.id, rule: r.text, created_by: r.created_by, created_time: r.created_ms }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RuleList {
+    pub rules: Vec<RuleView>,
+}
 
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -73,6 +73,11 @@ pub(crate) async fn prometheus(state: State, req: HttpRequest) -> HttpResponse {
         "Rounds of the alert sender that could not read or record deliveries (each tried again)",
         ConstCounter::new(delivery_failures),
     );
+    registry.register(
+        "alert_rule_failures",
+        "Rounds of the rules on runs' ends, and alerts of metric rules, that could not be read or recorded",
+        ConstCounter::new(crate::rules::failures()),
+    );
     let (failed, throttled) = crate::auth::failure_counts(&req);
     registry.register("auth_failures", "Requests refused for a missing or invalid API key", ConstCounter::new(failed));
     registry.register(
