@@ -15,6 +15,7 @@ mod lookup;
 mod query;
 mod respond;
 mod routes;
+mod rule_cache;
 mod rules;
 mod startup;
 mod state;

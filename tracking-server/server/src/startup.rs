@@ -214,7 +214,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
         .map_err(|e| to_io(format!("opening the metrics store: {e}")))?;
     let m = meta.clone();
     let rules = tokio::task::spawn_blocking(move || {
-        let cache = crate::rules::RuleCache::default();
+        let cache = crate::rule_cache::RuleCache::default();
         cache.reload(&m).map(|()| cache)
     })
     .await

@@ -21,7 +21,7 @@ pub struct AppState {
     /// When this server started, in milliseconds since the epoch.
     pub started_ms: i64,
     /// Each project's metric rules, which ingest checks each batch against.
-    pub rules: crate::rules::RuleCache,
+    pub rules: crate::rule_cache::RuleCache,
 }
 
 /// The state as handlers take it.
