@@ -157,6 +157,18 @@ fn readiness_names_the_database_while_it_is_away_and_liveness_does_not_care() {
              SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}';"
         ),
     );
+    // pg_terminate_backend only signals: wait (bounded) until the server's backends are gone.
+    let mut client = postgres::Client::connect(&admin, postgres::NoTls).expect("a connection to the test server");
+    for _ in 0..100 {
+        let left: i64 = client
+            .query_one("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1", &[&database])
+            .expect("pg_stat_activity")
+            .get(0);
+        if left == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let (status, ready) = s.get("/health/ready");
     assert_eq!(
         (status, ready["status"].as_str(), ready["store"].as_str()),
