@@ -81,16 +81,7 @@ impl MetaStore {
 
     /// Removes a rule of a project.
     pub fn remove_rule(&self, project_id: i64, id: i64) -> Result<()> {
-        self.write(|tx| {
-            let changed = tx.exec(
-                "UPDATE alert_rules SET deleted = 1 WHERE id = ?1 AND project_id = ?2 AND deleted = 0",
-                vals![id, project_id],
-            )?;
-            if changed == 0 {
-                return Err(not_found(format!("rule {id} of project {project_id}")));
-            }
-            Ok(())
-        })
+        self.write(|tx| crate::alerts::remove_row(tx, "alert_rules", "rule", project_id, id))
     }
 
     /// The runs clock's latest revision.
@@ -105,16 +96,16 @@ impl MetaStore {
         })
     }
 
-    /// Runs of projects with rules that ended and changed after revision `after` (at most
-    /// `limit`, by revision).
-    pub fn ended_since(&self, after: i64, limit: i64) -> Result<Vec<EndedRun>> {
+    /// Runs of projects with rules that ended and changed after revision `after`, up to
+    /// revision `upto` (at most `limit`, by revision).
+    pub fn ended_since(&self, after: i64, upto: i64, limit: i64) -> Result<Vec<EndedRun>> {
         self.read(|db| {
             db.rows(
                 "SELECT r.id, r.project_id, r.status, r.revision FROM runs r
-                 WHERE r.revision > ?1 AND r.status IN ('failed', 'lost', 'preempted', 'killed', 'finished')
+                 WHERE r.revision > ?1 AND r.revision <= ?3 AND r.status IN ('failed', 'lost', 'preempted', 'killed', 'finished')
                    AND r.project_id IN (SELECT project_id FROM alert_rules WHERE deleted = 0)
                  ORDER BY r.revision LIMIT ?2",
-                vals![after, limit],
+                vals![after, limit, upto],
             )?
             .iter()
             .map(|r| Ok(EndedRun { id: r.get(0)?, project_id: r.get(1)?, status: r.get(2)?, revision: r.get(3)? }))
@@ -146,12 +137,12 @@ mod tests {
         assert_eq!(rule.text, "failed");
         assert_eq!(m.rules(Some(project)).expect("rules"), vec![rule.clone()]);
         let before = m.latest_revision().expect("revision");
-        assert_eq!(m.ended_since(before, 10).expect("none"), vec![]);
+        assert_eq!(m.ended_since(before, i64::MAX, 10).expect("none"), vec![]);
         m.set_status(&run, RunStatus::Failed, None).expect("fail");
-        let [ended] = <[EndedRun; 1]>::try_from(m.ended_since(before, 10).expect("one")).expect("one");
+        let [ended] = <[EndedRun; 1]>::try_from(m.ended_since(before, i64::MAX, 10).expect("one")).expect("one");
         assert_eq!((ended.id.as_str(), ended.status.as_str()), ("watched", "failed"));
         m.remove_rule(project, rule.id).expect("remove");
         assert_eq!(m.rules(None).expect("rules"), vec![]);
-        assert_eq!(m.ended_since(before, 10).expect("no rules, none"), vec![]);
+        assert_eq!(m.ended_since(before, i64::MAX, 10).expect("no rules, none"), vec![]);
     }
 }

@@ -150,6 +150,19 @@ fn check_alert(new: &NewAlert) -> Result<()> {
     Ok(())
 }
 
+/// Marks row `id` of a project's `table` (channels, rules) removed; not found when it has none
+/// such still there. The row stays for what refers to it.
+pub(crate) fn remove_row(tx: &dyn Db, table: &str, what: &str, project_id: i64, id: i64) -> Result<()> {
+    let changed = tx.exec(
+        &format!("UPDATE {table} SET deleted = 1 WHERE id = ?1 AND project_id = ?2 AND deleted = 0"),
+        vals![id, project_id],
+    )?;
+    if changed == 0 {
+        return Err(not_found(format!("{what} {id} of project {project_id}")));
+    }
+    Ok(())
+}
+
 /// Records `new` in project `project_id`, folding a repeat; answers the alert and whether it was
 /// new (a new one has a pending delivery to each of the project's channels).
 fn record(tx: &dyn Db, project_id: i64, new: &NewAlert) -> Result<(AlertRow, bool)> {
@@ -313,13 +326,7 @@ impl MetaStore {
     /// Removes a channel: nothing more is sent there, and its pending deliveries are given up.
     pub fn remove_channel(&self, project_id: i64, id: i64) -> Result<()> {
         self.write(|tx| {
-            let changed = tx.exec(
-                "UPDATE alert_channels SET deleted = 1 WHERE id = ?1 AND project_id = ?2 AND deleted = 0",
-                vals![id, project_id],
-            )?;
-            if changed == 0 {
-                return Err(not_found(format!("channel {id} of project {project_id}")));
-            }
+            remove_row(tx, "alert_channels", "channel", project_id, id)?;
             tx.exec(
                 "UPDATE alert_deliveries SET status = 'failed', answer = 'the channel was removed'
                  WHERE channel_id = ?1 AND status = 'pending'",

@@ -12,6 +12,8 @@ use trainlog_schema::RunId;
 
 /// A run's end fires a rule once (within 30 days).
 const END_FOLD_MS: i64 = 30 * 86_400_000;
+/// Ended runs one round of the rules on runs' ends reads; the rest wait for the next round.
+const END_ROUND: i64 = 500;
 /// How often the rules on runs' ends look.
 const END_CHECK: Duration = Duration::from_secs(2);
 
@@ -55,9 +57,14 @@ pub(crate) async fn watch_ends(state: State) {
     loop {
         every.tick().await;
         let round = meta(&state, move |m| {
-            let ended = m.ended_since(after, 500)?;
+            // The watermark moves past every run changed meanwhile, ended or not, so each round
+            // reads only what changed since the last one.
+            let latest = m.latest_revision()?;
+            let ended = m.ended_since(after, latest, END_ROUND)?;
+            let next =
+                if ended.len() as i64 == END_ROUND { ended.last().map_or(latest, |r| r.revision) } else { latest };
             if ended.is_empty() {
-                return Ok((after, false));
+                return Ok((next, false));
             }
             let rules = m.rules(None)?;
             let mut raised = false;
@@ -85,7 +92,7 @@ pub(crate) async fn watch_ends(state: State) {
                     }
                 }
             }
-            Ok((ended.last().map_or(after, |r| r.revision), raised))
+            Ok((next, raised))
         })
         .await;
         match round {
