@@ -98,6 +98,10 @@ enum Command {
         /// new attempt). The SDK sends one every 30 s.
         #[arg(long, env = "TRAINLOG_LOST_AFTER_S", default_value_t = trainlog_server::DEFAULT_LOST_AFTER.as_secs_f64(), value_parser = positive_seconds)]
         lost_after_s: f64,
+        /// Seconds between checks of the alert rules on projects' budgets and report figures
+        /// (`budget 80%`, `utilization < 50% for 6h`, `cost spike`…).
+        #[arg(long, env = "TRAINLOG_PROJECT_RULES_EVERY_S", default_value_t = 60.0, value_parser = positive_seconds)]
+        project_rules_every_s: f64,
     },
     /// Give a user a role on a project (or with --model, a registered model), in the server's
     /// data folder (the server may be running): none, read, write or admin.
@@ -906,6 +910,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             body_timeout_s,
             max_query_points,
             lost_after_s,
+            project_rules_every_s,
         } => {
             // Fails only when this process already has a subscriber, which then keeps logging.
             tracing_subscriber::fmt()
@@ -936,6 +941,7 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 body_timeout: std::time::Duration::from_secs_f64(body_timeout_s),
                 max_query_points,
                 lost_after: std::time::Duration::from_secs_f64(lost_after_s),
+                project_rules_every: std::time::Duration::from_secs_f64(project_rules_every_s),
                 default_role: match trainlog_meta::Role::parse("default-permission", &default_permission) {
                     Ok(role) => role,
                     Err(e) => {

@@ -24,6 +24,18 @@ pub struct EndedRun {
     pub revision: i64,
 }
 
+/// A running run as the activity rules see it: what its GPUs cost an hour now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchedRun {
+    pub id: String,
+    pub status: String,
+    /// What its running attempt's priced nodes cost an hour, and its GPUs; None without a job.
+    pub usd_per_hour: Option<f64>,
+    pub gpus: i64,
+    /// Nodes of its job with no price.
+    pub unpriced_nodes: i64,
+}
+
 /// Rules one project may have.
 pub const MAX_RULES_PER_PROJECT: i64 = 100;
 
@@ -82,6 +94,48 @@ impl MetaStore {
     /// Removes a rule of a project.
     pub fn remove_rule(&self, project_id: i64, id: i64) -> Result<()> {
         self.write(|tx| crate::alerts::remove_row(tx, "alert_rules", "rule", project_id, id))
+    }
+
+    /// The status and price of the runs named (those that exist).
+    pub fn watched_runs(&self, ids: &[&str]) -> Result<Vec<WatchedRun>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let marks = (1..=ids.len()).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ");
+        let params: Vec<crate::db::Value> = ids.iter().map(|r| crate::db::Value::from(*r)).collect();
+        self.read(|db| {
+            db.rows(
+                &format!(
+                    "SELECT r.id, r.status, j.usd_per_hour, j.gpus, j.unpriced_nodes FROM runs r
+                     LEFT JOIN run_jobs j ON j.run_id = r.id WHERE r.id IN ({marks})"
+                ),
+                &params,
+            )?
+            .iter()
+            .map(|r| {
+                Ok(WatchedRun {
+                    id: r.get(0)?,
+                    status: r.get(1)?,
+                    usd_per_hour: r.get(2)?,
+                    gpus: r.get::<Option<i64>>(3)?.unwrap_or(0),
+                    unpriced_nodes: r.get::<Option<i64>>(4)?.unwrap_or(0),
+                })
+            })
+            .collect()
+        })
+    }
+
+    /// The running runs of a project.
+    pub fn running_runs(&self, project_id: i64) -> Result<Vec<String>> {
+        self.read(|db| {
+            db.rows(
+                "SELECT id FROM runs WHERE project_id = ?1 AND status = 'running' AND deleted = 0 ORDER BY id",
+                vals![project_id],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+        })
     }
 
     /// The runs clock's latest revision.

@@ -1,15 +1,28 @@
-//! Each project's metric rules, loaded from the store, and the check of an ingested batch
-//! against them: a hash lookup for a project without rules. Pure: no store access but the load.
+//! Each project's rules, loaded from the store, and the check of an ingested batch against
+//! them: a hash lookup for a project without rules. Runs of projects whose rules need their
+//! history (a spike, a plateau, a stall, idle GPUs) are remembered here (`run_watch`), and the
+//! activity rules' timer asks which of them are due. Pure: no store access but the load.
 
+use crate::run_watch::{Episode, RunWatch};
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use trainlog_meta::alerts::NewAlert;
 use trainlog_meta::MetaStore;
-use trainlog_schema::alert_rule::AlertRule;
-use trainlog_schema::PointBatch;
+use trainlog_schema::alert_rule::{duration_words, AlertRule, RuleKind};
+use trainlog_schema::{PointBatch, RunId};
 
 /// A metric rule that fired again within this long of its alert on the same run is folded into it.
-const METRIC_FOLD_MS: i64 = 3_600_000;
+pub const METRIC_FOLD_MS: i64 = 3_600_000;
+/// Runs remembered at most; past it a new run is not watched (and counted).
+const MAX_WATCHED_RUNS: usize = 100_000;
+/// A watched run that sent nothing for this long is forgotten.
+const FORGET_AFTER_MS: i64 = 86_400_000;
+/// GPU samples must have arrived this recently for idle GPUs to be told from a silent run.
+const GPU_FRESH_MS: i64 = 120_000;
+/// The warning before an idle run is stopped comes this long before the stop, or at half the
+/// span for a shorter one.
+const STOP_WARNING_MS: i64 = 600_000;
 
 /// A rule as loaded: its text and what it means.
 #[derive(Debug, Clone)]
@@ -18,55 +31,279 @@ pub struct LoadedRule {
     pub rule: AlertRule,
 }
 
-/// Each project's metric rules, loaded from the store and reloaded when rules change.
+/// One project's rules that the ingest path and the activity timer check.
+#[derive(Debug, Default)]
+struct ProjectRules {
+    metric: Vec<LoadedRule>,
+    activity: Vec<LoadedRule>,
+    idle_thresholds: Vec<f64>,
+    /// Whether its runs are remembered between batches.
+    watches_runs: bool,
+}
+
+/// An alert a rule fired on a run, and the stop it asks for (its reason) with `then stop`.
+#[derive(Debug, Clone)]
+pub struct Fired {
+    pub alert: NewAlert,
+    pub stop: Option<String>,
+}
+
+/// An activity rule due on a watched run.
+#[derive(Debug, Clone)]
+pub struct Due {
+    pub run: String,
+    pub rule: LoadedRule,
+    pub episode: Episode,
+    /// How long the run has been stalled or idle.
+    pub for_ms: i64,
+    /// Its last step, for a stall.
+    pub step: Option<i64>,
+}
+
+/// Each project's rules, loaded from the store and reloaded when rules change, and the runs
+/// they watch.
 #[derive(Debug, Default)]
 pub struct RuleCache {
-    metric: RwLock<HashMap<i64, Arc<Vec<LoadedRule>>>>,
+    projects: RwLock<HashMap<i64, Arc<ProjectRules>>>,
+    runs: Mutex<HashMap<String, RunWatch>>,
+    unwatched: AtomicU64,
 }
 
 impl RuleCache {
     /// Loads every project's rules (a stored rule this server cannot parse is left out).
     pub fn reload(&self, m: &MetaStore) -> trainlog_meta::Result<()> {
-        let mut metric: HashMap<i64, Vec<LoadedRule>> = HashMap::new();
+        let mut projects: HashMap<i64, ProjectRules> = HashMap::new();
         for row in m.rules(None)? {
             let Ok(rule) = AlertRule::parse(&row.text) else { continue };
-            if rule.key().is_some() {
-                metric.entry(row.project_id).or_default().push(LoadedRule { text: row.text, rule });
+            let kind = rule.kind();
+            let entry = projects.entry(row.project_id).or_default();
+            let loaded = LoadedRule { text: row.text, rule };
+            match kind {
+                RuleKind::Metric => {
+                    entry.watches_runs |= loaded.rule.fires_on(0.0).is_none();
+                    entry.metric.push(loaded);
+                }
+                RuleKind::Activity => {
+                    if let AlertRule::Idle { below_pct, .. } = loaded.rule {
+                        if !entry.idle_thresholds.contains(&below_pct) {
+                            entry.idle_thresholds.push(below_pct);
+                        }
+                    }
+                    entry.watches_runs = true;
+                    entry.activity.push(loaded);
+                }
+                RuleKind::RunEnd | RuleKind::Project => {}
             }
         }
-        let loaded = metric.into_iter().map(|(p, rules)| (p, Arc::new(rules))).collect();
-        *self.metric.write().unwrap_or_else(std::sync::PoisonError::into_inner) = loaded;
+        projects.retain(|_, p| !p.metric.is_empty() || !p.activity.is_empty());
+        let loaded: HashMap<i64, Arc<ProjectRules>> = projects.into_iter().map(|(p, r)| (p, Arc::new(r))).collect();
+        self.runs().retain(|_, w| loaded.get(&w.project_id).is_some_and(|p| p.watches_runs));
+        *self.projects.write().unwrap_or_else(PoisonError::into_inner) = loaded;
         Ok(())
     }
 
-    /// The alerts `batch` of a run of project `project_id` fires: for each metric rule, the
-    /// first point of its metric that breaks it.
-    pub fn check(&self, project_id: i64, batch: &PointBatch) -> Vec<NewAlert> {
+    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, RunWatch>> {
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs not watched because the server watched as many as it keeps.
+    pub fn unwatched_runs(&self) -> u64 {
+        self.unwatched.load(Ordering::Relaxed)
+    }
+
+    /// Runs watched now.
+    pub fn watched_runs(&self) -> usize {
+        self.runs().len()
+    }
+
+    /// The alerts `batch` of `run` (of project `project_id`) fires, arriving at `now`: for each
+    /// metric rule, the first point of its metric that breaks it.
+    pub fn check(&self, project_id: i64, run: &RunId, batch: &PointBatch, now: i64) -> Vec<Fired> {
         let rules = {
-            let map = self.metric.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let map = self.projects.read().unwrap_or_else(PoisonError::into_inner);
             match map.get(&project_id) {
                 Some(rules) => rules.clone(),
                 None => return Vec::new(),
             }
         };
         let mut fired = Vec::new();
-        for rule in rules.iter() {
+        for rule in &rules.metric {
             let Some(key) = rule.rule.key() else { continue };
+            if rule.rule.fires_on(0.0).is_none() {
+                continue;
+            }
             let Some(index) = batch.keys.iter().position(|k| k == key) else { continue };
-            let first = batch.points.iter().find(|p| p.key as usize == index && rule.rule.fires_on(p.value));
+            let first =
+                batch.points.iter().find(|p| p.key as usize == index && rule.rule.fires_on(p.value) == Some(true));
             if let Some(point) = first {
-                fired.push(NewAlert {
+                let text = format!("{key} was {} at step {} (rule `{}`)", point.value, point.step, rule.text);
+                fired.push(fire(rule, rule.rule.title(point.value), text, Some(point.step)));
+            }
+        }
+        if !rules.watches_runs {
+            return fired;
+        }
+        let mut runs = self.runs();
+        if !runs.contains_key(run.as_str()) && runs.len() >= MAX_WATCHED_RUNS {
+            self.unwatched.fetch_add(1, Ordering::Relaxed);
+            return fired;
+        }
+        let watch = runs.entry(run.as_str().to_owned()).or_insert_with(|| RunWatch::new(project_id, now));
+        if !rules.activity.is_empty() {
+            watch.note_activity(batch, &rules.idle_thresholds, now);
+        }
+        for rule in rules.metric.iter().filter(|r| r.rule.fires_on(0.0).is_none()) {
+            let Some(hit) = watch.check_series(&rule.text, &rule.rule, batch) else { continue };
+            let Some(key) = rule.rule.key() else { continue };
+            let text = match hit.best {
+                Some((best, at)) => format!(
+                    "{key} was {} at step {}: no better than {best} (step {at}) for {} steps (rule `{}`)",
+                    hit.value,
+                    hit.step,
+                    hit.step - at,
+                    rule.text
+                ),
+                None => format!(
+                    "{key} was {} at step {}, {:.1} standard deviations from its recent mean (rule `{}`)",
+                    hit.value, hit.step, hit.z, rule.text
+                ),
+            };
+            fired.push(fire(rule, rule.rule.title(hit.value), text, Some(hit.step)));
+        }
+        fired
+    }
+
+    /// The activity rules due at `now` on the runs watched, each once an episode (a stall ends
+    /// with a new step, idleness with a busy sample); runs silent for a day are forgotten.
+    pub fn due(&self, now: i64) -> Vec<Due> {
+        let projects = self.projects.read().unwrap_or_else(PoisonError::into_inner).clone();
+        let mut runs = self.runs();
+        runs.retain(|_, w| now - w.seen_ms < FORGET_AFTER_MS);
+        let mut due = Vec::new();
+        for (run, w) in runs.iter() {
+            let Some(rules) = projects.get(&w.project_id) else { continue };
+            for rule in &rules.activity {
+                let mut push = |episode: Episode, for_ms: i64| {
+                    if !w.fired.contains(&episode) {
+                        due.push(Due { run: run.clone(), rule: rule.clone(), episode, for_ms, step: w.step });
+                    }
+                };
+                match rule.rule {
+                    AlertRule::Stalled { after_ms, .. } => {
+                        if now - w.step_ms >= after_ms {
+                            push(Episode::Stalled { rule: rule.text.clone() }, now - w.step_ms);
+                        }
+                    }
+                    AlertRule::Idle { below_pct, for_ms, stop } => {
+                        let since = w.idle_since(below_pct);
+                        if since == i64::MAX || w.gpu_last_ms.is_none_or(|t| now - t > GPU_FRESH_MS) {
+                            continue;
+                        }
+                        let idle = now - since;
+                        let episode = |warning| Episode::Idle { rule: rule.text.clone(), pct: below_pct, warning };
+                        // A stop comes only after its warning, however long the idleness was.
+                        let warned = !stop || w.fired.contains(&episode(true));
+                        if !warned && idle >= for_ms - STOP_WARNING_MS.min(for_ms / 2) {
+                            push(episode(true), idle);
+                        } else if warned && idle >= for_ms {
+                            push(episode(false), idle);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        due
+    }
+
+    /// Notes that an activity rule fired on a run, so it fires once this episode.
+    pub fn mark(&self, run: &str, episode: Episode) {
+        if let Some(w) = self.runs().get_mut(run) {
+            w.fired.push(episode);
+        }
+    }
+
+    /// Forgets a run (it ended).
+    pub fn forget(&self, run: &str) {
+        self.runs().remove(run);
+    }
+}
+
+/// The alert a rule fires, folded with its repeats within the hour, and its stop.
+fn fire(rule: &LoadedRule, title: String, text: String, step: Option<i64>) -> Fired {
+    let stop = rule.rule.stops().then(|| format!("`{}`: {title}", rule.text));
+    Fired {
+        alert: NewAlert {
+            run: None,
+            rule: rule.text.clone(),
+            level: rule.rule.level().into(),
+            title,
+            text,
+            step,
+            wait_ms: METRIC_FOLD_MS,
+        },
+        stop,
+    }
+}
+
+/// The alert of an activity rule that is due, and its stop.
+pub fn due_alert(due: &Due, usd_per_hour: Option<(f64, i64)>) -> Fired {
+    let rule = &due.rule;
+    let spent = |ms: i64| duration_words(ms);
+    let dollars = match usd_per_hour {
+        Some((usd, gpus)) if usd > 0.0 => format!("${usd:.2}/h of {gpus} GPU(s)"),
+        Some((_, gpus)) => format!("{gpus} GPU(s), no price"),
+        None => "its GPUs".to_owned(),
+    };
+    match (&rule.rule, &due.episode) {
+        (AlertRule::Idle { below_pct, for_ms, .. }, Episode::Idle { warning: true, .. }) => Fired {
+            alert: NewAlert {
+                run: None,
+                rule: rule.text.clone(),
+                level: "warn".into(),
+                title: format!("GPUs idle for {}: stopping at {}", spent(due.for_ms), spent(*for_ms)),
+                text: format!(
+                    "{dollars} below {below_pct}% for {}; the run will be stopped when they have been idle for {} (rule `{}`)",
+                    spent(due.for_ms),
+                    spent(*for_ms),
+                    rule.text
+                ),
+                step: due.step,
+                wait_ms: METRIC_FOLD_MS,
+            },
+            stop: None,
+        },
+        (AlertRule::Idle { below_pct, .. }, _) => {
+            let title = format!("{dollars} idle for {}", spent(due.for_ms));
+            Fired {
+                stop: rule.rule.stops().then(|| format!("`{}`: {title}", rule.text)),
+                alert: NewAlert {
                     run: None,
                     rule: rule.text.clone(),
                     level: rule.rule.level().into(),
-                    title: rule.rule.title(point.value),
-                    text: format!("{key} was {} at step {} (rule `{}`)", point.value, point.step, rule.text),
-                    step: Some(point.step),
+                    text: format!("{dollars} below {below_pct}% for {} (rule `{}`)", spent(due.for_ms), rule.text),
+                    title,
+                    step: due.step,
                     wait_ms: METRIC_FOLD_MS,
-                });
+                },
             }
         }
-        fired
+        _ => {
+            let title = rule.rule.title(0.0);
+            let last = due.step.map_or("no step yet".to_owned(), |s| format!("last step {s}"));
+            Fired {
+                stop: rule.rule.stops().then(|| format!("`{}`: {title}", rule.text)),
+                alert: NewAlert {
+                    run: None,
+                    rule: rule.text.clone(),
+                    level: rule.rule.level().into(),
+                    text: format!("no new step for {} ({last}) (rule `{}`)", spent(due.for_ms), rule.text),
+                    title,
+                    step: due.step,
+                    wait_ms: METRIC_FOLD_MS,
+                },
+            }
+        }
     }
 }
 
@@ -75,26 +312,98 @@ mod tests {
     use super::*;
     use trainlog_schema::{BatchPoint, MetricKey};
 
+    fn loaded(text: &str) -> LoadedRule {
+        LoadedRule { text: text.into(), rule: AlertRule::parse(text).expect("rule") }
+    }
+
+    fn cache_with(project: i64, texts: &[&str]) -> RuleCache {
+        let cache = RuleCache::default();
+        let mut rules = ProjectRules::default();
+        for text in texts {
+            let rule = loaded(text);
+            match rule.rule.kind() {
+                RuleKind::Metric => {
+                    rules.watches_runs |= rule.rule.fires_on(0.0).is_none();
+                    rules.metric.push(rule)
+                }
+                _ => {
+                    if let AlertRule::Idle { below_pct, .. } = rule.rule {
+                        rules.idle_thresholds.push(below_pct);
+                    }
+                    rules.watches_runs = true;
+                    rules.activity.push(rule)
+                }
+            }
+        }
+        cache.projects.write().expect("lock").insert(project, Arc::new(rules));
+        cache
+    }
+
+    fn batch(keys: &[&str], points: &[(u32, i64, f64)]) -> PointBatch {
+        PointBatch {
+            keys: keys.iter().map(|k| MetricKey::parse("k", k).expect("key")).collect(),
+            points: points
+                .iter()
+                .map(|(key, step, value)| BatchPoint { key: *key, step: *step, timestamp_ms: 0, value: *value })
+                .collect(),
+        }
+    }
+
     #[test]
     fn a_batch_fires_each_metric_rule_on_its_first_breaking_point_and_other_projects_cost_a_lookup() {
-        let cache = RuleCache::default();
-        let rules = vec![
-            LoadedRule { text: "loss not finite".into(), rule: AlertRule::parse("loss not finite").expect("rule") },
-            LoadedRule { text: "acc < 0.5".into(), rule: AlertRule::parse("acc < 0.5").expect("rule") },
-        ];
-        cache.metric.write().expect("lock").insert(7, Arc::new(rules));
-        let point = |key: u32, step: i64, value: f64| BatchPoint { key, step, timestamp_ms: 0, value };
-        let batch = PointBatch {
-            keys: vec![MetricKey::parse("k", "loss").expect("key"), MetricKey::parse("k", "acc").expect("key")],
-            points: vec![point(0, 1, 0.5), point(1, 1, 0.9), point(0, 2, f64::NAN), point(0, 3, f64::NAN)],
-        };
-        let fired = cache.check(7, &batch);
+        let cache = cache_with(7, &["loss not finite then stop", "acc < 0.5"]);
+        let run = RunId::parse("id", "r1").expect("id");
+        let b = batch(&["loss", "acc"], &[(0, 1, 0.5), (1, 1, 0.9), (0, 2, f64::NAN), (0, 3, f64::NAN)]);
+        let fired = cache.check(7, &run, &b, 0);
         assert_eq!(fired.len(), 1, "{fired:?}");
+        let alert = &fired[0].alert;
         assert_eq!(
-            (fired[0].rule.as_str(), fired[0].step, fired[0].level.as_str()),
-            ("loss not finite", Some(2), "error")
+            (alert.rule.as_str(), alert.step, alert.level.as_str()),
+            ("loss not finite then stop", Some(2), "error")
         );
-        assert_eq!(fired[0].title, "loss is NaN");
-        assert!(cache.check(8, &batch).is_empty(), "a project without rules");
+        assert_eq!(alert.title, "loss is NaN");
+        assert_eq!(fired[0].stop.as_deref(), Some("`loss not finite then stop`: loss is NaN"));
+        assert!(cache.check(8, &run, &b, 0).is_empty(), "a project without rules");
+        assert_eq!(cache.watched_runs(), 0, "stateless rules remember no run");
+    }
+
+    #[test]
+    fn a_stall_and_idle_gpus_are_due_once_an_episode_with_a_warning_before_a_stop() {
+        let cache = cache_with(3, &["stalled 10s", "idle < 10% for 20s then stop"]);
+        let run = RunId::parse("id", "r2").expect("id");
+        let keys = ["loss", "sys/gpu.0.util"];
+        cache.check(3, &run, &batch(&keys, &[(0, 1, 1.0), (1, 1, 90.0)]), 0);
+        for t in (1..=25).map(|s| s * 1_000) {
+            cache.check(3, &run, &batch(&keys[1..], &[(0, 1, 2.0)]), t);
+        }
+        let mut due = cache.due(25_000);
+        due.sort_by_key(|d| matches!(d.episode, Episode::Idle { .. }));
+        let names: Vec<(String, i64)> = due.iter().map(|d| (format!("{:?}", d.episode), d.for_ms)).collect();
+        assert_eq!(due.len(), 2, "{names:?}");
+        assert!(matches!(due[0].episode, Episode::Stalled { .. }) && due[0].for_ms == 25_000, "{names:?}");
+        assert!(matches!(due[1].episode, Episode::Idle { warning: true, .. }), "the warning first: {names:?}");
+        cache.mark("r2", due[1].episode.clone());
+        let due = vec![due[0].clone(), cache.due(25_000).pop().expect("the stop, after its warning")];
+        assert!(matches!(due[1].episode, Episode::Idle { warning: false, .. }) && due[1].for_ms == 25_000);
+        let stop = due_alert(&due[1], Some((6.88, 2)));
+        assert_eq!(stop.alert.title, "$6.88/h of 2 GPU(s) idle for 25 s");
+        assert!(stop.stop.is_some());
+        for d in due {
+            cache.mark(&d.run, d.episode);
+        }
+        assert!(cache.due(26_000).is_empty(), "once an episode");
+        // Between the warning (at 10 s: half of a span shorter than 20 min) and the stop.
+        cache.forget("r2");
+        cache.check(3, &run, &batch(&keys, &[(0, 5, 1.0), (1, 5, 2.0)]), 100_000);
+        cache.check(3, &run, &batch(&keys, &[(0, 6, 1.0), (1, 6, 2.0)]), 112_000);
+        let due = cache.due(112_000);
+        assert_eq!(due.len(), 1);
+        assert!(matches!(due[0].episode, Episode::Idle { warning: true, .. }));
+        assert_eq!(due_alert(&due[0], None).alert.title, "GPUs idle for 12 s: stopping at 20 s");
+        assert!(due_alert(&due[0], None).stop.is_none());
+        // A busy sample ends the episode.
+        cache.mark("r2", due[0].episode.clone());
+        cache.check(3, &run, &batch(&keys[1..], &[(0, 7, 50.0)]), 113_000);
+        assert!(cache.due(114_000).is_empty());
     }
 }

@@ -48,6 +48,8 @@ pub struct ServerConfig {
     pub body_timeout: std::time::Duration,
     /// Points one read of series may cost, at most `MAX_QUERY_POINTS`.
     pub max_query_points: u64,
+    /// How often the rules on projects' budgets and report figures are checked.
+    pub project_rules_every: std::time::Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -262,8 +264,10 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     auth.spawn_upkeep();
     actix_web::rt::spawn(crate::liveness::watch(refreshed.clone()));
     actix_web::rt::spawn(crate::rules::watch_ends(refreshed.clone()));
+    actix_web::rt::spawn(crate::rules::watch_activity(refreshed.clone()));
+    actix_web::rt::spawn(crate::rules::watch_projects(refreshed.clone(), config.project_rules_every));
     actix_web::rt::spawn(crate::deliver::run(refreshed.clone(), format!("{scheme}://{addr}")));
-    actix_web::rt::spawn(routes::report::keep_fresh(refreshed));
+    actix_web::rt::spawn(crate::report_rows::keep_fresh(refreshed));
     let handle = server.handle();
     actix_web::rt::spawn(async move {
         tokio::select! {

@@ -52,7 +52,7 @@ pub(crate) async fn log_metrics(
     let now = trainlog_meta::now_ms();
     let batch = decode_metrics(encoding, bytes, now)?;
     let accepted = batch.points.len();
-    let fired = state.rules.check(project_id, &batch);
+    let fired = state.rules.check(project_id, &id, &batch, now);
     state.store.append(&id, project_id, batch).await?;
     if !fired.is_empty() {
         crate::rules::raise(state.clone(), id, fired);

@@ -54,14 +54,7 @@ pub struct SetBudget {
 /// The projects' budgets with this month's spend, for the projects in `scope`, their rows first
 /// brought up to date.
 pub async fn budgets(state: &State, scope: RunScope, now: i64) -> Result<Vec<BudgetView>> {
-    let listed = scope.clone();
-    if !meta(state, move |m| m.has_budgets(&listed)).await? {
-        return Ok(Vec::new());
-    }
-    let (month_start, _, _) = trainlog_meta::report::month_of(now);
-    let month = super::month_request(scope.clone(), month_start, now);
-    super::refresh(state, &month).await?;
-    let rows = meta(state, move |m| m.budgets(&scope, now)).await?;
+    let rows = crate::report_rows::budget_spend(state, scope, now).await?;
     Ok(rows.into_iter().map(BudgetView::from).collect())
 }
 

@@ -3,10 +3,9 @@
 //! code, for any projects, users, groups, tags, filter and period, grouped as asked.
 //!
 //! Before answering, the runs whose row of the report is missing or older than the run are
-//! computed again here (their GPU utilization series come from the metrics store), up to
-//! [`REFRESH_LIMIT`]; the rest are counted in `pending_runs`. Then the scope's days whose sums
-//! are out of date are added up again, up to [`DAYS_LIMIT`]; while any is left, the answer adds
-//! up the runs themselves.
+//! computed again (`report_rows`), up to a limit; the rest are counted in `pending_runs`. Then
+//! the scope's days whose sums are out of date are added up again, up to a limit; while any is
+//! left, the answer adds up the runs themselves.
 
 mod budgets;
 mod wire;
@@ -14,26 +13,14 @@ mod wire;
 use crate::error::{ApiError, Result};
 use crate::lookup;
 use crate::query::{query_int, query_pairs};
+use crate::report_rows;
 use crate::state::{meta, State};
 use actix_web::{web, HttpRequest, HttpResponse};
-use futures::{StreamExt, TryStreamExt};
 use trainlog_meta::report::{Breakdown, ReportRequest, DEFAULT_THRESHOLD};
 use trainlog_meta::search::RunScope;
 use trainlog_meta::{Role, Scope, Visibility};
 use trainlog_schema::limits::{check_len, MAX_QUERY_FILTER_CHARS};
-use trainlog_schema::{MetricKey, RunId};
-use trainlog_store::StepRange;
 pub use wire::ReportView;
-
-/// Runs computed again for one answer, at most.
-pub const REFRESH_LIMIT: i64 = 5_000;
-
-/// Days added up again for one answer, at most (and per background round, [`DAYS_PER_ROUND`]).
-pub const DAYS_LIMIT: i64 = 2_000;
-const DAYS_PER_ROUND: i64 = 100_000;
-
-/// Runs computed at once.
-const REFRESH_CONCURRENCY: usize = 8;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/report", web::get().to(report))
@@ -190,92 +177,13 @@ pub(crate) async fn report(state: State, req: HttpRequest) -> Result<HttpRespons
         now_ms: now,
         rollup: false,
     };
-    let pending = refresh(&state, &request).await?;
+    let pending = report_rows::refresh(&state, &request).await?;
     let days_scope = scope.clone();
-    let days_left = meta(&state, move |m| m.refresh_rollup(&days_scope, DAYS_LIMIT)).await?;
+    let days_left = meta(&state, move |m| m.refresh_rollup(&days_scope, report_rows::DAYS_LIMIT)).await?;
     let request = ReportRequest { rollup: days_left == 0, ..request };
     let report = meta(&state, move |m| m.report(&request)).await?;
     let budgets = budgets::budgets(&state, scope, now).await?;
     Ok(HttpResponse::Ok().json(ReportView::new(report, pending, Breakdown::list_name(&by), threshold, budgets)))
-}
-
-/// Every run of `scope` that started from `since_ms`, in one group.
-fn month_request(scope: RunScope, since_ms: i64, now: i64) -> ReportRequest {
-    ReportRequest {
-        scope,
-        filter: String::new(),
-        since_ms: Some(since_ms),
-        until_ms: None,
-        by: Vec::new(),
-        threshold: DEFAULT_THRESHOLD,
-        now_ms: now,
-        rollup: false,
-    }
-}
-
-/// Rows brought up to date in the background failed (each is tried again on the next round).
-static REFRESH_FAILURES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// How many background rounds of bringing the report's rows up to date failed.
-pub fn refresh_failures() -> u64 {
-    REFRESH_FAILURES.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Brings the report's rows up to date every 30 seconds, up to [`REFRESH_LIMIT`] runs a round,
-/// and adds up again the days they changed, so reports and the budget gauges of `/metrics` find
-/// them fresh.
-pub async fn keep_fresh(state: State) {
-    // The first round an interval after start-up, not during it; reports refresh their own scope.
-    let period = std::time::Duration::from_secs(30);
-    let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    loop {
-        every.tick().await;
-        let now = trainlog_meta::now_ms();
-        let round = async {
-            refresh(&state, &month_request(RunScope::All, i64::MIN, now)).await?;
-            meta(&state, |m| m.refresh_rollup(&RunScope::All, DAYS_PER_ROUND)).await
-        };
-        if let Err(e) = round.await {
-            REFRESH_FAILURES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!("bringing the report's rows up to date failed (tried again in 30 s): {e}");
-        }
-    }
-}
-
-/// Computes again the rows of the runs in the report's scope that are missing or out of date,
-/// up to [`REFRESH_LIMIT`]; answers how many are left out of date.
-async fn refresh(state: &State, request: &ReportRequest) -> Result<i64> {
-    // A run's row is as new as its stored summaries: write this server's first.
-    state.store.sync_summaries().await?;
-    let scope = request.clone();
-    let (stale, count) = meta(state, move |m| m.report_stale(&scope, REFRESH_LIMIT)).await?;
-    let now = request.now_ms;
-    let refreshed = stale.len() as i64;
-    futures::stream::iter(stale)
-        .map(|id| refresh_run(state, id, now))
-        .buffer_unordered(REFRESH_CONCURRENCY)
-        .try_collect::<()>()
-        .await?;
-    Ok((count - refreshed).max(0))
-}
-
-/// Computes one run's row of the report from its job, its sweep trial and its GPU series.
-pub async fn refresh_run(state: &State, id: String, now: i64) -> Result<()> {
-    let inputs = meta(state, move |m| m.usage_inputs(&id, now)).await?;
-    let Some(inputs) = inputs else { return Ok(()) };
-    let run = RunId::parse("run_id", &inputs.run)?;
-    let mut series = Vec::with_capacity(inputs.gpu_keys.len());
-    for key in &inputs.gpu_keys {
-        let key = MetricKey::parse("key", key)?;
-        let s = state.store.series(&run, &key, StepRange::default()).await?;
-        let mut samples: Vec<(i64, f64)> =
-            s.timestamps.into_iter().zip(s.values).filter(|(_, v)| v.is_finite()).collect();
-        samples.sort_by_key(|(t, _)| *t);
-        series.push((key.to_string(), samples));
-    }
-    let (busy, source) = trainlog_meta::report::busy_series(series);
-    let usage = trainlog_meta::report::usage(&inputs.basics, inputs.job.as_ref(), (&busy, source));
-    meta(state, move |m| m.write_usage(&inputs, &usage, now)).await
 }
 
 #[cfg(test)]

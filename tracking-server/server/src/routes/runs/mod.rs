@@ -377,7 +377,7 @@ pub(crate) async fn delete_run(state: State, path: web::Path<String>, req: HttpR
     let (project_id, _) = lookup::run_project_any(&state, &id).await?;
     require_run(&req, &id, project_id, Role::Admin).await?;
     // What it spent stays in the spend ledger: its row of the report, brought up to date first.
-    crate::routes::report::refresh_run(&state, id.to_string(), trainlog_meta::now_ms()).await?;
+    crate::report_rows::refresh_run(&state, id.to_string(), trainlog_meta::now_ms()).await?;
     let outcome = state.store.purge_run(&id).await?;
     lookup::forget_run_project(&state, &id)?;
     Ok(HttpResponse::Ok().json(wire::DeletedRun {

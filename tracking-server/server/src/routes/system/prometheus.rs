@@ -48,7 +48,7 @@ pub(crate) async fn prometheus(state: State, req: HttpRequest) -> HttpResponse {
     registry.register(
         "report_refresh_failures",
         "Background rounds that failed to bring the training report's rows up to date (each is tried again)",
-        ConstCounter::new(crate::routes::report::refresh_failures()),
+        ConstCounter::new(crate::report_rows::refresh_failures()),
     );
     let (lost, check_failures) = crate::liveness::counts();
     registry.register(
@@ -75,8 +75,18 @@ pub(crate) async fn prometheus(state: State, req: HttpRequest) -> HttpResponse {
     );
     registry.register(
         "alert_rule_failures",
-        "Rounds of the rules on runs' ends, and alerts of metric rules, that could not be read or recorded",
+        "Rounds of the alert rules (runs' ends, activity, projects) and alerts of metric rules that could not be read or recorded",
         ConstCounter::new(crate::rules::failures()),
+    );
+    registry.register(
+        "alert_rules_watched_runs",
+        "Runs whose steps, GPUs or metric history the alert rules remember",
+        ConstGauge::new(state.rules.watched_runs() as i64),
+    );
+    registry.register(
+        "alert_rules_unwatched_runs",
+        "Runs the alert rules could not watch, the server watching as many as it keeps",
+        ConstCounter::new(state.rules.unwatched_runs()),
     );
     let (failed, throttled) = crate::auth::failure_counts(&req);
     registry.register("auth_failures", "Requests refused for a missing or invalid API key", ConstCounter::new(failed));

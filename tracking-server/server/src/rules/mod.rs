@@ -1,8 +1,13 @@
 //! Alert rules the server evaluates: the alerts metric rules fired on an ingested batch
-//! (checked by `rule_cache`), recorded after the batch is acknowledged, never before it; and
-//! rules on runs' ends, by a background task that reads the runs changed since it last looked.
+//! (checked by `rule_cache`), recorded after the batch is acknowledged, never before it; rules
+//! on runs' ends, by a background task that reads the runs changed since it last looked; rules
+//! on a run's activity (`activity`) and on a project's money and report (`project`) on timers.
 //! A rule fires once per run within its fold window; repeats count on the alert.
 
+mod activity;
+mod project;
+
+use crate::rule_cache::Fired;
 use crate::state::{meta, State};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -19,23 +24,44 @@ const END_CHECK: Duration = Duration::from_secs(2);
 
 static FAILURES: AtomicU64 = AtomicU64::new(0);
 
+/// Who a rule's stop says stopped the run.
+pub(crate) const STOPPED_BY: &str = "rule";
+
+pub(crate) use activity::watch_activity;
+pub(crate) use project::watch_projects;
+
+fn failed(what: &str, e: impl std::fmt::Display) {
+    FAILURES.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!("{what}: {e}");
+}
+
+/// Records a fired alert on a run and asks the run to stop when its rule says so (a run that
+/// ended meanwhile has nothing to stop); answers whether a new alert is to be sent.
+pub(crate) fn record_fired(m: &trainlog_meta::MetaStore, run: &RunId, fired: &Fired) -> trainlog_meta::Result<bool> {
+    let (_, new) = m.record_run_alert(run, &fired.alert)?;
+    if let Some(reason) = &fired.stop {
+        match m.request_stop(run, STOPPED_BY, reason) {
+            Ok(_) | Err(trainlog_meta::Error::Conflict { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(new)
+}
+
 /// Rounds or raises of rules that failed (each is tried again or counted), for `/metrics`.
 pub(crate) fn failures() -> u64 {
     FAILURES.load(Ordering::Relaxed)
 }
 
 /// Records the alerts a run's batch fired, off the request (its points are already durable).
-pub(crate) fn raise(state: State, run: RunId, fired: Vec<NewAlert>) {
+pub(crate) fn raise(state: State, run: RunId, fired: Vec<Fired>) {
     actix_web::rt::spawn(async move {
         for alert in fired {
             let run = run.clone();
-            match meta(&state, move |m| m.record_run_alert(&run, &alert)).await {
-                Ok((_, true)) => crate::deliver::wake(),
-                Ok((_, false)) => {}
-                Err(e) => {
-                    FAILURES.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!("recording an alert a metric rule fired: {e}");
-                }
+            match meta(&state, move |m| record_fired(m, &run, &alert)).await {
+                Ok(true) => crate::deliver::wake(),
+                Ok(false) => {}
+                Err(e) => failed("recording an alert a metric rule fired", e),
             }
         }
     });
