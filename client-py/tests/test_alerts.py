@@ -255,7 +255,7 @@ def test_rules_fire_on_a_nan_as_its_batch_arrives_and_on_a_failed_run(
     server: Server, client_env: dict, receiver: Receiver
 ) -> None:
     trainlog.init(project="ruled", name="setup", system_metrics_interval=None).finish()
-    refused = cli(server, "rule", "add", "ruled", "stalled for a while")
+    refused = cli(server, "rule", "add", "ruled", "loss is bad")
     assert (
         refused.returncode != 0 and "rule:" in refused.stderr and "not a rule this server understands" in refused.stderr
     )

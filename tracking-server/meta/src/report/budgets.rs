@@ -117,6 +117,30 @@ impl MetaStore {
     }
 }
 
+impl MetaStore {
+    /// What the project's running priced jobs that started from `from_ms` cost by `now_ms`
+    /// beyond their rows of the report (each row is as old as its last refresh): the spend a
+    /// budget rule adds to the rows' to read the money as it burns.
+    pub fn running_spend_since_rows(&self, project_id: i64, from_ms: i64, now_ms: i64) -> Result<f64> {
+        self.read(|db| {
+            let rows = db.rows(
+                "SELECT u.cost_usd, j.cost_usd, j.usd_per_hour, j.cost_at_ms FROM runs r
+                 JOIN run_usage u ON u.run_id = r.id JOIN run_jobs j ON j.run_id = r.id
+                 WHERE r.project_id = ?1 AND r.status = 'running' AND r.start_ms >= ?2 AND u.priced = 1
+                   AND j.cost_usd IS NOT NULL AND j.usd_per_hour IS NOT NULL AND j.cost_at_ms IS NOT NULL",
+                vals![project_id, from_ms],
+            )?;
+            let mut more = 0.0;
+            for r in &rows {
+                let (row_cost, cost, per_hour, at): (f64, f64, f64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+                let live = crate::jobs::JobCost { cost_usd: cost, usd_per_hour: per_hour, at_ms: at, unpriced_nodes: 0 };
+                more += (live.at(now_ms) - row_cost).max(0.0);
+            }
+            Ok(more)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

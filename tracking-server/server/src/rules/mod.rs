@@ -101,12 +101,20 @@ pub(crate) async fn watch_ends(state: State) {
                         continue;
                     }
                     let Ok(id) = RunId::parse("run", &run.id) else { continue };
+                    let job = m.job_rows(&[run.id.as_str()])?.remove(&run.id);
+                    let lost = match job {
+                        Some(j) if run.status == "preempted" || run.status == "lost" => format!(
+                            " in attempt {}; ${:.2} of GPU time lost to interruptions so far ({:.1} GPU-hours)",
+                            j.attempts, j.lost_usd, j.lost_gpu_hours
+                        ),
+                        _ => String::new(),
+                    };
                     let alert = NewAlert {
                         run: None,
                         rule: row.text.clone(),
                         level: rule.level().into(),
                         title: rule.title(0.0),
-                        text: format!("run {} ended {} (rule `{}`)", run.id, run.status, row.text),
+                        text: format!("run {} ended {}{lost} (rule `{}`)", run.id, run.status, row.text),
                         step: None,
                         wait_ms: END_FOLD_MS,
                     };

@@ -164,7 +164,9 @@ async fn check(state: &State, project: i64, rule: &AlertRule, now: i64) -> crate
     Ok(match *rule {
         AlertRule::Budget { pct, .. } => {
             let spend = report_rows::budget_spend(state, RunScope::Project(project), now).await?;
-            let Some(b) = spend.into_iter().next() else { return Ok(None) };
+            let Some(mut b) = spend.into_iter().next() else { return Ok(None) };
+            let (month_start, _, _) = trainlog_meta::report::month_of(now);
+            b.spent_usd += meta(state, move |m| m.running_spend_since_rows(project, month_start, now)).await?;
             let used = if b.monthly_usd > 0.0 { b.spent_usd / b.monthly_usd * 100.0 } else { f64::INFINITY };
             (b.spent_usd > 0.0 && used >= pct).then(|| {
                 let title = format!("budget {pct}% spent in {}", b.month);
