@@ -10,3 +10,4 @@ pub mod measure;
 pub mod on_postgres;
 pub mod replicas;
 pub mod report;
+pub mod rules;

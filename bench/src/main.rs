@@ -74,7 +74,7 @@ impl Figure {
     fn target_text(&self) -> String {
         match self.goal {
             Goal::AtMost(t) => format!("≤ {} {}", thousands(t, if t.fract() == 0.0 { 0 } else { 1 }), self.unit),
-            Goal::AtLeast(t) => format!("≥ {} {}", thousands(t, 0), self.unit),
+            Goal::AtLeast(t) => format!("≥ {} {}", thousands(t, if t.fract() == 0.0 { 0 } else { 2 }), self.unit),
             Goal::None => "—".into(),
         }
     }
@@ -204,6 +204,8 @@ struct IngestOutcome {
     runs: Vec<String>,
     points: u64,
     rate: f64,
+    /// The server's CPU seconds over the timed window.
+    server_cpu: f64,
 }
 
 /// Creates one run per client, pre-encodes every body, then sends them all concurrently.
@@ -274,7 +276,7 @@ fn ingest_bench(
         100.0 * client_cpu / secs,
         2.0 * secs
     ));
-    IngestOutcome { runs, points: r.points, rate }
+    IngestOutcome { runs, points: r.points, rate, server_cpu }
 }
 
 /// J1-J4: 64 ranks of one job joining its run at once, and rank 0's ingest alone and beside 63
@@ -372,6 +374,60 @@ fn job_bench(rt: &tokio::runtime::Runtime, scale: &Scale, report: &mut Report) {
     liveness_bench(report);
 }
 
+/// R1: Arrow ingest on servers with no rules and with 1,000 rules in other projects and 20 on
+/// the logging project, alternating fresh servers (each kind first in every other pair);
+/// medians of the rates and of the server's CPU per point.
+fn rules_bench(rt: &tokio::runtime::Runtime, scale: &Scale, report: &mut Report) {
+    let reps = if scale.batches_per_client < 100 { 3 } else { 15 };
+    println!("\n== Ingest with and without alert rules ({reps} servers each, alternating) ==");
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    let (mut cpu_without, mut cpu_with) = (Vec::new(), Vec::new());
+    for rep in 0..reps {
+        // Each kind goes first in every other pair: the one after the other shares the machine
+        // with the first server's teardown.
+        let order = if rep % 2 == 0 { [false, true] } else { [true, false] };
+        for ruled in order {
+            let server = bench_server();
+            if ruled {
+                let added = trainlog_bench::rules::install(&server, "bench-rules");
+                info(format!("{added} rules installed"));
+            }
+            let out = ingest_bench(rt, &server, scale, "bench-rules", ARROW, Precision::Tensor32);
+            info(format!("rep {rep}, {}: {} points/s", if ruled { "rules" } else { "none" }, thousands(out.rate, 0)));
+            if ruled {
+                let (_, alerts) = server.get("/projects/bench-rules/alerts");
+                info(format!("alerts the rules raised: {}", alerts["alerts"].as_array().map_or(0, Vec::len)));
+            }
+            if ruled { &mut with } else { &mut without }.push(out.rate);
+            let per_million = out.server_cpu / out.points as f64 * 1e6;
+            if ruled { &mut cpu_with } else { &mut cpu_without }.push(per_million);
+        }
+    }
+    let (none, ruled) = (median(&without), median(&with));
+    report.add("R1a", "Ingest, Arrow IPC, no rules (median)", none, 0, "points/s", Goal::None, "");
+    report.add(
+        "R1b",
+        "Ingest, Arrow IPC, 1,000 rules elsewhere + 20 metric rules on the project (median)",
+        ruled,
+        0,
+        "points/s",
+        Goal::None,
+        "",
+    );
+    report.add("R1", "R1b / R1a", ruled / none, 3, "×", Goal::AtLeast(0.95), "");
+    let (cpu_none, cpu_ruled) = (median(&cpu_without), median(&cpu_with));
+    report.add("R1c", "Server CPU per million points, no rules (median)", cpu_none * 1e3, 1, "ms", Goal::None, "");
+    report.add(
+        "R1d",
+        "Server CPU per million points, with the rules (median)",
+        cpu_ruled * 1e3,
+        1,
+        "ms",
+        Goal::None,
+        "",
+    );
+}
+
 /// J5: one round of the server's liveness check over 10,000 running jobs, none silent (SQLite);
 /// its share of a core at the default bound's pace (a round every 30 s).
 fn liveness_bench(report: &mut Report) {
@@ -442,9 +498,11 @@ fn main() {
     let mut postgres: Option<String> = None;
     let mut report_on: Option<String> = None;
     let mut bounds = false;
+    let mut rules_only = false;
     let usage =
-        "usage: trainlog-bench [--quick] [--jobs] [--bounds] [--postgres URL] [--report URL]   (--quick scales sizes down ~10x for a smoke run; \
+        "usage: trainlog-bench [--quick] [--jobs] [--rules] [--bounds] [--postgres URL] [--report URL]   (--quick scales sizes down ~10x for a smoke run; \
                  --jobs measures only the job figures (J1-J4); \
+                 --rules measures ingest with and without alert rules (R1); \
                  --bounds measures the worst read each budget allows, with the server's peak memory and the health check's latency; \
                  --postgres measures a server on PostgreSQL instead, making databases on the server URL names; \
                  --report measures the training report over 100,000 to 1,000,000 runs there)";
@@ -453,6 +511,7 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "--jobs" => jobs_only = true,
+            "--rules" => rules_only = true,
             "--bounds" => bounds = true,
             "--postgres" => postgres = args.next(),
             "--report" => report_on = args.next(),
@@ -523,6 +582,13 @@ fn main() {
     }
     let mut report = Report::default();
     let n_points = scale.total_points();
+    if rules_only {
+        rules_bench(&rt, &scale, &mut report);
+        println!("\n## trainlog benchmark, alert rules ({} cores shared by client and server)\n", cores);
+        print!("{}", report.table());
+        println!("\ntotal benchmark time {:.1} s", started.elapsed().as_secs_f64());
+        return;
+    }
     if jobs_only {
         job_bench(&rt, &scale, &mut report);
         println!("\n## trainlog benchmark, jobs ({} cores shared by client and server)\n", cores);

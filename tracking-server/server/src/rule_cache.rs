@@ -3,7 +3,7 @@
 //! history (a spike, a plateau, a stall, idle GPUs) are remembered here (`run_watch`), and the
 //! activity rules' timer asks which of them are due. Pure: no store access but the load.
 
-use crate::run_watch::{Episode, RunWatch};
+use crate::run_watch::{Episode, RunWatch, SeriesFiring, SeriesState};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -41,6 +41,30 @@ struct ProjectRules {
     watches_runs: bool,
 }
 
+/// What one metric of a batch is checked against.
+#[derive(Debug, Clone)]
+struct Gate {
+    /// The lowest threshold of its `>` rules, the highest of its `<` rules.
+    above: f64,
+    below: f64,
+    not_finite: bool,
+    /// Its rules that need no history, and those that keep one (indexes into the metric rules).
+    simple: Vec<usize>,
+    stateful: Vec<usize>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            above: f64::INFINITY,
+            below: f64::NEG_INFINITY,
+            not_finite: false,
+            simple: Vec::new(),
+            stateful: Vec::new(),
+        }
+    }
+}
+
 /// An alert a rule fired on a run, and the stop it asks for (its reason) with `then stop`.
 #[derive(Debug, Clone)]
 pub struct Fired {
@@ -65,7 +89,8 @@ pub struct Due {
 #[derive(Debug, Default)]
 pub struct RuleCache {
     projects: RwLock<HashMap<i64, Arc<ProjectRules>>>,
-    runs: Mutex<HashMap<String, RunWatch>>,
+    /// Each watched run under a lock of its own: batches of different runs never wait on each other.
+    runs: Mutex<HashMap<String, Arc<Mutex<RunWatch>>>>,
     unwatched: AtomicU64,
 }
 
@@ -97,12 +122,12 @@ impl RuleCache {
         }
         projects.retain(|_, p| !p.metric.is_empty() || !p.activity.is_empty());
         let loaded: HashMap<i64, Arc<ProjectRules>> = projects.into_iter().map(|(p, r)| (p, Arc::new(r))).collect();
-        self.runs().retain(|_, w| loaded.get(&w.project_id).is_some_and(|p| p.watches_runs));
+        self.runs().retain(|_, w| loaded.get(&lock(w).project_id).is_some_and(|p| p.watches_runs));
         *self.projects.write().unwrap_or_else(PoisonError::into_inner) = loaded;
         Ok(())
     }
 
-    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, RunWatch>> {
+    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Mutex<RunWatch>>>> {
         self.runs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -117,7 +142,8 @@ impl RuleCache {
     }
 
     /// The alerts `batch` of `run` (of project `project_id`) fires, arriving at `now`: for each
-    /// metric rule, the first point of its metric that breaks it.
+    /// metric rule, the first point of its metric that breaks it. One pass over the points,
+    /// each looking only at the rules on its own metric.
     pub fn check(&self, project_id: i64, run: &RunId, batch: &PointBatch, now: i64) -> Vec<Fired> {
         let rules = {
             let map = self.projects.read().unwrap_or_else(PoisonError::into_inner);
@@ -126,44 +152,82 @@ impl RuleCache {
                 None => return Vec::new(),
             }
         };
+        let watched = if rules.watches_runs { self.watch(project_id, run, now) } else { None };
+        let mut guard = watched.as_deref().map(lock);
+        let mut watch = guard.as_deref_mut();
+        if let Some(w) = watch.as_deref_mut() {
+            if !rules.activity.is_empty() {
+                w.note_activity(batch, &rules.idle_thresholds, now);
+            }
+        }
+        // Per metric of the batch: a gate its points pass only when they may break one of its
+        // rules that need no history (the lowest threshold above, the highest below, whether a
+        // non-finite value matters), and the rules that keep a history.
+        let mut gates: Vec<Gate> = vec![Gate::default(); batch.keys.len()];
+        let mut states: Vec<Option<SeriesState>> = Vec::with_capacity(rules.metric.len());
+        for (r, rule) in rules.metric.iter().enumerate() {
+            let index = rule.rule.key().and_then(|key| batch.keys.iter().position(|k| k == key));
+            let mut state = None;
+            if let Some(gate) = index.and_then(|i| gates.get_mut(i)) {
+                match rule.rule {
+                    AlertRule::NotFinite { .. } => gate.not_finite = true,
+                    AlertRule::Above { threshold, .. } => gate.above = gate.above.min(threshold),
+                    AlertRule::Below { threshold, .. } => gate.below = gate.below.max(threshold),
+                    _ => {
+                        if let Some(w) = watch.as_deref_mut() {
+                            state = w.series.remove(&rule.text).or_else(|| SeriesState::new(&rule.rule));
+                        }
+                    }
+                }
+                if state.is_some() {
+                    gate.stateful.push(r);
+                } else if rule.rule.fires_on(0.0).is_some() {
+                    gate.simple.push(r);
+                }
+            }
+            states.push(state);
+        }
+        let mut first: Vec<Option<SeriesFiring>> = vec![None; rules.metric.len()];
+        for point in &batch.points {
+            let Some(gate) = gates.get(point.key as usize) else { continue };
+            let v = point.value;
+            if v > gate.above || v < gate.below || (gate.not_finite && !v.is_finite()) {
+                for &r in &gate.simple {
+                    if first[r].is_none() && rules.metric[r].rule.fires_on(v) == Some(true) {
+                        first[r] = Some(SeriesFiring { step: point.step, value: v, z: 0.0, best: None });
+                    }
+                }
+            }
+            for &r in &gate.stateful {
+                if let Some(state) = &mut states[r] {
+                    let hit = state.push(&rules.metric[r].rule, point);
+                    if first[r].is_none() {
+                        first[r] = hit;
+                    }
+                }
+            }
+        }
+        if let Some(w) = watch {
+            for (rule, state) in rules.metric.iter().zip(states) {
+                if let Some(state) = state {
+                    w.series.insert(rule.text.clone(), state);
+                }
+            }
+        }
+        drop(guard);
         let mut fired = Vec::new();
-        for rule in &rules.metric {
-            let Some(key) = rule.rule.key() else { continue };
-            if rule.rule.fires_on(0.0).is_none() {
-                continue;
-            }
-            let Some(index) = batch.keys.iter().position(|k| k == key) else { continue };
-            let first =
-                batch.points.iter().find(|p| p.key as usize == index && rule.rule.fires_on(p.value) == Some(true));
-            if let Some(point) = first {
-                let text = format!("{key} was {} at step {} (rule `{}`)", point.value, point.step, rule.text);
-                fired.push(fire(rule, rule.rule.title(point.value), text, Some(point.step)));
-            }
-        }
-        if !rules.watches_runs {
-            return fired;
-        }
-        let mut runs = self.runs();
-        if !runs.contains_key(run.as_str()) && runs.len() >= MAX_WATCHED_RUNS {
-            self.unwatched.fetch_add(1, Ordering::Relaxed);
-            return fired;
-        }
-        let watch = runs.entry(run.as_str().to_owned()).or_insert_with(|| RunWatch::new(project_id, now));
-        if !rules.activity.is_empty() {
-            watch.note_activity(batch, &rules.idle_thresholds, now);
-        }
-        for rule in rules.metric.iter().filter(|r| r.rule.fires_on(0.0).is_none()) {
-            let Some(hit) = watch.check_series(&rule.text, &rule.rule, batch) else { continue };
-            let Some(key) = rule.rule.key() else { continue };
-            let text = match hit.best {
-                Some((best, at)) => format!(
+        for (rule, hit) in rules.metric.iter().zip(first) {
+            let (Some(hit), Some(key)) = (hit, rule.rule.key()) else { continue };
+            let text = match (hit.best, rule.rule.fires_on(0.0).is_some()) {
+                (_, true) => format!("{key} was {} at step {} (rule `{}`)", hit.value, hit.step, rule.text),
+                (Some((best, at)), _) => format!(
                     "{key} was {} at step {}: no better than {best} (step {at}) for {} steps (rule `{}`)",
                     hit.value,
                     hit.step,
                     hit.step - at,
                     rule.text
                 ),
-                None => format!(
+                (None, _) => format!(
                     "{key} was {} at step {}, {:.1} standard deviations from its recent mean (rule `{}`)",
                     hit.value, hit.step, hit.z, rule.text
                 ),
@@ -173,14 +237,30 @@ impl RuleCache {
         fired
     }
 
+    /// The run's watch, made on its first batch (None past the runs the server keeps).
+    fn watch(&self, project_id: i64, run: &RunId, now: i64) -> Option<Arc<Mutex<RunWatch>>> {
+        let mut runs = self.runs();
+        if let Some(w) = runs.get(run.as_str()) {
+            return Some(w.clone());
+        }
+        if runs.len() >= MAX_WATCHED_RUNS {
+            self.unwatched.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let w = Arc::new(Mutex::new(RunWatch::new(project_id, now)));
+        runs.insert(run.as_str().to_owned(), w.clone());
+        Some(w)
+    }
+
     /// The activity rules due at `now` on the runs watched, each once an episode (a stall ends
     /// with a new step, idleness with a busy sample); runs silent for a day are forgotten.
     pub fn due(&self, now: i64) -> Vec<Due> {
         let projects = self.projects.read().unwrap_or_else(PoisonError::into_inner).clone();
         let mut runs = self.runs();
-        runs.retain(|_, w| now - w.seen_ms < FORGET_AFTER_MS);
+        runs.retain(|_, w| now - lock(w).seen_ms < FORGET_AFTER_MS);
         let mut due = Vec::new();
         for (run, w) in runs.iter() {
+            let w = lock(w);
             let Some(rules) = projects.get(&w.project_id) else { continue };
             for rule in &rules.activity {
                 let mut push = |episode: Episode, for_ms: i64| {
@@ -189,10 +269,8 @@ impl RuleCache {
                     }
                 };
                 match rule.rule {
-                    AlertRule::Stalled { after_ms, .. } => {
-                        if now - w.step_ms >= after_ms {
-                            push(Episode::Stalled { rule: rule.text.clone() }, now - w.step_ms);
-                        }
+                    AlertRule::Stalled { after_ms, .. } if now - w.step_ms >= after_ms => {
+                        push(Episode::Stalled { rule: rule.text.clone() }, now - w.step_ms);
                     }
                     AlertRule::Idle { below_pct, for_ms, stop } => {
                         let since = w.idle_since(below_pct);
@@ -218,8 +296,8 @@ impl RuleCache {
 
     /// Notes that an activity rule fired on a run, so it fires once this episode.
     pub fn mark(&self, run: &str, episode: Episode) {
-        if let Some(w) = self.runs().get_mut(run) {
-            w.fired.push(episode);
+        if let Some(w) = self.runs().get(run) {
+            lock(w).fired.push(episode);
         }
     }
 
@@ -227,6 +305,10 @@ impl RuleCache {
     pub fn forget(&self, run: &str) {
         self.runs().remove(run);
     }
+}
+
+fn lock(w: &Mutex<RunWatch>) -> std::sync::MutexGuard<'_, RunWatch> {
+    w.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The alert a rule fires, folded with its repeats within the hour, and its stop.

@@ -29,7 +29,7 @@ pub struct SeriesFiring {
 }
 
 impl SeriesState {
-    fn new(rule: &AlertRule) -> Option<Self> {
+    pub fn new(rule: &AlertRule) -> Option<Self> {
         match rule {
             AlertRule::Spike { window, .. } => {
                 Some(SeriesState::Spike { values: VecDeque::with_capacity(*window), mean: 0.0, m2: 0.0 })
@@ -40,7 +40,7 @@ impl SeriesState {
     }
 
     /// Takes in one point; answers whether it fires the rule.
-    fn push(&mut self, rule: &AlertRule, point: &BatchPoint) -> Option<SeriesFiring> {
+    pub fn push(&mut self, rule: &AlertRule, point: &BatchPoint) -> Option<SeriesFiring> {
         let v = point.value;
         if !v.is_finite() {
             return None;
@@ -50,12 +50,12 @@ impl SeriesState {
                 let n = values.len();
                 let mut fired = None;
                 if n >= MIN_SPIKE_POINTS.min(*window) {
-                    let sd = (*m2 / (n as f64 - 1.0)).max(0.0).sqrt();
-                    if sd > 0.0 {
-                        let score = (v - *mean) / sd;
-                        if score.abs() > *z {
-                            fired = Some(SeriesFiring { step: point.step, value: v, z: score, best: None });
-                        }
+                    // Squared, so the common case takes no square root.
+                    let variance = *m2 / (n as f64 - 1.0);
+                    let delta = v - *mean;
+                    if variance > 0.0 && delta * delta > *z * *z * variance {
+                        fired =
+                            Some(SeriesFiring { step: point.step, value: v, z: delta / variance.sqrt(), best: None });
                     }
                 }
                 // A sliding Welford update: in with v, out with the oldest once the window is full.
@@ -219,15 +219,18 @@ impl RunWatch {
         let last_busy = if self.sm_seen { b.sm_ms } else { b.util_ms };
         last_busy.unwrap_or(first)
     }
+}
 
-    /// Runs a stateful metric rule over the batch's points of its metric: the first firing.
-    pub fn check_series(&mut self, text: &str, rule: &AlertRule, batch: &PointBatch) -> Option<SeriesFiring> {
-        let key = rule.key()?;
-        let index = batch.keys.iter().position(|k| k == key)? as u32;
-        if !self.series.contains_key(text) {
-            self.series.insert(text.to_owned(), SeriesState::new(rule)?);
-        }
-        let state = self.series.get_mut(text)?;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trainlog_schema::MetricKey;
+
+    /// Runs a stateful metric rule over the batch's points of its metric, as the rule cache's
+    /// check does: the first firing.
+    fn check_series(watch: &mut RunWatch, text: &str, rule: &AlertRule, batch: &PointBatch) -> Option<SeriesFiring> {
+        let index = batch.keys.iter().position(|k| Some(k) == rule.key())? as u32;
+        let state = watch.series.entry(text.to_owned()).or_insert_with(|| SeriesState::new(rule).expect("stateful"));
         let mut first = None;
         for point in batch.points.iter().filter(|p| p.key == index) {
             let fired = state.push(rule, point);
@@ -235,12 +238,6 @@ impl RunWatch {
         }
         first
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use trainlog_schema::MetricKey;
 
     fn batch(keys: &[&str], points: &[(u32, i64, f64)]) -> PointBatch {
         PointBatch {
@@ -257,21 +254,22 @@ mod tests {
         let spike = AlertRule::parse("loss spike > 4 over 50").expect("rule");
         let mut watch = RunWatch::new(1, 0);
         let calm: Vec<(u32, i64, f64)> = (0..60).map(|i| (0, i, 1.0 + 0.01 * ((i % 7) as f64))).collect();
-        assert_eq!(watch.check_series("s", &spike, &batch(&["loss"], &calm)), None);
-        let fired = watch.check_series("s", &spike, &batch(&["loss"], &[(0, 60, 1.02), (0, 61, 9.0), (0, 62, 9.0)]));
+        assert_eq!(check_series(&mut watch, "s", &spike, &batch(&["loss"], &calm)), None);
+        let fired =
+            check_series(&mut watch, "s", &spike, &batch(&["loss"], &[(0, 60, 1.02), (0, 61, 9.0), (0, 62, 9.0)]));
         let fired = fired.expect("the jump to 9 is a spike");
         assert_eq!((fired.step, fired.value), (61, 9.0));
         assert!(fired.z > 4.0, "{fired:?}");
 
         let plateau = AlertRule::parse("eval/loss no improvement for 100 steps").expect("rule");
         let points = [(0, 0, 2.0), (0, 50, 1.5), (0, 100, 1.6), (0, 149, 1.7)];
-        assert_eq!(watch.check_series("p", &plateau, &batch(&["eval/loss"], &points)), None);
-        let fired = watch.check_series("p", &plateau, &batch(&["eval/loss"], &[(0, 150, 1.5), (0, 200, 1.9)]));
+        assert_eq!(check_series(&mut watch, "p", &plateau, &batch(&["eval/loss"], &points)), None);
+        let fired = check_series(&mut watch, "p", &plateau, &batch(&["eval/loss"], &[(0, 150, 1.5), (0, 200, 1.9)]));
         assert_eq!(fired.map(|f| (f.step, f.best)), Some((150, Some((1.5, 50)))), "a tie is no improvement");
-        assert_eq!(watch.check_series("p", &plateau, &batch(&["eval/loss"], &[(0, 300, 1.9)])), None, "once");
-        watch.check_series("p", &plateau, &batch(&["eval/loss"], &[(0, 310, 1.0)]));
+        assert_eq!(check_series(&mut watch, "p", &plateau, &batch(&["eval/loss"], &[(0, 300, 1.9)])), None, "once");
+        check_series(&mut watch, "p", &plateau, &batch(&["eval/loss"], &[(0, 310, 1.0)]));
         assert!(
-            watch.check_series("p", &plateau, &batch(&["eval/loss"], &[(0, 410, 1.1)])).is_some(),
+            check_series(&mut watch, "p", &plateau, &batch(&["eval/loss"], &[(0, 410, 1.1)])).is_some(),
             "again after a new best"
         );
     }

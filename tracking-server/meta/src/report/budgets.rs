@@ -133,7 +133,8 @@ impl MetaStore {
             let mut more = 0.0;
             for r in &rows {
                 let (row_cost, cost, per_hour, at): (f64, f64, f64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
-                let live = crate::jobs::JobCost { cost_usd: cost, usd_per_hour: per_hour, at_ms: at, unpriced_nodes: 0 };
+                let live =
+                    crate::jobs::JobCost { cost_usd: cost, usd_per_hour: per_hour, at_ms: at, unpriced_nodes: 0 };
                 more += (live.at(now_ms) - row_cost).max(0.0);
             }
             Ok(more)

@@ -56,5 +56,5 @@ async fn fire(state: &State, due: &Due, run: &WatchedRun) -> crate::error::Resul
     let price = run.usd_per_hour.map(|usd| (if run.unpriced_nodes > 0 && usd == 0.0 { 0.0 } else { usd }, run.gpus));
     let fired = due_alert(due, price);
     let id = RunId::parse("run", &due.run)?;
-    Ok(meta(state, move |m| record_fired(m, &id, &fired)).await?)
+    meta(state, move |m| record_fired(m, &id, &fired)).await
 }
