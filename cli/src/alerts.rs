@@ -35,7 +35,8 @@ pub enum RuleCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum ChannelCommand {
-    /// Send the project's alerts to a webhook (JSON, signed with --secret), Slack or Discord.
+    /// Send the project's alerts to a webhook (JSON, signed with --secret), Slack, Discord or an
+    /// e-mail address (on a server started with --smtp-url).
     Add {
         project: String,
         /// A webhook URL: each alert is POSTed as JSON.
@@ -47,6 +48,9 @@ pub enum ChannelCommand {
         /// A Discord webhook URL.
         #[arg(long, group = "target")]
         discord: Option<String>,
+        /// An e-mail address.
+        #[arg(long, group = "target")]
+        email: Option<String>,
         /// Sign each body with HMAC-SHA256 (`X-Trainlog-Signature: t=…,v1=…`).
         #[arg(long)]
         secret: Option<String>,
@@ -97,15 +101,16 @@ pub(crate) fn alerts(server: Option<&str>, action: AlertsCommand) -> Result<Stri
             out
         }
         AlertsCommand::Channel {
-            action: ChannelCommand::Add { project, webhook, slack, discord, secret, allow_private },
+            action: ChannelCommand::Add { project, webhook, slack, discord, email, secret, allow_private },
         } => {
-            let (kind, url) = match (webhook, slack, discord) {
-                (Some(u), _, _) => ("webhook", u),
-                (_, Some(u), _) => ("slack", u),
-                (_, _, Some(u)) => ("discord", u),
+            let (kind, url) = match (webhook, slack, discord, email) {
+                (Some(u), ..) => ("webhook", u),
+                (_, Some(u), ..) => ("slack", u),
+                (_, _, Some(u), _) => ("discord", u),
+                (.., Some(address)) => ("email", format!("mailto:{address}")),
                 _ => {
                     return Err(trainlog::Error::Invalid(
-                        "name the channel: --webhook, --slack or --discord URL".into(),
+                        "name the channel: --webhook, --slack or --discord URL, or --email ADDRESS".into(),
                     ))
                 }
             };
@@ -171,4 +176,26 @@ pub(crate) fn alerts(server: Option<&str>, action: AlertsCommand) -> Result<Stri
             out
         }
     })
+}
+
+/// The server's SMTP relay from its options: none without `--smtp-url`; the password read from
+/// its file.
+pub fn smtp_config(
+    url: Option<String>,
+    from: Option<String>,
+    password_file: Option<std::path::PathBuf>,
+    ca_file: Option<std::path::PathBuf>,
+) -> Result<Option<trainlog_server::SmtpConfig>, String> {
+    let Some(url) = url else {
+        return Ok(None);
+    };
+    let from = from.ok_or("--smtp-url needs --smtp-from, the address alert mails come from")?;
+    let password = password_file
+        .map(|path| {
+            std::fs::read_to_string(&path)
+                .map(|p| p.trim_end_matches(['\r', '\n']).to_owned())
+                .map_err(|e| format!("--smtp-password-file {}: {e}", path.display()))
+        })
+        .transpose()?;
+    Ok(Some(trainlog_server::SmtpConfig { url, from, ca_file, password }))
 }

@@ -102,6 +102,19 @@ enum Command {
         /// (`budget 80%`, `utilization < 50% for 6h`, `cost spike`…).
         #[arg(long, env = "TRAINLOG_PROJECT_RULES_EVERY_S", default_value_t = 60.0, value_parser = positive_seconds)]
         project_rules_every_s: f64,
+        /// The SMTP relay e-mail alerts go through: smtp://[USER@]HOST[:PORT] (STARTTLS, 587 by
+        /// default) or smtps://… (TLS, 465); mail is never sent in clear text.
+        #[arg(long, env = "TRAINLOG_SMTP_URL", requires = "smtp_from")]
+        smtp_url: Option<String>,
+        /// The address alert mails come from (`trainlog <alerts@example.com>`).
+        #[arg(long, env = "TRAINLOG_SMTP_FROM")]
+        smtp_from: Option<String>,
+        /// A file holding the SMTP user's password.
+        #[arg(long, env = "TRAINLOG_SMTP_PASSWORD_FILE")]
+        smtp_password_file: Option<PathBuf>,
+        /// PEM certificates to trust for the relay besides the system's (a private relay's CA).
+        #[arg(long, env = "TRAINLOG_SMTP_CA_FILE")]
+        smtp_ca_file: Option<PathBuf>,
     },
     /// Give a user a role on a project (or with --model, a registered model), in the server's
     /// data folder (the server may be running): none, read, write or admin.
@@ -911,6 +924,10 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
             max_query_points,
             lost_after_s,
             project_rules_every_s,
+            smtp_url,
+            smtp_from,
+            smtp_password_file,
+            smtp_ca_file,
         } => {
             // Fails only when this process already has a subscriber, which then keeps logging.
             tracing_subscriber::fmt()
@@ -942,6 +959,13 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 max_query_points,
                 lost_after: std::time::Duration::from_secs_f64(lost_after_s),
                 project_rules_every: std::time::Duration::from_secs_f64(project_rules_every_s),
+                smtp: match alerts::smtp_config(smtp_url, smtp_from, smtp_password_file, smtp_ca_file) {
+                    Ok(smtp) => smtp,
+                    Err(e) => {
+                        eprintln!("trainlog: {e}");
+                        return std::process::ExitCode::FAILURE;
+                    }
+                },
                 default_role: match trainlog_meta::Role::parse("default-permission", &default_permission) {
                     Ok(role) => role,
                     Err(e) => {

@@ -10,7 +10,7 @@ use trainlog_schema::RunId;
 pub const LEVELS: [&str; 3] = ["info", "warn", "error"];
 
 /// What a channel is: the body it is sent and how.
-pub const CHANNEL_KINDS: [&str; 3] = ["webhook", "slack", "discord"];
+pub const CHANNEL_KINDS: [&str; 4] = ["webhook", "slack", "discord", "email"];
 
 /// Attempts at one delivery before it is given up.
 pub const MAX_ATTEMPTS: i64 = 8;

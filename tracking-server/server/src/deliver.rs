@@ -163,7 +163,40 @@ pub fn signature(secret: &str, unix_s: i64, body: &str) -> String {
     format!("t={unix_s},v1={hex}")
 }
 
-async fn attempt(d: &DueDelivery, base: &str) -> Attempt {
+/// A mail's subject and text for an alert.
+fn mail(d: &DueDelivery, base: &str) -> (String, String) {
+    let a = &d.alert;
+    let about = match &a.run_id {
+        Some(run) => format!("{} / {run}", d.project),
+        None => d.project.clone(),
+    };
+    let subject = format!("[trainlog] [{}] {} ({about})", a.level.to_uppercase(), a.title);
+    let mut text = format!("{}\n\n{}\n", a.title, a.text);
+    if !a.rule.is_empty() {
+        text += &format!("\nRule: {}", a.rule);
+    }
+    if let Some(step) = a.step {
+        text += &format!("\nStep: {step}");
+    }
+    if a.count > 1 {
+        text += &format!("\nRaised {} times", a.count);
+    }
+    text += &format!("\nOpen in trainlog: {}\n", link(d, base));
+    (subject, text)
+}
+
+async fn attempt(d: &DueDelivery, base: &str, mailer: Option<&crate::mail::Mailer>) -> Attempt {
+    if d.channel.kind == "email" {
+        let Some(mailer) = mailer else {
+            return Attempt::Failed { answer: "this server sends no e-mail (no --smtp-url)".into() };
+        };
+        let to = d.channel.target.strip_prefix("mailto:").unwrap_or(&d.channel.target);
+        let (subject, text) = mail(d, base);
+        return match mailer.send(to, &subject, text).await {
+            Ok(answer) => Attempt::Sent { answer },
+            Err(answer) => Attempt::Failed { answer },
+        };
+    }
     let (host, addrs) = match check_target("url", &d.channel.target, d.channel.allow_private).await {
         Ok(found) => found,
         Err(e) => return Attempt::Failed { answer: e.to_string() },
@@ -214,7 +247,7 @@ pub(crate) async fn run(state: State, base: String) {
             Ok(due) => {
                 for d in due {
                     sent_any = true;
-                    let outcome = attempt(&d, &base).await;
+                    let outcome = attempt(&d, &base, state.mailer.as_deref()).await;
                     match &outcome {
                         Attempt::Sent { .. } => SENT.fetch_add(1, Ordering::Relaxed),
                         Attempt::Failed { answer } => {

@@ -12,6 +12,7 @@ mod error;
 mod guard;
 mod liveness;
 mod lookup;
+mod mail;
 mod query;
 mod report_rows;
 mod respond;
@@ -29,5 +30,6 @@ pub use body::BODY_TIMEOUT;
 /// How long a running job may stay silent before the server ends it `lost`, unless configured.
 pub const DEFAULT_LOST_AFTER: std::time::Duration =
     std::time::Duration::from_millis(trainlog_meta::jobs::DEFAULT_LOST_AFTER_MS as u64);
+pub use mail::SmtpConfig;
 pub use routes::MAX_QUERY_POINTS;
 pub use startup::{serve, ServerConfig, TlsFiles, DEFAULT_PORT};

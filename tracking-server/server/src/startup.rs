@@ -50,6 +50,8 @@ pub struct ServerConfig {
     pub max_query_points: u64,
     /// How often the rules on projects' budgets and report figures are checked.
     pub project_rules_every: std::time::Duration,
+    /// The SMTP relay for e-mail alerts.
+    pub smtp: Option<crate::mail::SmtpConfig>,
 }
 
 #[derive(Debug, Clone)]
@@ -222,6 +224,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
     .await
     .map_err(|e| to_io(e.to_string()))?
     .map_err(|e| to_io(format!("loading the alert rules: {e}")))?;
+    let mailer = config.smtp.as_ref().map(crate::mail::Mailer::new).transpose().map_err(to_io)?.map(Arc::new);
     let state = web::Data::new(AppState {
         meta,
         store: store.clone(),
@@ -230,6 +233,7 @@ pub async fn serve(config: ServerConfig) -> std::io::Result<()> {
         trial_timeout_ms: config.trial_timeout.as_millis() as i64,
         started_ms: trainlog_meta::now_ms(),
         rules,
+        mailer,
     });
     let refreshed = state.clone();
     let listener = TcpListener::bind((config.host.as_str(), config.port))?;

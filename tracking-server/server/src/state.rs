@@ -22,6 +22,8 @@ pub struct AppState {
     pub started_ms: i64,
     /// Each project's metric rules, which ingest checks each batch against.
     pub rules: crate::rule_cache::RuleCache,
+    /// The SMTP relay e-mail alerts go through, when the server has one.
+    pub mailer: Option<Arc<crate::mail::Mailer>>,
 }
 
 /// The state as handlers take it.

@@ -142,7 +142,8 @@ pub(crate) async fn list_channels(state: State, path: web::Path<String>, req: Ht
 }
 
 /// Add a channel the project's alerts go to: a webhook (JSON, signed with `secret` in
-/// `X-Trainlog-Signature`), or a Slack or Discord incoming webhook.
+/// `X-Trainlog-Signature`), a Slack or Discord incoming webhook, or an e-mail address (on a
+/// server with an SMTP relay).
 #[utoipa::path(post, path = "/api/v1/projects/{name}/alert-channels", tag = "alerts",
     params(("name" = inline(NameText), Path, description = "The project's name.")),
     request_body = AddChannel,
@@ -156,18 +157,35 @@ pub(crate) async fn add_channel(
     let project = lookup::project(&state, &req, path.into_inner(), Role::Admin).await?;
     let body: AddChannel = json_body(&req, payload).await?;
     if !trainlog_meta::alerts::CHANNEL_KINDS.contains(&body.kind.as_str()) {
-        return Err(ApiError::invalid("kind", "one of webhook, slack, discord"));
+        return Err(ApiError::invalid("kind", "one of webhook, slack, discord, email"));
     }
+    let target = if body.kind == "email" {
+        let address = body.url.trim().strip_prefix("mailto:").unwrap_or(body.url.trim());
+        if !crate::mail::is_address(address) {
+            return Err(ApiError::invalid("url", format!("{address:?} is not an e-mail address")));
+        }
+        if state.mailer.is_none() {
+            return Err(ApiError::invalid(
+                "kind",
+                "this server sends no e-mail: start it with --smtp-url and --smtp-from",
+            ));
+        }
+        format!("mailto:{address}")
+    } else {
+        body.url.clone()
+    };
     if let Some(secret) = &body.secret {
         check_text("secret", secret, 200, true)?;
     }
     if body.allow_private {
         crate::auth::require_admin(&req, "a channel to a private, loopback or link-local address")?;
     }
-    crate::deliver::check_target("url", &body.url, body.allow_private).await?;
+    if body.kind != "email" {
+        crate::deliver::check_target("url", &body.url, body.allow_private).await?;
+    }
     let new = NewChannel {
         kind: body.kind,
-        target: body.url,
+        target,
         secret: body.secret.filter(|s| !s.is_empty()),
         allow_private: body.allow_private,
         created_by: crate::auth::caller(&req).map(|c| c.name),
@@ -363,10 +381,11 @@ pub struct AlertList {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddChannel {
-    /// `webhook`, `slack` or `discord`.
-    #[schema(pattern = "^(webhook|slack|discord)$")]
+    /// `webhook`, `slack`, `discord` or `email`.
+    #[schema(pattern = "^(webhook|slack|discord|email)$")]
     pub kind: String,
-    /// Where to POST: an http or https URL.
+    /// Where to POST: an http or https URL; for `email`, the address (`mailto:ana@example.com`
+    /// or the bare address).
     pub url: String,
     /// A webhook's signing secret: each body is signed with HMAC-SHA256 in
     /// `X-Trainlog-Signature: t=<unix seconds>,v1=<hex of HMAC("t.body")>`.
