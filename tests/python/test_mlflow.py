@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -596,3 +597,19 @@ def test_params_written_as_numbers_filter_as_numbers_and_missing_things_are_said
     with pytest.raises(MlflowException) as version_missing:
         client.get_model_version("no-such-model", "3")
     assert str(version_missing.value.message).count("not found") == 1, version_missing.value.message
+
+
+def test_metric_rules_fire_on_what_mlflow_logs(trainlog_server: TrainlogServer, client: MlflowClient) -> None:
+    mlflow.set_experiment("mlflow-watched")
+    with mlflow.start_run(run_name="setup"):
+        pass
+    native(trainlog_server, "POST", "/projects/mlflow-watched/alert-rules", {"rule": "loss not finite"})
+    with mlflow.start_run(run_name="diverging") as run:
+        mlflow.log_metric("loss", 0.5, step=1)
+        mlflow.log_metrics({"loss": float("nan"), "acc": 0.1}, step=2)
+    deadline = time.monotonic() + 30
+    alerts: list = []
+    while time.monotonic() < deadline and not alerts:
+        alerts = native(trainlog_server, "GET", f"/runs/{run.info.run_id}/alerts")["alerts"]
+        time.sleep(0.1)
+    assert [(a["rule"], a["title"], a["step"]) for a in alerts] == [("loss not finite", "loss is NaN", 2)]

@@ -493,7 +493,12 @@ async fn append(state: &State, id: &RunId, points: Vec<(MetricKey, BatchPoint)>)
         });
         batch.points.push(point);
     }
+    // The project's metric rules, as for the native API's ingest.
+    let fired = state.rules.check(project_id, id, &batch, trainlog_meta::now_ms());
     state.store.append(id, project_id, batch).await?;
+    if !fired.is_empty() {
+        crate::rules::raise(state.clone(), id.clone(), fired);
+    }
     Ok(())
 }
 
