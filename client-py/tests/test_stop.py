@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
+from pathlib import Path
 
 import pytest
 import trainlog
@@ -136,3 +137,65 @@ def test_every_rank_of_a_job_stops(server: Server, client_env: dict) -> None:
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
+
+
+TORCHRUN_LOOP = textwrap.dedent(
+    """
+    import os, time
+    import trainlog
+    run = trainlog.init(project="stoppable", name="torchrun", system_metrics_interval=None)
+    rank = int(os.environ["RANK"])
+    try:
+        for step in range(3000):
+            run.log({"loss": 1.0 / (step + 1)}, step=step)
+            if step == 2:
+                run.flush()
+                print("READY", rank, run.id, flush=True)
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        print("INTERRUPTED", rank, flush=True)
+        raise
+    """
+)
+
+
+@pytest.mark.timeout(180)
+def test_a_torchrun_job_stopped_from_the_api_ends_killed_on_every_rank(
+    server: Server, client_env: dict, tmp_path: Path
+) -> None:
+    pytest.importorskip("torch")
+    script = tmp_path / "train.py"
+    script.write_text(TORCHRUN_LOOP)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
+    env.update(client_env, TRAINLOG_HEARTBEAT_SECONDS="0.3", TRAINLOG_QUIET="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(script)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready: dict = {}
+        while len(ready) < 2:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else "torchrun ended"
+            if line.startswith("READY"):
+                _, rank, run_id = line.split()
+                ready[rank] = run_id
+        [run_id] = set(ready.values())
+        trainlog.Api().run(run_id).stop("the loss plateaued")
+        out, err = proc.communicate(timeout=90)
+        assert out.count("INTERRUPTED") == 2, (out, err)
+        run = ended(server, run_id)
+        assert run["status"] == "killed"
+        [attempt] = run["attempts"]
+        assert attempt["launcher"] == "torchrun", attempt
+        assert [p["status"] for p in attempt["processes"]] == ["killed", "killed"], attempt["processes"]
+        # Whichever rank ended first says it.
+        assert attempt["ended_by"] in {f"rank {r} killed: stopped by someone: the loss plateaued" for r in (0, 1)}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

@@ -419,6 +419,8 @@ parameters:
     [first] = api_get(sweep_env, f"/sweeps/{sweep_id}/trials")["trials"]
     assert (first["state"], first["stop_reason"]) == ("pruned", "the sweep was stopped")
     assert api_get(sweep_env, f"/sweeps/{sweep_id}")["state"] == "stopped"
+    # The trial's run ends as its sweep stopped it early.
+    assert api_get(sweep_env, f"/runs/{first['run_id']}")["status"] == "pruned"
     # Resumed, the sweep goes on with the next grid points.
     assert "is running" in cli(sweep_env, "sweep", "resume", sweep_id).stdout
     done = cli(sweep_env, "agent", sweep_id, "--cpu-slots", "2")
