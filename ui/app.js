@@ -3,7 +3,8 @@
  * /api/v1 (lib/api.js).
  * Routes: #/ projects, #/p/NAME runs table, #/compare/NAME/id1,id2 (or ?filter=…) compare,
  * #/run/ID run page, #/models model registry, #/sweeps/NAME a project's sweeps, #/sweep/ID a sweep,
- * #/report the training report of every project, #/report/NAME one project's.
+ * #/report the training report of every project, #/report/NAME one project's, #/alerts/NAME a
+ * project's alerts (inbox, rules, deliveries).
  * MLflow's UI addresses open the matching pages: #/experiments/N (the experiment's project),
  * #/experiments/N/runs/ID (the run), #/models/NAME[/versions/V] (the model, that version).
  * Each view is a function of the route's parts that returns {node, title?, mounted?, cleanup?}. */
@@ -11,6 +12,7 @@
 import { authHeaders } from './lib/api.js';
 import { el } from './lib/dom.js';
 import { isSigningIn, startSession } from './lib/session.js';
+import { alertsView } from './views/alerts.js';
 import { compareView } from './views/compare.js';
 import { modelsView } from './views/models.js';
 import { projectsView } from './views/projects.js';
@@ -48,6 +50,7 @@ function route() {
   else if (head === 'sweeps' && a) view = sweepsView(a);
   else if (head === 'sweep' && a) view = sweepView(a);
   else if (head === 'report') view = reportView(a || null, params);
+  else if (head === 'alerts' && a) view = alertsView(a);
   else view = { node: el('p', { class: 'error' }, 'Unknown page: ' + location.hash) };
   app.append(view.node);
   const titles = { report: 'Report', models: 'Models', sweeps: `Sweeps · ${a}`, sweep: 'Sweep', run: 'Run' };

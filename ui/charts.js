@@ -29,6 +29,9 @@ export function seriesState() {
   return s;
 }
 
+/** The colour of an alert's marker, by its level. */
+const MARKER_COLORS = { error: '#d62728', warn: '#e67e00', info: '#1f77b4' };
+
 /** Settings shared by the charts of one panel; charts redraw when they change. Their cursor is
  * synced with every chart of the same seriesState (the page), whatever its panel. */
 export function chartSettings(initial, runs) {
@@ -221,6 +224,27 @@ function createChart(key, series, settings) {
     if (!(hi >= lo)) return [0, 1];
     if (hi === lo) { const d = settings.xMode === 'wall' ? 60000 : 1; return [lo - d, hi + d]; }
     return [lo, hi];
+  }
+
+  /** The alerts raised at a step (`settings.markers`), as dashed lines across the plot, coloured
+   * by level, when the x-axis is the step; `data-markers` on the plot counts those drawn. */
+  function drawMarkers(self) {
+    const marks = settings.xMode === 'step' ? settings.markers || [] : [];
+    const { left, top, width, height } = self.bbox;
+    const ctx = self.ctx;
+    let drawn = 0;
+    ctx.save();
+    ctx.setLineDash([4, 3]);
+    ctx.lineWidth = window.devicePixelRatio || 1;
+    for (const m of marks) {
+      const x = self.valToPos(m.step, 'x', true);
+      if (!(x >= left && x <= left + width)) continue;
+      ctx.strokeStyle = MARKER_COLORS[m.level] || MARKER_COLORS.info;
+      ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
+      drawn += 1;
+    }
+    ctx.restore();
+    plot.dataset.markers = String(drawn);
   }
 
   /** Min–max bands under the lines (and, when smoothing, the raw line), clipped to the plot. */
@@ -462,7 +486,7 @@ function createChart(key, series, settings) {
         drawAxes: [drawBands],
         setSelect: [onSelect],
         setCursor: [showTip],
-        draw: [recordGeometry],
+        draw: [recordGeometry, drawMarkers],
         setSeries: [(self, i, opts) => {
           if (opts && opts.focus && hovering) runs.setFocus(i == null ? null : (data[i - 1] || {}).run_id || null);
         }],

@@ -313,7 +313,10 @@ export function runView(id) {
     shownKeys = keys.join('\n');
     const series = [{ run_id: run.id, name: run.name || run.id, color: runColor(run.id), start_time: run.start_time }];
     const shown = seriesState();
-    const settings = chartSettings({}, shown);
+    // The alerts raised at a step mark the metric charts there.
+    const markers = alerts.status === 'fulfilled'
+      ? alerts.value.alerts.filter((a) => a.step != null).map((a) => ({ step: a.step, level: a.level, title: a.title })) : [];
+    const settings = chartSettings({ markers }, shown);
     const systemSettings = chartSettings({ xMode: 'relative' }, shown);
     const chartsEl = el('div', { 'data-testid': 'metric-charts' });
     const systemEl = el('div', { 'data-testid': 'system-charts' });

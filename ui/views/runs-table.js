@@ -10,6 +10,7 @@ import { csvField, downloadText } from '../lib/downloads.js';
 import { fmtDuration, fmtNum, fmtValue, toNum } from '../lib/format.js';
 import { COMPARE_LINES_MAX, COST_KEY, groupValue, isSystemKey, runDuration } from '../lib/runs.js';
 import { columnFormatter, columnPrefsFrom, columnPrefsJson, columnValue, gpuUtil, JOB_COLUMNS, jobValue, loadColumnPrefs, METRIC_COLUMNS, runCost, saveColumnPrefs } from './runs-columns.js';
+import { mayWrite } from '../lib/session.js';
 import { filterCompleter, filterKeys } from './runs-filter.js';
 
 /** Columns the table sorts itself, computed from each run: their values. */
@@ -51,6 +52,11 @@ export function runsView(project, params) {
   let loadGen = 0;
   let rafPending = false;
   let sawJobs = false;     // a run of a job was shown: the job columns are shown unless hidden
+  let mayStop = false;     // the caller may write to the project: running rows offer Stop
+  api('/projects/' + enc(project)).then((p) => {
+    mayStop = mayWrite(p.your_role);
+    if (mayStop && columns.length) renderRows();
+  }).catch(() => { /* no Stop buttons */ });
 
   const filterInput = el('input', {
     type: 'text', class: 'filter', 'data-testid': 'filter-input', spellcheck: 'false',
@@ -213,7 +219,7 @@ export function runsView(project, params) {
     const base = [
       { id: 'sel', label: '', width: 34 },
       { id: 'name', label: 'name', sort: 'name', width: 200 },
-      { id: 'status', label: 'status', sort: 'status', width: 90 },
+      { id: 'status', label: 'status', sort: 'status', width: 140 },
       { id: 'duration', label: 'duration', sort: 'duration', width: 90, num: true },
       { id: 'user', label: 'user', sort: 'user', width: 100 },
       { id: 'tags', label: 'tags', width: 160 },
@@ -407,7 +413,7 @@ export function runsView(project, params) {
       case 'name': return el('div', { class: 'cell pin', style: `left:${c.pin}px`, title: r.name || r.id },
         el('span', { class: 'swatch', 'data-testid': 'run-color', style: `background:${runColor(r.id)}` }),
         el('a', { href: '#/run/' + enc(r.id) }, r.name || r.id));
-      case 'status': return el('div', { class: 'cell' }, statusEl(r.status));
+      case 'status': return el('div', { class: 'cell' }, statusEl(r.status), r.status === 'running' && mayStop ? stopButton(r) : null);
       case 'duration': return el('div', { class: 'cell num' }, fmtDuration(runDuration(r)));
       case 'user': return el('div', { class: 'cell', title: r.user || '' }, r.user || '');
       case 'tags': {
@@ -641,4 +647,22 @@ export function runsView(project, params) {
     mounted: load,
     cleanup: () => { loadGen++; window.removeEventListener('resize', scheduleRows); },
   };
+}
+
+/** Asks a running run to stop (its processes see it with their next heartbeat). */
+function stopButton(run) {
+  const button = el('button', {
+    type: 'button', class: 'danger small', 'data-testid': 'row-stop',
+    title: "ask the run's processes to stop: each sees it with its next heartbeat, and the run ends killed",
+  }, 'Stop');
+  button.addEventListener('click', async (e) => {
+    e.stopPropagation();
+    if (!confirm(`Stop run ${run.name || run.id}? Its processes stop with their next heartbeat.`)) return;
+    try {
+      await api(`/runs/${enc(run.id)}/stop`, { body: { reason: 'from the runs table' } });
+      button.textContent = 'Stopping…';
+      button.disabled = true;
+    } catch (err) { button.title = err.message; button.textContent = 'Stop failed'; }
+  });
+  return button;
 }

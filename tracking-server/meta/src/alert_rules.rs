@@ -138,6 +138,20 @@ impl MetaStore {
         })
     }
 
+    /// When each rule of a project (by its text) last fired, and how many times it did.
+    pub fn rule_firings(&self, project_id: i64) -> Result<std::collections::HashMap<String, (i64, i64)>> {
+        self.read(|db| {
+            db.rows(
+                "SELECT rule, MAX(last_ms), CAST(SUM(count) AS BIGINT) FROM alerts
+                 WHERE project_id = ?1 AND rule <> '' GROUP BY rule",
+                vals![project_id],
+            )?
+            .iter()
+            .map(|r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+            .collect()
+        })
+    }
+
     /// The runs clock's latest revision.
     pub fn latest_revision(&self) -> Result<i64> {
         self.read(|db| {

@@ -110,6 +110,8 @@ pub struct DeliveryRow {
     pub id: i64,
     pub alert_id: i64,
     pub title: String,
+    /// The rule that raised its alert, or empty for an alert from code.
+    pub rule: String,
     pub channel_id: i64,
     pub kind: String,
     pub target: String,
@@ -416,7 +418,7 @@ impl MetaStore {
     pub fn deliveries(&self, project_id: i64, limit: i64) -> Result<Vec<DeliveryRow>> {
         self.read(|db| {
             db.rows(
-                "SELECT d.id, d.alert_id, a.title, c.id, c.kind, c.target, d.status, d.attempts, d.next_ms, d.answer, d.sent_ms
+                "SELECT d.id, d.alert_id, a.title, c.id, c.kind, c.target, d.status, d.attempts, d.next_ms, d.answer, d.sent_ms, a.rule
                  FROM alert_deliveries d JOIN alerts a ON a.id = d.alert_id JOIN alert_channels c ON c.id = d.channel_id
                  WHERE a.project_id = ?1 ORDER BY d.id DESC LIMIT ?2",
                 vals![project_id, limit],
@@ -435,6 +437,7 @@ impl MetaStore {
                     next_ms: r.get(8)?,
                     answer: r.get(9)?,
                     sent_ms: r.get(10)?,
+                    rule: r.get(11)?,
                 })
             })
             .collect()

@@ -1,6 +1,7 @@
 //! The metadata store: projects, runs, params, tags, metric summaries and the catalog of metric
 //! files, in one SQLite database with numbered migrations. Blocking; callers run it off async executors.
 
+pub mod alert_reads;
 pub mod alert_rules;
 pub mod alerts;
 mod artifacts;

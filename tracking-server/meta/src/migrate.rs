@@ -69,6 +69,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (29, include_str!("migrations/0029_alerts.sql"), include_str!("migrations/postgres/0029_alerts.sql")),
     (30, include_str!("migrations/0030_run_stop.sql"), include_str!("migrations/postgres/0030_run_stop.sql")),
     (31, include_str!("migrations/0031_alert_rules.sql"), include_str!("migrations/postgres/0031_alert_rules.sql")),
+    (32, include_str!("migrations/0032_alert_reads.sql"), include_str!("migrations/postgres/0032_alert_reads.sql")),
 ];
 
 /// The newest schema version this build knows.

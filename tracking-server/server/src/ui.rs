@@ -42,6 +42,7 @@ const ASSETS: &[(&str, &str, &str, &str)] = &[
     ui_file!("lib/parcoords.js", JS),
     ui_file!("lib/runs.js", JS),
     ui_file!("lib/session.js", JS),
+    ui_file!("views/alerts.js", JS),
     ui_file!("views/compare.js", JS),
     ui_file!("views/cost-panel.js", JS),
     ui_file!("views/models.js", JS),

@@ -18,6 +18,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/runs/{id}/alerts", web::post().to(raise_alert))
         .route("/runs/{id}/alerts", web::get().to(run_alerts))
         .route("/projects/{name}/alerts", web::get().to(project_alerts))
+        .route("/projects/{name}/alerts/read", web::post().to(read_alerts))
         .route("/projects/{name}/alert-channels", web::get().to(list_channels))
         .route("/projects/{name}/alert-channels", web::post().to(add_channel))
         .route("/projects/{name}/alert-channels/{channel}", web::delete().to(remove_channel))
@@ -33,6 +34,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     raise_alert,
     run_alerts,
     project_alerts,
+    read_alerts,
     list_channels,
     add_channel,
     remove_channel,
@@ -118,7 +120,7 @@ pub(crate) async fn raise_alert(
 pub(crate) async fn run_alerts(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let (run, _) = lookup::readable(&state, &req, &path).await?;
     let rows = meta(&state, move |m| m.run_alerts(&run, LIST_LIMIT)).await?;
-    Ok(HttpResponse::Ok().json(AlertList { alerts: rows.into_iter().map(AlertView::from).collect() }))
+    Ok(HttpResponse::Ok().json(AlertList { alerts: rows.into_iter().map(AlertView::from).collect(), read_up_to: None }))
 }
 
 /// A project's latest alerts, newest first: its inbox.
@@ -127,8 +129,38 @@ pub(crate) async fn run_alerts(state: State, path: web::Path<String>, req: HttpR
     responses((status = 200, description = "The project's latest alerts (at most 500).", body = AlertList)))]
 pub(crate) async fn project_alerts(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let project = lookup::project(&state, &req, path.into_inner(), Role::Read).await?;
-    let rows = meta(&state, move |m| m.project_alerts(project.id, LIST_LIMIT)).await?;
-    Ok(HttpResponse::Ok().json(AlertList { alerts: rows.into_iter().map(AlertView::from).collect() }))
+    let user = reader(&req);
+    let (rows, read_up_to) =
+        meta(&state, move |m| Ok((m.project_alerts(project.id, LIST_LIMIT)?, m.alerts_read_up_to(&user, project.id)?)))
+            .await?;
+    Ok(HttpResponse::Ok()
+        .json(AlertList { alerts: rows.into_iter().map(AlertView::from).collect(), read_up_to: Some(read_up_to) }))
+}
+
+/// Whose reading of an inbox a request is: the caller's name, or '' on a server without keys.
+pub(crate) fn reader(req: &HttpRequest) -> String {
+    crate::auth::caller(req).map(|c| c.name).unwrap_or_default()
+}
+
+/// Mark the project's alerts read by the caller, up to alert `up_to` (never back).
+#[utoipa::path(post, path = "/api/v1/projects/{name}/alerts/read", tag = "alerts",
+    params(("name" = inline(NameText), Path, description = "The project's name.")),
+    request_body = ReadAlerts,
+    responses((status = 200, description = "How far the caller has read now.", body = ReadUpTo)))]
+pub(crate) async fn read_alerts(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let project = lookup::project(&state, &req, path.into_inner(), Role::Read).await?;
+    let body: ReadAlerts = json_body(&req, payload).await?;
+    if body.up_to < 0 {
+        return Err(ApiError::invalid("up_to", "an alert id, at least 0"));
+    }
+    let user = reader(&req);
+    let read_up_to = meta(&state, move |m| m.mark_alerts_read(&user, project.id, body.up_to)).await?;
+    Ok(HttpResponse::Ok().json(ReadUpTo { read_up_to }))
 }
 
 /// A project's alert channels (their secrets never shown).
@@ -229,8 +261,15 @@ pub(crate) async fn list_deliveries(state: State, path: web::Path<String>, req: 
     responses((status = 200, description = "The project's rules.", body = RuleList)))]
 pub(crate) async fn list_rules(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let project = lookup::project(&state, &req, path.into_inner(), Role::Read).await?;
-    let rows = meta(&state, move |m| m.rules(Some(project.id))).await?;
-    Ok(HttpResponse::Ok().json(RuleList { rules: rows.into_iter().map(RuleView::from).collect() }))
+    let (rows, firings) = meta(&state, move |m| Ok((m.rules(Some(project.id))?, m.rule_firings(project.id)?))).await?;
+    let rules = rows
+        .into_iter()
+        .map(|r| {
+            let fired = firings.get(&r.text).copied();
+            RuleView { last_fired_time: fired.map(|f| f.0), fired: fired.map_or(0, |f| f.1), ..RuleView::from(r) }
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(RuleList { rules }))
 }
 
 /// Add a rule the server evaluates for the project's runs, written as people say it:
@@ -298,11 +337,22 @@ pub struct RuleView {
     pub rule: String,
     pub created_by: Option<String>,
     pub created_time: i64,
+    /// In lists: when it last fired (ms since the Unix epoch), and how many times it fired,
+    /// repeats folded into an alert counted.
+    pub last_fired_time: Option<i64>,
+    pub fired: i64,
 }
 
 impl From<trainlog_meta::alert_rules::RuleRow> for RuleView {
     fn from(r: trainlog_meta::alert_rules::RuleRow) -> Self {
-        RuleView { id: r.id, rule: r.text, created_by: r.created_by, created_time: r.created_ms }
+        RuleView {
+            id: r.id,
+            rule: r.text,
+            created_by: r.created_by,
+            created_time: r.created_ms,
+            last_fired_time: None,
+            fired: 0,
+        }
     }
 }
 
@@ -376,6 +426,23 @@ impl From<AlertRow> for AlertView {
 #[derive(Serialize, ToSchema)]
 pub struct AlertList {
     pub alerts: Vec<AlertView>,
+    /// In a project's inbox: the newest alert the caller has read (0: none); newer ones are unread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_up_to: Option<i64>,
+}
+
+/// How far a caller has read a project's alerts.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadAlerts {
+    /// The newest alert read: an alert id.
+    #[schema(minimum = 0)]
+    pub up_to: i64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ReadUpTo {
+    pub read_up_to: i64,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -432,6 +499,8 @@ pub struct DeliveryView {
     pub id: i64,
     pub alert: i64,
     pub title: String,
+    /// The rule that raised the alert, or empty for an alert from code.
+    pub rule: String,
     pub channel: i64,
     pub kind: String,
     pub url: String,
@@ -451,6 +520,7 @@ impl From<DeliveryRow> for DeliveryView {
             id: d.id,
             alert: d.alert_id,
             title: d.title,
+            rule: d.rule,
             channel: d.channel_id,
             kind: d.kind,
             url: d.target,

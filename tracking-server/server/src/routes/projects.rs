@@ -33,10 +33,13 @@ pub(super) struct Api;
 #[utoipa::path(get, path = "/api/v1/projects", tag = "projects", responses((status = 200, description = "Every project.", body = ProjectList)))]
 pub(crate) async fn list_projects(state: State, req: HttpRequest) -> Result<HttpResponse> {
     let visible = crate::auth::visibility(&req, Scope::Project).await?;
-    let projects = meta(&state, |m| m.list_projects()).await?;
+    let user = super::alerts::reader(&req);
+    let (projects, unread) = meta(&state, move |m| Ok((m.list_projects()?, m.unread_alerts(&user)?))).await?;
     let mut views = Vec::with_capacity(projects.len());
     for (p, n) in projects.iter().filter(|(p, _)| visible.allows(p.id)) {
-        views.push(ProjectView::new(p, Some(*n), role_on(&req, Scope::Project, p.id).await?));
+        let mut view = ProjectView::new(p, Some(*n), role_on(&req, Scope::Project, p.id).await?);
+        view.unread_alerts = Some(unread.get(&p.id).copied().unwrap_or(0));
+        views.push(view);
     }
     Ok(HttpResponse::Ok().json(ProjectList { projects: views }))
 }
@@ -124,6 +127,9 @@ pub struct ProjectView {
     pub run_count: Option<u64>,
     /// The caller's role on the project (admin when the server checks no keys).
     pub your_role: RoleName,
+    /// In lists: the project's alerts the caller has not read (its inbox).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unread_alerts: Option<i64>,
 }
 
 impl ProjectView {
@@ -135,6 +141,7 @@ impl ProjectView {
             created_time: p.created_ms,
             run_count,
             your_role: RoleName::of(your_role),
+            unread_alerts: None,
         }
     }
 }
