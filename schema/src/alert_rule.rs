@@ -51,6 +51,10 @@ pub enum AlertRule {
     /// The cost of the runs that started in the last hour at `factor` times the hourly average
     /// of the seven days before it, or more.
     CostSpike { factor: f64 },
+    /// A model version registered from a run of the project.
+    VersionCreated,
+    /// An alias of a model moved to a version registered from a run of the project.
+    AliasMoved,
 }
 
 /// What a rule watches, which decides where the server checks it.
@@ -64,6 +68,8 @@ pub enum RuleKind {
     Activity,
     /// A project's money or report figures, on a slower timer.
     Project,
+    /// The model registry's events, as they happen.
+    Registry,
 }
 
 fn invalid(reason: impl Into<String>) -> Error {
@@ -73,7 +79,7 @@ fn invalid(reason: impl Into<String>) -> Error {
 const FORMS: &str = "`KEY not finite`, `KEY > NUMBER`, `KEY < NUMBER`, `KEY spike [> Z] [over N]`, \
 `KEY no improvement for N steps`, a run's end (failed, lost, preempted, killed, finished), `stalled 10m`, \
 `idle < 10% for 20m`, `budget 80%`, `utilization < 50% for 6h`, `queue wait > 2h [over 1d]`, \
-`failure rate > 5% [over 7d]`, `cost spike [> 5x]`; metric, stalled, idle and budget rules may end with `then stop`";
+`failure rate > 5% [over 7d]`, `cost spike [> 5x]`, `version created`, `alias moved`; metric, stalled, idle and budget rules may end with `then stop`";
 
 /// A span as people write it: `90s`, `10m`, `6h`, `7d`, `2w` (also `10 min`, `6 hours`).
 pub fn parse_duration_ms(text: &str) -> Result<i64> {
@@ -174,6 +180,11 @@ impl AlertRule {
     fn parse_body(text: &str, stop: bool) -> Result<Self> {
         if RUN_ENDS.contains(&text) {
             return Ok(AlertRule::RunEnded { status: text.to_owned() });
+        }
+        match text {
+            "version created" => return Ok(AlertRule::VersionCreated),
+            "alias moved" => return Ok(AlertRule::AliasMoved),
+            _ => {}
         }
         if let Some(rest) = text.strip_prefix("stalled ") {
             let rest = rest.trim().strip_prefix("for ").unwrap_or(rest);
@@ -288,6 +299,7 @@ impl AlertRule {
             | AlertRule::QueueWait { .. }
             | AlertRule::FailureRate { .. }
             | AlertRule::CostSpike { .. } => RuleKind::Project,
+            AlertRule::VersionCreated | AlertRule::AliasMoved => RuleKind::Registry,
         }
     }
 
@@ -351,6 +363,8 @@ impl AlertRule {
             AlertRule::QueueWait { above_ms, .. } => format!("queue wait above {}", duration_words(*above_ms)),
             AlertRule::FailureRate { above_pct, .. } => format!("failure rate above {above_pct}%"),
             AlertRule::CostSpike { .. } => "cost spike".to_owned(),
+            AlertRule::VersionCreated => "model version created".to_owned(),
+            AlertRule::AliasMoved => "model alias moved".to_owned(),
         }
     }
 
@@ -363,6 +377,7 @@ impl AlertRule {
             AlertRule::RunEnded { .. } => "error",
             AlertRule::Budget { pct, .. } if *pct >= 100.0 => "error",
             AlertRule::Stalled { .. } | AlertRule::CostSpike { .. } => "error",
+            AlertRule::VersionCreated | AlertRule::AliasMoved => "info",
             _ if self.stops() => "error",
             _ => "warn",
         }
@@ -413,6 +428,8 @@ mod tests {
         );
         assert_eq!(AlertRule::parse("cost spike").expect("spike"), AlertRule::CostSpike { factor: 5.0 });
         assert_eq!(AlertRule::parse("cost spike > 3x").expect("spike"), AlertRule::CostSpike { factor: 3.0 });
+        assert_eq!(AlertRule::parse("version created").expect("registry").kind(), RuleKind::Registry);
+        assert_eq!(AlertRule::parse("alias moved").expect("registry"), AlertRule::AliasMoved);
         let spike = AlertRule::parse("train/loss spike > 3 over 50").expect("z");
         assert_eq!(
             spike,
@@ -448,6 +465,7 @@ mod tests {
             "utilization < 50% for 6h then stop",
             "loss spike > 3 over 5",
             "loss no improvement for many steps",
+            "alias moved then stop",
         ] {
             let e = AlertRule::parse(bad).expect_err(bad);
             assert_eq!(e.field, "rule", "{bad}");

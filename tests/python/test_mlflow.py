@@ -376,6 +376,8 @@ def test_log_model_register_model_and_load_it_by_alias(trainlog_server: Trainlog
             return [2 * x for x in model_input]
 
     mlflow.set_experiment("pyfunc-door")
+    for rule in ("version created", "alias moved"):
+        native(trainlog_server, "POST", "/projects/pyfunc-door/alert-rules", {"rule": rule})
     with mlflow.start_run() as run:
         info = mlflow.pyfunc.log_model(name="model", python_model=Doubler(), pip_requirements=["mlflow-skinny"])
     assert info.model_id.startswith("m-") and client.get_logged_model(info.model_id).status.name == "READY"
@@ -392,6 +394,12 @@ def test_log_model_register_model_and_load_it_by_alias(trainlog_server: Trainlog
     assert (native_version["run_id"], native_version["lineage"]["run"]["project"]) == (run.info.run_id, "pyfunc-door")
     status, raw = raw_mlflow_get(trainlog_server, f"/model-versions/get?name=doubler&version={version.version}")
     assert (status, raw["model_version"]["model_id"]) == (200, info.model_id)
+    # The registry rules of the run's project fired, once each.
+    alerts = native(trainlog_server, "GET", "/projects/pyfunc-door/alerts")["alerts"]
+    assert sorted((a["rule"], a["title"]) for a in alerts) == [
+        ("alias moved", f"doubler@champion moved to v{version.version}"),
+        ("version created", f"doubler v{version.version} created"),
+    ]
 
 
 def test_a_model_logged_outside_a_run_gets_a_run_of_its_own(trainlog_server: TrainlogServer, client: MlflowClient) -> None:

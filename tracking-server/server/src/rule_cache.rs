@@ -117,7 +117,7 @@ impl RuleCache {
                     entry.watches_runs = true;
                     entry.activity.push(loaded);
                 }
-                RuleKind::RunEnd | RuleKind::Project => {}
+                RuleKind::RunEnd | RuleKind::Project | RuleKind::Registry => {}
             }
         }
         projects.retain(|_, p| !p.metric.is_empty() || !p.activity.is_empty());

@@ -67,6 +67,59 @@ pub(crate) fn raise(state: State, run: RunId, fired: Vec<Fired>) {
     });
 }
 
+/// A model registry event: a version registered, or an alias moved to a version.
+pub(crate) enum RegistryEvent<'a> {
+    VersionCreated,
+    AliasMoved { alias: &'a str },
+}
+
+/// Fires the registry rules of the project whose run the version was registered from. Never
+/// fails the request that made the event: a failure is counted (`alert_rule_failures`).
+pub(crate) async fn registry_event(state: &State, version: &trainlog_meta::VersionRow, event: RegistryEvent<'_>) {
+    let (title, want) = match event {
+        RegistryEvent::VersionCreated => {
+            (format!("{} v{} created", version.model, version.version), AlertRule::VersionCreated)
+        }
+        RegistryEvent::AliasMoved { alias } => {
+            (format!("{}@{alias} moved to v{}", version.model, version.version), AlertRule::AliasMoved)
+        }
+    };
+    let text =
+        format!("model {} version {} was registered from run {}", version.model, version.version, version.run_id);
+    let run = version.run_id.clone();
+    let raised = meta(state, move |m| {
+        let Ok(id) = RunId::parse("run", &run) else { return Ok(false) };
+        let project = match m.run_head(&id) {
+            Ok(head) => head.project_id,
+            Err(trainlog_meta::Error::NotFound { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let mut raised = false;
+        for row in m.rules(Some(project))? {
+            if AlertRule::parse(&row.text).ok().as_ref() != Some(&want) {
+                continue;
+            }
+            let alert = NewAlert {
+                run: None,
+                rule: row.text.clone(),
+                level: want.level().into(),
+                title: title.clone(),
+                text: text.clone(),
+                step: None,
+                wait_ms: 0,
+            };
+            raised |= m.record_project_alert(project, &alert)?.1;
+        }
+        Ok(raised)
+    })
+    .await;
+    match raised {
+        Ok(true) => crate::deliver::wake(),
+        Ok(false) => {}
+        Err(e) => failed("a registry rule could not record its alert", e),
+    }
+}
+
 /// Fires the rules on runs' ends, for the server's whole life: every END_CHECK, the runs that
 /// ended and changed since the last look, against their project's rules.
 pub(crate) async fn watch_ends(state: State) {

@@ -477,7 +477,9 @@ async fn set_alias(state: State, req: HttpRequest, payload: web::Payload) -> Res
     let (name, version) = named_version(&state, &req, &args, Role::Write).await?;
     let alias = required_text(&args, "alias")?.to_owned();
     load_version(&state, name.clone(), version.clone()).await?;
-    meta(&state, move |m| m.set_alias(&name, &alias, &VersionRef::parse(&version))).await?;
+    let moved = alias.clone();
+    let row = meta(&state, move |m| m.set_alias(&name, &alias, &VersionRef::parse(&version))).await?;
+    crate::rules::registry_event(&state, &row, crate::rules::RegistryEvent::AliasMoved { alias: &moved }).await;
     Ok(HttpResponse::Ok().json(json!({})))
 }
 

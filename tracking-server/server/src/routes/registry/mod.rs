@@ -302,7 +302,9 @@ pub(crate) async fn register_version(
     });
     let new =
         NewVersion { run_id: run.to_string(), source, files, description: body.description, tags, lineage, alias };
-    meta(state, move |m| m.create_version(&name, &new)).await
+    let row = meta(state, move |m| m.create_version(&name, &new)).await?;
+    crate::rules::registry_event(state, &row, crate::rules::RegistryEvent::VersionCreated).await;
+    Ok(row)
 }
 
 /// A model's versions.
@@ -397,7 +399,9 @@ pub(crate) async fn set_alias(
         Value::String(s) => VersionRef::parse(s),
         _ => return Err(ApiError::invalid("version", "a version number or alias")),
     };
+    let moved = alias_name.clone();
     let row = meta(&state, move |m| m.set_alias(&name, &alias_name, &vref)).await?;
+    crate::rules::registry_event(&state, &row, crate::rules::RegistryEvent::AliasMoved { alias: &moved }).await;
     Ok(HttpResponse::Ok().json(version_view(&state, row).await?))
 }
 
