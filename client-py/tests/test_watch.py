@@ -369,3 +369,67 @@ def test_the_fleet_rules_fire_on_a_troubled_fleet_and_stay_quiet_on_a_healthy_on
     spike = by_rule["cost spike"]["text"]
     assert spike.startswith("the runs that started in the last hour cost $") and "x the hourly average" in spike
     assert project_alerts(fast_server, "healthy") == []
+
+
+HOLD = textwrap.dedent(
+    """
+    import os, time
+    import trainlog
+    run = trainlog.init(project="vanishing", name="job", cost={"per_hour": 4.0}, system_metrics_interval=None)
+    for step in range(10):
+        run.log({"loss": 1.0}, step=step)
+    run.flush()
+    print("READY", run.id, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_a_job_killed_on_every_rank_fires_lost_within_the_liveness_bound(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data")
+    server.start(extra_args=("--lost-after-s", "2"))
+    procs: List[subprocess.Popen] = []
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
+        env.update(
+            TRAINLOG_SERVER=server.url,
+            TRAINLOG_DIR=str(tmp_path / "client-state"),
+            TRAINLOG_HEARTBEAT_SECONDS="0.3",
+            TRAINLOG_QUIET="1",
+            TRAINLOG_JOB_ID="vanishing-job",
+            TRAINLOG_WORLD_SIZE="2",
+        )
+        call(server, "POST", "/runs", {"project": "vanishing", "name": "setup"})
+        add_rules(server, "vanishing", "lost")
+        procs.extend(
+            subprocess.Popen(
+                [sys.executable, "-c", HOLD],
+                env=dict(env, TRAINLOG_RANK=str(rank)),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for rank in range(2)
+        )
+        run_ids = set()
+        for proc in procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line.startswith("READY"), line + (proc.stderr.read() if proc.stderr else "")
+            run_ids.add(line.split()[1])
+        [run_id] = run_ids
+        killed_at = time.monotonic()
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        alerts = wait_for("the lost rule", lambda: call(server, "GET", f"/runs/{run_id}/alerts")["alerts"], 30)
+        elapsed = time.monotonic() - killed_at
+        assert [(a["rule"], a["title"], a["level"]) for a in alerts] == [("lost", "run lost", "error")]
+        assert alerts[0]["text"].startswith(f"run {run_id} ended lost in attempt 1; $"), alerts[0]["text"]
+        print(f"lost alert {elapsed:.1f} s after the kill (bound 2 s, checked every third of it; rules every 2 s)")
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        server.stop()
