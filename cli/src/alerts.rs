@@ -20,12 +20,23 @@ pub enum AlertsCommand {
         #[command(subcommand)]
         action: RuleCommand,
     },
+    /// Make a project's rules those of an alerts file kept beside the code (YAML: `project:`
+    /// and `rules:`, a list): adds the rules it lists that the project lacks.
+    Apply {
+        file: std::path::PathBuf,
+        /// Also remove the project's rules the file does not list.
+        #[arg(long)]
+        prune: bool,
+        /// Say what would change, and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
 pub enum RuleCommand {
-    /// Add a rule: "KEY not finite", "KEY > NUMBER", "KEY < NUMBER", or a run's end ("failed",
-    /// "lost", "preempted", "killed", "finished").
+    /// Add a rule, written as people say it: "KEY not finite", "KEY > NUMBER", "stalled 10m",
+    /// "idle < 10% for 20m", "budget 80%", "failed"… (docs/alerts.md lists every form).
     Add { project: String, rule: String },
     /// The project's rules.
     List { project: String },
@@ -158,6 +169,51 @@ pub(crate) fn alerts(server: Option<&str>, action: AlertsCommand) -> Result<Stri
         AlertsCommand::Rule { action: RuleCommand::Remove { project, id } } => {
             api.delete_json(&format!("/projects/{}/alert-rules/{id}", encode(&project)))?;
             format!("rule {id} removed")
+        }
+        AlertsCommand::Apply { file, prune, dry_run } => {
+            let source = std::fs::read_to_string(&file)
+                .map_err(|e| trainlog::Error::Invalid(format!("{}: {e}", file.display())))?;
+            let wanted = crate::alerts_file::parse(&source)
+                .map_err(|e| trainlog::Error::Invalid(format!("{}:{e}", file.display())))?;
+            let path = format!("/projects/{}/alert-rules", encode(&wanted.project));
+            let answer = api.get_json(&path)?;
+            let have: Vec<(i64, String)> = answer["rules"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| (r["id"].as_i64().unwrap_or_default(), text(&r["rule"])))
+                .collect();
+            let mut out = String::new();
+            let (mut added, mut removed) = (0, 0);
+            for rule in &wanted.rules {
+                if have.iter().any(|(_, r)| r == rule) {
+                    out += &format!("= {rule}\n");
+                    continue;
+                }
+                if !dry_run {
+                    api.post_json(&path, &json!({ "rule": rule }))?;
+                }
+                out += &format!("+ {rule}\n");
+                added += 1;
+            }
+            for (id, rule) in have.iter().filter(|(_, r)| !wanted.rules.contains(r)) {
+                if !prune {
+                    out += &format!("  {rule} (not in the file; kept without --prune)\n");
+                    continue;
+                }
+                if !dry_run {
+                    api.delete_json(&format!("{path}/{id}"))?;
+                }
+                out += &format!("- {rule}\n");
+                removed += 1;
+            }
+            out + &format!(
+                "{}{} rule(s) added, {} removed, in project {}",
+                if dry_run { "dry run: " } else { "" },
+                added,
+                removed,
+                wanted.project
+            )
         }
         AlertsCommand::Deliveries { project } => {
             let answer = api.get_json(&format!("/projects/{}/alert-deliveries", encode(&project)))?;

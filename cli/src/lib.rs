@@ -4,6 +4,7 @@
 
 mod admin;
 mod alerts;
+mod alerts_file;
 mod mlflow_import;
 mod prices;
 mod report;

@@ -278,3 +278,36 @@ def test_rules_fire_on_a_nan_as_its_batch_arrives_and_on_a_failed_run(
     alerts = {a["rule"]: a for a in trainlog.Api().run(run_id).alerts}
     assert alerts["loss not finite"]["count"] == 1
     assert alerts["loss not finite"]["text"] == "loss was NaN at step 5 (rule `loss not finite`)"
+
+
+@pytest.mark.timeout(60)
+def test_rules_kept_as_yaml_beside_the_code_are_applied_and_pruned(
+    server: Server, client_env: dict, tmp_path: Path
+) -> None:
+    trainlog.init(project="yaml-rules", name="setup", system_metrics_interval=None).finish()
+    assert cli(server, "rule", "add", "yaml-rules", "finished").returncode == 0
+    rules = tmp_path / "trainlog-alerts.yaml"
+    rules.write_text("project: yaml-rules\nrules:\n  - train/loss not finite\n  - stalled 10m\n  - budget 80%\n")
+    dry = cli(server, "apply", str(rules), "--dry-run")
+    assert dry.returncode == 0 and dry.stdout.strip().endswith(
+        "dry run: 3 rule(s) added, 0 removed, in project yaml-rules"
+    )
+    assert "stalled 10m" not in cli(server, "rule", "list", "yaml-rules").stdout, "a dry run changes nothing"
+    applied = cli(server, "apply", str(rules))
+    assert applied.returncode == 0, applied.stderr
+    assert "+ stalled 10m" in applied.stdout and "finished (not in the file; kept without --prune)" in applied.stdout
+    again = cli(server, "apply", str(rules))
+    assert again.stdout.strip().endswith("0 rule(s) added, 0 removed, in project yaml-rules"), again.stdout
+    pruned = cli(server, "apply", str(rules), "--prune")
+    assert "- finished" in pruned.stdout and pruned.stdout.strip().endswith(
+        "0 rule(s) added, 1 removed, in project yaml-rules"
+    )
+    listed = cli(server, "rule", "list", "yaml-rules").stdout
+    assert [line.split("\t")[2] for line in listed.strip().splitlines()[1:]] == [
+        "train/loss not finite",
+        "stalled 10m",
+        "budget 80%",
+    ]
+    rules.write_text("project: yaml-rules\nrules:\n  - failed\n  - stalled forever\n")
+    bad = cli(server, "apply", str(rules))
+    assert bad.returncode != 0 and f"{rules}:4: rules[1]: " in bad.stderr, bad.stderr
