@@ -20,6 +20,11 @@ pub enum AlertsCommand {
         #[command(subcommand)]
         action: RuleCommand,
     },
+    /// The rules every project has, which server admins give.
+    InstallationRule {
+        #[command(subcommand)]
+        action: InstallationRuleCommand,
+    },
     /// Make a project's rules those of an alerts file kept beside the code (YAML: `project:`
     /// and `rules:`, a list): adds the rules it lists that the project lacks.
     Apply {
@@ -42,6 +47,17 @@ pub enum RuleCommand {
     List { project: String },
     /// Remove rule ID.
     Remove { project: String, id: i64 },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum InstallationRuleCommand {
+    /// Give every project a rule (server admins): its runs are checked against it as against
+    /// the project's own rules, and its alerts go to the project's channels.
+    Add { rule: String },
+    /// The rules every project has.
+    List,
+    /// Remove rule ID from every project.
+    Remove { id: i64 },
 }
 
 #[derive(Subcommand, Debug)]
@@ -162,13 +178,30 @@ pub(crate) fn alerts(server: Option<&str>, action: AlertsCommand) -> Result<Stri
             let answer = api.get_json(&format!("/projects/{}/alert-rules", encode(&project)))?;
             let mut out = String::from("ID\tBY\tRULE\n");
             for r in answer["rules"].as_array().into_iter().flatten() {
-                out += &format!("{}\t{}\t{}\n", r["id"], text(&r["created_by"]), text(&r["rule"]));
+                let every = if r["installation"] == true { " (every project)" } else { "" };
+                out += &format!("{}\t{}\t{}{every}\n", r["id"], text(&r["created_by"]), text(&r["rule"]));
             }
             out
         }
         AlertsCommand::Rule { action: RuleCommand::Remove { project, id } } => {
             api.delete_json(&format!("/projects/{}/alert-rules/{id}", encode(&project)))?;
             format!("rule {id} removed")
+        }
+        AlertsCommand::InstallationRule { action: InstallationRuleCommand::Add { rule } } => {
+            let r = api.post_json("/alert-rules", &json!({ "rule": rule }))?;
+            format!("rule {} added to every project: {}", r["id"], text(&r["rule"]))
+        }
+        AlertsCommand::InstallationRule { action: InstallationRuleCommand::List } => {
+            let answer = api.get_json("/alert-rules")?;
+            let mut out = String::from("ID\tBY\tRULE\n");
+            for r in answer["rules"].as_array().into_iter().flatten() {
+                out += &format!("{}\t{}\t{}\n", r["id"], text(&r["created_by"]), text(&r["rule"]));
+            }
+            out
+        }
+        AlertsCommand::InstallationRule { action: InstallationRuleCommand::Remove { id } } => {
+            api.delete_json(&format!("/alert-rules/{id}"))?;
+            format!("rule {id} removed from every project")
         }
         AlertsCommand::Apply { file, prune, dry_run } => {
             let source = std::fs::read_to_string(&file)
@@ -177,10 +210,12 @@ pub(crate) fn alerts(server: Option<&str>, action: AlertsCommand) -> Result<Stri
                 .map_err(|e| trainlog::Error::Invalid(format!("{}:{e}", file.display())))?;
             let path = format!("/projects/{}/alert-rules", encode(&wanted.project));
             let answer = api.get_json(&path)?;
+            // The project's own rules: those every project has are the admins'.
             let have: Vec<(i64, String)> = answer["rules"]
                 .as_array()
                 .into_iter()
                 .flatten()
+                .filter(|r| r["installation"] != true)
                 .map(|r| (r["id"].as_i64().unwrap_or_default(), text(&r["rule"])))
                 .collect();
             let mut out = String::new();

@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import http.server
 import json
+import os
 import subprocess
 import textwrap
 import threading
@@ -311,3 +312,48 @@ def test_rules_kept_as_yaml_beside_the_code_are_applied_and_pruned(
     rules.write_text("project: yaml-rules\nrules:\n  - failed\n  - stalled forever\n")
     bad = cli(server, "apply", str(rules))
     assert bad.returncode != 0 and f"{rules}:4: rules[1]: " in bad.stderr, bad.stderr
+
+
+@pytest.mark.timeout(60)
+def test_an_installation_rule_fires_in_every_project_and_only_admins_give_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = Server(tmp_path / "data")
+    server.start(extra_args=("--auth",))
+    try:
+        users = {}
+        for name, admin in (("root", True), ("ana", False)):
+            made = subprocess.run(
+                [str(BINARY), "users", "add", name, *(["--admin"] if admin else []), "--data", str(tmp_path / "data")],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert made.returncode == 0, made.stderr
+            users[name] = made.stdout.strip().splitlines()[-1]
+
+        def alerts_cli(key: str, *args: str) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                [str(BINARY), "alerts", *args, "--server", server.url],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, "TRAINLOG_API_KEY": key},
+            )
+
+        refused = alerts_cli(users["ana"], "installation-rule", "add", "failed")
+        assert refused.returncode != 0 and "admin" in refused.stderr, refused.stderr
+        added = alerts_cli(users["root"], "installation-rule", "add", "failed")
+        assert added.returncode == 0 and "added to every project: failed" in added.stdout, added.stderr
+        monkeypatch.setenv("TRAINLOG_SERVER", server.url)
+        monkeypatch.setenv("TRAINLOG_API_KEY", users["ana"])
+        monkeypatch.setenv("TRAINLOG_DIR", str(tmp_path / "client-state"))
+        for project in ("vision", "speech"):
+            run = trainlog.init(project=project, name="crashes", system_metrics_interval=None)
+            run.finish(status="failed")
+            alerts = wait_for(f"the rule in {project}", lambda run_id=run.id: trainlog.Api().run(run_id).alerts, 30)
+            assert [(a["rule"], a["title"]) for a in alerts] == [("failed", "run failed")]
+        listed = alerts_cli(users["ana"], "rule", "list", "vision")
+        assert "failed (every project)" in listed.stdout, listed.stdout
+    finally:
+        server.stop()

@@ -187,7 +187,9 @@ def test_a_torchrun_job_stopped_from_the_api_ends_killed_on_every_rank(
         [run_id] = set(ready.values())
         trainlog.Api().run(run_id).stop("the loss plateaued")
         out, err = proc.communicate(timeout=90)
-        assert out.count("INTERRUPTED") == 2, (out, err)
+        # A rank that sees the stop raises KeyboardInterrupt; torchrun then ends the job's other
+        # ranks itself when it sees one fail, so not every rank need see the stop first.
+        assert out.count("INTERRUPTED") >= 1, (out, err)
         run = ended(server, run_id)
         assert run["status"] == "killed"
         [attempt] = run["attempts"]

@@ -160,7 +160,8 @@ checks.positive_data_acceptance.expected-statuses = {grammar}
 
 # An alert's title has something besides whitespace and neither has control characters; a
 # channel's url is an http(s) URL whose host resolves to a public address (docs/alerts.md), and
-# a channel or rule removed is one the project has; a rule is one of the forms docs/alerts.md lists.
+# a channel or rule removed is one the project has (or the installation); a rule is one of the
+# forms docs/alerts.md lists.
 [[operations]]
 include-name = [
     "POST /api/v1/runs/{{id}}/alerts",
@@ -168,6 +169,8 @@ include-name = [
     "DELETE /api/v1/projects/{{name}}/alert-channels/{{channel}}",
     "POST /api/v1/projects/{{name}}/alert-rules",
     "DELETE /api/v1/projects/{{name}}/alert-rules/{{rule}}",
+    "POST /api/v1/alert-rules",
+    "DELETE /api/v1/alert-rules/{{rule}}",
 ]
 checks.positive_data_acceptance.expected-statuses = {grammar}
 

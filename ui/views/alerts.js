@@ -75,10 +75,10 @@ export function alertsView(project) {
         },
       }, 'Remove');
       const rows = res.rules.map((r) => el('tr', { 'data-testid': 'rule-row' },
-        el('td', {}, el('code', {}, r.rule)),
+        el('td', {}, el('code', {}, r.rule), r.installation ? el('span', { class: 'badge', title: "a server admin's rule" }, 'every project') : null),
         el('td', { 'data-testid': 'rule-last-fired' }, r.last_fired_time ? fmtTime(r.last_fired_time) : 'never'),
         el('td', { class: 'num' }, String(r.fired)), el('td', { class: 'muted' }, r.created_by || ''),
-        el('td', {}, writable ? remove(r) : null)));
+        el('td', {}, writable && !r.installation ? remove(r) : null)));
       rules.replaceChildren(
         res.rules.length ? table(['rule', 'last fired', 'times', 'added by', ''], rows, 'rules')
           : el('p', { class: 'muted' }, 'No rules. A rule is written as people say it (see the docs: Alerts).'),

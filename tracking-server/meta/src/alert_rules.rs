@@ -9,6 +9,7 @@ use trainlog_schema::alert_rule::AlertRule;
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuleRow {
     pub id: i64,
+    /// Its project, or [`INSTALLATION`] for a rule every project has.
     pub project_id: i64,
     pub text: String,
     pub created_by: Option<String>,
@@ -36,8 +37,11 @@ pub struct WatchedRun {
     pub unpriced_nodes: i64,
 }
 
-/// Rules one project may have.
+/// Rules one project may have, and the installation.
 pub const MAX_RULES_PER_PROJECT: i64 = 100;
+
+/// The `project_id` of an installation rule: a rule a server admin gave every project.
+pub const INSTALLATION: i64 = 0;
 
 impl MetaStore {
     /// Adds a rule to a project (parsed first: a rule the server cannot evaluate is refused).
@@ -89,6 +93,78 @@ impl MetaStore {
             })
             .collect()
         })
+    }
+
+    /// Adds a rule every project has (a server admin's).
+    pub fn add_installation_rule(&self, text: &str, created_by: Option<&str>) -> Result<RuleRow> {
+        AlertRule::parse(text)?;
+        let text = text.trim().to_owned();
+        let created_ms = now_ms();
+        self.write(|tx| {
+            let count: i64 = tx
+                .row("SELECT COUNT(*) FROM installation_rules WHERE deleted = 0", vals![])?
+                .map_or(Ok(0), |r| r.get(0))?;
+            if count >= MAX_RULES_PER_PROJECT {
+                return Err(Error::Invalid {
+                    field: "rule".into(),
+                    reason: format!("the installation may have at most {MAX_RULES_PER_PROJECT} rules"),
+                });
+            }
+            let id: i64 = tx
+                .row(
+                    "INSERT INTO installation_rules (text, created_by, created_ms) VALUES (?1, ?2, ?3) RETURNING id",
+                    vals![text.as_str(), created_by, created_ms],
+                )?
+                .ok_or_else(|| Error::Corrupt("a rule's insert answered no id".into()))?
+                .get(0)?;
+            Ok(RuleRow {
+                id,
+                project_id: INSTALLATION,
+                text: text.clone(),
+                created_by: created_by.map(str::to_owned),
+                created_ms,
+            })
+        })
+    }
+
+    /// The rules every project has, oldest first.
+    pub fn installation_rules(&self) -> Result<Vec<RuleRow>> {
+        self.read(|db| {
+            db.rows(
+                "SELECT id, text, created_by, created_ms FROM installation_rules WHERE deleted = 0 ORDER BY id",
+                vals![],
+            )?
+            .iter()
+            .map(|r| {
+                Ok(RuleRow {
+                    id: r.get(0)?,
+                    project_id: INSTALLATION,
+                    text: r.get(1)?,
+                    created_by: r.get(2)?,
+                    created_ms: r.get(3)?,
+                })
+            })
+            .collect()
+        })
+    }
+
+    /// Removes a rule every project had.
+    pub fn remove_installation_rule(&self, id: i64) -> Result<()> {
+        self.write(|tx| {
+            let changed =
+                tx.exec("UPDATE installation_rules SET deleted = 1 WHERE id = ?1 AND deleted = 0", vals![id])?;
+            if changed == 0 {
+                return Err(not_found(format!("installation rule {id}")));
+            }
+            Ok(())
+        })
+    }
+
+    /// The rules a project's runs are checked against: its own, then the installation's.
+    pub fn rules_for(&self, project_id: i64) -> Result<Vec<RuleRow>> {
+        let mut rules = self.rules(Some(project_id))?;
+        rules.extend(self.installation_rules()?);
+        Ok(rules)
     }
 
     /// Removes a rule of a project.
@@ -164,14 +240,16 @@ impl MetaStore {
         })
     }
 
-    /// Runs of projects with rules that ended and changed after revision `after`, up to
+    /// Runs of projects with rules (or of every project, with installation rules) that ended and
+    /// changed after revision `after`, up to
     /// revision `upto` (at most `limit`, by revision).
     pub fn ended_since(&self, after: i64, upto: i64, limit: i64) -> Result<Vec<EndedRun>> {
         self.read(|db| {
             db.rows(
                 "SELECT r.id, r.project_id, r.status, r.revision FROM runs r
                  WHERE r.revision > ?1 AND r.revision <= ?3 AND r.status IN ('failed', 'lost', 'preempted', 'killed', 'finished')
-                   AND r.project_id IN (SELECT project_id FROM alert_rules WHERE deleted = 0)
+                   AND (r.project_id IN (SELECT project_id FROM alert_rules WHERE deleted = 0)
+                        OR EXISTS (SELECT 1 FROM installation_rules WHERE deleted = 0))
                  ORDER BY r.revision LIMIT ?2",
                 vals![after, limit, upto],
             )?
@@ -212,5 +290,14 @@ mod tests {
         m.remove_rule(project, rule.id).expect("remove");
         assert_eq!(m.rules(None).expect("rules"), vec![]);
         assert_eq!(m.ended_since(before, i64::MAX, 10).expect("no rules, none"), vec![]);
+        // An installation rule: every project's runs are read again.
+        let everywhere = m.add_installation_rule("lost", Some("root")).expect("installation rule");
+        assert_eq!(
+            m.rules_for(project).expect("rules").iter().map(|r| r.project_id).collect::<Vec<_>>(),
+            vec![INSTALLATION]
+        );
+        assert_eq!(m.ended_since(before, i64::MAX, 10).expect("one").len(), 1);
+        m.remove_installation_rule(everywhere.id).expect("remove");
+        assert!(m.installation_rules().expect("none").is_empty());
     }
 }

@@ -70,6 +70,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (30, include_str!("migrations/0030_run_stop.sql"), include_str!("migrations/postgres/0030_run_stop.sql")),
     (31, include_str!("migrations/0031_alert_rules.sql"), include_str!("migrations/postgres/0031_alert_rules.sql")),
     (32, include_str!("migrations/0032_alert_reads.sql"), include_str!("migrations/postgres/0032_alert_reads.sql")),
+    (
+        33,
+        include_str!("migrations/0033_installation_rules.sql"),
+        include_str!("migrations/postgres/0033_installation_rules.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -7,6 +7,7 @@ use crate::run_watch::{Episode, RunWatch, SeriesFiring, SeriesState};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use trainlog_meta::alert_rules::{RuleRow, INSTALLATION};
 use trainlog_meta::alerts::NewAlert;
 use trainlog_meta::MetaStore;
 use trainlog_schema::alert_rule::{duration_words, AlertRule, RuleKind};
@@ -65,6 +66,36 @@ impl Default for Gate {
     }
 }
 
+impl ProjectRules {
+    /// Takes in one stored rule, where the server checks it.
+    fn add(&mut self, row: RuleRow) {
+        let Ok(rule) = AlertRule::parse(&row.text) else { return };
+        let kind = rule.kind();
+        let loaded = LoadedRule { text: row.text, rule };
+        match kind {
+            RuleKind::Metric => {
+                self.watches_runs |= loaded.rule.fires_on(0.0).is_none();
+                self.metric.push(loaded);
+            }
+            RuleKind::Activity => {
+                if let AlertRule::Idle { below_pct, .. } = loaded.rule {
+                    if !self.idle_thresholds.contains(&below_pct) {
+                        self.idle_thresholds.push(below_pct);
+                    }
+                }
+                self.watches_runs = true;
+                self.activity.push(loaded);
+            }
+            RuleKind::RunEnd | RuleKind::Project | RuleKind::Registry => {}
+        }
+    }
+}
+
+/// A project's rules: its own with the installation's, or the installation's alone.
+fn of_project(map: &HashMap<i64, Arc<ProjectRules>>, project_id: i64) -> Option<&Arc<ProjectRules>> {
+    map.get(&project_id).or_else(|| map.get(&INSTALLATION))
+}
+
 /// An alert a rule fired on a run, and the stop it asks for (its reason) with `then stop`.
 #[derive(Debug, Clone)]
 pub struct Fired {
@@ -95,34 +126,23 @@ pub struct RuleCache {
 }
 
 impl RuleCache {
-    /// Loads every project's rules (a stored rule this server cannot parse is left out).
+    /// Loads every project's rules, each with the installation's (a stored rule this server
+    /// cannot parse is left out). The installation's alone stand under [`INSTALLATION`] for the
+    /// projects with none of their own.
     pub fn reload(&self, m: &MetaStore) -> trainlog_meta::Result<()> {
+        let installation = m.installation_rules()?;
         let mut projects: HashMap<i64, ProjectRules> = HashMap::new();
-        for row in m.rules(None)? {
-            let Ok(rule) = AlertRule::parse(&row.text) else { continue };
-            let kind = rule.kind();
-            let entry = projects.entry(row.project_id).or_default();
-            let loaded = LoadedRule { text: row.text, rule };
-            match kind {
-                RuleKind::Metric => {
-                    entry.watches_runs |= loaded.rule.fires_on(0.0).is_none();
-                    entry.metric.push(loaded);
-                }
-                RuleKind::Activity => {
-                    if let AlertRule::Idle { below_pct, .. } = loaded.rule {
-                        if !entry.idle_thresholds.contains(&below_pct) {
-                            entry.idle_thresholds.push(below_pct);
-                        }
-                    }
-                    entry.watches_runs = true;
-                    entry.activity.push(loaded);
-                }
-                RuleKind::RunEnd | RuleKind::Project | RuleKind::Registry => {}
+        for row in m.rules(None)?.into_iter().chain(installation.iter().cloned()) {
+            projects.entry(row.project_id).or_default().add(row);
+        }
+        for (_, rules) in projects.iter_mut().filter(|(p, _)| **p != INSTALLATION) {
+            for row in &installation {
+                rules.add(row.clone());
             }
         }
         projects.retain(|_, p| !p.metric.is_empty() || !p.activity.is_empty());
         let loaded: HashMap<i64, Arc<ProjectRules>> = projects.into_iter().map(|(p, r)| (p, Arc::new(r))).collect();
-        self.runs().retain(|_, w| loaded.get(&lock(w).project_id).is_some_and(|p| p.watches_runs));
+        self.runs().retain(|_, w| of_project(&loaded, lock(w).project_id).is_some_and(|p| p.watches_runs));
         *self.projects.write().unwrap_or_else(PoisonError::into_inner) = loaded;
         Ok(())
     }
@@ -147,7 +167,7 @@ impl RuleCache {
     pub fn check(&self, project_id: i64, run: &RunId, batch: &PointBatch, now: i64) -> Vec<Fired> {
         let rules = {
             let map = self.projects.read().unwrap_or_else(PoisonError::into_inner);
-            match map.get(&project_id) {
+            match of_project(&map, project_id) {
                 Some(rules) => rules.clone(),
                 None => return Vec::new(),
             }
@@ -261,7 +281,7 @@ impl RuleCache {
         let mut due = Vec::new();
         for (run, w) in runs.iter() {
             let w = lock(w);
-            let Some(rules) = projects.get(&w.project_id) else { continue };
+            let Some(rules) = of_project(&projects, w.project_id) else { continue };
             for rule in &rules.activity {
                 let mut push = |episode: Episode, for_ms: i64| {
                     if !w.fired.contains(&episode) {

@@ -25,7 +25,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/projects/{name}/alert-deliveries", web::get().to(list_deliveries))
         .route("/projects/{name}/alert-rules", web::get().to(list_rules))
         .route("/projects/{name}/alert-rules", web::post().to(add_rule))
-        .route("/projects/{name}/alert-rules/{rule}", web::delete().to(remove_rule));
+        .route("/projects/{name}/alert-rules/{rule}", web::delete().to(remove_rule))
+        .route("/alert-rules", web::get().to(list_installation_rules))
+        .route("/alert-rules", web::post().to(add_installation_rule))
+        .route("/alert-rules/{rule}", web::delete().to(remove_installation_rule));
 }
 
 /// This resource's operations in the API document.
@@ -41,7 +44,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     list_deliveries,
     list_rules,
     add_rule,
-    remove_rule
+    remove_rule,
+    list_installation_rules,
+    add_installation_rule,
+    remove_installation_rule
 ))]
 pub(super) struct Api;
 
@@ -261,7 +267,7 @@ pub(crate) async fn list_deliveries(state: State, path: web::Path<String>, req: 
     responses((status = 200, description = "The project's rules.", body = RuleList)))]
 pub(crate) async fn list_rules(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let project = lookup::project(&state, &req, path.into_inner(), Role::Read).await?;
-    let (rows, firings) = meta(&state, move |m| Ok((m.rules(Some(project.id))?, m.rule_firings(project.id)?))).await?;
+    let (rows, firings) = meta(&state, move |m| Ok((m.rules_for(project.id)?, m.rule_firings(project.id)?))).await?;
     let rules = rows
         .into_iter()
         .map(|r| {
@@ -321,6 +327,58 @@ pub(crate) async fn remove_rule(
     Ok(HttpResponse::Ok().json(OK))
 }
 
+/// The rules every project has, which server admins give (each project's runs are checked
+/// against them as against its own rules, and their alerts go to the project's channels).
+#[utoipa::path(get, path = "/api/v1/alert-rules", tag = "alerts",
+    responses((status = 200, description = "The installation's rules.", body = RuleList)))]
+pub(crate) async fn list_installation_rules(state: State) -> Result<HttpResponse> {
+    let rows = meta(&state, |m| m.installation_rules()).await?;
+    Ok(HttpResponse::Ok().json(RuleList { rules: rows.into_iter().map(RuleView::from).collect() }))
+}
+
+/// Give every project a rule (server admins).
+#[utoipa::path(post, path = "/api/v1/alert-rules", tag = "alerts", request_body = AddRule,
+    responses((status = 201, description = "The rule.", body = RuleView)))]
+pub(crate) async fn add_installation_rule(
+    state: State,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    crate::auth::require_admin(&req, "a rule every project has")?;
+    let body: AddRule = json_body(&req, payload).await?;
+    let by = crate::auth::caller(&req).map(|c| c.name);
+    let cache = state.clone();
+    let row = meta(&state, move |m| {
+        let row = m.add_installation_rule(&body.rule, by.as_deref())?;
+        cache.rules.reload(m)?;
+        Ok(row)
+    })
+    .await?;
+    Ok(HttpResponse::Created().json(RuleView::from(row)))
+}
+
+/// Remove a rule every project had (server admins).
+#[utoipa::path(delete, path = "/api/v1/alert-rules/{rule}", tag = "alerts",
+    params(("rule" = i64, Path, description = "The rule's id.", minimum = 1)),
+    responses((status = 200, description = "Removed.", body = StatusOk)))]
+pub(crate) async fn remove_installation_rule(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+) -> Result<HttpResponse> {
+    crate::auth::require_admin(&req, "a rule every project has")?;
+    let rule = path.into_inner();
+    let rule: i64 =
+        rule.parse().ok().filter(|id| *id > 0).ok_or_else(|| ApiError::NotFound(format!("rule {rule:?}")))?;
+    let cache = state.clone();
+    meta(&state, move |m| {
+        m.remove_installation_rule(rule)?;
+        cache.rules.reload(m)
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(OK))
+}
+
 // Wire types.
 
 #[derive(Deserialize, ToSchema)]
@@ -341,6 +399,8 @@ pub struct RuleView {
     /// repeats folded into an alert counted.
     pub last_fired_time: Option<i64>,
     pub fired: i64,
+    /// A rule a server admin gave every project (removed only there, `/alert-rules`).
+    pub installation: bool,
 }
 
 impl From<trainlog_meta::alert_rules::RuleRow> for RuleView {
@@ -352,6 +412,7 @@ impl From<trainlog_meta::alert_rules::RuleRow> for RuleView {
             created_time: r.created_ms,
             last_fired_time: None,
             fired: 0,
+            installation: r.project_id == trainlog_meta::alert_rules::INSTALLATION,
         }
     }
 }

@@ -95,7 +95,7 @@ pub(crate) async fn registry_event(state: &State, version: &trainlog_meta::Versi
             Err(e) => return Err(e),
         };
         let mut raised = false;
-        for row in m.rules(Some(project))? {
+        for row in m.rules_for(project)? {
             if AlertRule::parse(&row.text).ok().as_ref() != Some(&want) {
                 continue;
             }
@@ -146,9 +146,10 @@ pub(crate) async fn watch_ends(state: State) {
                 return Ok((next, false));
             }
             let rules = m.rules(None)?;
+            let installation = m.installation_rules()?;
             let mut raised = false;
             for run in &ended {
-                for row in rules.iter().filter(|r| r.project_id == run.project_id) {
+                for row in rules.iter().filter(|r| r.project_id == run.project_id).chain(&installation) {
                     let Ok(rule @ AlertRule::RunEnded { .. }) = AlertRule::parse(&row.text) else { continue };
                     if !matches!(&rule, AlertRule::RunEnded { status } if *status == run.status) {
                         continue;

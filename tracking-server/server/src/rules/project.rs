@@ -9,7 +9,7 @@ use crate::report_rows;
 use crate::state::{meta, State};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
-use trainlog_meta::alert_rules::RuleRow;
+use trainlog_meta::alert_rules::{RuleRow, INSTALLATION};
 use trainlog_meta::alerts::NewAlert;
 use trainlog_meta::report::{GroupSums, ReportRequest, DEFAULT_THRESHOLD};
 use trainlog_meta::search::RunScope;
@@ -28,34 +28,27 @@ const MIN_ENDED_RUNS: i64 = 5;
 pub(crate) async fn watch_projects(state: State, every: Duration) {
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // When each rule last fired while its condition held (by rule id).
-    let mut holding: HashMap<i64, i64> = HashMap::new();
+    // When each rule last fired on a project while its condition held.
+    let mut holding: HashMap<Holding, i64> = HashMap::new();
     loop {
         ticks.tick().await;
-        let rules = match meta(&state, |m| m.rules(None)).await {
+        let by_project = match meta(&state, rules_by_project).await {
             Ok(rules) => rules,
             Err(e) => {
                 failed("the project rules could not read the rules (tried again)", e);
                 continue;
             }
         };
-        let mut by_project: BTreeMap<i64, Vec<(RuleRow, AlertRule)>> = BTreeMap::new();
-        for row in rules {
-            if let Ok(rule) = AlertRule::parse(&row.text) {
-                if rule.kind() == RuleKind::Project {
-                    by_project.entry(row.project_id).or_default().push((row, rule));
-                }
-            }
-        }
-        holding.retain(|id, _| by_project.values().flatten().any(|(r, _)| r.id == *id));
+        holding.retain(|h, _| by_project.get(&h.0).is_some_and(|rules| rules.iter().any(|(r, _)| key(h.0, r) == *h)));
         let mut raised = false;
         for (project, rules) in by_project {
             let now = trainlog_meta::now_ms();
             for (row, rule) in rules {
+                let held = key(project, &row);
                 match check(&state, project, &rule, now).await {
                     Ok(Some(found)) => {
                         let wait_ms = found.wait_ms;
-                        if holding.get(&row.id).is_some_and(|at| now - at < wait_ms) {
+                        if holding.get(&held).is_some_and(|at| now - at < wait_ms) {
                             if let Err(e) = stop_all(&state, project, &row, &rule, &found).await {
                                 failed("a budget rule could not stop its project's runs (tried again)", e);
                             }
@@ -64,13 +57,13 @@ pub(crate) async fn watch_projects(state: State, every: Duration) {
                         match fire(&state, project, &row, &rule, &found).await {
                             Ok(new) => {
                                 raised |= new;
-                                holding.insert(row.id, now);
+                                holding.insert(held, now);
                             }
                             Err(e) => failed("a project rule could not record its alert (tried again)", e),
                         }
                     }
                     Ok(None) => {
-                        holding.remove(&row.id);
+                        holding.remove(&held);
                     }
                     Err(e) => failed("a project rule could not read its figures (tried again)", e),
                 }
@@ -80,6 +73,36 @@ pub(crate) async fn watch_projects(state: State, every: Duration) {
             crate::deliver::wake();
         }
     }
+}
+
+/// A rule on a project: the project, whether the rule is the installation's, and its id.
+type Holding = (i64, bool, i64);
+
+fn key(project: i64, row: &RuleRow) -> Holding {
+    (project, row.project_id == INSTALLATION, row.id)
+}
+
+/// Each project's rules on money and report figures: its own, and the installation's given to
+/// every project.
+fn rules_by_project(m: &trainlog_meta::MetaStore) -> trainlog_meta::Result<BTreeMap<i64, Vec<(RuleRow, AlertRule)>>> {
+    let parsed = |rows: Vec<RuleRow>| -> Vec<(RuleRow, AlertRule)> {
+        rows.into_iter()
+            .filter_map(|row| {
+                AlertRule::parse(&row.text).ok().filter(|r| r.kind() == RuleKind::Project).map(|r| (row, r))
+            })
+            .collect()
+    };
+    let mut by_project: BTreeMap<i64, Vec<(RuleRow, AlertRule)>> = BTreeMap::new();
+    for (row, rule) in parsed(m.rules(None)?) {
+        by_project.entry(row.project_id).or_default().push((row, rule));
+    }
+    let installation = parsed(m.installation_rules()?);
+    if !installation.is_empty() {
+        for (project, _) in m.list_projects()? {
+            by_project.entry(project.id).or_default().extend(installation.iter().cloned());
+        }
+    }
+    Ok(by_project)
 }
 
 /// What a project rule found when its condition holds.
