@@ -2,9 +2,11 @@
 SIGSTOP fires `stalled`; a priced run whose GPU (the stand-in NVML) goes idle fires the idle rule
 with its dollars per hour; the idle-shutdown policy warns, then stops an idle run, which ends
 `killed` saying so; a spike and a plateau fire from the series as they arrive; a budget at 80%
-fires once and at 100% stops the project's runs; and the fleet rules fire on a fleet with a long
-queue wait, failures and a spend spike, built through the API as a launcher reports jobs, and
-stay quiet on one without them."""
+fires once and at 100% stops the project's runs; the fleet rules fire on a fleet with a long
+queue wait, failures and a spend spike, built through the API as a launcher reports jobs (a
+week of history cannot be lived in a test), and stay quiet on one without them; a real Slurm job
+held in the queue fires the queue wait rule (its span scaled to seconds) and one started at once
+does not; a job SIGKILLed on every rank fires `lost` within the liveness bound."""
 
 from __future__ import annotations
 
@@ -433,3 +435,64 @@ def test_a_job_killed_on_every_rank_fires_lost_within_the_liveness_bound(tmp_pat
             if proc.poll() is None:
                 proc.kill()
         server.stop()
+
+
+SLURM_JOB = textwrap.dedent(
+    """
+    import os
+    import trainlog
+    run = trainlog.init(project=os.environ["PROJECT"], name="job", system_metrics_interval=None)
+    for step in range(5):
+        run.log({"loss": 1.0}, step=step)
+    run.finish()
+    """
+)
+
+
+# Its fixture may install Slurm's packages first (up to 900 s).
+@pytest.mark.timeout(1200)
+def test_a_slurm_job_that_waited_in_the_queue_fires_the_queue_wait_rule(
+    fast_server: Server, slurm_conf: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(SLURM_JOB)
+    for project in ("queued", "prompt"):
+        call(fast_server, "POST", "/runs", {"project": project, "name": "setup"})
+        # The rule's span scaled down from hours to seconds, as the test's jobs wait seconds.
+        add_rules(fast_server, project, "queue wait > 15s")
+
+    def sbatch(project: str, *options: str) -> None:
+        batch = tmp_path / f"{project}.sh"
+        out = tmp_path / f"{project}-%j.txt"
+        batch.write_text(f"#!/bin/bash\n#SBATCH --ntasks=1 -o {out}\nsrun --ntasks=1 {sys.executable} {script}\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINLOG_", "SLURM_"))}
+        env.update(
+            TRAINLOG_SERVER=fast_server.url,
+            TRAINLOG_DIR=str(tmp_path / f"client-{project}"),
+            TRAINLOG_QUIET="1",
+            SLURM_CONF=slurm_conf,
+            PROJECT=project,
+        )
+        done = subprocess.run(
+            ["sbatch", "--parsable", *options, str(batch)], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+
+    # One job Slurm holds 25 s before it may start; one it starts at once.
+    sbatch("queued", "--begin=now+25")
+    sbatch("prompt")
+    alerts = wait_for("the queue wait rule", lambda: project_alerts(fast_server, "queued"), 120)
+    [alert] = alerts
+    assert (alert["rule"], alert["title"]) == ("queue wait > 15s", "queue wait above 15 s"), alert
+    assert alert["text"].startswith("a run that started in the last 24 h queued for "), alert["text"]
+
+    def prompt_finished() -> bool:
+        runs = call(fast_server, "GET", "/projects/prompt/runs")["runs"]
+        return any(r["name"] == "job" and r["status"] == "finished" for r in runs)
+
+    wait_for("the prompt job to finish", prompt_finished, 120)
+    time.sleep(4)  # rounds of the rules after the prompt job's row is in the report
+    assert project_alerts(fast_server, "prompt") == []
+    # The report shows the wait the rule read: Slurm's SubmitTime to the job's start.
+    report = call(fast_server, "GET", "/report?projects=queued&since=1d")
+    assert report["total"]["queue_wait_s"] > 15, report["total"]
