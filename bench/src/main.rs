@@ -380,29 +380,20 @@ fn job_bench(rt: &tokio::runtime::Runtime, scale: &Scale, report: &mut Report) {
 fn rules_bench(rt: &tokio::runtime::Runtime, scale: &Scale, report: &mut Report) {
     let reps = if scale.batches_per_client < 100 { 3 } else { 15 };
     println!("\n== Ingest with and without alert rules ({reps} servers each, alternating) ==");
-    let (mut without, mut with) = (Vec::new(), Vec::new());
-    let (mut cpu_without, mut cpu_with) = (Vec::new(), Vec::new());
-    for rep in 0..reps {
-        // Each kind goes first in every other pair: the one after the other shares the machine
-        // with the first server's teardown.
-        let order = if rep % 2 == 0 { [false, true] } else { [true, false] };
-        for ruled in order {
-            let server = bench_server();
-            if ruled {
-                let added = trainlog_bench::rules::install(&server, "bench-rules");
-                info(format!("{added} rules installed"));
-            }
-            let out = ingest_bench(rt, &server, scale, "bench-rules", ARROW, Precision::Tensor32);
-            info(format!("rep {rep}, {}: {} points/s", if ruled { "rules" } else { "none" }, thousands(out.rate, 0)));
-            if ruled {
-                let (_, alerts) = server.get("/projects/bench-rules/alerts");
-                info(format!("alerts the rules raised: {}", alerts["alerts"].as_array().map_or(0, Vec::len)));
-            }
-            if ruled { &mut with } else { &mut without }.push(out.rate);
-            let per_million = out.server_cpu / out.points as f64 * 1e6;
-            if ruled { &mut cpu_with } else { &mut cpu_without }.push(per_million);
+    let [without, with, cpu_without, cpu_with] = trainlog_bench::rules::alternate(reps, |rep, ruled| {
+        let server = bench_server();
+        if ruled {
+            let added = trainlog_bench::rules::install(&server, "bench-rules");
+            info(format!("{added} rules installed"));
         }
-    }
+        let out = ingest_bench(rt, &server, scale, "bench-rules", ARROW, Precision::Tensor32);
+        info(format!("rep {rep}, {}: {} points/s", if ruled { "rules" } else { "none" }, thousands(out.rate, 0)));
+        if ruled {
+            let (_, alerts) = server.get("/projects/bench-rules/alerts");
+            info(format!("alerts the rules raised: {}", alerts["alerts"].as_array().map_or(0, Vec::len)));
+        }
+        (out.rate, out.server_cpu / out.points as f64 * 1e6)
+    });
     let (none, ruled) = (median(&without), median(&with));
     report.add("R1a", "Ingest, Arrow IPC, no rules (median)", none, 0, "points/s", Goal::None, "");
     report.add(

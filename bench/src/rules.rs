@@ -55,3 +55,20 @@ pub fn install(server: &TestServer, project: &str) -> usize {
     }
     added
 }
+
+/// Runs `measure(rep, ruled)` for `reps` pairs of fresh servers, without rules and with them,
+/// each kind first in every other pair (the second of a pair shares the machine with the first
+/// server's teardown); answers the rates and the CPU per million points of each kind: without,
+/// with, CPU without, CPU with.
+pub fn alternate(reps: usize, mut measure: impl FnMut(usize, bool) -> (f64, f64)) -> [Vec<f64>; 4] {
+    let mut out: [Vec<f64>; 4] = Default::default();
+    for rep in 0..reps {
+        let order = if rep % 2 == 0 { [false, true] } else { [true, false] };
+        for ruled in order {
+            let (rate, cpu) = measure(rep, ruled);
+            out[usize::from(ruled)].push(rate);
+            out[2 + usize::from(ruled)].push(cpu);
+        }
+    }
+    out
+}

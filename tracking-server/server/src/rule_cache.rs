@@ -358,53 +358,27 @@ pub fn due_alert(due: &Due, usd_per_hour: Option<(f64, i64)>) -> Fired {
         None => "its GPUs".to_owned(),
     };
     match (&rule.rule, &due.episode) {
-        (AlertRule::Idle { below_pct, for_ms, .. }, Episode::Idle { warning: true, .. }) => Fired {
-            alert: NewAlert {
-                run: None,
-                rule: rule.text.clone(),
-                level: "warn".into(),
-                title: format!("GPUs idle for {}: stopping at {}", spent(due.for_ms), spent(*for_ms)),
-                text: format!(
-                    "{dollars} below {below_pct}% for {}; the run will be stopped when they have been idle for {} (rule `{}`)",
-                    spent(due.for_ms),
-                    spent(*for_ms),
-                    rule.text
-                ),
-                step: due.step,
-                wait_ms: METRIC_FOLD_MS,
-            },
-            stop: None,
-        },
+        (AlertRule::Idle { below_pct, for_ms, .. }, Episode::Idle { warning: true, .. }) => {
+            let title = format!("GPUs idle for {}: stopping at {}", spent(due.for_ms), spent(*for_ms));
+            let text = format!(
+                "{dollars} below {below_pct}% for {}; the run will be stopped when they have been idle for {} (rule `{}`)",
+                spent(due.for_ms),
+                spent(*for_ms),
+                rule.text
+            );
+            let mut warning = fire(rule, title, text, due.step);
+            warning.alert.level = "warn".into();
+            warning.stop = None;
+            warning
+        }
         (AlertRule::Idle { below_pct, .. }, _) => {
-            let title = format!("{dollars} idle for {}", spent(due.for_ms));
-            Fired {
-                stop: rule.rule.stops().then(|| format!("`{}`: {title}", rule.text)),
-                alert: NewAlert {
-                    run: None,
-                    rule: rule.text.clone(),
-                    level: rule.rule.level().into(),
-                    text: format!("{dollars} below {below_pct}% for {} (rule `{}`)", spent(due.for_ms), rule.text),
-                    title,
-                    step: due.step,
-                    wait_ms: METRIC_FOLD_MS,
-                },
-            }
+            let text = format!("{dollars} below {below_pct}% for {} (rule `{}`)", spent(due.for_ms), rule.text);
+            fire(rule, format!("{dollars} idle for {}", spent(due.for_ms)), text, due.step)
         }
         _ => {
-            let title = rule.rule.title(0.0);
             let last = due.step.map_or("no step yet".to_owned(), |s| format!("last step {s}"));
-            Fired {
-                stop: rule.rule.stops().then(|| format!("`{}`: {title}", rule.text)),
-                alert: NewAlert {
-                    run: None,
-                    rule: rule.text.clone(),
-                    level: rule.rule.level().into(),
-                    text: format!("no new step for {} ({last}) (rule `{}`)", spent(due.for_ms), rule.text),
-                    title,
-                    step: due.step,
-                    wait_ms: METRIC_FOLD_MS,
-                },
-            }
+            let text = format!("no new step for {} ({last}) (rule `{}`)", spent(due.for_ms), rule.text);
+            fire(rule, rule.rule.title(0.0), text, due.step)
         }
     }
 }
@@ -414,28 +388,11 @@ mod tests {
     use super::*;
     use trainlog_schema::{BatchPoint, MetricKey};
 
-    fn loaded(text: &str) -> LoadedRule {
-        LoadedRule { text: text.into(), rule: AlertRule::parse(text).expect("rule") }
-    }
-
     fn cache_with(project: i64, texts: &[&str]) -> RuleCache {
         let cache = RuleCache::default();
         let mut rules = ProjectRules::default();
         for text in texts {
-            let rule = loaded(text);
-            match rule.rule.kind() {
-                RuleKind::Metric => {
-                    rules.watches_runs |= rule.rule.fires_on(0.0).is_none();
-                    rules.metric.push(rule)
-                }
-                _ => {
-                    if let AlertRule::Idle { below_pct, .. } = rule.rule {
-                        rules.idle_thresholds.push(below_pct);
-                    }
-                    rules.watches_runs = true;
-                    rules.activity.push(rule)
-                }
-            }
+            rules.add(RuleRow { id: 1, project_id: project, text: (*text).into(), created_by: None, created_ms: 0 });
         }
         cache.projects.write().expect("lock").insert(project, Arc::new(rules));
         cache
