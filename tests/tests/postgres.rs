@@ -150,16 +150,15 @@ fn readiness_names_the_database_while_it_is_away_and_liveness_does_not_care() {
     assert_eq!((status, ready["database"].as_str(), ready["store"].as_str()), (200, Some("ok"), Some("ok")), "{ready}");
 
     let admin = postgres_server();
-    sql(
-        &admin,
-        &format!(
-            "ALTER DATABASE {database} ALLOW_CONNECTIONS false;
-             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}';"
-        ),
-    );
-    // pg_terminate_backend only signals: wait (bounded) until the server's backends are gone.
+    // Committed first, so no connection opens after it; then the server's backends are ended,
+    // again until none is left: pg_terminate_backend only signals, and the server's pool may
+    // have opened one while the change was not yet committed.
+    sql(&admin, &format!("ALTER DATABASE {database} ALLOW_CONNECTIONS false"));
     let mut client = postgres::Client::connect(&admin, postgres::NoTls).expect("a connection to the test server");
     for _ in 0..100 {
+        client
+            .execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", &[&database])
+            .expect("pg_terminate_backend");
         let left: i64 = client
             .query_one("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1", &[&database])
             .expect("pg_stat_activity")
