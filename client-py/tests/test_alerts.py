@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 import trainlog
-from helpers import BINARY, Server, run_script, wait_for
+from helpers import BINARY, Server, postgres_meta_url, run_script, wait_for
 
 SECRET = "s3cret-signing-key"
 
@@ -324,7 +324,16 @@ def test_an_installation_rule_fires_in_every_project_and_only_admins_give_one(
         users = {}
         for name, admin in (("root", True), ("ana", False)):
             made = subprocess.run(
-                [str(BINARY), "users", "add", name, *(["--admin"] if admin else []), "--data", str(tmp_path / "data")],
+                [
+                    str(BINARY),
+                    "users",
+                    "add",
+                    name,
+                    *(["--admin"] if admin else []),
+                    "--data",
+                    str(server.data),
+                    *postgres_meta_url(server.data.with_suffix(".meta-url")),
+                ],
                 capture_output=True,
                 text=True,
                 timeout=60,

@@ -243,7 +243,7 @@ impl World {
             "key": "loss", "value": "1", "timestamp": 0, "step": 0, "role": "admin", "admin": true,
             "points": [{"key": "loss", "step": 1, "value": 1.0}], "params": {"lr": "1"}, "tags": {"t": "1"},
             "metrics": [{"key": "loss", "value": 1.0, "timestamp": 0, "step": 0}],
-            "config": SWEEP, "monthly_usd": 1.0, "usd_per_hour": 0.0, "status": "finished",
+            "config": SWEEP, "monthly_usd": 1.0, "usd_per_hour": 0.0, "status": "finished", "up_to": 0,
         })
     }
 
@@ -433,13 +433,15 @@ fn users_without_a_role_readers_writing_and_other_projects_writers_are_refused_a
     assert_eq!(after["/api/v1/prices"], before["/api/v1/prices"], "the price catalog changed");
 }
 
-/// Routes whose method is not GET but which only read.
+/// Routes whose method is not GET but which only read, or change only the caller's own state
+/// (how far they have read a project's alerts).
 fn is_read_only(method: &str, template: &str) -> bool {
     method == "POST"
         && (template.ends_with("/search")
             || template.ends_with("/metrics/query")
             || template.ends_with("/get-latest-versions")
-            || template.ends_with("/artifacts/list"))
+            || template.ends_with("/artifacts/list")
+            || template.ends_with("/alerts/read"))
 }
 
 #[test]
