@@ -497,6 +497,7 @@ pub struct AlertList {
 #[serde(deny_unknown_fields)]
 pub struct ReadAlerts {
     /// The newest alert read: an alert id.
+    #[serde(deserialize_with = "crate::wire::integer::required")]
     #[schema(minimum = 0)]
     pub up_to: i64,
 }
