@@ -9,7 +9,7 @@
 import { api } from './lib/api.js';
 import { BYTE_INCRS, cssVar, durationTicks, fmtSeconds, fmtTicks, fmtWithUnit, labelWidth, paddedRange, quantile, smoothValues, unitOf, X_MODES } from './lib/chart-axes.js';
 import { downloadIcon, exportChart } from './lib/chart-export.js';
-import { runColor } from './lib/colors.js';
+import { hashColor } from './lib/colors.js';
 import { el } from './lib/dom.js';
 import { toNum } from './lib/format.js';
 import { systemKeyGroups } from './lib/runs.js';
@@ -150,7 +150,7 @@ function createChart(key, series, settings) {
       const got = await loadSeries(key, series, range);
       if (my !== seq) return;
       data = got.map((s) => {
-        const m = meta.get(s.run_id) || { name: s.run_id, color: runColor(s.run_id) };
+        const m = meta.get(s.run_id) || { name: s.run_id, color: hashColor(s.run_id) };
         const buckets = (s.buckets || []).map((b) => ({
           step_min: b.step_min, step_max: b.step_max, time_first: b.time_first, time_last: b.time_last,
           min: toNum(b.min), max: toNum(b.max), last: toNum(b.last), count: b.count,

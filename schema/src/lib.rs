@@ -13,6 +13,7 @@ mod params;
 pub mod peak_flops;
 mod points;
 pub mod redact;
+mod run_color;
 
 pub use histogram::{Histogram, TableMode};
 pub use ids::{ArtifactPath, MetricKey, ParamKey, ProjectName, RunId, TagKey, ViewName};
@@ -22,6 +23,7 @@ pub use points::{
     json_f64, parse_non_finite, BatchPoint, MetricPoint, MetricSummary, PointBatch, RunStatus, COST_PREFIX,
     SYSTEM_PREFIX,
 };
+pub use run_color::{palette_color, RunColor, RUN_PALETTE};
 
 /// A value that failed to parse, with the field it came from and why.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -9,7 +9,7 @@
 
 import { enc } from './address.js';
 import { api, authHeaders, settleLimited, storedKey } from './api.js';
-import { runColor } from './colors.js';
+import { hashColor } from './colors.js';
 import { el, errorEl, svg } from './dom.js';
 import { artifactLink } from './downloads.js';
 import { fmtBytes, fmtNum } from './format.js';
@@ -100,7 +100,7 @@ function stepAtOrBefore(steps, step) {
 }
 
 /** A class's colour, a function of its id. */
-const classColor = (id) => (id === null || id === undefined ? '#ff8800' : runColor('class:' + id));
+const classColor = (id) => (id === null || id === undefined ? '#ff8800' : hashColor('class:' + id));
 
 /** A mask (a grey image of one class id per pixel, 0 for none) as an image of its classes'
  * colours, half transparent, for a blob: or data: URL. */

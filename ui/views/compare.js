@@ -8,7 +8,7 @@ import { chartControls, chartSettings, mountCharts, mountSystemCharts, runLegend
 import { enc, setHashQuery, tableHref } from '../lib/address.js';
 import { api, settleLimited } from '../lib/api.js';
 import { X_MODES } from '../lib/chart-axes.js';
-import { runColor } from '../lib/colors.js';
+import { colorLines, hashColor, runColor } from '../lib/colors.js';
 import { el, errorEl } from '../lib/dom.js';
 import { fmtValue } from '../lib/format.js';
 import { mediaKeys, mountMediaPanels } from '../lib/media.js';
@@ -100,14 +100,15 @@ export function compareView(project, ids, params) {
     if (grouped) {
       const { by, groups } = groupRuns(runs, groupBy);
       series = groups.map(([label, members]) => ({
-        run_id: 'group:' + label, name: `${label} (${members.length})`, color: runColor('group:' + label), members: members.map((r) => r.id),
+        run_id: 'group:' + label, name: `${label} (${members.length})`, color: hashColor('group:' + label), members: members.map((r) => r.id),
       }));
       body.append(el('p', { class: 'note', 'data-testid': 'grouped-note' },
         `${runs.length} runs are more than ${COMPARE_LINES_MAX} lines can show: each chart draws ${series.length === 1 ? 'their' : 'each group\'s'} mean, with the min–max band, ` +
         (by ? `grouped by ${by}` : 'as one group') + '. Group the runs table to choose the groups.'));
     } else {
-      series = runs.map((r) => ({ run_id: r.id, name: r.name || r.id, color: runColor(r.id), start_time: r.start_time }));
+      series = runs.map((r) => ({ run_id: r.id, name: r.name || r.id, color: runColor(r), start_time: r.start_time }));
     }
+    colorLines(series);
     const keys = [...new Set(runs.flatMap((r) => Object.keys(r.summary || {})))].sort();
     const metricKeys = keys.filter((k) => !isSystemKey(k) && !isCostKey(k));
     const systemKeys = orderSystemKeys(keys.filter(isSystemKey));

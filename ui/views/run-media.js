@@ -14,7 +14,7 @@ import { mountMediaPanels } from '../lib/media.js';
  */
 export function runMediaSection(run) {
   const node = el('div', { 'data-testid': 'media-section' }, el('p', { class: 'muted' }, 'Loading media…'));
-  const runs = [{ id: run.id, name: run.name || run.id, color: runColor(run.id) }];
+  const runs = [{ id: run.id, name: run.name || run.id, color: runColor(run) }];
   let mounted = null;
   let shown = null;
   let alive = true;

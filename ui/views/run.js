@@ -195,7 +195,7 @@ function parseTagsText(text) {
 }
 
 /**
- * A run's actions: edit its name, group, notes and tags (PATCH /runs/ID), archive it or restore
+ * A run's actions: edit its name, group, colour, notes and tags (PATCH /runs/ID), archive it or restore
  * it, and delete an archived run for good (DELETE /runs/ID, admins only, after a confirmation).
  * Offered only when the user may write to the run's project. `done` re-reads the run.
  */
@@ -205,12 +205,13 @@ function runActions(run, role, done) {
   const form = el('form', { class: 'panel run-edit hidden', 'data-testid': 'run-edit' });
   const name = el('input', { type: 'text', name: 'name', value: run.name || '', 'data-testid': 'edit-name', size: 40 });
   const group = el('input', { type: 'text', name: 'group', value: run.group || '', 'data-testid': 'edit-group', size: 30 });
+  const color = el('input', { type: 'color', name: 'color', value: runColor(run), 'data-testid': 'edit-color', title: "the run's colour in every chart" });
   const notes = el('textarea', { name: 'notes', rows: 4, cols: 60, 'data-testid': 'edit-notes' });
   notes.value = run.notes || '';
   const tags = el('textarea', { name: 'tags', rows: 4, cols: 60, 'data-testid': 'edit-tags', placeholder: 'key=value or a label, one per line' });
   tags.value = tagsText(run.tags);
   form.append(
-    el('label', {}, 'name ', name), el('label', {}, 'group ', group),
+    el('label', {}, 'name ', name), el('label', {}, 'group ', group), el('label', {}, 'colour ', color),
     el('label', {}, 'notes', notes), el('label', {}, 'tags', tags),
     el('div', { class: 'toolbar' }, el('button', { type: 'submit', class: 'primary', 'data-testid': 'edit-save' }, 'Save'),
       el('button', { type: 'button', onclick: () => form.classList.add('hidden') }, 'Cancel'), error));
@@ -223,6 +224,7 @@ function runActions(run, role, done) {
     const body = {};
     if (name.value.trim() !== (run.name || '')) body.name = name.value.trim();
     if (group.value.trim() !== (run.group || '')) body.group = group.value.trim();
+    if (color.value.toLowerCase() !== runColor(run)) body.color = color.value;
     if (notes.value !== (run.notes || '')) body.notes = notes.value;
     if (Object.keys(patch).length) body.tags = patch;
     try {
@@ -311,7 +313,7 @@ export function runView(id) {
     const metricKeys = keys.filter((k) => !isSystemKey(k));
     const systemKeys = orderSystemKeys(keys.filter(isSystemKey));
     shownKeys = keys.join('\n');
-    const series = [{ run_id: run.id, name: run.name || run.id, color: runColor(run.id), start_time: run.start_time }];
+    const series = [{ run_id: run.id, name: run.name || run.id, color: runColor(run), start_time: run.start_time }];
     const shown = seriesState();
     // The alerts raised at a step mark the metric charts there.
     const markers = alerts.status === 'fulfilled'

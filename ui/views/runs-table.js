@@ -411,7 +411,7 @@ export function runsView(project, params) {
         return el('div', { class: 'cell sel pin', style: `left:${c.pin}px` }, cb);
       }
       case 'name': return el('div', { class: 'cell pin', style: `left:${c.pin}px`, title: r.name || r.id },
-        el('span', { class: 'swatch', 'data-testid': 'run-color', style: `background:${runColor(r.id)}` }),
+        el('span', { class: 'swatch', 'data-testid': 'run-color', style: `background:${runColor(r)}` }),
         el('a', { href: '#/run/' + enc(r.id) }, r.name || r.id));
       case 'status': return el('div', { class: 'cell' }, statusEl(r.status), r.status === 'running' && mayStop ? stopButton(r) : null);
       case 'duration': return el('div', { class: 'cell num' }, fmtDuration(runDuration(r)));

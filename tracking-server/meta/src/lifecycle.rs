@@ -13,7 +13,7 @@ pub(crate) fn run_any_in(db: &dyn Db, id: &str) -> Result<(Run, bool)> {
     let sql =
         format!("SELECT {RUN_COLUMNS}, r.deleted FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = ?1");
     let row = db.row(&sql, vals![id])?.ok_or_else(|| not_found(format!("run {id}")))?;
-    let (mut run, deleted) = (run_from_row(&row)?, row.get::<i64>(12)? != 0);
+    let (mut run, deleted) = (run_from_row(&row)?, row.get::<i64>(13)? != 0);
     load_params(db, &mut run)?;
     Ok((run, deleted))
 }
@@ -37,7 +37,7 @@ pub(crate) fn runs_any_in(db: &dyn Db, ids: &[&str]) -> Result<HashMap<String, L
             "SELECT {RUN_COLUMNS}, r.deleted, r.revision FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id IN ({marks})"
         );
         for r in db.rows(&sql, &values)? {
-            let loaded = LoadedRun { run: run_from_row(&r)?, deleted: r.get::<i64>(12)? != 0, revision: r.get(13)? };
+            let loaded = LoadedRun { run: run_from_row(&r)?, deleted: r.get::<i64>(13)? != 0, revision: r.get(14)? };
             found.insert(loaded.run.id.as_str().to_owned(), loaded);
         }
         for r in db.rows(&format!("SELECT run_id, key, type, value FROM params WHERE run_id IN ({marks})"), &values)? {

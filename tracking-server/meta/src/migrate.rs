@@ -75,6 +75,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/0033_installation_rules.sql"),
         include_str!("migrations/postgres/0033_installation_rules.sql"),
     ),
+    (34, include_str!("migrations/0034_run_color.sql"), include_str!("migrations/postgres/0034_run_color.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -216,5 +217,40 @@ mod tests {
         }
         assert_eq!(ParamValue::Str("1e-3".into()).search_number(), Some(0.001));
         assert_eq!(ParamValue::Str("nan".into()).search_number(), None);
+    }
+
+    /// A new run takes the palette's next colour in its project; migration 0034 gives runs stored
+    /// before it the colours they would have been given, in the order they started.
+    #[test]
+    fn runs_take_the_palette_in_their_projects_order_and_the_migration_agrees() {
+        use crate::{NewRun, RunUpdate};
+        use trainlog_schema::{palette_color, ProjectName, RunColor};
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::test_store(dir.path());
+        let mut made = Vec::new();
+        for (i, project) in ["a", "a", "b", "a", "b"].iter().enumerate() {
+            let new = NewRun {
+                project: Some(ProjectName::parse("project", project).unwrap()),
+                start_ms: Some(1_000 + i as i64),
+                ..NewRun::default()
+            };
+            made.push(store.create_run(&new).unwrap().0);
+        }
+        let colors: Vec<_> = made.iter().map(|r| r.color.clone()).collect();
+        let want = [palette_color(0), palette_color(1), palette_color(0), palette_color(2), palette_color(1)];
+        assert_eq!(colors, want);
+        let sql = super::MIGRATIONS.iter().find(|m| m.0 == 34).unwrap();
+        store
+            .write(|tx| {
+                tx.exec("UPDATE runs SET color = NULL", &[])?;
+                let text = if tx.dialect() == Dialect::Postgres { sql.2 } else { sql.1 };
+                tx.batch(&text[text.find("UPDATE runs").unwrap()..])
+            })
+            .unwrap();
+        let again: Vec<_> = made.iter().map(|r| store.run(&r.id).unwrap().color).collect();
+        assert_eq!(again, want);
+        let chosen = RunColor::parse("color", "#123ABC").unwrap();
+        store.update_run(&made[0].id, &RunUpdate { color: Some(chosen), ..RunUpdate::default() }).unwrap();
+        assert_eq!(store.run(&made[0].id).unwrap().color, "#123abc");
     }
 }

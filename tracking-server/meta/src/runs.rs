@@ -36,6 +36,8 @@ pub struct Run {
     pub group: String,
     pub parent_id: Option<String>,
     pub notes: String,
+    /// `#rrggbb`: from the palette in the order the project's runs were created, or set by a person.
+    pub color: String,
     pub params: BTreeMap<String, ParamValue>,
     pub tags: BTreeMap<String, String>,
 }
@@ -75,11 +77,12 @@ pub struct RunUpdate {
     pub name: Option<String>,
     pub notes: Option<String>,
     pub group: Option<String>,
+    pub color: Option<trainlog_schema::RunColor>,
     pub set_tags: BTreeMap<TagKey, String>,
     pub delete_tags: Vec<TagKey>,
 }
 
-pub(crate) const RUN_COLUMNS: &str = "r.id, r.project_id, p.name, r.name, r.status, r.start_ms, r.end_ms, r.\"user\", r.host, r.group_name, r.parent_id, r.notes";
+pub(crate) const RUN_COLUMNS: &str = "r.id, r.project_id, p.name, r.name, r.status, r.start_ms, r.end_ms, r.\"user\", r.host, r.group_name, r.parent_id, r.notes, r.color";
 
 pub(crate) fn run_from_row(row: &Row) -> Result<Run> {
     let status: String = row.get(4)?;
@@ -96,6 +99,7 @@ pub(crate) fn run_from_row(row: &Row) -> Result<Run> {
         group: row.get(9)?,
         parent_id: row.get(10)?,
         notes: row.get(11)?,
+        color: row.get::<Option<String>>(12)?.unwrap_or_default(),
         params: BTreeMap::new(),
         tags: BTreeMap::new(),
     })
@@ -410,9 +414,12 @@ pub(crate) fn create_run_in(tx: &dyn Db, new: &NewRun) -> Result<(RunId, bool, O
         _ => id.as_str().chars().take(8).collect(),
     };
     let now = now_ms();
+    let ordinal: i64 =
+        one(tx.row("SELECT COUNT(*) FROM runs WHERE project_id = ?1", vals![project.id])?, "a count")?.get(0)?;
+    let color = trainlog_schema::palette_color(ordinal.max(0) as u64);
     tx.exec(
-        "INSERT INTO runs (id, project_id, name, status, start_ms, \"user\", host, group_name, parent_id, notes, updated_ms)
-         VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        "INSERT INTO runs (id, project_id, name, status, start_ms, \"user\", host, group_name, parent_id, notes, updated_ms, color)
+         VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         vals![
             id.as_str(),
             project.id,
@@ -423,7 +430,8 @@ pub(crate) fn create_run_in(tx: &dyn Db, new: &NewRun) -> Result<(RunId, bool, O
             &new.group,
             new.parent_id.as_ref().map(|p| p.as_str()),
             &new.notes,
-            now
+            now,
+            color
         ],
     )?;
     write_params(tx, id.as_str(), &new.params, true)?;
@@ -593,6 +601,9 @@ impl MetaStore {
             }
             if let Some(group) = &update.group {
                 tx.exec("UPDATE runs SET group_name = ?2 WHERE id = ?1", vals![id.as_str(), group])?;
+            }
+            if let Some(color) = &update.color {
+                tx.exec("UPDATE runs SET color = ?2 WHERE id = ?1", vals![id.as_str(), color.as_str()])?;
             }
             write_tags(tx, id.as_str(), &update.set_tags)?;
             delete_tags(tx, id.as_str(), &update.delete_tags)

@@ -305,4 +305,15 @@ mod tests {
         let hash = base64::engine::general_purpose::STANDARD.encode(digest(&SHA256, map.as_bytes()));
         assert!(policy.contains(&format!("script-src 'self' 'sha256-{hash}'")), "{policy}");
     }
+
+    /// The UI draws a run in the colour the server gave it and, where two lines of a chart share
+    /// one, moves the later to the palette's next free colour: both must hold the same palette.
+    #[actix_web::test]
+    async fn the_ui_and_the_server_hold_the_same_run_palette() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../ui/lib/colors.js");
+        let text = std::fs::read_to_string(root).unwrap();
+        let list = text.split("RUN_PALETTE = [").nth(1).and_then(|rest| rest.split(']').next()).unwrap();
+        let ui: Vec<String> = list.split(',').map(|c| c.trim().trim_matches('\'').to_owned()).collect();
+        assert_eq!(ui, trainlog_schema::RUN_PALETTE.iter().map(|c| c.to_string()).collect::<Vec<_>>());
+    }
 }

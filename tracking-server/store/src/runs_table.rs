@@ -264,6 +264,7 @@ mod tests {
             group: String::new(),
             parent_id: None,
             notes: String::new(),
+            color: "#2277bb".into(),
             params,
             tags,
         };

@@ -25,7 +25,7 @@ use trainlog_meta::{MetaStore, NewRun, Role, Run, RunUpdate};
 use trainlog_schema::limits::{
     check_count, check_epoch_ms, check_len, MAX_NAME_CHARS, MAX_TAGS_PER_REQUEST, MAX_TAG_VALUE_CHARS, MAX_TEXT_CHARS,
 };
-use trainlog_schema::{flatten_params, ProjectName, RunId, TagKey};
+use trainlog_schema::{flatten_params, ProjectName, RunColor, RunId, TagKey};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/projects/{name}/runs", web::get().to(search::project_runs))
@@ -245,7 +245,7 @@ pub(crate) async fn put_metadata(
     Ok(HttpResponse::Ok().json(OK))
 }
 
-/// Change a run's name, notes, group or tags (a null tag value deletes the tag).
+/// Change a run's name, notes, group, colour or tags (a null tag value deletes the tag).
 #[utoipa::path(patch, path = "/api/v1/runs/{id}", tag = "runs", params(("id" = inline(RunIdText), Path, description = "The run's id.")),
     request_body = wire::UpdateRun, responses((status = 200, description = "The run as it is now.", body = wire::RunView)))]
 pub(crate) async fn update_run(
@@ -261,7 +261,8 @@ pub(crate) async fn update_run(
         ("group", body.group.as_deref()),
         ("notes", body.notes.as_deref()),
     ])?;
-    let update = RunUpdate { name: body.name, notes: body.notes, group: body.group, set_tags, delete_tags };
+    let color = body.color.as_deref().map(|c| RunColor::parse("color", c)).transpose()?;
+    let update = RunUpdate { name: body.name, notes: body.notes, group: body.group, color, set_tags, delete_tags };
     let run = change_run(&state, &req, &path, move |m, id| m.update_run(id, &update)).await?;
     Ok(HttpResponse::Ok().json(run_view(&state, &run, false).await?))
 }

@@ -124,6 +124,9 @@ pub struct RunView {
     pub group: String,
     pub parent_id: Option<String>,
     pub notes: String,
+    /// `#rrggbb`: the run's colour in every chart, from the palette in the order its project's
+    /// runs were created, or as a person set it.
+    pub color: String,
     pub params: ParamsView,
     pub tags: BTreeMap<String, String>,
     pub summary: SummariesView,
@@ -217,6 +220,7 @@ impl RunView {
             group: run.group,
             parent_id: run.parent_id,
             notes: run.notes,
+            color: run.color,
             params: ParamsView(run.params),
             tags: run.tags,
             summary: SummariesView(summaries),
@@ -382,6 +386,9 @@ pub struct UpdateRun {
     pub notes: Option<String>,
     #[schema(max_length = 500)]
     pub group: Option<String>,
+    /// `#rrggbb`: the colour the run is drawn in from now on.
+    #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
+    pub color: Option<String>,
     #[serde(default)]
     #[schema(value_type = Option<TagsPatch>)]
     pub tags: Value,
