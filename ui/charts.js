@@ -12,7 +12,6 @@ import { downloadIcon, exportChart } from './lib/chart-export.js';
 import { hashColor } from './lib/colors.js';
 import { el } from './lib/dom.js';
 import { toNum } from './lib/format.js';
-import { systemKeyGroups } from './lib/runs.js';
 
 /** Up to this many runs, a chart reads its series with one GET; above, with one POST. */
 const GET_RUNS_MAX = 40;
@@ -82,14 +81,16 @@ export function runLegend(series, runs) {
 
 /**
  * A metric chart for one key and several runs.
- * series: [{run_id, name, color, start_time}]. Fetches GET /metrics?key=K&runs=...&buckets=W.
+ * series: [{run_id, name, color, start_time}]. Fetches GET /metrics?key=K&runs=...&buckets=W;
+ * `opts.load(range)`, when given, answers the lines instead ([{run_id, buckets}], `run_id` naming
+ * a series), and `opts.title` is shown for the key.
  * Drag to zoom (sideways: steps, re-fetching finer buckets; up or down: values; diagonally:
  * both), double-click to reset.
  * Until start() is called, the chart is a placeholder of its final size (its head, an empty plot
  * area and its message line): it listens to nothing and fetches nothing. start() fetches its data
  * and draws it; `data-loaded` on the box turns to 1 once the first answer is drawn.
  */
-function createChart(key, series, settings) {
+export function createChart(key, series, settings, opts = {}) {
   settings = settings || chartSettings();
   const unit = unitOf(key);
   const plot = el('div', { class: 'chart-plot', 'data-testid': 'chart', 'data-key': key, 'data-series-count': '0' });
@@ -111,7 +112,7 @@ function createChart(key, series, settings) {
   exporter.addEventListener('keydown', (e) => { if (e.key === 'Escape') exporter.open = false; });
   const box = el('div', { class: 'chart-box', 'data-chart-key': key, 'data-testid': 'chart-slot', 'data-loaded': '0' },
     el('div', { class: 'chart-head' },
-      el('span', { class: 'title', title: key }, key),
+      el('span', { class: 'title', title: key }, opts.title || shortKey(key)),
       unit.label ? el('span', { class: 'unit muted' }, unit.label) : null,
       el('label', {}, logCb, ' log'),
       el('span', { class: 'hint' }, 'drag to zoom · double-click to reset'),
@@ -147,7 +148,7 @@ function createChart(key, series, settings) {
     msg.textContent = 'loading…';
     loading = true;
     try {
-      const got = await loadSeries(key, series, range);
+      const got = opts.load ? await opts.load(range) : await loadSeries(key, series, range);
       if (my !== seq) return;
       data = got.map((s) => {
         const m = meta.get(s.run_id) || { name: s.run_id, color: hashColor(s.run_id) };
@@ -423,6 +424,8 @@ function createChart(key, series, settings) {
     for (const s of data) for (const b of s.buckets) { nBuckets++; if (Number.isFinite(b.max) && b.max > yMax) yMax = b.max; }
     plot.setAttribute('data-series-count', String(data.length));
     plot.setAttribute('data-y-max', Number.isFinite(yMax) ? String(yMax) : '');
+    // Each line's last value, `id=value;…`: what the chart reads at its right end.
+    plot.setAttribute('data-last', data.map((s) => `${s.run_id}=${s.raw.filter(Number.isFinite).pop() ?? ''}`).join(';'));
     plot.setAttribute('data-buckets', String(nBuckets));
     plot.setAttribute('data-range', zoom && zoom.steps ? `${Math.floor(zoom.steps[0])}-${Math.ceil(zoom.steps[1])}` : 'all');
     plot.setAttribute('data-x-mode', settings.xMode);
@@ -564,7 +567,7 @@ function createChart(key, series, settings) {
  * few) or one POST (many); groups of runs (series with `members`) with one POST that answers,
  * per bucket, the mean over the group's runs as `last` and the min–max over them as the band.
  */
-async function loadSeries(key, series, range) {
+export async function loadSeries(key, series, range) {
   const groups = series.filter((s) => s.members);
   if (groups.length) {
     const res = await api('/metrics/query', { body: { key, ...range, groups: Object.fromEntries(groups.map((g) => [g.run_id, g.members])) } });
@@ -600,6 +603,36 @@ const CHART_LOAD_MARGIN = '100% 0px';
  * two. A placeholder hidden by the search box, or in a closed section, is out of view: it starts
  * when it is shown near the viewport. A chart once started stays.
  */
+/** A key as a chart's title: a long one keeps its start and its end, the parts that tell keys
+ * apart (`sys/node/1/gpu.4.mem_used_bytes`), the middle elided; the whole key is its tooltip. */
+export function shortKey(key, max = 44) {
+  if (key.length <= max) return key;
+  const head = Math.floor(max / 3);
+  return key.slice(0, head) + '…' + key.slice(key.length - (max - head - 1));
+}
+
+/** Starts each chart when its placeholder comes within a screen of the viewport; answers what
+ * stops watching. */
+export function startNearViewport(charts) {
+  if (typeof IntersectionObserver !== 'function') {
+    charts.forEach((c) => c.start());
+    return () => {};
+  }
+  const waiting = new Map(charts.map((c) => [c.node, c]));
+  const observer = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      const c = e.isIntersecting && waiting.get(e.target);
+      if (!c) continue;
+      waiting.delete(e.target);
+      observer.unobserve(e.target);
+      c.start();
+    }
+    if (!waiting.size) observer.disconnect();
+  }, { rootMargin: CHART_LOAD_MARGIN });
+  charts.forEach((c) => observer.observe(c.node));
+  return () => observer.disconnect();
+}
+
 export function mountCharts(container, keys, series, settings, initialSearch) {
   const charts = keys.map((k) => createChart(k, series, settings));
   const bySection = new Map();
@@ -635,50 +668,10 @@ export function mountCharts(container, keys, series, settings, initialSearch) {
   search.addEventListener('input', applySearch);
   if (search.value) applySearch();
   container.replaceChildren(keys.length > 4 ? search : '', nothing, ...sectionEls);
-  let observer = null;
-  if (typeof IntersectionObserver === 'function') {
-    const waiting = new Map(charts.map((c) => [c.node, c]));
-    observer = new IntersectionObserver((entries) => {
-      for (const e of entries) {
-        const c = e.isIntersecting && waiting.get(e.target);
-        if (!c) continue;
-        waiting.delete(e.target);
-        observer.unobserve(e.target);
-        c.start();
-      }
-      if (!waiting.size) observer.disconnect();
-    }, { rootMargin: CHART_LOAD_MARGIN });
-    charts.forEach((c) => observer.observe(c.node));
-  } else {
-    charts.forEach((c) => c.start());
-  }
+  const stop = startNearViewport(charts);
   return {
     /** Re-fetches the charts started so far; the others fetch current data when they start. */
     refresh: () => charts.forEach((c) => c.refresh()),
-    destroy: () => { if (observer) observer.disconnect(); charts.forEach((c) => c.destroy()); },
-  };
-}
-
-/**
- * System charts: a run's own `sys/…` keys, then those of each node of a job of several nodes
- * (`sys/node/N/…`) under a heading per node, `nodeLabel(n)` adding what is known of node n (its
- * host). All share `settings`; returns {refresh, destroy} as mountCharts does.
- */
-export function mountSystemCharts(container, keys, series, settings, nodeLabel) {
-  const groups = systemKeyGroups(keys);
-  const boxes = groups.map((g) => {
-    const charts = el('div', { 'data-testid': 'node-charts', 'data-node': g.node === null ? null : String(g.node) });
-    const label = g.node === null ? null : nodeLabel && nodeLabel(g.node);
-    const heading = g.node === null
-      ? (groups.length > 1 ? el('h3', { class: 'node-heading', 'data-testid': 'node-heading' }, 'run') : null)
-      : el('h3', { class: 'node-heading', 'data-testid': 'node-heading', 'data-node': String(g.node) },
-        `node ${g.node}`, label ? el('span', { class: 'muted' }, ' · ', label) : null);
-    return { group: g, node: el('div', { class: 'node-group' }, heading, charts), charts };
-  });
-  container.replaceChildren(...boxes.map((b) => b.node));
-  const mounted = boxes.map((b) => mountCharts(b.charts, b.group.keys, series, settings));
-  return {
-    refresh: () => mounted.forEach((m) => m.refresh()),
-    destroy: () => mounted.forEach((m) => m.destroy()),
+    destroy: () => { stop(); charts.forEach((c) => c.destroy()); },
   };
 }

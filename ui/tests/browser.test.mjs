@@ -273,16 +273,17 @@ test('a tooltip lists every run at the cursor, highest first, and the crosshair 
 
   // The system charts of one page share their crosshair.
   await page.goto(`${base}/#/compare/demo/${ids.slice(0, SYS_RUNS).join(',')}`);
-  // Charts load as they near the viewport: bring the system panel into view first.
+  // The system section is collapsed; its charts load once it is open and they near the viewport.
+  await page.getByTestId('system-section').locator('summary').click();
   await page.getByTestId('system-charts').scrollIntoViewIfNeeded();
   await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=system-charts] [data-testid=chart]')].every((c) => c.getAttribute('data-series-count') === '3' && c.getAttribute('data-plot')));
-  const [util, mem] = [page.locator('[data-testid=chart][data-key="sys/gpu.0.util"]'), page.locator('[data-testid=chart][data-key="sys/gpu.0.mem_used_bytes"]')];
+  const [util, mem] = [page.locator('[data-testid=chart][data-key="sys/gpu.util"]'), page.locator('[data-testid=chart][data-key="sys/gpu.mem_used_bytes"]')];
   await util.scrollIntoViewIfNeeded();
   const a = await plotArea(util), b = await plotArea(mem);
   for (const f of [0.3, 0.7]) {
     await page.mouse.move(a.x + f * a.w, a.y + a.h / 2);
     await page.waitForFunction((want) => {
-      const c = document.querySelector('[data-testid=chart][data-key="sys/gpu.0.mem_used_bytes"] .u-cursor-x');
+      const c = document.querySelector('[data-testid=chart][data-key="sys/gpu.mem_used_bytes"] .u-cursor-x');
       const m = c && !c.classList.contains('u-off') && /translateX\(([-\d.]+)px\)|translate\(([-\d.]+)px/.exec(c.style.transform);
       return m && Math.abs(Number(m[1] ?? m[2]) - want) < 4;
     }, f * b.w, { timeout: 5000 });
@@ -301,16 +302,16 @@ test('a tooltip lists every run at the cursor, highest first, and the crosshair 
   }, key);
   await page.mouse.move(l.x + 5, l.y + 5);
   await page.mouse.move(l.x - 20, l.y - 20);
-  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key="sys/gpu.0.util"] .u-cursor-x')?.classList.contains('u-off'), null, { timeout: 5000 });
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key="sys/gpu.util"] .u-cursor-x')?.classList.contains('u-off'), null, { timeout: 5000 });
   for (const f of [0.25, 0.6]) {
     await page.mouse.move(l.x + f * l.w, l.y + l.h / 2);
     const step = f * 1999;
     await page.waitForFunction(([want, tol]) => {
-      const c = document.querySelector('[data-testid=chart][data-key="sys/gpu.0.util"] .u-cursor-x');
+      const c = document.querySelector('[data-testid=chart][data-key="sys/gpu.util"] .u-cursor-x');
       const m = c && !c.classList.contains('u-off') && /translateX\(([-\d.]+)px\)|translate\(([-\d.]+)px/.exec(c.style.transform);
       return m && Math.abs(Number(m[1] ?? m[2]) - want) < tol;
     }, [(step / 2000) * a.w, 0.02 * a.w], { timeout: 5000 });
-    const [x1, x2] = [await sysX('sys/gpu.0.util'), await sysX('sys/gpu.0.mem_used_bytes')];
+    const [x1, x2] = [await sysX('sys/gpu.util'), await sysX('sys/gpu.mem_used_bytes')];
     assert.ok(x1 !== null && x2 !== null && Math.abs(x1 / a.w - x2 / b.w) < 0.02, `both system charts follow the metric chart: ${x1}, ${x2}`);
   }
 });
@@ -778,11 +779,12 @@ test('compare shows parallel coordinates, time axes, smoothing, GPU and cost pan
   await page.getByTestId('smoothing').first().fill('0.9');
   await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.getAttribute('data-smoothing') === '0.9');
   assert.equal(await page.locator('[data-testid=chart][data-key=loss]').getAttribute('data-series-count'), '3');
-  // The system panel: utilization, memory and power of GPU 0 for each run, over relative time.
+  // The system panel: utilization, memory and power of each run's GPU, over relative time.
   const sys = page.locator('[data-testid=system-charts] [data-testid=chart]');
+  await page.getByTestId('system-section').locator('summary').click();
   await page.getByTestId('system-charts').scrollIntoViewIfNeeded();
   await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=system-charts] [data-testid=chart]')].every((c) => c.getAttribute('data-series-count') === '3'));
-  assert.deepEqual((await sys.evaluateAll((cs) => cs.map((c) => c.dataset.key))).slice(0, 3), ['sys/gpu.0.util', 'sys/gpu.0.mem_used_bytes', 'sys/gpu.0.power_w']);
+  assert.deepEqual((await sys.evaluateAll((cs) => cs.map((c) => c.dataset.key))).slice(0, 3), ['sys/gpu.util', 'sys/gpu.mem_used_bytes', 'sys/gpu.power_w']);
   assert.equal(await sys.first().getAttribute('data-x-mode'), 'relative');
   // Cost per run, then the cost until the loss first fell below 0.5.
   const bars = await page.locator('[data-testid=cost-bars-row] .bar-value').allInnerTexts();
@@ -1272,16 +1274,22 @@ test('a job\'s run shows its attempts on a timeline and in a table, its system c
   assert.equal(await ended.count(), 1);
   assert.match(await ended.innerText(), /^why attempt 1 ended: rank 0 preempted/);
 
-  // System charts: a heading per node, each over its own node's charts.
-  const headings = page.getByTestId('node-heading');
-  await headings.first().waitFor();
-  assert.deepEqual(await headings.allInnerTexts(), ['node 0 · node-0 · 4 GPUs', 'node 1 · node-1 · 4 GPUs']);
-  const chartsOf = (n) => page.locator(`[data-testid=node-charts][data-node="${n}"] [data-testid=chart-slot]`)
-    .evaluateAll((cs) => cs.map((c) => c.dataset.chartKey));
-  assert.deepEqual(await chartsOf(0), ['sys/node/0/cpu.percent']);
-  assert.deepEqual(await chartsOf(1), ['sys/node/1/gpu.0.util', 'sys/node/1/cpu.percent']);
-  await page.locator('[data-testid=chart-slot][data-chart-key="sys/node/1/cpu.percent"]').scrollIntoViewIfNeeded();
-  await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key="sys/node/1/cpu.percent"]')?.getAttribute('data-y-max') === '49');
+  // System charts: a chart per metric; a line per node until a node is chosen, then that node's.
+  await page.getByTestId('system-section').locator('summary').click();
+  const nodePicker = page.getByTestId('system-node');
+  assert.deepEqual(await nodePicker.locator('option').allInnerTexts(),
+    ['all: a line per node', 'node 0 · node-0 · 4 GPUs: a line per GPU', 'node 1 · node-1 · 4 GPUs: a line per GPU']);
+  const sysChart = (key) => page.locator(`[data-testid=system-charts] [data-testid=chart][data-key="${key}"]`);
+  await page.waitForFunction(() => document.querySelector('[data-testid=system-charts] [data-testid=chart][data-key="sys/cpu.percent"]')?.dataset.seriesCount === '2');
+  assert.deepEqual(await page.locator('[data-testid=system-charts] [data-testid=chart]').evaluateAll((cs) => cs.map((c) => c.dataset.key)), ['sys/gpu.util', 'sys/cpu.percent']);
+  assert.equal(await sysChart('sys/cpu.percent').getAttribute('data-y-max'), '49');
+  await nodePicker.selectOption('0');
+  await page.waitForFunction(() => document.querySelector('[data-testid=system-charts] [data-testid=chart][data-key="sys/cpu.percent"]')?.dataset.yMax === '29');
+  assert.deepEqual(await page.locator('[data-testid=system-charts] [data-testid=chart]').evaluateAll((cs) => cs.map((c) => c.dataset.key)), ['sys/cpu.percent'], 'node 0 recorded no GPU series');
+  await nodePicker.selectOption('1');
+  await page.waitForFunction(() => document.querySelector('[data-testid=system-charts] [data-testid=chart][data-key="sys/cpu.percent"]')?.dataset.yMax === '49');
+  await page.waitForFunction(() => document.querySelector('[data-testid=system-charts] [data-testid=chart][data-key="sys/gpu.util"]')?.dataset.seriesCount === '1');
+  assert.match(await sysChart('sys/gpu.util').getAttribute('data-last'), /^gpu\.0=90$/, "node 1's one GPU");
   await page.screenshot({ path: path.join(shots, 'run-job.png'), fullPage: true });
 
   // The runs table: the job's attempts, GPUs and lost dollars; empty for the plain run.
@@ -1334,7 +1342,7 @@ test('a job\'s run shows its attempts on a timeline and in a table, its system c
   assert.equal(await reason.getByTestId('attempt-last-lines').isVisible(), false, 'folded');
   await reason.locator('summary').click();
   assert.match(await reason.getByTestId('attempt-last-lines').innerText(), /step 42 loss 0\.51/);
-  assert.equal(await page.getByTestId('node-heading').count(), 0, 'no system series, no node headings');
+  assert.equal(await page.getByTestId('system-section').count(), 0, 'no system series, no system section');
 
   // A two-node job whose rank 0 logged its own node's cost ($8) shows the job's cost ($16, both
   // nodes) alike in its header, its job section and the runs table.

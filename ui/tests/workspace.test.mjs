@@ -90,3 +90,54 @@ test('ten compared runs have ten distinct colours, each the same in the runs tab
   assert.equal(bad.status, 400);
   assert.equal((await bad.json()).error.field, 'color');
 });
+
+/** Points of `gpus` GPUs × util, memory, power and temperature over `samples` samples a second
+ * apart, GPU g at util 10·g (under `prefix`, `sys/` or `sys/node/N/`), and the CPU. */
+function systemPoints(gpus, samples, prefix = 'sys/', start = Date.now() - samples * 1000) {
+  const points = [];
+  for (let s = 0; s < samples; s++) {
+    const timestamp = start + s * 1000;
+    for (let g = 0; g < gpus; g++) {
+      points.push({ key: `${prefix}gpu.${g}.util`, step: s, value: 10 * g, timestamp });
+      points.push({ key: `${prefix}gpu.${g}.mem_used_bytes`, step: s, value: 1e9 * (g + 1), timestamp });
+      points.push({ key: `${prefix}gpu.${g}.power_w`, step: s, value: 100 + g, timestamp });
+      points.push({ key: `${prefix}gpu.${g}.temp_c`, step: s, value: 40 + g, timestamp });
+    }
+  }
+  return points;
+}
+
+const lastValues = (page, key) => page.locator(`[data-testid=system-charts] [data-testid=chart][data-key="${key}"]`)
+  .evaluate((c) => Object.fromEntries(c.dataset.last.split(';').map((kv) => kv.split('=')).map(([k, v]) => [k, Number(v)])));
+
+test('a run with 8 GPUs x 4 system metrics shows 4 system charts of 8 lines each, in a collapsed section below media; compared, a line per run', { timeout: TEST_TIMEOUT }, async () => {
+  const [a, b] = await makeRuns('system', 2);
+  await call('POST', `/runs/${a}/metrics`, { points: systemPoints(8, 30) });
+  await call('POST', `/runs/${b}/metrics`, { points: systemPoints(4, 30) });
+  await withPage(async (page) => {
+    await page.goto(`${base}/#/run/${a}`);
+    const section = page.getByTestId('system-section');
+    await section.waitFor();
+    assert.equal(await section.evaluate((d) => d.open), false, 'collapsed');
+    const order = await page.locator('h2, [data-testid=system-section]').evaluateAll((els) => els.map((e) => e.dataset.testid || e.textContent));
+    assert.ok(order.indexOf('system-section') > order.indexOf('Media'), `below media: ${order}`);
+    assert.equal(await page.locator('[data-testid=system-charts]').count(), 0, 'nothing read until opened');
+    await section.locator('summary').click();
+    const charts = page.locator('[data-testid=system-charts] [data-testid=chart]');
+    await page.waitForFunction(() => {
+      const cs = [...document.querySelectorAll('[data-testid=system-charts] [data-testid=chart]')];
+      return cs.length === 4 && cs.every((c) => c.dataset.seriesCount === '8');
+    }, null, { timeout: 20000 });
+    assert.deepEqual(await charts.evaluateAll((cs) => cs.map((c) => c.dataset.key)), ['sys/gpu.util', 'sys/gpu.mem_used_bytes', 'sys/gpu.power_w', 'sys/gpu.temp_c']);
+    assert.deepEqual(await page.locator('[data-testid=system-section] .chart-head .title').allInnerTexts(), ['GPU utilization', 'GPU memory used', 'GPU power', 'GPU temperature']);
+    assert.deepEqual(await lastValues(page, 'sys/gpu.util'), Object.fromEntries(Array.from({ length: 8 }, (_, g) => [`gpu.${g}`, 10 * g])));
+
+    await page.goto(`${base}/#/compare/system/${a},${b}`);
+    await page.getByTestId('system-section').locator('summary').click();
+    await page.waitForFunction(() => {
+      const cs = [...document.querySelectorAll('[data-testid=system-charts] [data-testid=chart]')];
+      return cs.length === 4 && cs.every((c) => c.dataset.seriesCount === '2');
+    }, null, { timeout: 20000 });
+    assert.deepEqual(await lastValues(page, 'sys/gpu.util'), { [a]: 35, [b]: 15 }, 'each run: the mean over its GPUs');
+  });
+});

@@ -1,10 +1,11 @@
 /* #/compare/NAME/ID,ID,… or #/compare/NAME?filter=… a comparison of runs: the legend, metric
  * charts (above COMPARE_LINES_MAX runs, groups of runs), parallel coordinates, the differences in
- * params, code and environment, the system charts (by node for jobs of several nodes), the
+ * params, code and environment, the system charts (a chart per metric, collapsed), the
  * media panels (the runs side by side at a step: histograms, two runs' tables, text diffed
  * against the first run's on request) and the cost panel. */
 
-import { chartControls, chartSettings, mountCharts, mountSystemCharts, runLegend, seriesState } from '../charts.js';
+import { chartControls, chartSettings, mountCharts, runLegend, seriesState } from '../charts.js';
+import { collapsedSection, compareSystemCharts } from '../system-charts.js';
 import { enc, setHashQuery, tableHref } from '../lib/address.js';
 import { api, settleLimited } from '../lib/api.js';
 import { X_MODES } from '../lib/chart-axes.js';
@@ -13,7 +14,7 @@ import { el, errorEl } from '../lib/dom.js';
 import { fmtValue } from '../lib/format.js';
 import { mediaKeys, mountMediaPanels } from '../lib/media.js';
 import { parallelCoords, PARCOORDS_MAX } from '../lib/parcoords.js';
-import { COMPARE_LINES_MAX, groupValue, isCostKey, isSystemKey, orderSystemKeys } from '../lib/runs.js';
+import { COMPARE_LINES_MAX, groupValue, isCostKey, isSystemKey } from '../lib/runs.js';
 import { costPanel } from './cost-panel.js';
 
 /** Run ids per search when loading runs by id (the filter `id IN (…)` stays under its length limit). */
@@ -111,7 +112,7 @@ export function compareView(project, ids, params) {
     colorLines(series);
     const keys = [...new Set(runs.flatMap((r) => Object.keys(r.summary || {})))].sort();
     const metricKeys = keys.filter((k) => !isSystemKey(k) && !isCostKey(k));
-    const systemKeys = orderSystemKeys(keys.filter(isSystemKey));
+    const systemKeys = keys.filter(isSystemKey);
     const shown = seriesState();
     (params.get('hide') || '').split(',').filter(Boolean).forEach((id) => shown.hidden.add(id));
     const initial = {
@@ -132,7 +133,12 @@ export function compareView(project, ids, params) {
     shown.listeners.add((what) => { if (what === 'hidden') syncUrl(); });
 
     const chartsEl = el('div', { 'data-testid': 'metric-charts' });
-    const systemEl = el('div', { 'data-testid': 'system-charts' });
+    const system = collapsedSection('System', 'system-section', () => {
+      if (!systemKeys.length) return { node: el('p', { class: 'muted' }, 'These runs recorded no system metrics.'), refresh() {}, destroy() {} };
+      const charts = compareSystemCharts(runs, series, systemKeys, systemSettings);
+      return { ...charts, node: el('div', { 'data-testid': 'system-panel' }, chartControls(systemSettings), charts.node) };
+    });
+    mounted.push(system);
     const mediaEl = el('div', { 'data-testid': 'media-section' }, el('p', { class: 'muted' }, 'Loading media…'));
     const upTo = (n, what) => el('p', { class: 'muted' }, `Shown for up to ${n} runs; these are ${runs.length}. ${what}`);
     body.append(runLegend(series, shown),
@@ -140,18 +146,14 @@ export function compareView(project, ids, params) {
       metricKeys.length ? el('div', {}, chartControls(settings), chartsEl) : el('p', { class: 'muted' }, 'These runs have no metrics.'),
       el('h2', {}, 'Media'),
       grouped ? upTo(COMPARE_LINES_MAX, 'Narrow the filter to see their media side by side.') : mediaEl,
+      system.node,
       el('h2', {}, 'Parallel coordinates'),
       runs.length <= PARCOORDS_MAX ? parallelCoords(runs, metricKeys) : upTo(PARCOORDS_MAX, 'Narrow the filter to see them.'),
       el('h2', {}, 'Differences'),
       grouped ? upTo(COMPARE_LINES_MAX, 'Narrow the filter to see how they differ.') : diffTable(runs, series),
-      el('h2', {}, 'System'),
-      el('div', { 'data-testid': 'system-panel' }, systemKeys.length
-        ? el('div', {}, chartControls(systemSettings), systemEl)
-        : el('p', { class: 'muted' }, 'These runs recorded no system metrics.')),
       el('h2', {}, 'Cost'),
       grouped ? upTo(COMPARE_LINES_MAX, '') : costPanel(runs, series, metricKeys));
     if (metricKeys.length) mounted.push(mountCharts(chartsEl, metricKeys, series, settings, settings.search));
-    if (systemKeys.length) mounted.push(mountSystemCharts(systemEl, systemKeys, series, systemSettings));
     if (!grouped) mountMedia(mediaEl, series);
   }
 

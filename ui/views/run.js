@@ -2,13 +2,14 @@
  * table), params, tags, metrics and charts (live while the run is running; system charts by
  * node), media, metadata, artifacts and checkpoints; edit, archive, restore and delete. */
 
-import { chartControls, chartSettings, mountCharts, mountSystemCharts, seriesState } from '../charts.js';
+import { chartControls, chartSettings, mountCharts, seriesState } from '../charts.js';
+import { collapsedSection, runSystemCharts } from '../system-charts.js';
 import { enc, tableHref } from '../lib/address.js';
 import { api } from '../lib/api.js';
 import { runColor } from '../lib/colors.js';
 import { el, errorEl, kvTable, statusEl } from '../lib/dom.js';
 import { fmtDuration, fmtNum, fmtTime, fmtUsd, toNum } from '../lib/format.js';
-import { COST_KEY, isSystemKey, LIVE_MS, orderSystemKeys, runDuration } from '../lib/runs.js';
+import { COST_KEY, isSystemKey, LIVE_MS, runDuration } from '../lib/runs.js';
 import { mayAdmin, mayWrite } from '../lib/session.js';
 import { artifactPreviews, artifactsTable, checkpointsTable } from './run-artifacts.js';
 import { runMediaSection } from './run-media.js';
@@ -311,7 +312,7 @@ export function runView(id) {
     document.title = `${run.name || run.id} · ${run.project} · trainlog`;
     const keys = Object.keys(run.summary || {}).sort();
     const metricKeys = keys.filter((k) => !isSystemKey(k));
-    const systemKeys = orderSystemKeys(keys.filter(isSystemKey));
+    const systemKeys = keys.filter(isSystemKey);
     shownKeys = keys.join('\n');
     const series = [{ run_id: run.id, name: run.name || run.id, color: runColor(run), start_time: run.start_time }];
     const shown = seriesState();
@@ -321,7 +322,11 @@ export function runView(id) {
     const settings = chartSettings({ markers }, shown);
     const systemSettings = chartSettings({ xMode: 'relative' }, shown);
     const chartsEl = el('div', { 'data-testid': 'metric-charts' });
-    const systemEl = el('div', { 'data-testid': 'system-charts' });
+    const system = systemKeys.length ? collapsedSection(`System (${systemKeys.length} series)`, 'system-section', () => {
+      const charts = runSystemCharts(run, runColor(run), systemKeys, systemSettings, (n) => nodeLabel(run, n));
+      return { ...charts, node: el('div', { 'data-testid': 'system-panel' }, chartControls(systemSettings), charts.node) };
+    }) : null;
+    if (system) mounted.push(system);
     parts = {
       status: el('span', {}, statusEl(run.status)),
       info: el('div', {}, runInfo(run)),
@@ -348,16 +353,14 @@ export function runView(id) {
       el('h2', {}, 'Metrics'),
       parts.summary,
       metricKeys.length ? el('div', { style: 'margin-top:12px' }, chartControls(settings), chartsEl) : null,
-      systemKeys.length ? el('h2', {}, 'System') : null,
-      systemKeys.length ? el('div', { 'data-testid': 'system-panel' }, chartControls(systemSettings), systemEl) : null,
       el('h2', {}, 'Media'),
       media.node,
+      system ? system.node : null,
       el('h2', {}, 'Metadata'),
       meta.length ? el('div', { class: 'grid2' }, meta) : el('p', { class: 'muted' }, 'No metadata.'),
       el('h2', {}, 'Artifacts'), artifactsTable(id, arts), artifactPreviews(id, arts),
       el('h2', {}, 'Checkpoints'), checkpointsTable(id, ckpts)].filter(Boolean));
     if (metricKeys.length) mounted.push(mountCharts(chartsEl, metricKeys, series, settings));
-    if (systemKeys.length) mounted.push(mountSystemCharts(systemEl, systemKeys, series, systemSettings, (n) => nodeLabel(run, n)));
     follow(run);
   }
 

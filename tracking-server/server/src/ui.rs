@@ -26,6 +26,7 @@ const ASSETS: &[(&str, &str, &str, &str)] = &[
     // The entry module (the router), and the modules it imports.
     ui_file!("app.js", JS),
     ui_file!("charts.js", JS),
+    ui_file!("system-charts.js", JS),
     ui_file!("lib/address.js", JS),
     ui_file!("lib/api.js", JS),
     ui_file!("lib/bars.js", JS),
