@@ -398,6 +398,12 @@ export function createChart(key, series, settings, opts = {}) {
     return lo <= hi ? [lo, hi] : null;
   }
 
+  /** The labels an axis draws, kept on the plot (`data-x-ticks`, `data-y-ticks`, `|`-separated). */
+  function shownTicks(attr, labels) {
+    plot.dataset[attr] = labels.join('|');
+    return labels;
+  }
+
   function axes() {
     const stroke = cssVar('--chart-axis', '#6b7280'), grid = { stroke: cssVar('--chart-grid', '#e5e7eb'), width: 1 };
     const ticks = { stroke: grid.stroke, width: 1 };
@@ -406,11 +412,11 @@ export function createChart(key, series, settings, opts = {}) {
       x.splits = (self, ai, min, max) => durationTicks(min, max, Math.max(2, Math.floor(self.over.clientWidth / 90)));
       x.values = (self, splits) => splits.map(fmtSeconds);
     } else if (settings.xMode === 'step') {
-      x.values = (self, splits, ai, space, incr) => fmtTicks(splits, incr, { label: '' }, false);
+      x.values = (self, splits, ai, space, incr) => shownTicks('xTicks', fmtTicks(splits, incr, { label: '' }, false));
     }
     const y = {
       stroke, grid, ticks,
-      values: (self, splits, ai, space, incr) => fmtTicks(splits, incr, unit, isLog()),
+      values: (self, splits, ai, space, incr) => shownTicks('yTicks', fmtTicks(splits, incr, unit, isLog())),
       size: (self, values) => (values && values.length ? Math.max(40, Math.ceil(18 + Math.max(...values.map(labelWidth)))) : 50),
     };
     if (unit.bytes && !isLog()) y.incrs = BYTE_INCRS;

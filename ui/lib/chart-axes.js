@@ -6,13 +6,13 @@ import { fmtBytes, fmtNum } from './format.js';
 /** The x-axes a chart can draw: by step, by wall-clock time, or by time since the run started. */
 export const X_MODES = { step: 'step', wall: 'wall time', relative: 'relative time' };
 
-/** About n ticks over [lo, hi] on 1, 2 or 5 times a power of ten. */
+/** About n ticks over [lo, hi] on 1, 2, 2.5 or 5 times a power of ten (the least step not below
+ * an n-th of the span). */
 export function niceTicks(lo, hi, n) {
   if (!(hi > lo)) return [lo];
   const raw = (hi - lo) / n;
   const mag = Math.pow(10, Math.floor(Math.log10(raw)));
-  const r = raw / mag;
-  const step = (r >= 5 ? 10 : r >= 2 ? 5 : r >= 1 ? 2 : 1) * mag;
+  const step = [1, 2, 2.5, 5, 10].find((m) => m * mag >= raw * (1 - 1e-9)) * mag;
   const out = [];
   for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
   return out;
@@ -68,7 +68,24 @@ export function labelWidth(text) {
   return measureCtx.measureText(String(text)).width;
 }
 
-/** Axis labels: one scale and one number of decimals for all ticks, enough to tell them apart. */
+/** The decimals a tick step needs to be written exactly (2.5 → 1, 0.25 → 2, 500 → 0), at most 12. */
+export function stepDecimals(step) {
+  for (let d = 0; d < 12; d++) {
+    const scaled = step * Math.pow(10, d);
+    if (Math.abs(scaled - Math.round(scaled)) < 1e-6 * Math.max(1, scaled)) return d;
+  }
+  return 12;
+}
+
+/** A number written with `dec` decimals, without trailing zeros (2.50 → 2.5, 5.00 → 5, -0 → 0). */
+function trimmed(v, dec) {
+  let text = v.toFixed(dec);
+  if (text.includes('.')) text = text.replace(/0+$/, '').replace(/\.$/, '');
+  return Number(text) === 0 ? '0' : text;
+}
+
+/** Axis labels: one scale for all ticks and the decimals their step needs, so every tick reads
+ * differently (2.5k 5k 7.5k 10k; 0.25% 0.5% 0.75%). */
 export function fmtTicks(splits, incr, unit, log) {
   const finite = splits.filter(Number.isFinite);
   const maxAbs = Math.max(0, ...finite.map(Math.abs));
@@ -81,10 +98,10 @@ export function fmtTicks(splits, incr, unit, log) {
     let text;
     if (log) text = String(Number((v / div).toPrecision(3)));
     else {
-      const dec = step > 0 ? Math.max(0, -Math.floor(Math.log10(step) + 1e-9)) : 2;
-      text = dec > 6 ? (v / div).toExponential(Math.min(4, Math.max(1, Math.round(Math.log10(Math.abs(v / div) / step) + 1e-9)))) : (v / div).toFixed(dec);
+      const dec = step > 0 ? stepDecimals(step) : 2;
+      text = dec > 6 ? (v / div).toExponential(Math.min(4, Math.max(1, Math.round(Math.log10(Math.abs(v / div) / step) + 1e-9)))) : trimmed(v / div, dec);
     }
-    return (unit.prefix || '') + text + scaled + (unit.suffix || '');
+    return (unit.prefix || '') + text + (text === '0' ? '' : scaled) + (unit.suffix || '');
   });
 }
 

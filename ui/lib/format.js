@@ -56,11 +56,12 @@ export function fmtBytes(n) {
   return (i ? n.toFixed(1) : String(n)) + ' ' + u[i];
 }
 
-/** Money: cents from a dollar up; below, two significant digits, so a small cost never reads $0.00. */
+/** Money in cents ($0.20, $0.00, $12.50); a cost below a cent in two significant digits
+ * ($0.0042), so it never reads $0.00. */
 export function fmtUsd(v) {
   if (typeof v !== 'number' || !Number.isFinite(v)) return '—';
   const a = Math.abs(v);
-  if (a === 0 || a >= 1) return '$' + v.toFixed(2);
+  if (a === 0 || a >= 0.01) return '$' + v.toFixed(2);
   return '$' + Number(v.toPrecision(2)).toFixed(Math.max(2, 1 - Math.floor(Math.log10(a))));
 }
 

@@ -141,3 +141,51 @@ test('a run with 8 GPUs x 4 system metrics shows 4 system charts of 8 lines each
     assert.deepEqual(await lastValues(page, 'sys/gpu.util'), { [a]: 35, [b]: 15 }, 'each run: the mean over its GPUs');
   });
 });
+
+test('ticks of a 0–10,000 axis and of small percentages read distinctly; money in cents; a mean of integers to one decimal', { timeout: TEST_TIMEOUT }, async () => {
+  const id = (await call('POST', '/runs', { project: 'numbers', name: 'long' })).id;
+  const points = [];
+  for (let s = 0; s <= 10000; s += 50) points.push({ key: 'train/acc_pct', step: s, value: 0.2 + 0.6 * s / 10000 }, { key: 'cost/usd', step: s, value: 0.2 * s / 10000 });
+  await call('POST', `/runs/${id}/metrics`, { points });
+  const distinctAndExact = (labels, scale, suffix) => {
+    assert.equal(new Set(labels).size, labels.length, `distinct: ${labels}`);
+    const values = labels.map((l) => l.replace(suffix, '')).map((l) => (l.endsWith('k') ? 1000 * Number(l.slice(0, -1)) : Number(l)));
+    const step = values[1] - values[0];
+    values.forEach((v, i) => assert.ok(Math.abs(v - (values[0] + i * step)) < 1e-9 * scale, `evenly spaced as written: ${labels}`));
+  };
+  for (const width of [600, 900, 1400]) {
+    await withPage(async (page) => {
+      await page.goto(`${base}/#/run/${id}`);
+      const chart = page.locator('[data-testid=chart][data-key="train/acc_pct"]');
+      await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key="train/acc_pct"]')?.dataset.yTicks);
+      distinctAndExact((await chart.getAttribute('data-x-ticks')).split('|'), 10000, '');
+      distinctAndExact((await chart.getAttribute('data-y-ticks')).split('|'), 1, '%');
+    }, width);
+  }
+  await withPage(async (page) => {
+    await page.goto(`${base}/#/run/${id}`);
+    assert.match(await page.getByTestId('run-info').innerText(), /cost\s+\$0\.20/);
+  });
+  // The formatting functions themselves, as the page loads them.
+  await withPage(async (page) => {
+    await page.goto(`${base}/#/`);
+    const got = await page.evaluate(async () => {
+      const axes = await import('/ui/lib/chart-axes.js');
+      const format = await import('/ui/lib/format.js');
+      const columns = await import('/ui/views/runs-columns.js');
+      const fmt = columns.columnFormatter([4, 5, 7]);
+      return {
+        steps: axes.fmtTicks([0, 2500, 5000, 7500, 10000], 2500, { label: '' }, false),
+        pct: axes.fmtTicks([0.25, 0.5, 0.75], 0.25, { suffix: '%' }, false),
+        nice: axes.niceTicks(0, 10000, 4),
+        usd: [0.2, 0, 0.01, 12.5, 0.0042].map(format.fmtUsd),
+        mean: fmt((4 + 5 + 7) / 3),
+      };
+    });
+    assert.deepEqual(got.steps, ['0', '2.5k', '5k', '7.5k', '10k']);
+    assert.deepEqual(got.pct, ['0.25%', '0.5%', '0.75%']);
+    assert.deepEqual(got.nice, [0, 2500, 5000, 7500, 10000]);
+    assert.deepEqual(got.usd, ['$0.20', '$0.00', '$0.01', '$12.50', '$0.0042']);
+    assert.equal(got.mean, '5.3');
+  });
+});

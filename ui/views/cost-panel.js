@@ -5,7 +5,7 @@ import { enc } from '../lib/address.js';
 import { api } from '../lib/api.js';
 import { barList } from '../lib/bars.js';
 import { el, errorEl } from '../lib/dom.js';
-import { fmtDuration, fmtNum, toNum } from '../lib/format.js';
+import { fmtDuration, fmtNum, fmtUsd, toNum } from '../lib/format.js';
 import { COST_KEY } from '../lib/runs.js';
 
 /** The value of a cumulative series at a time, interpolated between its points; null before the first. */
@@ -51,7 +51,7 @@ export function costPanel(runs, series, metricKeys) {
   }
   const total = withCost.reduce((a, r) => a + costOf(r), 0);
   node.append(el('p', {}, `Total: $${total.toFixed(2)} over ${withCost.length} run${withCost.length === 1 ? '' : 's'}.`),
-    barList(runs.map((r, i) => ({ label: series[i].name, value: costOf(r), color: series[i].color })), (v) => '$' + v.toFixed(2), 'cost-bars'));
+    barList(runs.map((r, i) => ({ label: series[i].name, value: costOf(r), color: series[i].color })), fmtUsd, 'cost-bars'));
   if (!metricKeys.length) return node;
 
   const keySel = el('select', { 'data-testid': 'cost-metric' }, metricKeys.map((k) => el('option', { value: k }, k)));
@@ -79,13 +79,13 @@ export function costPanel(runs, series, metricKeys) {
       el('tbody', {}, rows.map((row) => {
         const r = runs[row.i];
         const name = el('td', {}, el('span', { class: 'swatch', style: `display:inline-block;width:10px;height:10px;margin-right:4px;background:${series[row.i].color}` }), series[row.i].name);
-        const totalCell = el('td', { class: 'num' }, Number.isFinite(costOf(r)) ? '$' + costOf(r).toFixed(2) : '—');
+        const totalCell = el('td', { class: 'num' }, fmtUsd(costOf(r)));
         if (row.error) return el('tr', { 'data-testid': 'cost-until-row' }, name, el('td', { colspan: '4', class: 'error' }, row.error), totalCell);
         if (!row.reached) return el('tr', { 'data-testid': 'cost-until-row', 'data-reached': 'false' }, name, el('td', { colspan: '4', class: 'muted' }, 'not reached'), totalCell);
         return el('tr', { 'data-testid': 'cost-until-row', 'data-reached': 'true', 'data-step': String(row.hit.step), 'data-cost': row.cost === null ? '' : String(row.cost) },
           name, el('td', { class: 'num' }, String(row.hit.step)), el('td', { class: 'num' }, fmtNum(row.hit.value)),
           el('td', { class: 'num' }, fmtDuration(row.elapsed)),
-          el('td', { class: 'num' }, row.cost === null ? '—' : '$' + row.cost.toFixed(2)), totalCell);
+          el('td', { class: 'num' }, row.cost === null ? '—' : fmtUsd(row.cost)), totalCell);
       }))));
   }
   thr.addEventListener('keydown', (e) => { if (e.key === 'Enter') compute(); });

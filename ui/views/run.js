@@ -298,7 +298,7 @@ export function runView(id) {
       // The job's cost (every attempt and node) where every node had a price: the figure the job
       // section, the runs table and the report show.
       cost: run.job && run.job.unpriced_nodes === 0 ? fmtUsd(run.job.cost_usd)
-        : (run.summary || {})[COST_KEY] ? '$' + toNum(run.summary[COST_KEY].last).toFixed(2) : run.job ? fmtUsd(run.job.cost_usd) : null,
+        : (run.summary || {})[COST_KEY] ? fmtUsd(toNum(run.summary[COST_KEY].last)) : run.job ? fmtUsd(run.job.cost_usd) : null,
     }, 'run-info', true);
   }
 

@@ -35,14 +35,18 @@ export function saveColumnPrefs(project, prefs) {
 }
 
 /**
- * One way of writing every number of a table column, so they line up: integers as integers;
+ * One way of writing every number of a table column, so they line up (a group's mean too, at
+ * the column's precision): integers as integers;
  * exponents for all when any is below 1e-3 or from 1e6 up; otherwise the decimals the most
  * precise value needs for 4 significant digits (at most 6).
  */
 export function columnFormatter(values) {
   const finite = values.filter((v) => typeof v === 'number' && Number.isFinite(v));
   if (!finite.length) return fmtNum;
-  if (finite.every(Number.isInteger) && finite.every((v) => Math.abs(v) < 1e12)) return (v) => (Number.isFinite(v) ? String(v) : fmtNum(v));
+  // Integers as integers; a mean of them (a group's row) to one decimal.
+  if (finite.every(Number.isInteger) && finite.every((v) => Math.abs(v) < 1e12)) {
+    return (v) => (Number.isInteger(v) ? String(v) : Number.isFinite(v) ? String(Number(v.toFixed(1))) : fmtNum(v));
+  }
   const nonzero = finite.filter((v) => v !== 0).map(Math.abs);
   const lo = nonzero.length ? Math.min(...nonzero) : 0, hi = nonzero.length ? Math.max(...nonzero) : 0;
   const decimalsOf = (text) => { const i = text.indexOf('.'); return i < 0 ? 0 : text.length - i - 1; };

@@ -7,7 +7,7 @@ import { api, settleLimited } from '../lib/api.js';
 import { runColor } from '../lib/colors.js';
 import { el, errorEl, statusEl } from '../lib/dom.js';
 import { csvField, downloadText } from '../lib/downloads.js';
-import { fmtDuration, fmtNum, fmtValue, toNum } from '../lib/format.js';
+import { fmtDuration, fmtNum, fmtUsd, fmtValue, toNum } from '../lib/format.js';
 import { COMPARE_LINES_MAX, COST_KEY, groupValue, isSystemKey, runDuration } from '../lib/runs.js';
 import { columnFormatter, columnPrefsFrom, columnPrefsJson, columnValue, gpuUtil, JOB_COLUMNS, jobValue, loadColumnPrefs, METRIC_COLUMNS, runCost, saveColumnPrefs } from './runs-columns.js';
 import { mayWrite } from '../lib/session.js';
@@ -422,7 +422,7 @@ export function runsView(project, params) {
       }
       case 'cost': {
         const v = runCost(r);
-        return el('div', { class: 'cell num', 'data-column': 'cost' }, v === null ? '' : '$' + fmtNum(Number(v.toFixed(2))));
+        return el('div', { class: 'cell num', 'data-column': 'cost' }, v === null ? '' : fmtUsd(v));
       }
       case 'gpu_util': {
         const v = gpuUtil(r);
@@ -436,7 +436,7 @@ export function runsView(project, params) {
       case 'lost_usd': {
         const v = jobValue(r, 'lost_usd');
         const title = r.job ? `lost after checkpoints: $${v.toFixed(2)}, ${fmtNum(r.job.lost_gpu_hours)} GPU-hours; ${r.job.steps_replayed} steps replayed` : null;
-        return el('div', { class: 'cell num', 'data-column': c.id, title }, v === null ? '' : '$' + v.toFixed(2));
+        return el('div', { class: 'cell num', 'data-column': c.id, title }, v === null ? '' : fmtUsd(v));
       }
       default:
         if (c.group === 'param') {
@@ -481,7 +481,7 @@ export function runsView(project, params) {
         const vals = g.runs.map((r) => columnValue(c, r)).map((v) => (typeof v === 'number' ? v : NaN)).filter(Number.isFinite);
         if (!vals.length) return el('div', { class: 'cell num' });
         const mean = vals.reduce((a, b) => a + b, 0) / vals.length;
-        const text = c.id === 'duration' ? fmtDuration(mean) : c.id === 'cost' || c.id === 'lost_usd' ? '$' + mean.toFixed(2) : c.id === 'gpu_util' ? mean.toFixed(0) + '%' : (c.fmt || fmtNum)(mean);
+        const text = c.id === 'duration' ? fmtDuration(mean) : c.id === 'cost' || c.id === 'lost_usd' ? fmtUsd(mean) : c.id === 'gpu_util' ? mean.toFixed(0) + '%' : (c.fmt || fmtNum)(mean);
         return el('div', { class: 'cell num group-mean', title: `mean of ${vals.length}` }, text);
       }
       return el('div', { class: 'cell' });
