@@ -189,3 +189,80 @@ test('ticks of a 0–10,000 axis and of small percentages read distinctly; money
     assert.equal(got.mean, '5.3');
   });
 });
+
+test('the runs table: a plain word filters by name, running rows update live, start time column, a column picker with search and groups, param and metric headers told apart, sorting and menus from the keyboard', { timeout: TEST_TIMEOUT }, async () => {
+  const project = 'table';
+  const made = {};
+  for (const name of ['resnet50-a', 'ResNet18', 'vit-b']) {
+    made[name] = (await call('POST', '/runs', { project, name, params: { lr: 0.1 } })).id;
+    await call('POST', `/runs/${made[name]}/metrics`, { points: [{ key: 'lr', step: 0, value: 0.5 }] });
+  }
+  for (const name of ['resnet50-a', 'ResNet18']) await call('POST', `/runs/${made[name]}/finish`, { status: 'finished' });
+  await withPage(async (page) => {
+    await page.goto(`${base}/#/p/${project}`);
+    await page.getByTestId('row-count').filter({ hasText: '3 runs' }).waitFor();
+    const names = () => page.locator('[data-testid=run-row] .cell.pin a').allInnerTexts();
+
+    // A plain word filters by name, in any case; the query language still works.
+    await page.getByTestId('filter-input').fill('resnet');
+    await page.getByTestId('filter-input').press('Enter');
+    await page.getByTestId('row-count').filter({ hasText: '2 runs' }).waitFor();
+    assert.deepEqual((await names()).sort(), ['ResNet18', 'resnet50-a']);
+    assert.equal(await page.getByTestId('filter-error').innerText(), '');
+    await page.getByTestId('filter-input').fill("status = 'running'");
+    await page.getByTestId('filter-input').press('Enter');
+    await page.getByTestId('row-count').filter({ hasText: '1 run' }).waitFor();
+    assert.deepEqual(await names(), ['vit-b']);
+    await page.getByTestId('filter-input').fill('');
+    await page.getByTestId('filter-input').press('Enter');
+    await page.getByTestId('row-count').filter({ hasText: '3 runs' }).waitFor();
+
+    // The start time column.
+    const vit = await call('GET', `/runs/${made['vit-b']}`);
+    const startedCell = page.locator(`[data-testid=run-row][data-run-id="${made['vit-b']}"] .cell[data-column=started]`);
+    assert.equal(await startedCell.getAttribute('title'), await page.evaluate((ms) => new Date(ms).toLocaleString(), vit.start_time));
+    assert.match(await startedCell.innerText(), /\d\d:\d\d/, 'the day and minute');
+
+    // Param and metric `lr`: two headers, told apart.
+    const kinds = await page.locator('.thead .cell').evaluateAll((cs) => cs.filter((c) => c.querySelector('.col-label')?.textContent.startsWith('lr'))
+      .map((c) => c.querySelector('.col-kind')?.textContent));
+    assert.deepEqual(kinds.sort(), ['M', 'P']);
+
+    // A running run's row updates without a reload: a new metric value, then its end.
+    const row = page.locator(`[data-testid=run-row][data-run-id="${made['vit-b']}"]`);
+    await call('POST', `/runs/${made['vit-b']}/metrics`, { points: [{ key: 'lr', step: 1, value: 0.25 }] });
+    await row.locator('.cell[data-column], .cell').filter({ hasText: /^0\.25$/ }).first().waitFor({ timeout: 15000 });
+    await call('POST', `/runs/${made['vit-b']}/finish`, { status: 'finished' });
+    await row.getByText('finished').waitFor({ timeout: 15000 });
+
+    // A header sorted from the keyboard: Tab to it, Enter sorts, Enter again reverses.
+    const nameHead = page.locator('.thead .cell[data-column=name]');
+    await nameHead.focus();
+    await page.keyboard.press('Enter');
+    await page.locator('.thead .cell[data-column=name][aria-sort=ascending]').waitFor();
+    await page.waitForFunction(() => document.activeElement?.dataset.column === 'name');
+    await page.keyboard.press('Enter');
+    await page.locator('.thead .cell[data-column=name][aria-sort=descending]').waitFor();
+    const order = await page.locator('[data-testid=run-row]').evaluateAll((rs) => rs.sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top)).map((r) => r.querySelector('.cell.pin a').textContent));
+    assert.deepEqual(order, ['vit-b', 'resnet50-a', 'ResNet18'], 'descending by name');
+
+    // The column picker: groups with counts, a search over every column, Escape closes it.
+    const menu = page.getByTestId('columns-menu');
+    await menu.locator(':scope > summary').click();
+    assert.deepEqual(await menu.getByTestId('column-group').evaluateAll((gs) => gs.map((g) => g.dataset.group)), ['attributes', 'job', 'params', 'metrics', 'summaries']);
+    await menu.getByTestId('column-search').fill('lr');
+    const listed = await menu.locator('label').allInnerTexts();
+    assert.deepEqual(listed.map((t) => t.trim()), ['params.lr', 'metrics.lr', 'metrics.lr (min)', 'metrics.lr (max)', 'metrics.lr (mean)']);
+    await menu.getByTestId('column-search').press('Escape');
+    assert.equal(await menu.evaluate((d) => d.open), false, 'Escape closes the menu');
+
+    // A group row folds from the keyboard.
+    await page.goto(`${base}/#/p/${project}?group=status`);
+    const group = page.locator('[data-testid=group-row] .group-name');
+    await group.first().waitFor();
+    await group.first().focus();
+    await page.keyboard.press('Enter');
+    await page.locator('[data-testid=group-row] .group-name[aria-expanded=false]').waitFor();
+    assert.equal(await page.locator('[data-testid=run-row]').count(), 0, 'folded');
+  });
+});

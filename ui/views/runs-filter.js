@@ -74,3 +74,20 @@ export function filterCompleter(input, keys, onEnter) {
   });
   return el('div', { class: 'filter-wrap' }, input, list);
 }
+
+/** Words of a filter that holds no operator, quote or parenthesis: a search by name. */
+const PLAIN_WORDS = /^[^\s=<>!'"`()]+(\s+[^\s=<>!'"`()]+)*$/;
+const FILTER_KEYWORDS = new Set(['and', 'or', 'not', 'like', 'ilike', 'in', 'is', 'null']);
+
+/**
+ * The filter the server is sent for what was typed: plain words (`resnet50`, `bert large`) find
+ * runs whose name holds every word, in any case; anything with an operator is the query
+ * language, sent as it is.
+ */
+export function filterQuery(text) {
+  const t = text.trim();
+  if (!t || !PLAIN_WORDS.test(t)) return t;
+  const words = t.split(/\s+/);
+  if (words.some((w) => FILTER_KEYWORDS.has(w.toLowerCase()))) return t;
+  return words.map((w) => `name ilike '%${w.replace(/[\\%_]/g, (c) => '\\' + c)}%'`).join(' and ');
+}

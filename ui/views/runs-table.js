@@ -7,14 +7,27 @@ import { api, settleLimited } from '../lib/api.js';
 import { runColor } from '../lib/colors.js';
 import { el, errorEl, statusEl } from '../lib/dom.js';
 import { csvField, downloadText } from '../lib/downloads.js';
-import { fmtDuration, fmtNum, fmtUsd, fmtValue, toNum } from '../lib/format.js';
-import { COMPARE_LINES_MAX, COST_KEY, groupValue, isSystemKey, runDuration } from '../lib/runs.js';
+import { fmtDuration, fmtNum, fmtTime, fmtUsd, fmtValue, toNum } from '../lib/format.js';
+import { COMPARE_LINES_MAX, COST_KEY, groupValue, isSystemKey, LIVE_MS, runDuration } from '../lib/runs.js';
 import { columnFormatter, columnPrefsFrom, columnPrefsJson, columnValue, gpuUtil, JOB_COLUMNS, jobValue, loadColumnPrefs, METRIC_COLUMNS, runCost, saveColumnPrefs } from './runs-columns.js';
 import { mayWrite } from '../lib/session.js';
-import { filterCompleter, filterKeys } from './runs-filter.js';
+import { closingMenu, columnName, fillColumnMenu } from './runs-column-menu.js';
+import { filterCompleter, filterKeys, filterQuery } from './runs-filter.js';
 
 /** Columns the table sorts itself, computed from each run: their values. */
 const CLIENT_SORTS = { gpu_util: gpuUtil, cost: runCost };
+
+/** Most running rows the table follows live. */
+const LIVE_ROWS_MAX = 200;
+
+/** A start time in a table cell: the day and minute (`Nov 28, 14:03`), the year when not this one. */
+function fmtStart(ms) {
+  if (!ms) return '';
+  const d = new Date(ms);
+  const opts = { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' };
+  if (d.getFullYear() !== new Date().getFullYear()) opts.year = 'numeric';
+  return d.toLocaleString(undefined, opts);
+}
 
 /** The height of a row of the table, in px. */
 const ROW_H = 28;
@@ -60,7 +73,7 @@ export function runsView(project, params) {
 
   const filterInput = el('input', {
     type: 'text', class: 'filter', 'data-testid': 'filter-input', spellcheck: 'false',
-    placeholder: "filter, e.g. metrics.val_loss < 0.3 and params.lr = 0.001 and status = 'finished'",
+    placeholder: "a name, or a filter: metrics.val_loss < 0.3 and params.lr = 0.001 and status = 'finished'",
   });
   filterInput.value = st.filter;
   // The project's keys, for autocomplete and for warning about a key no run has.
@@ -84,7 +97,7 @@ export function runsView(project, params) {
     if (st.allSelected && runs.length > COMPARE_LINES_MAX) {
       // Every run the filter finds: the comparison asks for them by the filter, not one by one.
       const q = new URLSearchParams();
-      if (st.filter) q.set('filter', st.filter);
+      if (st.filter) q.set('filter', filterQuery(st.filter));
       if (st.groupBy) q.set('group', st.groupBy);
       location.hash = '#/compare/' + enc(project) + (q.toString() ? '?' + q : '');
       return;
@@ -98,7 +111,7 @@ export function runsView(project, params) {
     buildItems(); renderHeader(); renderRows();
   });
   const colMenu = el('div', { class: 'menu' });
-  const colDetails = el('details', { class: 'columns' }, el('summary', {}, 'Columns ▾'), colMenu);
+  const colDetails = closingMenu(el('details', { class: 'columns', 'data-testid': 'columns-menu' }, el('summary', {}, 'Columns ▾'), colMenu));
   const message = el('div', {});
   const thead = el('div', { class: 'thead' });
   const tbody = el('div', { class: 'tbody' });
@@ -110,12 +123,12 @@ export function runsView(project, params) {
   const viewsSel = el('select', { 'data-testid': 'views', title: 'open a saved view of this table' });
   const viewName = el('input', { type: 'text', size: 14, placeholder: 'view name', 'data-testid': 'view-name' });
   const viewMsg = el('span', { class: 'muted', 'data-testid': 'view-message' });
-  const viewsBar = el('details', { class: 'columns views' }, el('summary', {}, 'Views ▾'), el('div', { class: 'menu' },
+  const viewsBar = closingMenu(el('details', { class: 'columns views' }, el('summary', {}, 'Views ▾'), el('div', { class: 'menu' },
     el('label', {}, 'open ', viewsSel),
     el('form', { class: 'toolbar', onsubmit: (e) => { e.preventDefault(); saveView(); } },
       viewName, el('button', { type: 'submit', 'data-testid': 'view-save' }, 'Save')),
     el('button', { type: 'button', 'data-testid': 'view-delete', onclick: () => deleteView() }, 'Delete the open view'),
-    viewMsg));
+    viewMsg)));
   const viewsPath = `/projects/${enc(project)}/views`;
   async function loadViews(selected) {
     try {
@@ -220,6 +233,7 @@ export function runsView(project, params) {
       { id: 'sel', label: '', width: 34 },
       { id: 'name', label: 'name', sort: 'name', width: 200 },
       { id: 'status', label: 'status', sort: 'status', width: 140 },
+      { id: 'started', label: 'started', sort: 'start_time', width: 120, title: 'When the run started' },
       { id: 'duration', label: 'duration', sort: 'duration', width: 90, num: true },
       { id: 'user', label: 'user', sort: 'user', width: 100 },
       { id: 'tags', label: 'tags', width: 160 },
@@ -229,7 +243,7 @@ export function runsView(project, params) {
         title: "The mean of NVML's GPU utilization (the share of time any kernel ran), over the run's GPUs; the report's GPU utilization is the share of GPU-time active" },
     ];
     sawJobs = sawJobs || loadedRuns().some((r) => r.job);
-    for (const [id, label] of Object.entries(JOB_COLUMNS)) base.push({ id, label, sort: id, width: 80, num: true, defaultHidden: !sawJobs });
+    for (const [id, label] of Object.entries(JOB_COLUMNS)) base.push({ id, label, sort: id, width: 80, num: true, job: true, defaultHidden: !sawJobs });
     const p = [...params].sort().map((k) => ({ id: 'params.' + k, key: k, group: 'param', label: k, sort: 'params.' + k, width: 110 }));
     const m = [];
     for (const k of [...metrics].sort()) {
@@ -262,18 +276,14 @@ export function runsView(project, params) {
   }
 
   function buildColumnMenu(all) {
-    colMenu.replaceChildren(...all.filter((c) => c.id !== 'sel' && c.id !== 'name').map((c) => {
-      const cb = el('input', { type: 'checkbox', 'data-column': c.id });
-      cb.checked = prefs.shown.has(c.id) || (!prefs.hidden.has(c.id) && !c.defaultHidden);
-      cb.addEventListener('change', () => {
-        prefs.hidden.delete(c.id); prefs.shown.delete(c.id);
-        if (cb.checked && c.defaultHidden) prefs.shown.add(c.id);
-        if (!cb.checked && !c.defaultHidden) prefs.hidden.add(c.id);
-        saveColumnPrefs(project, prefs);
-        discoverColumns(); renderHeader(); renderRows();
-      });
-      return el('label', {}, cb, ' ', c.group === 'param' ? `params.${c.label}` : c.group === 'metric' ? `metrics.${c.label}` : c.label);
-    }));
+    const isShown = (c) => prefs.shown.has(c.id) || (!prefs.hidden.has(c.id) && !c.defaultHidden);
+    fillColumnMenu(colMenu, all.filter((c) => c.id !== 'sel' && c.id !== 'name'), isShown, (c, on) => {
+      prefs.hidden.delete(c.id); prefs.shown.delete(c.id);
+      if (on && c.defaultHidden) prefs.shown.add(c.id);
+      if (!on && !c.defaultHidden) prefs.hidden.add(c.id);
+      saveColumnPrefs(project, prefs);
+      discoverColumns(); renderHeader(); renderRows();
+    });
   }
 
   /** Rows to show: the runs in order, or groups (in order of their values) each followed by its runs. */
@@ -302,6 +312,7 @@ export function runsView(project, params) {
   function totalWidth() { return columns.reduce((s, c) => s + c.width, 0); }
 
   function renderHeader() {
+    const focused = thead.contains(document.activeElement) ? document.activeElement.dataset.column : null;
     const tmpl = gridTemplate();
     thead.style.gridTemplateColumns = tmpl;
     thead.style.width = totalWidth() + 'px';
@@ -319,18 +330,26 @@ export function runsView(project, params) {
       let arrow = '';
       if (c.sort && st.sortKey === c.sort) arrow = st.sortDir === 'asc' ? ' ▲' : ' ▼';
       const grip = el('span', { class: 'col-resize', title: 'drag to resize', 'data-testid': 'col-resize' });
+      // A param's header and a metric's of the same name differ by a badge (and their colour).
+      const kind = c.group === 'param' ? el('span', { class: 'col-kind', title: 'a param' }, 'P')
+        : c.group === 'metric' ? el('span', { class: 'col-kind', title: isSystemKey(c.key) ? 'a system metric' : 'a metric' }, isSystemKey(c.key) ? 'S' : 'M') : null;
+      const sorted = c.sort && st.sortKey === c.sort;
       const cell = el('div', {
         class: 'cell' + (c.sort ? ' sortable' : '') + (c.group ? ' grp-' + c.group : '') + (c.num ? ' num' : '') + (c.pin !== undefined ? ' pin' : ''),
-        title: (c.title ? c.title + ' ' : (c.group ? c.group + 's.' : '') + c.label) + (c.sort ? ' (click to sort)' : ''),
+        title: (c.title ? c.title + ' ' : columnName(c)) + (c.sort ? ' (click or Enter to sort)' : ''),
+        role: 'columnheader', tabindex: c.sort ? '0' : null, 'aria-sort': sorted ? (st.sortDir === 'asc' ? 'ascending' : 'descending') : null,
         'data-column': c.id, draggable: c.pin === undefined ? 'true' : null,
         style: c.pin !== undefined ? `left:${c.pin}px` : null,
-      }, el('span', { class: 'col-label' }, c.label + arrow), grip);
-      if (c.sort) cell.addEventListener('click', (e) => {
-        if (e.target === grip) return;
+      }, kind, el('span', { class: 'col-label' }, c.label + arrow), grip);
+      const sortBy = () => {
         if (st.sortKey === c.sort) st.sortDir = st.sortDir === 'asc' ? 'desc' : 'asc';
         else { st.sortKey = c.sort; st.sortDir = 'asc'; }
-        load();
-      });
+        load().then(() => thead.querySelector(`[data-column="${CSS.escape(c.id)}"]`)?.focus());
+      };
+      if (c.sort) {
+        cell.addEventListener('click', (e) => { if (e.target !== grip) sortBy(); });
+        cell.addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); sortBy(); } });
+      }
       grip.addEventListener('mousedown', (e) => startResize(e, c));
       grip.addEventListener('click', (e) => e.stopPropagation());
       cell.addEventListener('dragstart', (e) => { e.dataTransfer.setData('text/x-trainlog-column', c.id); e.dataTransfer.effectAllowed = 'move'; });
@@ -346,6 +365,7 @@ export function runsView(project, params) {
     }));
     tbody.style.width = totalWidth() + 'px';
     tbody.style.height = rowTotal() * ROW_H + 'px';
+    if (focused) thead.querySelector(`[data-column="${CSS.escape(focused)}"]`)?.focus();
   }
 
   /** Drags a column's right edge: its width follows the mouse and is kept for the project. */
@@ -386,13 +406,14 @@ export function runsView(project, params) {
       switch (c.id) {
         case 'name': return r.name || r.id;
         case 'status': return r.status;
+        case 'started': return r.start_time ? new Date(r.start_time).toISOString() : '';
         case 'duration': { const d = runDuration(r); return d === null ? '' : d / 1000; }
         case 'user': return r.user;
         case 'tags': return Object.entries(r.tags || {}).map(([k, v]) => (v === '' ? k : `${k}=${fmtValue(v)}`)).join('; ');
         default: { const v = columnValue(c, r); return typeof v === 'number' && !Number.isFinite(v) ? String(v) : v; }
       }
     };
-    const header = ['id', ...cols.map((c) => (c.group === 'param' ? 'params.' + c.key : c.group === 'metric' ? `metrics.${c.key}${c.stat === 'last' ? '' : '.' + c.stat}` : c.id === 'duration' ? 'duration_s' : c.id))];
+    const header = ['id', ...cols.map((c) => (c.group === 'param' ? 'params.' + c.key : c.group === 'metric' ? `metrics.${c.key}${c.stat === 'last' ? '' : '.' + c.stat}` : c.id === 'duration' ? 'duration_s' : c.id === 'started' ? 'start_time' : c.id))];
     const shownRuns = st.groupBy ? items.filter((it) => it.run).map((it) => it.run) : runs;
     const lines = [header.map(csvField).join(','), ...shownRuns.map((r) => [r.id, ...cols.map((c) => value(c, r))].map(csvField).join(','))];
     downloadText(`${project}-runs.csv`, lines.join('\r\n') + '\r\n', 'text/csv');
@@ -414,6 +435,7 @@ export function runsView(project, params) {
         el('span', { class: 'swatch', 'data-testid': 'run-color', style: `background:${runColor(r)}` }),
         el('a', { href: '#/run/' + enc(r.id) }, r.name || r.id));
       case 'status': return el('div', { class: 'cell' }, statusEl(r.status), r.status === 'running' && mayStop ? stopButton(r) : null);
+      case 'started': return el('div', { class: 'cell', 'data-column': 'started', title: fmtTime(r.start_time) }, fmtStart(r.start_time));
       case 'duration': return el('div', { class: 'cell num' }, fmtDuration(runDuration(r)));
       case 'user': return el('div', { class: 'cell', title: r.user || '' }, r.user || '');
       case 'tags': {
@@ -472,10 +494,16 @@ export function runsView(project, params) {
         return el('div', { class: 'cell sel pin', style: `left:${c.pin}px` }, cb);
       }
       if (c.id === 'name') {
-        return el('div', { class: 'cell group-name pin', style: `left:${c.pin}px`, title: `${st.groupBy} = ${g.label}`, onclick: () => {
+        const fold = () => {
           if (collapsed) st.collapsed.delete(g.label); else st.collapsed.add(g.label);
           buildItems(); renderHeader(); renderRows();
-        } }, `${collapsed ? '▸' : '▾'} ${g.label} (${g.runs.length})`);
+          tbody.querySelector(`[data-testid=group-row][data-group="${CSS.escape(g.label)}"] .group-name`)?.focus();
+        };
+        return el('div', {
+          class: 'cell group-name pin', style: `left:${c.pin}px`, title: `${st.groupBy} = ${g.label} (click or Enter to fold)`,
+          tabindex: '0', role: 'button', 'aria-expanded': String(!collapsed), onclick: fold,
+          onkeydown: (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); fold(); } },
+        }, `${collapsed ? '▸' : '▾'} ${g.label} (${g.runs.length})`);
       }
       if (c.num || c.group === 'metric') {
         const vals = g.runs.map((r) => columnValue(c, r)).map((v) => (typeof v === 'number' ? v : NaN)).filter(Number.isFinite);
@@ -529,7 +557,7 @@ export function runsView(project, params) {
   /** One page of the current search, from a run offset; answers {runs, total} (total on the first page). */
   async function fetchPage(offset) {
     const q = new URLSearchParams({ limit: String(PAGE_LIMIT) });
-    if (st.filter) q.set('filter', st.filter);
+    if (st.filter) q.set('filter', filterQuery(st.filter));
     if (st.sortKey && !CLIENT_SORTS[st.sortKey]) q.set('order_by', `${st.sortKey} ${st.sortDir}`);
     if (offset) q.set('page_token', String(offset));
     else q.set('total', 'true');
@@ -604,7 +632,7 @@ export function runsView(project, params) {
       let token = first.next_page_token;
       while (token) {
         const q = new URLSearchParams({ limit: String(PAGE_LIMIT), page_token: token });
-        if (st.filter) q.set('filter', st.filter);
+        if (st.filter) q.set('filter', filterQuery(st.filter));
         if (st.sortKey && !CLIENT_SORTS[st.sortKey]) q.set('order_by', `${st.sortKey} ${st.sortDir}`);
         const res = await api(`/projects/${enc(project)}/runs?${q}`);
         if (gen !== loadGen) return;
@@ -638,6 +666,35 @@ export function runsView(project, params) {
     updateCompareBtn();
     scroller.scrollTop = 0;
     renderRows();
+    followRunning(gen);
+  }
+
+  /** While rows of running runs are loaded, re-reads them (and only them) every LIVE_MS and
+   * redraws the rows when any changed: their status, duration, metrics and cost go on. */
+  let liveTimer = null;
+  function followRunning(gen) {
+    clearTimeout(liveTimer);
+    liveTimer = setTimeout(async () => {
+      if (gen !== loadGen) return;
+      const ids = loadedRuns().filter((r) => r.status === 'running').map((r) => r.id).slice(0, LIVE_ROWS_MAX);
+      if (ids.length) {
+        try {
+          const q = new URLSearchParams({ limit: String(ids.length), filter: `id in (${ids.map((id) => `'${id}'`).join(', ')})` });
+          const res = await api(`/projects/${enc(project)}/runs?${q}`);
+          if (gen !== loadGen) return;
+          const fresh = new Map((res.runs || []).map((r) => [r.id, r]));
+          let changed = false;
+          runs.forEach((r, i) => {
+            const now = r && fresh.get(r.id);
+            if (now && JSON.stringify(now) !== JSON.stringify(r)) { runs[i] = now; changed = true; }
+          });
+          // New values may need more decimals than the columns' formats had.
+          if (changed) { discoverColumns(); if (st.groupBy) buildItems(); renderHeader(); renderRows(); }
+        } catch (e) { /* the next turn tries again */ }
+      }
+      // Durations of running runs grow: their rows are redrawn each turn.
+      if (gen === loadGen) { if (ids.length) renderRows(); followRunning(gen); }
+    }, LIVE_MS);
   }
 
   updateCompareBtn();
@@ -645,7 +702,7 @@ export function runsView(project, params) {
     node,
     title: project,
     mounted: load,
-    cleanup: () => { loadGen++; window.removeEventListener('resize', scheduleRows); },
+    cleanup: () => { loadGen++; clearTimeout(liveTimer); window.removeEventListener('resize', scheduleRows); },
   };
 }
 

@@ -55,6 +55,7 @@ const ASSETS: &[(&str, &str, &str, &str)] = &[
     ui_file!("views/run.js", JS),
     ui_file!("views/runs-columns.js", JS),
     ui_file!("views/runs-filter.js", JS),
+    ui_file!("views/runs-column-menu.js", JS),
     ui_file!("views/runs-table.js", JS),
     ui_file!("views/sweeps.js", JS),
     (
