@@ -42,6 +42,34 @@ def test_a_whole_run_lifecycle(server: Server, client_env: dict) -> None:
     assert "pytest" in {name.lower() for name in r.metadata["packages"]}
 
 
+def test_api_runs_answers_attributes_first_and_reads_params_and_summaries_for_the_list_at_first_access(
+    server: Server, client_env: dict
+) -> None:
+    ids = []
+    for i in range(3):
+        with trainlog.init(project="lean", name=f"r{i}", config={"lr": 0.1 * (i + 1)}, tags=[f"t{i}"], system_metrics_interval=None) as run:
+            run.log({"loss": 1.0 / (i + 1)}, step=0)
+        ids.append(run.id)
+    running = trainlog.init(project="lean", name="running", config={"lr": 9}, system_metrics_interval=None)
+    running.log({"loss": 5.0}, step=0)
+    running.flush()
+    api = trainlog.Api()
+    # The search itself answers no params, tags or summaries: they are not read for a caller
+    # that does not look at them.
+    lean = [json.loads(page)["runs"] for page in api._native.runs_pages("lean", "", None, "")][0]
+    assert {(r["name"], r["status"]) for r in lean} == {("r0", "finished"), ("r1", "finished"), ("r2", "finished"), ("running", "running")}
+    assert all(r["params"] == {} and r["summary"] == {} and r["tags"] == {} for r in lean)
+    runs = {r.name: r for r in api.runs("lean", order_by="name")}
+    assert all(r._data["params"] == {} for r in runs.values()), "nothing read before it is asked for"
+    assert [r.params["lr"] for r in (runs["r0"], runs["r1"], runs["r2"])] == pytest.approx([0.1, 0.2, 0.3])
+    assert runs["r1"].summary["loss"]["last"] == 0.5 and runs["r2"].tags == {"t2": ""}
+    # A run that no longer matches its search when its details are read is read alone.
+    only_running = api.runs("lean", filter="status = 'running'")
+    running.finish()
+    assert [r.name for r in only_running] == ["running"]
+    assert only_running[0].params == {"lr": 9} and only_running[0].summary["loss"]["last"] == 5.0
+
+
 def test_config_values_of_none_are_kept_as_text(server: Server, client_env: dict) -> None:
     with trainlog.init(project="p", config={"scheduler": None, "opt": {"betas": (0.9, 0.99)}}, system_metrics_interval=None) as run:
         pass

@@ -72,23 +72,64 @@ impl Api {
 
     /// Runs of a project matching `filter` (the server's search grammar), every page.
     pub fn runs(&self, project: &str, filter: &str, order_by: Option<&str>) -> Result<Vec<RunInfo>> {
+        self.runs_with_columns(project, filter, order_by, None)
+    }
+
+    /// `runs`, each answered with only the params, tags and metrics `columns` names (as the search's
+    /// `columns` takes them, comma-separated: `params`, `metrics.loss`, …; none when empty); every
+    /// one when None.
+    pub fn runs_with_columns(
+        &self,
+        project: &str,
+        filter: &str,
+        order_by: Option<&str>,
+        columns: Option<&str>,
+    ) -> Result<Vec<RunInfo>> {
         let mut out = Vec::new();
+        for page in self.runs_pages(project, filter, order_by, columns)? {
+            let mut page: Value =
+                serde_json::from_str(&page).map_err(|e| crate::Error::Invalid(format!("a runs page: {e}")))?;
+            for run in page["runs"].as_array_mut().into_iter().flatten() {
+                let json = run.take();
+                out.push(RunInfo { id: json["id"].as_str().unwrap_or_default().to_owned(), json });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The pages of a search as the server wrote them (JSON objects whose `runs` hold the runs),
+    /// for a caller that parses them itself; `columns` as `runs_with_columns` takes it.
+    pub fn runs_pages(
+        &self,
+        project: &str,
+        filter: &str,
+        order_by: Option<&str>,
+        columns: Option<&str>,
+    ) -> Result<Vec<String>> {
+        #[derive(serde::Deserialize)]
+        struct NextPage {
+            next_page_token: Option<String>,
+        }
+        let mut pages = Vec::new();
         let mut token: Option<String> = None;
         loop {
             let mut path = format!("/projects/{}/runs?limit=1000&filter={}", encode(project), encode(filter));
+            if let Some(c) = columns {
+                path.push_str(&format!("&columns={}", encode(c)));
+            }
             if let Some(o) = order_by {
                 path.push_str(&format!("&order_by={}", encode(o)));
             }
             if let Some(t) = &token {
                 path.push_str(&format!("&page_token={}", encode(t)));
             }
-            let page = self.http.get(&path)?;
-            for run in page["runs"].as_array().into_iter().flatten() {
-                out.push(RunInfo { id: run["id"].as_str().unwrap_or_default().to_owned(), json: run.clone() });
-            }
-            match page["next_page_token"].as_str() {
-                Some(t) => token = Some(t.to_owned()),
-                None => return Ok(out),
+            let page = self.http.get_text(&path)?;
+            let next: NextPage =
+                serde_json::from_str(&page).map_err(|e| crate::Error::Invalid(format!("a runs page: {e}")))?;
+            pages.push(page);
+            match next.next_page_token {
+                Some(t) => token = Some(t),
+                None => return Ok(pages),
             }
         }
     }

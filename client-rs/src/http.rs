@@ -85,6 +85,12 @@ impl Http {
     }
 
     fn answer(&self, result: reqwest::Result<reqwest::blocking::Response>) -> Result<Value> {
+        let text = self.answer_text(result)?;
+        Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// A successful answer's body as it came; an unsuccessful one's as the error it names.
+    fn answer_text(&self, result: reqwest::Result<reqwest::blocking::Response>) -> Result<String> {
         let response = result.map_err(|e| {
             // A request that cannot even be built (a malformed URL) never will be: not a network problem.
             if e.is_builder() {
@@ -96,10 +102,10 @@ impl Http {
         let status = response.status().as_u16();
         let retry_after = retry_after(response.headers());
         let text = response.text().map_err(|e| self.unreachable(e))?;
-        let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         if (200..300).contains(&status) {
-            return Ok(body);
+            return Ok(text);
         }
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         // Overload, a full disk and outages are not the request's fault: it is sent again later
         // (503 and 507 come with `Retry-After`).
         if is_transient(status) {
@@ -126,6 +132,11 @@ impl Http {
             message,
             field: e["field"].as_str().map(str::to_owned),
         })
+    }
+
+    /// A GET's JSON body as text, for a caller that parses it itself.
+    pub fn get_text(&self, path: &str) -> Result<String> {
+        self.answer_text(self.client.get(self.url(path)).send())
     }
 
     pub fn get(&self, path: &str) -> Result<Value> {

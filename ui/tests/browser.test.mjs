@@ -98,7 +98,7 @@ test('the runs table shows every run and sorts by a clicked metric', async () =>
   await page.goto(`${base}/#/p/demo`);
   await page.getByTestId('row-count').filter({ hasText: `${RUNS} runs` }).waitFor();
   assert.match(await firstRowText(), /run-29/, 'newest first by default');
-  await page.locator('[title="metrics.loss (click to sort)"]').click();
+  await page.locator('[title="metrics.loss (click or Enter to sort)"]').click();
   await page.waitForFunction(() => document.querySelector('[data-testid=run-row]')?.innerText.includes('run-00'));
   assert.match(await firstRowText(), /run-00/, 'lowest last loss first');
   await page.locator('[title^="metrics.loss"]').click();
@@ -526,7 +526,7 @@ test('a reload keeps the table\'s filter, sort, group and selection, and the com
   await page.getByTestId('filter-input').fill('metrics.loss < 0.3');
   await page.getByTestId('filter-input').press('Enter');
   await page.getByTestId('row-count').filter({ hasText: `${below.length} runs` }).waitFor();
-  await page.locator('[title="metrics.loss (click to sort)"]').click();
+  await page.locator('[title="metrics.loss (click or Enter to sort)"]').click();
   await page.locator('[title^="metrics.loss"]').filter({ hasText: '▲' }).waitFor();
   await page.getByTestId('group-by').selectOption('tags.team');
   await page.locator('[data-testid=group-row]').first().waitFor();
@@ -668,7 +668,7 @@ test('the filter box completes keys, warns about a key no run has, and a saved v
   await box.fill('metrics.loss < 0.2');
   await box.press('Enter');
   await page.getByTestId('row-count').filter({ hasText: `${fewer} runs` }).waitFor();
-  await page.locator('[title="metrics.loss (click to sort)"]').click();
+  await page.locator('[title="metrics.loss (click or Enter to sort)"]').click();
   await page.locator('[title^="metrics.loss"]').filter({ hasText: '▲' }).waitFor();
   await page.locator('details.views summary').click();
   await page.getByTestId('view-name').fill('best runs');
@@ -1277,6 +1277,7 @@ test('a job\'s run shows its attempts on a timeline and in a table, its system c
   // System charts: a chart per metric; a line per node until a node is chosen, then that node's.
   await page.getByTestId('system-section').locator('summary').click();
   const nodePicker = page.getByTestId('system-node');
+  await nodePicker.waitFor();
   assert.deepEqual(await nodePicker.locator('option').allInnerTexts(),
     ['all: a line per node', 'node 0 · node-0 · 4 GPUs: a line per GPU', 'node 1 · node-1 · 4 GPUs: a line per GPU']);
   const sysChart = (key) => page.locator(`[data-testid=system-charts] [data-testid=chart][data-key="${key}"]`);

@@ -2,18 +2,46 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from trainlog._trainlog import NativeApi
 
 
+class _Details:
+    """The params, tags and summaries of the runs one search found, read for all of them at the
+    first access to any one's: the search answered their attributes only."""
+
+    def __init__(self, api: Api, project: str, filter: str, order_by: Optional[str]) -> None:
+        self._api = api
+        self._query = (project, filter, order_by)
+        self._by_id: Optional[Dict[str, Dict[str, Any]]] = None
+
+    def of(self, run_id: str) -> Dict[str, Any]:
+        if self._by_id is None:
+            project, filter, order_by = self._query
+            self._by_id = {r["id"]: r for r in self._api._search(project, filter, order_by, None)}
+        found = self._by_id.get(run_id)
+        # A run changed since the search so that it no longer matches: read it alone.
+        return found if found is not None else self._api._native.run(run_id)
+
+
 class ApiRun:
     """A run as stored on the server."""
 
-    def __init__(self, api: Api, data: Dict[str, Any]) -> None:
+    def __init__(self, api: Api, data: Dict[str, Any], details: Optional[_Details] = None) -> None:
         self._api = api
         self._data = data
+        self._details = details
+
+    def _full(self) -> Dict[str, Any]:
+        """The run's data with its params, tags and summaries, read when the search left them out."""
+        if self._details is not None:
+            full = self._details.of(self.id)
+            self._data = {**self._data, **{k: full[k] for k in ("params", "tags", "summary") if k in full}}
+            self._details = None
+        return self._data
 
     @property
     def id(self) -> str:
@@ -38,7 +66,7 @@ class ApiRun:
 
     @property
     def params(self) -> Dict[str, Any]:
-        return dict(self._data.get("params", {}))
+        return dict(self._full().get("params", {}))
 
     @property
     def config(self) -> Dict[str, Any]:
@@ -46,11 +74,11 @@ class ApiRun:
 
     @property
     def tags(self) -> Dict[str, str]:
-        return dict(self._data.get("tags", {}))
+        return dict(self._full().get("tags", {}))
 
     @property
     def summary(self) -> Dict[str, Dict[str, Any]]:
-        return dict(self._data.get("summary", {}))
+        return dict(self._full().get("summary", {}))
 
     @property
     def metadata(self) -> Dict[str, Any]:
@@ -302,8 +330,22 @@ class Api:
         self._native = NativeApi(server)
 
     def runs(self, project: str, filter: str = "", order_by: Optional[str] = None) -> List[ApiRun]:
-        """Runs of `project` matching `filter`, e.g. `"metrics.loss < 0.5 and params.lr = 0.001"`."""
-        return [ApiRun(self, r) for r in self._native.runs(project, filter, order_by)]
+        """Runs of `project` matching `filter`, e.g. `"metrics.loss < 0.5 and params.lr = 0.001"`.
+        The search answers each run's attributes (id, name, status, times, user, job, …); their
+        params, tags and summaries are read for every run of the list at the first access to
+        any one's."""
+        details = _Details(self, project, filter, order_by)
+        return [ApiRun(self, r, details) for r in self._search(project, filter, order_by, "")]
+
+    def _search(
+        self, project: str, filter: str, order_by: Optional[str], columns: Optional[str]
+    ) -> List[Dict[str, Any]]:
+        """Every run of a search, as dicts: `columns` as the search takes it (None: everything)."""
+        return [
+            run
+            for page in self._native.runs_pages(project, filter, order_by, columns)
+            for run in json.loads(page)["runs"]
+        ]
 
     def run(self, run_id: str) -> ApiRun:
         return ApiRun(self, self._native.run(run_id))
