@@ -11,7 +11,7 @@ import { BYTE_INCRS, cssVar, durationTicks, fmtSeconds, fmtTicks, fmtWithUnit, l
 import { downloadIcon, exportChart } from './lib/chart-export.js';
 import { hashColor } from './lib/colors.js';
 import { el } from './lib/dom.js';
-import { toNum } from './lib/format.js';
+import { fmtNum, toNum } from './lib/format.js';
 
 /** Up to this many runs, a chart reads its series with one GET; above, with one POST. */
 const GET_RUNS_MAX = 40;
@@ -83,7 +83,9 @@ export function runLegend(series, runs) {
  * A metric chart for one key and several runs.
  * series: [{run_id, name, color, start_time}]. Fetches GET /metrics?key=K&runs=...&buckets=W;
  * `opts.load(range)`, when given, answers the lines instead ([{run_id, buckets}], `run_id` naming
- * a series), and `opts.title` is shown for the key.
+ * a series; a bucket's `x` is its x on a `metric:KEY` axis), `opts.title` is shown for the key,
+ * `opts.log` starts the y-axis logarithmic (`opts.onLog(on)` hears it change) and `opts.yRange`
+ * ([lo, hi], either null) fixes the y range.
  * Drag to zoom (sideways: steps, re-fetching finer buckets; up or down: values; diagonally:
  * both), double-click to reset.
  * Until start() is called, the chart is a placeholder of its final size (its head, an empty plot
@@ -96,7 +98,8 @@ export function createChart(key, series, settings, opts = {}) {
   const plot = el('div', { class: 'chart-plot', 'data-testid': 'chart', 'data-key': key, 'data-series-count': '0' });
   const msg = el('div', { class: 'chart-msg muted' });
   const tip = el('div', { class: 'chart-tip hidden', 'data-testid': 'chart-tooltip' });
-  const logCb = el('input', { type: 'checkbox' });
+  const logCb = el('input', { type: 'checkbox', 'data-testid': 'chart-log' });
+  logCb.checked = !!opts.log;
   // Downloads of what the chart shows; hidden (and closed) until the chart has drawn data.
   const exporter = el('details', { class: 'chart-export off', 'data-testid': 'chart-export' },
     el('summary', { title: 'download this chart', 'aria-label': 'download this chart' }, downloadIcon()),
@@ -133,6 +136,8 @@ export function createChart(key, series, settings, opts = {}) {
 
   // Where a bucket lies on the x-axis in the current mode: [start, end] of its band and the x of its last point.
   function xOf(s, b, mode = settings.xMode) {
+    // Against another metric (`metric:epoch`): the loader put that metric's value at each bucket.
+    if (mode.startsWith('metric:')) return [b.x, b.x, b.x];
     switch (mode) {
       case 'wall': return [b.time_first, b.time_last, b.time_last];
       case 'relative': return [(b.time_first - s.origin) / 1000, (b.time_last - s.origin) / 1000, (b.time_last - s.origin) / 1000];
@@ -154,7 +159,7 @@ export function createChart(key, series, settings, opts = {}) {
         const m = meta.get(s.run_id) || { name: s.run_id, color: hashColor(s.run_id) };
         const buckets = (s.buckets || []).map((b) => ({
           step_min: b.step_min, step_max: b.step_max, time_first: b.time_first, time_last: b.time_last,
-          min: toNum(b.min), max: toNum(b.max), last: toNum(b.last), count: b.count,
+          min: toNum(b.min), max: toNum(b.max), last: toNum(b.last), count: b.count, x: b.x,
         }));
         const origin = m.start_time || (buckets.length ? buckets[0].time_first : 0);
         return { run_id: s.run_id, name: m.name, color: m.color, origin, buckets };
@@ -189,6 +194,14 @@ export function createChart(key, series, settings, opts = {}) {
   /** The y range of what is shown: every value of the visible runs in the x range, or all but the outliers. */
   function yRange() {
     if (zoom && zoom.y) return zoom.y;
+    // A range set for the chart (either end may be left free).
+    const [fixedLo, fixedHi] = opts.yRange || [null, null];
+    if (Number.isFinite(fixedLo) && Number.isFinite(fixedHi) && fixedHi > fixedLo) return [fixedLo, fixedHi];
+    const auto = freeYRange();
+    return [Number.isFinite(fixedLo) ? fixedLo : auto[0], Number.isFinite(fixedHi) ? fixedHi : auto[1]];
+  }
+
+  function freeYRange() {
     const log = isLog();
     const ok = (v) => Number.isFinite(v) && (!log || v > 0);
     const [x0, x1] = zoom && zoom.x ? zoom.x : [-Infinity, Infinity];
@@ -296,6 +309,7 @@ export function createChart(key, series, settings, opts = {}) {
   function xLabel(s, b) {
     if (settings.xMode === 'wall') return new Date(b.time_last).toLocaleString();
     if (settings.xMode === 'relative') return fmtSeconds((b.time_last - s.origin) / 1000);
+    if (settings.xMode.startsWith('metric:')) return `${settings.xMode.slice(7)} ${fmtNum(b.x)} (step ${b.step_max})`;
     return 'step ' + b.step_max;
   }
 
@@ -411,7 +425,7 @@ export function createChart(key, series, settings, opts = {}) {
     if (settings.xMode === 'relative') {
       x.splits = (self, ai, min, max) => durationTicks(min, max, Math.max(2, Math.floor(self.over.clientWidth / 90)));
       x.values = (self, splits) => splits.map(fmtSeconds);
-    } else if (settings.xMode === 'step') {
+    } else if (settings.xMode === 'step' || settings.xMode.startsWith('metric:')) {
       x.values = (self, splits, ai, space, incr) => shownTicks('xTicks', fmtTicks(splits, incr, { label: '' }, false));
     }
     const y = {
@@ -535,7 +549,7 @@ export function createChart(key, series, settings, opts = {}) {
     draw();
   };
   // Before the chart starts there is nothing to redraw: its first draw reads the box.
-  logCb.addEventListener('change', () => { if (!started) return; if (zoom) zoom.y = null; draw(); });
+  logCb.addEventListener('change', () => { if (opts.onLog) opts.onLog(logCb.checked); if (!started) return; if (zoom) zoom.y = null; draw(); });
 
   let resizeTimer = null;
   const onResize = () => {

@@ -266,3 +266,71 @@ test('the runs table: a plain word filters by name, running rows update live, st
     assert.equal(await page.locator('[data-testid=run-row]').count(), 0, 'folded');
   });
 });
+
+test("panels: a chart's x-axis set to epoch and a scatter panel added survive a reload, a shared link and, saved as the project's workspace, a fresh comparison; panels resize, move and go", { timeout: TEST_TIMEOUT }, async () => {
+  const project = 'panels';
+  const ids = [];
+  for (let i = 0; i < 3; i++) {
+    const id = (await call('POST', '/runs', { project, name: `p${i}`, params: { lr: 0.001 * (i + 1) } })).id;
+    const points = [];
+    for (let s = 0; s < 100; s++) points.push({ key: 'loss', step: s, value: 2 / (s + 1 + i) }, { key: 'epoch', step: s, value: Math.floor(s / 10) });
+    points.push({ key: 'val_acc', step: 99, value: 0.7 + 0.1 * i });
+    await call('POST', `/runs/${id}/metrics`, { points });
+    ids.push(id);
+  }
+  const panelKeys = (page) => page.getByTestId('ws-panel').evaluateAll((ps) => ps.map((p) => `${p.dataset.type}:${p.dataset.key}`));
+  const lossChart = (page) => page.locator('[data-testid=ws-panel][data-key=loss] [data-testid=chart]');
+  let address;
+  await withPage(async (page) => {
+    await page.goto(`${base}/#/compare/${project}/${ids.join(',')}`);
+    await page.getByTestId('arrange-panels').click();
+    assert.deepEqual(await panelKeys(page), ['line:epoch', 'line:loss', 'line:val_acc']);
+    // The loss panel against epoch.
+    const loss = page.locator('[data-testid=ws-panel][data-key=loss]');
+    await loss.getByTestId('panel-menu').locator('summary').click();
+    await loss.getByTestId('panel-x').selectOption('metric:epoch');
+    await page.waitForFunction(() => {
+      const c = document.querySelector('[data-testid=ws-panel][data-key=loss] [data-testid=chart]');
+      return c && c.dataset.xMode === 'metric:epoch' && c.dataset.seriesCount === '3' && c.dataset.xTicks;
+    });
+    const ticks = (await lossChart(page).getAttribute('data-x-ticks')).split('|').map(Number);
+    assert.ok(Math.max(...ticks) <= 10 && Math.min(...ticks) >= 0, `an epoch axis: ${ticks}`);
+    // A scatter panel: val_acc against the learning rate, a point per run.
+    await page.getByTestId('add-panel-type').selectOption('scatter');
+    await page.getByTestId('add-panel-x').selectOption('param:lr');
+    await page.getByTestId('add-panel-y').selectOption('metric:val_acc');
+    await page.getByTestId('add-panel').click();
+    assert.equal(await page.locator('[data-testid=scatter] circle').count(), 3);
+    // Resize, move and remove.
+    const accPanel = page.locator('[data-testid=ws-panel][data-key=val_acc]');
+    await accPanel.getByTestId('panel-resize').click();
+    assert.match(await page.locator('[data-testid=ws-panel][data-key=val_acc]').getAttribute('class'), /wide/);
+    await page.locator('[data-testid=ws-panel][data-key=epoch]').getByTestId('panel-later').click();
+    await page.locator('[data-testid=ws-panel][data-key=epoch]').getByTestId('panel-remove').click();
+    assert.deepEqual(await panelKeys(page), ['line:loss', 'line:val_acc', 'scatter:metric:val_acc vs param:lr']);
+    address = page.url();
+    assert.match(address, /[?&]ws=/, 'the panels are in the address');
+    // A reload shows the same panels.
+    await page.reload();
+    await page.getByTestId('ws-panel').first().waitFor();
+    assert.deepEqual(await panelKeys(page), ['line:loss', 'line:val_acc', 'scatter:metric:val_acc vs param:lr']);
+    await page.waitForFunction(() => document.querySelector('[data-testid=ws-panel][data-key=loss] [data-testid=chart]')?.dataset.xMode === 'metric:epoch');
+    await page.getByTestId('save-workspace').click();
+    await page.getByTestId('workspace-message').filter({ hasText: "project's workspace" }).waitFor();
+  });
+  // A shared link, in another page.
+  await withPage(async (page) => {
+    await page.goto(address);
+    await page.getByTestId('ws-panel').first().waitFor();
+    assert.deepEqual(await panelKeys(page), ['line:loss', 'line:val_acc', 'scatter:metric:val_acc vs param:lr']);
+    assert.match(await page.locator('[data-testid=ws-panel][data-key=val_acc]').getAttribute('class'), /wide/);
+    await page.waitForFunction(() => document.querySelector('[data-testid=ws-panel][data-key=loss] [data-testid=chart]')?.dataset.xMode === 'metric:epoch');
+  });
+  // A comparison opened afresh (no panels in its link) gets the project's workspace.
+  await withPage(async (page) => {
+    await page.goto(`${base}/#/compare/${project}/${ids.slice(0, 2).join(',')}`);
+    await page.getByTestId('ws-panel').first().waitFor();
+    assert.deepEqual(await panelKeys(page), ['line:loss', 'line:val_acc', 'scatter:metric:val_acc vs param:lr']);
+    assert.equal(await page.locator('[data-testid=scatter] circle').count(), 2);
+  });
+});

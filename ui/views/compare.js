@@ -6,6 +6,7 @@
 
 import { chartControls, chartSettings, mountCharts, runLegend, seriesState } from '../charts.js';
 import { collapsedSection, compareSystemCharts } from '../system-charts.js';
+import { autoWorkspace, checkWorkspace, decodeWorkspace, encodeWorkspace, mountWorkspace, WORKSPACE_VIEW } from '../workspace.js';
 import { enc, setHashQuery, tableHref } from '../lib/address.js';
 import { api, settleLimited } from '../lib/api.js';
 import { X_MODES } from '../lib/chart-axes.js';
@@ -124,10 +125,13 @@ export function compareView(project, ids, params) {
     };
     const settings = chartSettings(initial, shown);
     const systemSettings = chartSettings({ ...initial, xMode: grouped ? 'step' : 'relative' }, shown);
+    // The panels a person arranged (null: automatic): from the address, else the project's workspace.
+    let ws = grouped ? null : await initialWorkspace(params);
+    if (!alive) return;
     const syncUrl = () => setHashQuery({
       filter: byFilter ? filter : '', group: byFilter ? groupBy : '',
       x: settings.xMode !== 'step' ? settings.xMode : '', smooth: settings.smoothing || '', robust: settings.robust ? '1' : '',
-      hide: [...shown.hidden].join(','), q: settings.search || '',
+      hide: [...shown.hidden].join(','), q: settings.search || '', ws: ws ? encodeWorkspace(ws) : '',
     });
     settings.listeners.add(syncUrl);
     shown.listeners.add((what) => { if (what === 'hidden') syncUrl(); });
@@ -143,7 +147,7 @@ export function compareView(project, ids, params) {
     const upTo = (n, what) => el('p', { class: 'muted' }, `Shown for up to ${n} runs; these are ${runs.length}. ${what}`);
     body.append(runLegend(series, shown),
       el('h2', {}, 'Metrics'),
-      metricKeys.length ? el('div', {}, chartControls(settings), chartsEl) : el('p', { class: 'muted' }, 'These runs have no metrics.'),
+      metricKeys.length ? chartsEl : el('p', { class: 'muted' }, 'These runs have no metrics.'),
       el('h2', {}, 'Media'),
       grouped ? upTo(COMPARE_LINES_MAX, 'Narrow the filter to see their media side by side.') : mediaEl,
       system.node,
@@ -153,8 +157,37 @@ export function compareView(project, ids, params) {
       grouped ? upTo(COMPARE_LINES_MAX, 'Narrow the filter to see how they differ.') : diffTable(runs, series),
       el('h2', {}, 'Cost'),
       grouped ? upTo(COMPARE_LINES_MAX, '') : costPanel(runs, series, metricKeys));
-    if (metricKeys.length) mounted.push(mountCharts(chartsEl, metricKeys, series, settings, settings.search));
+    const paramKeys = [...new Set(runs.flatMap((r) => Object.keys(r.params || {})))].sort();
+    let metricCharts = null;
+    const showMetrics = () => {
+      if (metricCharts) metricCharts.destroy();
+      const holder = el('div');
+      if (ws) {
+        chartsEl.replaceChildren(holder);
+        metricCharts = mountWorkspace(holder, {
+          project, ws, keys: metricKeys, params: paramKeys, runs, series, shown, robust: settings.robust,
+          onChange: (next) => { ws = next; syncUrl(); },
+        });
+      } else {
+        const arrange = el('button', { type: 'button', 'data-testid': 'arrange-panels', title: 'add, remove, resize and move panels; give each its own x-axis, smoothing and range',
+          onclick: () => { ws = autoWorkspace(metricKeys); syncUrl(); showMetrics(); } }, 'Arrange panels');
+        chartsEl.replaceChildren(el('div', { class: 'toolbar' }, chartControls(settings), arrange), holder);
+        metricCharts = mountCharts(holder, metricKeys, series, settings, settings.search);
+      }
+    };
+    if (metricKeys.length) { showMetrics(); mounted.push({ refresh: () => metricCharts.refresh(), destroy: () => metricCharts.destroy() }); }
     if (!grouped) mountMedia(mediaEl, series);
+  }
+
+  /** The panels of the address (`ws=`), else the project's saved workspace; null for automatic. */
+  async function initialWorkspace(q) {
+    if (q.get('ws')) return decodeWorkspace(q.get('ws'));
+    try {
+      const view = await api(`/projects/${enc(project)}/views/${enc(WORKSPACE_VIEW)}`);
+      return checkWorkspace((view.state || {}).panels);
+    } catch (e) {
+      return null;
+    }
   }
 
   /** The media panels of the runs: a panel per key any of them logged, a column per run. */
