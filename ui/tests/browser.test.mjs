@@ -1362,7 +1362,7 @@ test('a job\'s run shows its attempts on a timeline and in a table, its system c
   assert.match(await page.getByTestId('run-info').innerText(), /cost\s+\$16\.00/);
   await page.goto(`${base}/#/p/jobs-ddp`);
   await page.getByTestId('row-count').filter({ hasText: '1 run' }).waitFor();
-  assert.equal(await cell(ddp, 'cost'), '$16');
+  assert.equal(await cell(ddp, 'cost'), '$16.00');
 });
 
 const MINUTE = 60e3, HOUR = 60 * MINUTE, DAY = 24 * HOUR, WEEK = 7 * DAY;

@@ -334,3 +334,34 @@ test("panels: a chart's x-axis set to epoch and a scatter panel added survive a 
     assert.equal(await page.locator('[data-testid=scatter] circle').count(), 2);
   });
 });
+
+test("a sweep's page charts every trial's metric and shows each parameter's importance and correlation; a trial's page links to its sweep", { timeout: TEST_TIMEOUT }, async () => {
+  const config = ['command: [python, train.py]', 'method: random', 'metric: {name: val_loss, goal: minimize}',
+    'parameters:', '  lr: {distribution: log_uniform, min: 1.0e-5, max: 1.0e-1}', '  batch: {values: [16, 32, 64]}', '  opt: {values: [adam, sgd]}',
+    'run_cap: 24', 'seed: 7'].join('\n');
+  const sweep = await call('POST', '/sweeps', { config, project: 'importance', name: 'lr-matters' });
+  let firstRun = null;
+  for (let i = 0; i < 24; i++) {
+    const trial = await call('POST', `/sweeps/${sweep.id}/next`, { agent: 'test:1', slot: 'gpu:0', gpus: 1 });
+    firstRun = firstRun || trial;
+    const loss = -Math.log10(trial.params.lr) + (trial.params.opt === 'sgd' ? 1.5 : 0) + 0.0001 * trial.params.batch;
+    await call('POST', `/runs/${trial.run_id}/metrics`, { points: [0, 1, 2].map((s) => ({ key: 'val_loss', step: s, value: loss + (2 - s) })) });
+    await call('POST', `/sweeps/${sweep.id}/trials/${trial.index}/end`, { outcome: 'finished', exit_code: 0 });
+  }
+  await withPage(async (page) => {
+    await page.goto(`${base}/#/sweep/${sweep.id}`);
+    const rows = page.getByTestId('importance-row');
+    await rows.first().waitFor();
+    const got = await rows.evaluateAll((rs) => rs.map((r) => ({ param: r.dataset.param, importance: Number(r.dataset.importance), correlation: r.dataset.correlation })));
+    assert.equal(got[0].param, 'lr', `lr matters most: ${JSON.stringify(got)}`);
+    assert.ok(got[0].importance > 0.5, JSON.stringify(got));
+    const of = Object.fromEntries(got.map((g) => [g.param, g]));
+    assert.ok(of.batch.importance < of.opt.importance, `batch matters least: ${JSON.stringify(got)}`);
+    assert.ok(Number(of.lr.correlation) < -0.3, 'a larger lr, a smaller loss');
+    assert.equal(of.opt.correlation, '', 'no correlation for a parameter that is not a number');
+    await page.waitForFunction(() => document.querySelector('[data-testid=trials-chart] [data-testid=chart]')?.dataset.seriesCount === '24');
+    await page.goto(`${base}/#/run/${firstRun.run_id}`);
+    await page.getByTestId('run-sweep-link').click();
+    await page.getByTestId('sweep-title').filter({ hasText: 'lr-matters' }).waitFor();
+  });
+});

@@ -183,6 +183,9 @@ export function compareView(project, ids, params) {
   async function initialWorkspace(q) {
     if (q.get('ws')) return decodeWorkspace(q.get('ws'));
     try {
+      // Asked for only when the project has one: a comparison makes no failing request.
+      const { views } = await api(`/projects/${enc(project)}/views`);
+      if (!(views || []).some((v) => v.name === WORKSPACE_VIEW)) return null;
       const view = await api(`/projects/${enc(project)}/views/${enc(WORKSPACE_VIEW)}`);
       return checkWorkspace((view.state || {}).panels);
     } catch (e) {

@@ -343,6 +343,8 @@ export function runView(id) {
         el('a', { href: '#/p/' + enc(run.project) }, run.project), ' / '),
       el('h1', { 'data-testid': 'run-title' }, run.name || run.id, ' ', parts.status, ' ', parts.live,
         run.archived ? el('span', { class: 'badge', 'data-testid': 'archived' }, 'archived') : ''),
+      (run.tags || {}).sweep ? el('p', {}, el('a', { href: '#/sweep/' + enc(run.tags.sweep), 'data-testid': 'run-sweep-link' },
+        `trial ${run.tags.sweep_trial ?? ''} of its sweep →`)) : null,
       runActions(run, role, () => { clearTimeout(liveTimer); liveTimer = null; load(); }),
       el('div', { class: 'panel' }, parts.info, run.notes ? el('p', { class: 'notes', 'data-testid': 'run-notes' }, run.notes) : null),
       parts.job,

@@ -1,12 +1,16 @@
 /* #/sweeps/NAME a project's sweeps and #/sweep/ID a sweep: its settings, the best value so far,
- * money spent against the budget, parallel coordinates of its trials and the trials table. */
+ * money spent against the budget, the trials' metric in one chart, parameter importance,
+ * parallel coordinates of its trials and the trials table. */
 
+import { chartSettings, createChart, runLegend, seriesState } from '../charts.js';
 import { enc } from '../lib/address.js';
 import { api } from '../lib/api.js';
 import { barList } from '../lib/bars.js';
 import { niceTicks } from '../lib/chart-axes.js';
 import { el, errorEl, kvTable, svg } from '../lib/dom.js';
 import { fmtDuration, fmtNum, fmtTime, fmtUsd, fmtValue, toNum } from '../lib/format.js';
+import { RUN_PALETTE } from '../lib/colors.js';
+import { paramImportance } from '../lib/importance.js';
 import { parallelCoords } from '../lib/parcoords.js';
 import { LIVE_MS } from '../lib/runs.js';
 
@@ -38,7 +42,7 @@ export function sweepsView(project) {
 export function sweepView(id) {
   const body = el('div', {}, el('p', { class: 'muted' }, 'Loading sweep…'));
   const node = el('div', {}, body);
-  let alive = true, timer = null;
+  let alive = true, timer = null, chart = null;
   const trialSort = { col: null, desc: false };
 
   async function load() {
@@ -56,6 +60,10 @@ export function sweepView(id) {
     const budgetRows = [];
     if (sweep.budget.usd !== null && sweep.budget.usd !== undefined) budgetRows.push({ label: 'money', value: sweep.spent.usd, max: sweep.budget.usd, fmt: fmtUsd });
     if (sweep.budget.gpu_hours !== null && sweep.budget.gpu_hours !== undefined) budgetRows.push({ label: 'GPU-hours', value: sweep.spent.gpu_hours, max: sweep.budget.gpu_hours, fmt: (v) => v.toFixed(2) });
+    if (chart) { chart.destroy(); chart = null; }
+    const shown = seriesState();
+    const lines = trials.map((t, i) => ({ run_id: t.run_id, name: `#${t.index}`, color: RUN_PALETTE[i % RUN_PALETTE.length] }));
+    chart = lines.length ? createChart(metric, lines, chartSettings({}, shown), { title: `${metric} of every trial` }) : null;
     const runsLike = trials.filter((t) => t.metric !== null && t.metric !== undefined).map((t) => ({
       id: t.run_id, name: `#${t.index}`, params: t.params, summary: { [metric]: { last: t.metric } },
     }));
@@ -74,15 +82,38 @@ export function sweepView(id) {
         el('div', { 'data-testid': 'sweep-spend' }, el('h2', {}, 'Money spent'),
           budgetRows.length ? budgetList(budgetRows) : el('p', {}, `${fmtUsd(sweep.spent.usd)} spent; no budget set.`),
           barList(trials.map((t) => ({ label: `#${t.index}`, value: typeof t.cost_usd === 'number' ? t.cost_usd : NaN, color: '#0f766e' })), fmtUsd, 'trial-cost'))),
+      el('h2', {}, 'Trials over steps'),
+      chart ? el('div', { 'data-testid': 'trials-chart' }, runLegend(lines, shown), chart.node) : el('p', { class: 'muted' }, 'No trials yet.'),
+      el('h2', {}, 'Parameter importance'),
+      importanceTable(trials, paramNames, metric),
       el('h2', {}, 'Parallel coordinates'),
       runsLike.length ? parallelCoords(runsLike, [metric]) : el('p', { class: 'muted' }, 'No trial has reported the metric yet.'),
       el('h2', {}, 'Trials'),
       trialsTable(trials, paramNames, metric, trialSort));
+    if (chart) chart.start();
     if (sweep.state === 'running' && alive) timer = setTimeout(load, LIVE_MS);
   }
 
   load().catch((e) => body.replaceChildren(errorEl(e)));
-  return { node, cleanup: () => { alive = false; clearTimeout(timer); } };
+  return { node, cleanup: () => { alive = false; clearTimeout(timer); if (chart) chart.destroy(); } };
+}
+
+/** Each parameter's importance for the metric (a random forest's share of its decrease in
+ * variance) and its correlation with it, most important first. */
+function importanceTable(trials, paramNames, metric) {
+  const rows = paramImportance(trials.map((t) => ({ params: t.params, metric: toNum(t.metric) })), paramNames);
+  if (!rows.length) return el('p', { class: 'muted' }, 'Shown once three trials have reported the metric.');
+  const bar = (value, color) => el('span', { class: 'bar-track' }, el('span', { class: 'bar', style: `width:${Math.round(100 * Math.min(1, Math.abs(value)))}%;background:${color}` }));
+  return el('table', { class: 'list importance', 'data-testid': 'importance-table' },
+    el('thead', {}, el('tr', {}, el('th', {}, 'parameter'),
+      el('th', { title: `the share of a random forest's decrease in the variance of ${metric} that splits on the parameter make` }, 'importance'),
+      el('th', { title: `Pearson's correlation of the parameter with ${metric} (numeric parameters)` }, 'correlation'))),
+    el('tbody', {}, rows.map((r) => el('tr', { 'data-testid': 'importance-row', 'data-param': r.param, 'data-importance': r.importance.toFixed(4), 'data-correlation': Number.isFinite(r.correlation) ? r.correlation.toFixed(4) : '' },
+      el('td', { class: 'mono' }, r.param),
+      el('td', {}, el('div', { class: 'bar-row' }, bar(r.importance, '#2563eb'), el('span', { class: 'num' }, r.importance.toFixed(2)))),
+      el('td', {}, Number.isFinite(r.correlation)
+        ? el('div', { class: 'bar-row' }, bar(r.correlation, r.correlation < 0 ? '#c62828' : '#2e7d32'), el('span', { class: 'num' }, r.correlation.toFixed(2)))
+        : el('span', { class: 'muted', title: 'not numeric, or the same in every trial' }, '—'))))));
 }
 
 /** How much of each budget (money, GPU-hours) is spent, as bars. */

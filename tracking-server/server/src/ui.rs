@@ -35,6 +35,7 @@ const ASSETS: &[(&str, &str, &str, &str)] = &[
     ui_file!("lib/chart-export.js", JS),
     ui_file!("lib/colors.js", JS),
     ui_file!("lib/scatter.js", JS),
+    ui_file!("lib/importance.js", JS),
     ui_file!("lib/dom.js", JS),
     ui_file!("lib/downloads.js", JS),
     ui_file!("lib/format.js", JS),
