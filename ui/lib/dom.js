@@ -33,7 +33,7 @@ export function svg(tag, attrs, ...children) {
 
 /** A run's (or trial's) status as a coloured label. */
 export function statusEl(status) {
-  return el('span', { class: 'status status-' + status, text: status || '' });
+  return el('span', { class: 'status status-' + status, text: status || '', title: status || null });
 }
 
 /** An error (or a message) as an error line. */

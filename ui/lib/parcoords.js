@@ -99,7 +99,8 @@ export function parallelCoords(runs, metricKeys, initialMetric) {
     const ax = (i) => (axes.length === 1 ? W / 2 : left + (i * (W - left - right)) / (axes.length - 1));
     const ay = (p) => top + (1 - p) * (H - top - bottom);
     const metricAxis = axes.find((a) => a.metric);
-    const root = svg('svg', { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: 'pc-svg' });
+    // As wide as its container allows (never wider than drawn): a page of many axes fits the window.
+    const root = svg('svg', { width: '100%', viewBox: `0 0 ${W} ${H}`, class: 'pc-svg', style: `max-width:${W}px` });
     const lines = svg('g', { fill: 'none', 'stroke-width': 1.5, 'stroke-opacity': 0.8 });
     for (const r of runs) {
       const pts = [];
@@ -128,13 +129,16 @@ export function parallelCoords(runs, metricKeys, initialMetric) {
       const x = ax(i);
       const g = svg('g', { 'data-testid': 'parcoords-axis', 'data-scale': a.categorical ? 'categorical' : a.log ? 'log' : 'linear' });
       g.append(svg('line', { x1: x, x2: x, y1: top, y2: H - bottom, class: 'pc-axis' }));
-      g.append(svg('text', { x, y: top - 10, 'text-anchor': 'middle', class: a.metric ? 'pc-label pc-metric' : 'pc-label' }, a.label));
+      g.append(svg('text', { x, y: top - 10, 'text-anchor': 'middle', class: a.metric ? 'pc-label pc-metric' : 'pc-label' }, cut(a.label, 24), svg('title', {}, a.label)));
       if (a.log) g.append(svg('text', { x, y: H - bottom + 14, 'text-anchor': 'middle', class: 'pc-tick' }, 'log scale'));
       const ticks = a.categorical && a.ticks.length > 8 ? a.ticks.filter((_, k) => k % Math.ceil(a.ticks.length / 8) === 0) : a.ticks;
       for (const t of ticks) {
         const p = a.categorical ? a.pos(t) : a.pos(t);
         if (p === null) continue;
-        g.append(svg('text', { x: x + 4, y: ay(p) + 3, class: 'pc-tick' }, a.fmt(t)));
+        // The last axis labels its ticks on its left, inside the drawing.
+        const last = axes.length > 1 && i === axes.length - 1;
+        const text = a.fmt(t);
+        g.append(svg('text', { x: last ? x - 4 : x + 4, y: ay(p) + 3, class: 'pc-tick', 'text-anchor': last ? 'end' : 'start' }, cut(text, 18), svg('title', {}, text)));
       }
       root.append(g);
     });
@@ -143,4 +147,9 @@ export function parallelCoords(runs, metricKeys, initialMetric) {
   sel.addEventListener('change', render);
   render();
   return node;
+}
+
+/** A label of at most n characters, the rest elided (its whole text is its tooltip). */
+function cut(text, n) {
+  return text.length > n ? text.slice(0, n - 1) + '…' : text;
 }

@@ -9,10 +9,10 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { deflateSync } from 'node:zlib';
 import { chromium } from 'playwright-core';
 
 import { lineDiff } from '../lib/line-diff.js';
+import { png } from './png.mjs';
 import { repo, startServer } from './server.mjs';
 const shots = path.join(repo, 'target/ui-screenshots');
 const TEST_TIMEOUT = 60000;
@@ -22,36 +22,6 @@ async function call(method, p, body, type = 'application/json') {
   const r = await fetch(`${base}/api/v1${p}`, { method, headers: { 'content-type': type }, body: type === 'application/json' ? JSON.stringify(body) : body });
   if (!r.ok) throw new Error(`${method} ${p}: ${r.status} ${await r.text()}`);
   return r.json();
-}
-
-/* PNG bytes: an RGB image of one colour. */
-const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  return c >>> 0;
-});
-function crc32(buf) {
-  let c = 0xffffffff;
-  for (const b of buf) c = CRC_TABLE[(c ^ b) & 0xff] ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
-}
-function chunk(type, data) {
-  const len = Buffer.alloc(4);
-  len.writeUInt32BE(data.length);
-  const td = Buffer.concat([Buffer.from(type, 'ascii'), data]);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(td));
-  return Buffer.concat([len, td, crc]);
-}
-function png(width, height, [r, g, b]) {
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(width, 0);
-  ihdr.writeUInt32BE(height, 4);
-  ihdr[8] = 8; ihdr[9] = 2; // 8 bits, RGB
-  const row = Buffer.concat([Buffer.from([0]), Buffer.from(Array.from({ length: width }, () => [r, g, b]).flat())]);
-  const raw = Buffer.concat(Array.from({ length: height }, () => row));
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-    chunk('IHDR', ihdr), chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
 }
 
 /** Every image seeded gets the next width, so no two have the same bytes or natural size. */

@@ -6,6 +6,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
 
+import { createHash } from 'node:crypto';
+
+import { png } from './png.mjs';
 import { startServer } from './server.mjs';
 const TEST_TIMEOUT = 90000;
 let server, base, browser;
@@ -335,19 +338,26 @@ test("panels: a chart's x-axis set to epoch and a scatter panel added survive a 
   });
 });
 
-test("a sweep's page charts every trial's metric and shows each parameter's importance and correlation; a trial's page links to its sweep", { timeout: TEST_TIMEOUT }, async () => {
+/** A random sweep over lr, batch and opt with `n` finished trials, whose loss falls with lr,
+ * rises by 1.5 with sgd and hardly moves with the batch; answers {sweep, firstRun}. */
+async function makeSweep(project, name, n) {
   const config = ['command: [python, train.py]', 'method: random', 'metric: {name: val_loss, goal: minimize}',
     'parameters:', '  lr: {distribution: log_uniform, min: 1.0e-5, max: 1.0e-1}', '  batch: {values: [16, 32, 64]}', '  opt: {values: [adam, sgd]}',
-    'run_cap: 24', 'seed: 7'].join('\n');
-  const sweep = await call('POST', '/sweeps', { config, project: 'importance', name: 'lr-matters' });
+    `run_cap: ${n}`, 'seed: 7'].join('\n');
+  const sweep = await call('POST', '/sweeps', { config, project, name });
   let firstRun = null;
-  for (let i = 0; i < 24; i++) {
+  for (let i = 0; i < n; i++) {
     const trial = await call('POST', `/sweeps/${sweep.id}/next`, { agent: 'test:1', slot: 'gpu:0', gpus: 1 });
     firstRun = firstRun || trial;
     const loss = -Math.log10(trial.params.lr) + (trial.params.opt === 'sgd' ? 1.5 : 0) + 0.0001 * trial.params.batch;
     await call('POST', `/runs/${trial.run_id}/metrics`, { points: [0, 1, 2].map((s) => ({ key: 'val_loss', step: s, value: loss + (2 - s) })) });
     await call('POST', `/sweeps/${sweep.id}/trials/${trial.index}/end`, { outcome: 'finished', exit_code: 0 });
   }
+  return { sweep, firstRun };
+}
+
+test("a sweep's page charts every trial's metric and shows each parameter's importance and correlation; a trial's page links to its sweep", { timeout: TEST_TIMEOUT }, async () => {
+  const { sweep, firstRun } = await makeSweep('importance', 'lr-matters', 24);
   await withPage(async (page) => {
     await page.goto(`${base}/#/sweep/${sweep.id}`);
     const rows = page.getByTestId('importance-row');
@@ -364,4 +374,82 @@ test("a sweep's page charts every trial's metric and shows each parameter's impo
     await page.getByTestId('run-sweep-link').click();
     await page.getByTestId('sweep-title').filter({ hasText: 'lr-matters' }).waitFor();
   });
+});
+
+/** What runs off a page: elements reaching past its right edge, even inside a container that
+ * scrolls sideways (a table that has to be scrolled to be read does not fit either). */
+const offPage = (page) => page.evaluate(() => {
+  const W = document.documentElement.clientWidth;
+  const out = [];
+  for (const e of document.querySelectorAll('body *')) {
+    const r = e.getBoundingClientRect();
+    if (r.width === 0 || r.right <= W + 1) continue;
+    // What a closed menu or a clipped label hides is not on the page.
+    if (e.closest('details:not([open]) > :not(summary)') || getComputedStyle(e).visibility === 'hidden') continue;
+    out.push(`${e.tagName.toLowerCase()}${e.dataset.testid ? '[' + e.dataset.testid + ']' : ''}${e.className && typeof e.className === 'string' ? '.' + e.className.split(' ').join('.') : ''} right=${Math.round(r.right)}`);
+  }
+  return { scroll: document.documentElement.scrollWidth, W, out: out.slice(0, 12) };
+});
+
+test('nothing runs off the page at 1280 px on the run, compare and sweep pages; names and statuses keep a tooltip; the image grid fills the width', { timeout: TEST_TIMEOUT }, async () => {
+  const project = 'fit';
+  const long = 'a-rather-long-run-name-that-says-everything-about-its-model-data-and-schedule-' + 'x'.repeat(40);
+  const ids = [];
+  for (let i = 0; i < 6; i++) {
+    const id = (await call('POST', '/runs', { project, name: `${long}-${i}`, params: { lr: 0.001 * (i + 1), notes_param: 'y'.repeat(150 + i), layers: [1, 2, 3, i] }, tags: { owner: 'z'.repeat(60) } })).id;
+    await call('POST', `/runs/${id}/metrics`, { points: [0, 1, 2].map((s) => ({ key: 'train/a_really_long_metric_name_for_a_layer_of_the_model/grad_norm', step: s, value: s + i })) });
+    ids.push(id);
+  }
+  // A two-node job, preempted once: its attempts table and timeline.
+  const job = 'fit-job-0001';
+  const host = (n) => `ip-10-0-0-${n}.ec2.a-long-internal-domain-of-the-cloud-provider.internal`;
+  const join = (rank, restart, started) => call('POST', '/runs', { project, id: job, name: long, resume: true, params: {}, process: {
+    rank, local_rank: rank % 4, world_size: 8, node_rank: Math.floor(rank / 4), node_count: 2, host: host(Math.floor(rank / 4)),
+    launcher: 'skypilot', job_id: 'sky-1', restart, zone: 'us-east-1a', region: 'us-east-1', cloud: 'aws', spot: true, started_ms: started,
+    instance_type: 'p4d.24xlarge', ...(rank % 4 === 0 ? { node: { gpus: 4, usd_per_hour: 8.0, price_source: 'test' } } : {}),
+  } });
+  // Ninety seconds in all: ticks a quarter apart fall within one minute.
+  for (let r = 0; r < 8; r++) await join(r, '0', Date.now() - 90e3);
+  for (let r = 0; r < 8; r++) await call('POST', `/runs/${job}/finish`, { status: 'preempted', process: { rank: r } });
+  for (let r = 0; r < 8; r++) await join(r, '1', Date.now() - 30e3);
+  // Eight images at one step.
+  for (let k = 0; k < 8; k++) {
+    const bytes = png(64, 48, [30 * k, 100, 200 - 20 * k]);
+    const sha = createHash('sha256').update(bytes).digest('hex');
+    const r = await fetch(`${base}/api/v1/runs/${ids[0]}/media/blobs/${sha}`, { method: 'PUT', headers: { 'content-type': 'image/png' }, body: bytes });
+    assert.ok(r.ok);
+    await call('POST', `/runs/${ids[0]}/media`, { items: [{ key: 'samples', step: 0, index: k, kind: 'image', blob: sha, mime: 'image/png', width: 64, height: 48 }] });
+  }
+  const { sweep } = await makeSweep('fit-sweep', 'fit', 6);
+  await withPage(async (page) => {
+    const pages = [
+      ['run', `#/run/${ids[0]}`, () => page.locator('[data-testid=media-image]').first().waitFor()],
+      ['job', `#/run/${job}`, () => page.getByTestId('timeline-attempt').first().waitFor()],
+      ['compare', `#/compare/${project}/${ids.join(',')}`, () => page.getByTestId('diff-table').waitFor()],
+      ['sweep', `#/sweep/${sweep.id}`, () => page.getByTestId('importance-row').first().waitFor()],
+    ];
+    for (const [name, hash, ready] of pages) {
+      await page.goto(`${base}/${hash}`);
+      await ready();
+      const got = await offPage(page);
+      assert.deepEqual(got.out, [], `${name} page: nothing off the page`);
+      assert.ok(got.scroll <= got.W, `${name} page: no sideways scrolling (${got.scroll} > ${got.W})`);
+    }
+    // The run page's image grid fills the width: more than two thumbnails a row.
+    await page.goto(`${base}/#/run/${ids[0]}`);
+    await page.locator('[data-testid=media-image]').nth(7).waitFor();
+    const tops = await page.locator('[data-testid=media-image]').evaluateAll((is) => is.map((i) => Math.round(i.getBoundingClientRect().top)));
+    assert.ok(tops.filter((t) => t === tops[0]).length >= 4, `at least 4 thumbnails in the first row: ${tops}`);
+    // A cut name in the runs table keeps its whole text as a tooltip.
+    await page.goto(`${base}/#/p/${project}`);
+    await page.getByTestId('row-count').filter({ hasText: '7 runs' }).waitFor();
+    assert.equal(await page.locator(`[data-testid=run-row][data-run-id="${ids[0]}"] .cell.pin[title]`).getAttribute('title'), `${long}-0`);
+    assert.equal(await page.locator(`[data-testid=run-row][data-run-id="${ids[0]}"] .status`).getAttribute('title'), 'running');
+    // The job's timeline labels each tick once.
+    await page.goto(`${base}/#/run/${job}`);
+    await page.getByTestId('timeline-attempt').first().waitFor();
+    const labels = await page.locator('[data-testid=timeline-tick]').allInnerTexts();
+    assert.ok(labels.length >= 2, `ticks: ${labels}`);
+    assert.equal(new Set(labels).size, labels.length, `each tick labelled once: ${labels}`);
+  }, 1280);
 });

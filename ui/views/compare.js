@@ -266,7 +266,7 @@ function diffTable(runs, series) {
         r.vals.map((v) => el('td', r.differs ? { class: 'diff', 'data-testid': 'diff-cell' } : {},
           v === undefined ? el('span', { class: 'muted' }, '—') : fmtValue(v)))));
     }
-    const table = el('table', { class: 'list diff', 'data-testid': 'diff-table' },
+    const table = el('table', { class: 'list diff fit fixed', 'data-testid': 'diff-table' },
       el('thead', {}, el('tr', {}, el('th', {}, 'key'),
         series.map((s) => el('th', {}, el('span', { class: 'swatch', style: `display:inline-block;width:10px;height:10px;margin-right:4px;background:${s.color}` }), s.name)))),
       el('tbody', {}, body.length ? body

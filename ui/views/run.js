@@ -62,11 +62,15 @@ function jobSummary(job) {
   return el('p', { class: 'job-summary', 'data-testid': 'job-summary' }, parts.filter(Boolean).join(' · '));
 }
 
-/** A time on the timeline's axis: the time of day when it spans less than a day, else the date too. */
-function axisTime(ms, span) {
-  const d = new Date(ms);
-  return span < 86400000 ? d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })
-    : d.toLocaleString([], { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+/** The labels of times on the timeline's axis, each told apart from its neighbours: the time of
+ * day (the date too across a day), with seconds when minutes alone would repeat; a time that
+ * still reads like the one before is left unlabelled. */
+function axisTimes(times, span) {
+  const base = span < 86400000 ? { hour: '2-digit', minute: '2-digit' } : { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' };
+  const write = (opts) => times.map((t) => (span < 86400000 ? new Date(t).toLocaleTimeString([], opts) : new Date(t).toLocaleString([], opts)));
+  let labels = write(base);
+  if (new Set(labels).size < labels.length) labels = write({ ...base, second: '2-digit' });
+  return labels.map((l, i) => (i > 0 && l === labels[i - 1] ? '' : l));
 }
 
 /**
@@ -97,8 +101,9 @@ function attemptsTimeline(attempts, now) {
         el('span', { 'data-testid': 'timeline-label' }, label.map((t) => ' · ' + t).join(''))),
       el('div', { class: 'tl-track' }, bar));
   });
-  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => el('span', { class: 'tl-tick', style: `left:${(100 * f).toFixed(0)}%` },
-    axisTime(t0 + f * (t1 - t0), t1 - t0)));
+  const fractions = [0, 0.25, 0.5, 0.75, 1];
+  const labels = axisTimes(fractions.map((f) => t0 + f * (t1 - t0)), t1 - t0);
+  const ticks = fractions.map((f, i) => (labels[i] ? el('span', { class: 'tl-tick', 'data-testid': 'timeline-tick', style: `left:${(100 * f).toFixed(0)}%` }, labels[i]) : null));
   return el('div', { class: 'job-timeline', 'data-testid': 'job-timeline' }, rows, el('div', { class: 'tl-axis' }, ticks));
 }
 
@@ -112,10 +117,11 @@ function attemptNodes(a) {
   });
 }
 
-/** The attempts in a table; why one ended and its last lines, when known, in a row below it. */
+/** The attempts in a table that fits the page (several facts a cell, one a line); why one ended
+ * and its last lines, when known, in a row below it. */
 function attemptsTable(attempts, now, open) {
-  const head = ['#', 'status', 'started', 'ended', 'duration', 'where', 'instance', 'market', 'nodes', 'ranks', 'GPUs', 'price', 'cost', 'GPU-hours', 'steps', 'last checkpoint', 'lost'];
-  const num = (v) => el('td', { class: 'num' }, v === null || v === undefined ? '' : v);
+  const head = ['#', 'status', 'when', 'where', 'nodes', 'ranks · GPUs', 'price · cost', 'steps', 'lost'];
+  const lines = (...parts) => parts.filter((p) => p !== null && p !== undefined && p !== '').map((p) => el('div', {}, p));
   const rows = [];
   for (const a of attempts) {
     const steps = a.first_step === null && a.last_step === null ? '' : `${fmtNum(a.first_step)}–${fmtNum(a.last_step)}` +
@@ -123,14 +129,15 @@ function attemptsTable(attempts, now, open) {
     const lost = a.lost_gpu_hours > 0 || a.lost_steps > 0
       ? `${fmtUsd(a.lost_usd)} · ${fmtGpuHours(a.lost_gpu_hours)} · ${plural(a.lost_steps, 'step')}` : '';
     rows.push(el('tr', { 'data-testid': 'attempt-row', 'data-attempt': String(a.number) },
-      num(a.number), el('td', {}, statusEl(a.status)), el('td', {}, fmtTime(a.start_time)),
-      el('td', {}, a.end_time ? fmtTime(a.end_time) : ''), num(fmtDuration(attemptEnd(a, now) - a.start_time)),
-      el('td', {}, attemptPlace(a, true)), el('td', {}, a.instance_type || ''), el('td', {}, attemptMarket(a)), el('td', {}, attemptNodes(a)),
-      el('td', { class: 'num', title: `${a.ranks} of ${a.world_size} ranks joined, on ${plural(a.node_count, 'node')}` }, `${a.ranks}/${a.world_size}`),
-      num(a.gpus), el('td', { class: 'num', title: (a.price_sources || []).join(', ') || null }, attemptPrice(a)),
-      num(fmtUsd(a.cost_usd) + (a.unpriced_nodes > 0 ? ` (+${plural(a.unpriced_nodes, 'node')} unpriced)` : '')), num(fmtGpuHours(a.gpu_hours)),
-      num(steps), el('td', {}, a.last_checkpoint_step === null ? '' : `step ${fmtNum(a.last_checkpoint_step)}, ${fmtTime(a.last_checkpoint_time)}`),
-      el('td', { class: 'num' }, lost)));
+      el('td', { class: 'num' }, String(a.number)), el('td', {}, statusEl(a.status)),
+      el('td', {}, lines(fmtTime(a.start_time), a.end_time ? '→ ' + fmtTime(a.end_time) : '', fmtDuration(attemptEnd(a, now) - a.start_time))),
+      el('td', {}, lines(attemptPlace(a, true), a.instance_type || '', attemptMarket(a))),
+      el('td', { class: 'nodes' }, attemptNodes(a)),
+      el('td', { title: `${a.ranks} of ${a.world_size} ranks joined, on ${plural(a.node_count, 'node')}` }, lines(`${a.ranks}/${a.world_size} ranks`, plural(a.gpus, 'GPU'))),
+      el('td', { title: (a.price_sources || []).join(', ') || null }, lines(attemptPrice(a),
+        fmtUsd(a.cost_usd) + (a.unpriced_nodes > 0 ? ` (+${plural(a.unpriced_nodes, 'node')} unpriced)` : ''), fmtGpuHours(a.gpu_hours))),
+      el('td', {}, lines(steps, a.last_checkpoint_step === null ? '' : `checkpoint at step ${fmtNum(a.last_checkpoint_step)}, ${fmtTime(a.last_checkpoint_time)}`)),
+      el('td', {}, lost)));
     // What decided its end (the server's evidence); a finished attempt needs no explaining.
     const why = a.status === 'finished' ? a.reason : (a.ended_by || a.reason);
     if (why || a.last_lines) {
@@ -142,7 +149,7 @@ function attemptsTable(attempts, now, open) {
       rows.push(el('tr', { class: 'attempt-reason' }, el('td', { colspan: String(head.length) }, details)));
     }
   }
-  return el('div', { class: 'wide-table' }, el('table', { class: 'list', 'data-testid': 'attempts-table' },
+  return el('div', { class: 'wide-table' }, el('table', { class: 'list fit', 'data-testid': 'attempts-table' },
     el('thead', {}, el('tr', {}, head.map((h) => el('th', {}, h)))), el('tbody', {}, rows)));
 }
 
