@@ -95,7 +95,8 @@ export function runLegend(series, runs) {
 export function createChart(key, series, settings, opts = {}) {
   settings = settings || chartSettings();
   const unit = unitOf(key);
-  const plot = el('div', { class: 'chart-plot', 'data-testid': 'chart', 'data-key': key, 'data-series-count': '0' });
+  const plot = el('div', { class: 'chart-plot', 'data-testid': 'chart', 'data-key': key, 'data-series-count': '0',
+    tabindex: '0', role: 'img', 'aria-label': `${opts.title || key}: arrow keys move the cursor, Escape leaves it` });
   const msg = el('div', { class: 'chart-msg muted' });
   const tip = el('div', { class: 'chart-tip hidden', 'data-testid': 'chart-tooltip' });
   const logCb = el('input', { type: 'checkbox', 'data-testid': 'chart-log' });
@@ -550,6 +551,23 @@ export function createChart(key, series, settings, opts = {}) {
   };
   // Before the chart starts there is nothing to redraw: its first draw reads the box.
   logCb.addEventListener('change', () => { if (opts.onLog) opts.onLog(logCb.checked); if (!started) return; if (zoom) zoom.y = null; draw(); });
+
+  // From the keyboard: the arrow keys move the cursor from point to point (Home, End: the ends),
+  // showing the tooltip as the mouse does; Escape or leaving the chart hides it.
+  let keyAt = -1;
+  plot.addEventListener('keydown', (e) => {
+    if (!u || !u.data[0].length) return;
+    const xs = u.data[0], n = xs.length;
+    const next = { ArrowRight: keyAt + 1, ArrowLeft: keyAt < 0 ? n - 1 : keyAt - 1, Home: 0, End: n - 1 }[e.key];
+    if (e.key === 'Escape') { hovering = false; keyAt = -1; u.setCursor({ left: -10, top: -10 }); tip.classList.add('hidden'); return; }
+    if (next === undefined) return;
+    e.preventDefault();
+    keyAt = Math.max(0, Math.min(n - 1, next));
+    hovering = true;
+    u.setCursor({ left: u.valToPos(xs[keyAt], 'x'), top: u.over.clientHeight / 2 });
+    plot.setAttribute('data-cursor-x', String(xs[keyAt]));
+  });
+  plot.addEventListener('blur', () => { if (keyAt >= 0) { hovering = false; keyAt = -1; tip.classList.add('hidden'); } });
 
   let resizeTimer = null;
   const onResize = () => {

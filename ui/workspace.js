@@ -10,7 +10,7 @@ import { chartSettings, createChart, loadSeries, startNearViewport } from './cha
 import { api } from './lib/api.js';
 import { enc } from './lib/address.js';
 import { barList } from './lib/bars.js';
-import { el } from './lib/dom.js';
+import { closingMenu, el } from './lib/dom.js';
 import { fmtNum, toNum } from './lib/format.js';
 import { scatterPlot } from './lib/scatter.js';
 
@@ -217,10 +217,10 @@ export function mountWorkspace(container, ctx) {
       ws.sections[to].panels.push(panel);
       changed();
     });
-    return el('details', { class: 'columns panel-menu', 'data-testid': 'panel-menu' },
+    return closingMenu(el('details', { class: 'columns panel-menu', 'data-testid': 'panel-menu' },
       el('summary', { title: 'this panel\'s settings', 'aria-label': 'panel settings' }, '⚙'),
       el('div', { class: 'menu' }, ...fields, el('label', {}, 'section ', section),
-        el('div', { class: 'muted' }, 'runs shown'), ctx.series.map((s, i) => el('label', {}, runBoxes[i], ' ', s.name))));
+        el('div', { class: 'muted' }, 'runs shown'), ctx.series.map((s, i) => el('label', {}, runBoxes[i], ' ', s.name)))));
   }
 
   function panelNode(p, si, pi) {

@@ -1,4 +1,4 @@
-/* DOM helpers: elements (`el`) and SVG elements (`svg`) from attributes and children, and the
+/* DOM helpers: elements (`el`) and SVG elements (`svg`) from attributes and children, menus that close on Escape, and the
  * small pieces every view shows (a status, an error, a key–value table). */
 
 import { fmtValue } from './format.js';
@@ -50,4 +50,17 @@ export function kvTable(obj, testid, keepOrder) {
     el('tbody', {}, entries.map(([k, v]) =>
       el('tr', {}, el('th', { class: 'mono' }, k),
         el('td', { class: 'mono' }, typeof v === 'object' && v !== null ? JSON.stringify(v) : fmtValue(v))))));
+}
+
+/** A `<details>` menu closes on Escape (focus back on its summary) and on a click outside it. */
+export function closingMenu(details) {
+  details.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && details.open) { details.open = false; details.querySelector('summary').focus(); e.stopPropagation(); }
+  });
+  const outside = (e) => { if (!details.contains(e.target)) details.open = false; };
+  details.addEventListener('toggle', () => {
+    if (details.open) document.addEventListener('pointerdown', outside, true);
+    else document.removeEventListener('pointerdown', outside, true);
+  });
+  return details;
 }

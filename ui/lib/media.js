@@ -258,35 +258,36 @@ function mediaPanel(key, kind, runs, { labelled, onMove, initialStep }) {
   let timer = null;
 
   const applyToggles = (root) => root.querySelectorAll('g[data-group], img[data-group]').forEach((g) => {
-    g.style.display = hidden.groups.has(g.dataset.group) || hidden.classes.has(g.dataset.class) ? 'none' : '';
+    g.style.display = hidden.groups.has(g.dataset.group) || hidden.classes.has(`${g.dataset.group}|${g.dataset.class}`) ? 'none' : '';
   });
   const opts = { applyToggles };
 
-  /** A checkbox per box or mask group and per box class among the items shown (what is hidden stays hidden). */
+  /** A checkbox per box or mask group among the items shown and, beside it, one per class of
+   * that group's boxes, named by the group's labels (what is hidden stays hidden). */
   function renderToggles(items) {
-    const groups = new Set(), classes = new Map();
+    const groups = new Map(); // group → class id → label
     for (const it of items) {
-      for (const m of it.masks || []) groups.add(m.group);
+      for (const m of it.masks || []) if (!groups.has(m.group)) groups.set(m.group, new Map());
       for (const b of it.boxes || []) {
-        groups.add(b.group);
-        const c = boxClass(b);
+        if (!groups.has(b.group)) groups.set(b.group, new Map());
+        const classes = groups.get(b.group), c = boxClass(b);
         if (!classes.has(c)) classes.set(c, c === '' ? 'no class' : (it.class_labels || {})[c] || `class ${c}`);
       }
     }
-    const box = (set, value, label, testid, color) => {
-      const input = el('input', { type: 'checkbox', checked: !set.has(value), 'data-testid': testid, 'data-value': value });
+    const box = (set, key, label, testid, color, data) => {
+      const input = el('input', { type: 'checkbox', checked: !set.has(key), 'data-testid': testid, ...data });
       input.addEventListener('change', () => {
-        if (input.checked) set.delete(value); else set.add(value);
+        if (input.checked) set.delete(key); else set.add(key);
         applyToggles(node);
         const z = document.querySelector('[data-testid=media-zoom]');
         if (z) applyToggles(z);
       });
       return el('label', { class: 'media-toggle' }, input, color ? el('span', { class: 'swatch', style: `background:${color}` }) : null, label);
     };
-    toggles.replaceChildren(...(groups.size ? [el('span', { class: 'muted' }, 'groups:'),
-      ...[...groups].sort().map((g) => box(hidden.groups, g, g, 'media-group-toggle')),
-      ...(classes.size > 1 || (classes.size === 1 && !classes.has('')) ? [el('span', { class: 'muted' }, 'classes:'),
-        ...[...classes].sort(([a], [b]) => Number(a) - Number(b)).map(([c, label]) => box(hidden.classes, c, label, 'media-class-toggle', classColor(c === '' ? null : c)))] : [])] : []));
+    toggles.replaceChildren(...[...groups].sort(([a], [b]) => a.localeCompare(b)).map(([g, classes]) => el('span', { class: 'media-group', 'data-testid': 'media-group', 'data-group': g },
+      box(hidden.groups, g, g, 'media-group-toggle', null, { 'data-value': g }),
+      ...(classes.size > 1 || (classes.size === 1 && !classes.has('')) ? [el('span', { class: 'muted' }, ' classes:'),
+        ...[...classes].sort(([a], [b]) => Number(a) - Number(b)).map(([c, label]) => box(hidden.classes, `${g}|${c}`, label, 'media-class-toggle', classColor(c === '' ? null : c), { 'data-value': c, 'data-group': g }))] : []))));
   }
 
   /** The items of a run at a step, as images, players, text (on the compare page, text can be

@@ -221,7 +221,11 @@ test('run page: boxes are drawn over the image, and a group or class checkbox hi
   const group = panel('detections').locator('[data-testid=media-group-toggle][data-value=predictions]');
   await group.uncheck();
   assert.deepEqual(await visible(), ['ground_truth'], 'unchecking a group hides its boxes');
-  const dog = panel('detections').locator('[data-testid=media-class-toggle][data-value="2"]');
+  // Each group lists the classes of its own boxes, by its labels.
+  assert.deepEqual(await panel('detections').getByTestId('media-group').evaluateAll((gs) => gs.map((g) => [g.dataset.group,
+    [...g.querySelectorAll('[data-testid=media-class-toggle]')].map((c) => c.parentElement.textContent.trim())])),
+  [['ground_truth', ['dog']], ['predictions', ['cat']], ['truth', []]]);
+  const dog = panel('detections').locator('[data-testid=media-class-toggle][data-group=ground_truth][data-value="2"]');
   await dog.uncheck();
   assert.deepEqual(await visible(), [], 'unchecking a class hides its boxes');
   await group.check();

@@ -453,3 +453,31 @@ test('nothing runs off the page at 1280 px on the run, compare and sweep pages; 
     assert.equal(new Set(labels).size, labels.length, `each tick labelled once: ${labels}`);
   }, 1280);
 });
+
+test('a chart is usable from the keyboard: Tab reaches it, the arrow keys move its cursor and tooltip, Escape leaves; Escape closes a panel menu', { timeout: TEST_TIMEOUT }, async () => {
+  const ids = await makeRuns('keys', 2);
+  await withPage(async (page) => {
+    await page.goto(`${base}/#/compare/keys/${ids.join(',')}`);
+    const chart = page.locator('[data-testid=chart-slot][data-chart-key=loss] [data-testid=chart]');
+    await page.waitForFunction(() => document.querySelector('[data-testid=chart][data-key=loss]')?.dataset.seriesCount === '2');
+    await chart.focus();
+    await page.keyboard.press('Home');
+    assert.equal(await chart.getAttribute('data-cursor-x'), '0');
+    await page.keyboard.press('ArrowRight');
+    await page.keyboard.press('ArrowRight');
+    assert.equal(await chart.getAttribute('data-cursor-x'), '2');
+    const tip = page.locator('[data-testid=chart-slot][data-chart-key=loss] [data-testid=chart-tooltip]');
+    await tip.waitFor();
+    assert.equal(await tip.getByTestId('tooltip-row').count(), 2, 'both runs at step 2');
+    assert.match(await tip.innerText(), /step 2/);
+    await page.keyboard.press('Escape');
+    assert.equal(await tip.isVisible(), false);
+    // A panel's menu closes on Escape.
+    await page.getByTestId('arrange-panels').click();
+    const menu = page.locator('[data-testid=ws-panel][data-key=loss] [data-testid=panel-menu]');
+    await menu.locator(':scope > summary').click();
+    assert.equal(await menu.evaluate((d) => d.open), true);
+    await page.keyboard.press('Escape');
+    assert.equal(await menu.evaluate((d) => d.open), false);
+  });
+});

@@ -62,16 +62,3 @@ export function fillColumnMenu(menu, columns, shown, toggle) {
   };
   menu.renderColumns();
 }
-
-/** A `<details>` menu closes on Escape (focus back on its summary) and on a click outside it. */
-export function closingMenu(details) {
-  details.addEventListener('keydown', (e) => {
-    if (e.key === 'Escape' && details.open) { details.open = false; details.querySelector('summary').focus(); e.stopPropagation(); }
-  });
-  const outside = (e) => { if (!details.contains(e.target)) details.open = false; };
-  details.addEventListener('toggle', () => {
-    if (details.open) document.addEventListener('pointerdown', outside, true);
-    else document.removeEventListener('pointerdown', outside, true);
-  });
-  return details;
-}

@@ -5,13 +5,13 @@
 import { enc, hashQuery, setHashQuery, showAddress, tableAddress } from '../lib/address.js';
 import { api, settleLimited } from '../lib/api.js';
 import { runColor } from '../lib/colors.js';
-import { el, errorEl, statusEl } from '../lib/dom.js';
+import { closingMenu, el, errorEl, statusEl } from '../lib/dom.js';
 import { csvField, downloadText } from '../lib/downloads.js';
 import { fmtDuration, fmtNum, fmtTime, fmtUsd, fmtValue, toNum } from '../lib/format.js';
 import { COMPARE_LINES_MAX, COST_KEY, groupValue, isSystemKey, LIVE_MS, runDuration } from '../lib/runs.js';
 import { columnFormatter, columnPrefsFrom, columnPrefsJson, columnValue, gpuUtil, JOB_COLUMNS, jobValue, loadColumnPrefs, METRIC_COLUMNS, runCost, saveColumnPrefs } from './runs-columns.js';
 import { mayWrite } from '../lib/session.js';
-import { closingMenu, columnName, fillColumnMenu } from './runs-column-menu.js';
+import { columnName, fillColumnMenu } from './runs-column-menu.js';
 import { filterCompleter, filterKeys, filterQuery } from './runs-filter.js';
 
 /** Columns the table sorts itself, computed from each run: their values. */
