@@ -42,6 +42,7 @@ export function fmtSeconds(s) {
 /** What a key's values are measured in, from its name: `*_bytes`, `*_w`, `*_c`, `util`, `cost/…`. */
 export function unitOf(key) {
   const k = key.toLowerCase();
+  if (/bytes_per_s$/.test(k)) return { label: 'bytes/s', bytes: true, suffix: '/s' };
   if (/bytes$/.test(k)) return { label: 'bytes', bytes: true };
   if (k.startsWith('cost/') || /_usd$/.test(k)) return { label: 'USD', prefix: '$' };
   if (/(^|[/._])util(ization)?$|percent$|_pct$/.test(k)) return { label: '%', suffix: '%' };
@@ -108,7 +109,7 @@ export function fmtTicks(splits, incr, unit, log) {
 /** One value with its unit, for tooltips. */
 export function fmtWithUnit(v, unit) {
   if (!Number.isFinite(v)) return fmtNum(v);
-  if (unit.bytes) return fmtBytes(v);
+  if (unit.bytes) return fmtBytes(v) + (unit.suffix || '');
   return (unit.prefix || '') + fmtNum(v) + (unit.suffix || '');
 }
 
