@@ -129,7 +129,7 @@ export function parallelCoords(runs, metricKeys, initialMetric) {
       const x = ax(i);
       const g = svg('g', { 'data-testid': 'parcoords-axis', 'data-scale': a.categorical ? 'categorical' : a.log ? 'log' : 'linear' });
       g.append(svg('line', { x1: x, x2: x, y1: top, y2: H - bottom, class: 'pc-axis' }));
-      g.append(svg('text', { x, y: top - 10, 'text-anchor': 'middle', class: a.metric ? 'pc-label pc-metric' : 'pc-label' }, cut(a.label, 24), svg('title', {}, a.label)));
+      g.append(titled(svg('text', { x, y: top - 10, 'text-anchor': 'middle', class: a.metric ? 'pc-label pc-metric' : 'pc-label' }, cut(a.label, 24)), a.label));
       if (a.log) g.append(svg('text', { x, y: H - bottom + 14, 'text-anchor': 'middle', class: 'pc-tick' }, 'log scale'));
       const ticks = a.categorical && a.ticks.length > 8 ? a.ticks.filter((_, k) => k % Math.ceil(a.ticks.length / 8) === 0) : a.ticks;
       for (const t of ticks) {
@@ -138,7 +138,7 @@ export function parallelCoords(runs, metricKeys, initialMetric) {
         // The last axis labels its ticks on its left, inside the drawing.
         const last = axes.length > 1 && i === axes.length - 1;
         const text = a.fmt(t);
-        g.append(svg('text', { x: last ? x - 4 : x + 4, y: ay(p) + 3, class: 'pc-tick', 'text-anchor': last ? 'end' : 'start' }, cut(text, 18), svg('title', {}, text)));
+        g.append(titled(svg('text', { x: last ? x - 4 : x + 4, y: ay(p) + 3, class: 'pc-tick', 'text-anchor': last ? 'end' : 'start' }, cut(text, 18)), text));
       }
       root.append(g);
     });
@@ -149,7 +149,12 @@ export function parallelCoords(runs, metricKeys, initialMetric) {
   return node;
 }
 
-/** A label of at most n characters, the rest elided (its whole text is its tooltip). */
+/** A label of at most n characters, the rest elided. */
 function cut(text, n) {
   return text.length > n ? text.slice(0, n - 1) + '…' : text;
+}
+
+/** A label whose text was cut, in a group whose tooltip is the whole text; else the label. */
+function titled(label, whole) {
+  return label.textContent === whole ? label : svg('g', {}, svg('title', {}, whole), label);
 }
