@@ -481,3 +481,35 @@ test('a chart is usable from the keyboard: Tab reaches it, the arrow keys move i
     assert.equal(await menu.evaluate((d) => d.open), false);
   });
 });
+
+test("the runs table asks only for its columns' values; showing another column reads it", { timeout: TEST_TIMEOUT }, async () => {
+  const project = 'lean-table';
+  for (let i = 0; i < 3; i++) {
+    const id = (await call('POST', '/runs', { project, name: `r${i}`, params: { lr: 0.1 * (i + 1), seed: i } })).id;
+    const points = [{ key: 'loss', step: 0, value: 1 + i }];
+    for (let g = 0; g < 8; g++) points.push({ key: `sys/gpu.${g}.util`, step: 0, value: 50 }, { key: `sys/gpu.${g}.power_w`, step: 0, value: 300 });
+    await call('POST', `/runs/${id}/metrics`, { points });
+  }
+  await withPage(async (page) => {
+    const asked = [];
+    page.on('request', (r) => { if (r.url().includes(`/projects/${project}/runs?`)) asked.push(new URL(r.url()).searchParams.get('columns')); });
+    await page.goto(`${base}/#/p/${project}`);
+    await page.getByTestId('row-count').filter({ hasText: '3 runs' }).waitFor();
+    // A sort reloads the table, by then with the project's keys known.
+    await page.locator('.thead .cell[data-column=name]').click();
+    await page.locator('.thead .cell[data-column=name][aria-sort=ascending]').waitFor();
+    const lean = asked[asked.length - 1];
+    assert.ok(lean !== null, `a lean request: ${asked}`);
+    const items = lean.split(',');
+    assert.ok(items.includes('params.lr') && items.includes('metrics.loss') && items.includes('metrics.sys/gpu.0.util'), lean);
+    assert.ok(!items.some((c) => c.includes('power_w')), `no hidden system series: ${lean}`);
+    assert.equal(await page.locator('[data-testid=run-row] .cell').filter({ hasText: /^0\.3$/ }).count(), 1, "lr shown");
+    // Showing a hidden column reads its values.
+    const menu = page.getByTestId('columns-menu');
+    await menu.locator(':scope > summary').click();
+    await menu.getByTestId('column-search').fill('gpu.3.power');
+    await menu.locator('input[data-column="metrics.sys/gpu.3.power_w"]').check();
+    await page.locator('[data-testid=run-row] .cell').filter({ hasText: /^300$/ }).first().waitFor();
+    assert.ok(asked[asked.length - 1].split(',').includes('metrics.sys/gpu.3.power_w'));
+  });
+});

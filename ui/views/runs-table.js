@@ -17,6 +17,9 @@ import { filterCompleter, filterKeys, filterQuery } from './runs-filter.js';
 /** Columns the table sorts itself, computed from each run: their values. */
 const CLIENT_SORTS = { gpu_util: gpuUtil, cost: runCost };
 
+/** A run's GPU utilization series, whose means the `mean GPU util` column averages. */
+const GPU_UTIL_KEY = /^sys\/(?:node\/\d+\/)?gpu\.\d+\.util$/;
+
 /** Most running rows the table follows live. */
 const LIVE_ROWS_MAX = 200;
 
@@ -107,6 +110,7 @@ export function runsView(project, params) {
   const groupSel = el('select', { 'data-testid': 'group-by', title: 'group rows by a param, tag or attribute' });
   groupSel.addEventListener('change', async () => {
     st.groupBy = groupSel.value; st.collapsed.clear(); syncUrl();
+    if (needsReload()) { load(); return; }
     if (st.groupBy) { try { await allRuns(); } catch (e) { message.replaceChildren(errorEl(e)); return; } }
     buildItems(); renderHeader(); renderRows();
   });
@@ -282,7 +286,9 @@ export function runsView(project, params) {
       if (on && c.defaultHidden) prefs.shown.add(c.id);
       if (!on && !c.defaultHidden) prefs.hidden.add(c.id);
       saveColumnPrefs(project, prefs);
-      discoverColumns(); renderHeader(); renderRows();
+      discoverColumns();
+      if (needsReload()) { load(); return; }
+      renderHeader(); renderRows();
     });
   }
 
@@ -554,9 +560,37 @@ export function runsView(project, params) {
   /** Rows of the table: groups with their runs, or one per run matching the filter. */
   function rowTotal() { return items ? items.length : runs.length; }
 
+  /** The `columns` a page asks for: the params, tags and metrics of the columns shown, of the
+   * group-by and of the computed columns, so a wide project answers lean rows; null (everything)
+   * until the columns are known, or when the list would not fit an address. */
+  function wantedColumns() {
+    if (!projectKeys || !columns.length) return null;
+    const items = new Set();
+    for (const c of columns) {
+      if (c.id === 'tags') items.add('tags');
+      else if (c.group === 'param') items.add('params.' + c.key);
+      else if (c.group === 'metric') items.add('metrics.' + c.key);
+      else if (c.id === 'cost') items.add('metrics.' + COST_KEY);
+      else if (c.id === 'gpu_util') for (const k of projectKeys.metrics || []) if (GPU_UTIL_KEY.test(k)) items.add('metrics.' + k);
+    }
+    if (/^(params|tags)\./.test(st.groupBy)) items.add(st.groupBy);
+    const text = [...items].join(',');
+    return text.length <= 2500 ? text : null;
+  }
+  /** The `columns` the loaded pages asked for (null: everything). */
+  let askedColumns = null;
+  /** Whether the columns shown now need values the loaded pages did not ask for. */
+  function needsReload() {
+    if (askedColumns === null) return false;
+    const asked = new Set(askedColumns.split(','));
+    const wanted = wantedColumns();
+    return wanted === null || wanted.split(',').some((c) => c && !asked.has(c) && !asked.has(c.split('.')[0]));
+  }
+
   /** One page of the current search, from a run offset; answers {runs, total} (total on the first page). */
   async function fetchPage(offset) {
     const q = new URLSearchParams({ limit: String(PAGE_LIMIT) });
+    if (askedColumns !== null) q.set('columns', askedColumns);
     if (st.filter) q.set('filter', filterQuery(st.filter));
     if (st.sortKey && !CLIENT_SORTS[st.sortKey]) q.set('order_by', `${st.sortKey} ${st.sortDir}`);
     if (offset) q.set('page_token', String(offset));
@@ -601,6 +635,7 @@ export function runsView(project, params) {
   async function load() {
     const gen = ++loadGen;
     inFlight.clear();
+    askedColumns = wantedColumns();
     filterError.textContent = '';
     message.replaceChildren();
     rowCount.textContent = 'loading…';
@@ -632,6 +667,7 @@ export function runsView(project, params) {
       let token = first.next_page_token;
       while (token) {
         const q = new URLSearchParams({ limit: String(PAGE_LIMIT), page_token: token });
+        if (askedColumns !== null) q.set('columns', askedColumns);
         if (st.filter) q.set('filter', filterQuery(st.filter));
         if (st.sortKey && !CLIENT_SORTS[st.sortKey]) q.set('order_by', `${st.sortKey} ${st.sortDir}`);
         const res = await api(`/projects/${enc(project)}/runs?${q}`);
@@ -680,6 +716,7 @@ export function runsView(project, params) {
       if (ids.length) {
         try {
           const q = new URLSearchParams({ limit: String(ids.length), filter: `id in (${ids.map((id) => `'${id}'`).join(', ')})` });
+          if (askedColumns !== null) q.set('columns', askedColumns);
           const res = await api(`/projects/${enc(project)}/runs?${q}`);
           if (gen !== loadGen) return;
           const fresh = new Map((res.runs || []).map((r) => [r.id, r]));
