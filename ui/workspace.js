@@ -153,9 +153,28 @@ export function mountWorkspace(container, ctx) {
     } catch (e) { msg.textContent = (e.field ? e.field + ': ' : '') + e.message; }
   }
 
+  /** The project's views that hold panels, to open one here. */
+  function viewPicker() {
+    const pick = el('select', { 'data-testid': 'workspace-views', title: 'open the panels of a saved view' }, el('option', { value: '' }, 'open a view…'));
+    api(`/projects/${enc(ctx.project)}/views`).then(({ views }) => {
+      pick.append(...(views || []).map((v) => el('option', { value: v.name }, v.name)));
+    }).catch(() => { /* no views to offer */ });
+    pick.addEventListener('change', async () => {
+      if (!pick.value) return;
+      try {
+        const view = await api(`/projects/${enc(ctx.project)}/views/${enc(pick.value)}`);
+        const panels = checkWorkspace((view.state || {}).panels);
+        if (!panels) { msg.textContent = `View "${pick.value}" holds no panels.`; return; }
+        ws = panels;
+        changed();
+      } catch (e) { msg.textContent = e.message; }
+    });
+    return pick;
+  }
+
   function toolbar() {
     const viewName = el('input', { type: 'text', size: 12, placeholder: 'view name', 'data-testid': 'workspace-view-name' });
-    return el('div', { class: 'toolbar workspace-bar' },
+    return el('div', { class: 'toolbar workspace-bar' }, viewPicker(),
       el('button', { type: 'button', 'data-testid': 'save-workspace', title: "the panels every comparison of this project opens with", onclick: () => save(WORKSPACE_VIEW) }, "Save as the project's workspace"),
       el('form', { class: 'toolbar', onsubmit: (e) => { e.preventDefault(); if (viewName.value.trim()) save(viewName.value.trim()); } },
         viewName, el('button', { type: 'submit', 'data-testid': 'save-workspace-view' }, 'Save as a view')),

@@ -320,6 +320,16 @@ test("panels: a chart's x-axis set to epoch and a scatter panel added survive a 
     await page.waitForFunction(() => document.querySelector('[data-testid=ws-panel][data-key=loss] [data-testid=chart]')?.dataset.xMode === 'metric:epoch');
     await page.getByTestId('save-workspace').click();
     await page.getByTestId('workspace-message').filter({ hasText: "project's workspace" }).waitFor();
+    // A named view keeps other panels; opening it brings them back.
+    await page.locator('[data-testid=ws-panel][data-type=scatter]').getByTestId('panel-remove').click();
+    await page.getByTestId('workspace-view-name').fill('loss only');
+    await page.getByTestId('save-workspace-view').click();
+    await page.getByTestId('workspace-message').filter({ hasText: 'loss only' }).waitFor();
+    await page.getByTestId('reset-workspace').click();
+    assert.deepEqual(await panelKeys(page), ['line:epoch', 'line:loss', 'line:val_acc']);
+    await page.getByTestId('workspace-views').selectOption('loss only');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid=ws-panel]').length === 2);
+    assert.deepEqual(await panelKeys(page), ['line:loss', 'line:val_acc']);
   });
   // A shared link, in another page.
   await withPage(async (page) => {
