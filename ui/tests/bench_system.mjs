@@ -11,9 +11,8 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
 
-import { binary } from './server.mjs';
+import { binary, launchBrowser } from './server.mjs';
 
 const GPU_SERIES = ['util', 'sm_active', 'sm_occupancy', 'tensor_active', 'mem_used_bytes', 'mem_total_bytes', 'power_w', 'temp_c', 'energy_j'];
 const NODE_SERIES = ['cpu.percent', 'proc.cpu_percent', 'ram.used_bytes', 'ram.total_bytes', 'proc.rss_bytes'];
@@ -78,8 +77,7 @@ async function measure(page, base, id) {
 }
 
 const dirs = process.argv.slice(2);
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+const browser = await launchBrowser();
 for (const dir of dirs.length ? dirs : [null]) {
   const { proc, base } = await serve(dir);
   try {

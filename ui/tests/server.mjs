@@ -22,3 +22,11 @@ export function startServer(extra = [], data = mkdtempSync(path.join(tmpdir(), '
     proc.on('exit', (code) => reject(new Error(`the server exited with ${code}`)));
   });
 }
+
+/** Headless Debian Chromium (`CHROMIUM` names another), as every browser test and benchmark drives it. */
+export function launchBrowser() {
+  return import('playwright-core').then(({ chromium }) => chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  }));
+}

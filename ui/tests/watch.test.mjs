@@ -5,9 +5,8 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
 
-import { startServer } from './server.mjs';
+import { launchBrowser, startServer } from './server.mjs';
 const TEST_TIMEOUT = 60000;
 let server, base, browser;
 
@@ -21,10 +20,7 @@ before(async () => {
   const started = await startServer();
   server = started.proc;
   base = started.url;
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  browser = await launchBrowser();
 });
 
 after(async () => {

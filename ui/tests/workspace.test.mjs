@@ -4,12 +4,11 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
 
 import { createHash } from 'node:crypto';
 
 import { png } from './png.mjs';
-import { startServer } from './server.mjs';
+import { launchBrowser, startServer } from './server.mjs';
 const TEST_TIMEOUT = 90000;
 let server, base, browser;
 
@@ -47,10 +46,7 @@ before(async () => {
   const started = await startServer();
   server = started.proc;
   base = started.url;
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  browser = await launchBrowser();
 });
 
 after(async () => {
