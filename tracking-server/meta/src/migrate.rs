@@ -249,6 +249,9 @@ mod tests {
             .unwrap();
         let again: Vec<_> = made.iter().map(|r| store.run(&r.id).unwrap().color).collect();
         assert_eq!(again, want);
+        // The project's count goes on: the next run of `a` takes the palette's fourth colour.
+        let next = NewRun { project: Some(ProjectName::parse("project", "a").unwrap()), ..NewRun::default() };
+        assert_eq!(store.create_run(&next).unwrap().0.color, palette_color(3));
         let chosen = RunColor::parse("color", "#123ABC").unwrap();
         store.update_run(&made[0].id, &RunUpdate { color: Some(chosen), ..RunUpdate::default() }).unwrap();
         assert_eq!(store.run(&made[0].id).unwrap().color, "#123abc");

@@ -414,8 +414,15 @@ pub(crate) fn create_run_in(tx: &dyn Db, new: &NewRun) -> Result<(RunId, bool, O
         _ => id.as_str().chars().take(8).collect(),
     };
     let now = now_ms();
-    let ordinal: i64 =
-        one(tx.row("SELECT COUNT(*) FROM runs WHERE project_id = ?1", vals![project.id])?, "a count")?.get(0)?;
+    let created: i64 = one(
+        tx.row(
+            "UPDATE projects SET runs_created = runs_created + 1 WHERE id = ?1 RETURNING runs_created",
+            vals![project.id],
+        )?,
+        "a project's run count",
+    )?
+    .get(0)?;
+    let ordinal = created - 1;
     let color = trainlog_schema::palette_color(ordinal.max(0) as u64);
     tx.exec(
         "INSERT INTO runs (id, project_id, name, status, start_ms, \"user\", host, group_name, parent_id, notes, updated_ms, color)

@@ -2,6 +2,10 @@
 -- order its project's runs were created, or set by a person. Runs already stored take the palette
 -- in the order they started.
 ALTER TABLE runs ADD COLUMN color TEXT;
+-- How many runs each project has had: the next run's place in the palette, kept so that making a
+-- run never counts its project's runs.
+ALTER TABLE projects ADD COLUMN runs_created INTEGER NOT NULL DEFAULT 0;
+UPDATE projects SET runs_created = (SELECT COUNT(*) FROM runs WHERE runs.project_id = projects.id);
 UPDATE runs SET color = (
     SELECT CASE (o.n - 1) % 50
         WHEN 0 THEN '#2277bb'

@@ -1,8 +1,12 @@
--- PostgreSQL version of ../0034_run_color.sql (the same text).
+-- PostgreSQL version of ../0034_run_color.sql: INTEGER -> BIGINT.
 -- A run's colour, `#rrggbb`: drawn from the palette (`RUN_PALETTE` in the schema crate) in the
 -- order its project's runs were created, or set by a person. Runs already stored take the palette
 -- in the order they started.
 ALTER TABLE runs ADD COLUMN color TEXT;
+-- How many runs each project has had: the next run's place in the palette, kept so that making a
+-- run never counts its project's runs.
+ALTER TABLE projects ADD COLUMN runs_created BIGINT NOT NULL DEFAULT 0;
+UPDATE projects SET runs_created = (SELECT COUNT(*) FROM runs WHERE runs.project_id = projects.id);
 UPDATE runs SET color = (
     SELECT CASE (o.n - 1) % 50
         WHEN 0 THEN '#2277bb'
