@@ -149,16 +149,18 @@ export function mountWorkspace(container, ctx) {
   async function save(name) {
     try {
       await api(`/projects/${enc(ctx.project)}/views/${enc(name)}`, { method: 'PUT', body: { state: { panels: ws } } });
+      viewNames.then((names) => { if (!names.includes(name)) names.push(name); });
       msg.textContent = name === WORKSPACE_VIEW ? "Saved as the project's workspace." : `Saved as view "${name}".`;
     } catch (e) { msg.textContent = (e.field ? e.field + ': ' : '') + e.message; }
   }
 
-  /** The project's views that hold panels, to open one here. */
+  // The project's views, read once for this page (a view saved here joins the list).
+  const viewNames = api(`/projects/${enc(ctx.project)}/views`).then(({ views }) => (views || []).map((v) => v.name)).catch(() => []);
+
+  /** The project's views, to open one's panels here. */
   function viewPicker() {
     const pick = el('select', { 'data-testid': 'workspace-views', title: 'open the panels of a saved view' }, el('option', { value: '' }, 'open a view…'));
-    api(`/projects/${enc(ctx.project)}/views`).then(({ views }) => {
-      pick.append(...(views || []).map((v) => el('option', { value: v.name }, v.name)));
-    }).catch(() => { /* no views to offer */ });
+    viewNames.then((names) => pick.append(...names.map((name) => el('option', { value: name }, name))));
     pick.addEventListener('change', async () => {
       if (!pick.value) return;
       try {

@@ -72,21 +72,8 @@ impl Api {
 
     /// Runs of a project matching `filter` (the server's search grammar), every page.
     pub fn runs(&self, project: &str, filter: &str, order_by: Option<&str>) -> Result<Vec<RunInfo>> {
-        self.runs_with_columns(project, filter, order_by, None)
-    }
-
-    /// `runs`, each answered with only the params, tags and metrics `columns` names (as the search's
-    /// `columns` takes them, comma-separated: `params`, `metrics.loss`, …; none when empty); every
-    /// one when None.
-    pub fn runs_with_columns(
-        &self,
-        project: &str,
-        filter: &str,
-        order_by: Option<&str>,
-        columns: Option<&str>,
-    ) -> Result<Vec<RunInfo>> {
         let mut out = Vec::new();
-        for page in self.runs_pages(project, filter, order_by, columns)? {
+        for page in self.runs_pages(project, filter, order_by, None)? {
             let mut page: Value =
                 serde_json::from_str(&page).map_err(|e| crate::Error::Invalid(format!("a runs page: {e}")))?;
             for run in page["runs"].as_array_mut().into_iter().flatten() {
@@ -98,7 +85,9 @@ impl Api {
     }
 
     /// The pages of a search as the server wrote them (JSON objects whose `runs` hold the runs),
-    /// for a caller that parses them itself; `columns` as `runs_with_columns` takes it.
+    /// for a caller that parses them itself: each run with only the params, tags and metrics
+    /// `columns` names (as the search takes them, comma-separated: `params`, `metrics.loss`, …;
+    /// none when empty), every one when None.
     pub fn runs_pages(
         &self,
         project: &str,
