@@ -1,6 +1,6 @@
 //! Arrow schemas of what trainlog persists, and the metadata keys that version them.
 
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -17,6 +17,8 @@ pub const MEDIA_INDEX_SCHEMA_VERSION: u32 = 1;
 pub const HISTOGRAMS_SCHEMA_VERSION: u32 = 1;
 /// Version of the layout of a table part's Parquet file (the user's columns, as logged).
 pub const TABLE_PART_SCHEMA_VERSION: u32 = 1;
+/// Version of a run's console lines files (`projects/{id}/console/{run}/…parquet`).
+pub const CONSOLE_SCHEMA_VERSION: u32 = 1;
 /// Key-value metadata key holding, in a metric points file, the JSON index
 /// `{key: [first_row, rows, min_step, max_step]}` of the keys it holds.
 pub const KEY_INDEX_KEY: &str = "trainlog.key_index";
@@ -41,6 +43,27 @@ pub fn metrics_schema() -> Arc<Schema> {
             Field::new(COL_STEP, DataType::Int64, false),
             Field::new(COL_TIMESTAMP, DataType::Int64, false),
             Field::new(COL_VALUE, DataType::Float64, false),
+        ],
+        metadata,
+    ))
+}
+
+/// Schema of a console lines file: one row per line, sorted by (time, rank, source, seq).
+/// `time` is when the line was read from the process (ms since the epoch, UTC); `step` the last
+/// step the run had logged then; `source` and `seq` name the process and number its lines.
+pub fn console_schema() -> Arc<Schema> {
+    let metadata = HashMap::from([(SCHEMA_VERSION_KEY.to_owned(), CONSOLE_SCHEMA_VERSION.to_string())]);
+    Arc::new(Schema::new_with_metadata(
+        vec![
+            Field::new("time", DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())), false),
+            Field::new("rank", DataType::UInt32, false),
+            Field::new("node", dict_utf8(), false),
+            Field::new("attempt", DataType::Int64, false),
+            Field::new("step", DataType::Int64, true),
+            Field::new("stream", dict_utf8(), false),
+            Field::new("line", DataType::Utf8, false),
+            Field::new("source", dict_utf8(), false),
+            Field::new("seq", DataType::UInt64, false),
         ],
         metadata,
     ))

@@ -4,6 +4,7 @@
 
 pub mod alert_rule;
 pub mod arrow;
+pub mod console;
 pub mod gpu_names;
 mod histogram;
 mod ids;

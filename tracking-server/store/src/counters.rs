@@ -33,6 +33,10 @@ pub struct Counters {
     pub media_blobs_collected: AtomicU64,
     pub media_collection_failures: AtomicU64,
     pub object_store_micros: AtomicU64,
+    pub console_lines: AtomicU64,
+    pub console_files: AtomicU64,
+    pub console_wal_failures: AtomicU64,
+    pub console_persist_failures: AtomicU64,
 }
 
 /// A copy of every counter at one moment.
@@ -64,6 +68,10 @@ pub struct CounterValues {
     pub media_blobs_collected: u64,
     pub media_collection_failures: u64,
     pub object_store_micros: u64,
+    pub console_lines: u64,
+    pub console_files: u64,
+    pub console_wal_failures: u64,
+    pub console_persist_failures: u64,
 }
 
 pub(crate) fn bump(counter: &AtomicU64) {
@@ -73,7 +81,7 @@ pub(crate) fn bump(counter: &AtomicU64) {
 impl CounterValues {
     /// Every count with its name and meaning (the object-store time aside), for the operator's
     /// views: `/api/v1/admin/stats` and `/metrics`.
-    pub fn named(&self) -> [(&'static str, &'static str, u64); 25] {
+    pub fn named(&self) -> [(&'static str, &'static str, u64); 29] {
         [
             ("ingest_batches", "Metric batches acknowledged", self.ingest_batches),
             ("ingest_points", "Metric points acknowledged", self.ingest_points),
@@ -128,6 +136,18 @@ impl CounterValues {
                 "Unreferenced media blobs (or listings of them) that could not be collected and will be retried",
                 self.media_collection_failures,
             ),
+            ("console_lines", "Console lines acknowledged", self.console_lines),
+            ("console_files", "Console files written from the buffer", self.console_files),
+            (
+                "console_wal_failures",
+                "Console log writes that failed (their batches were refused)",
+                self.console_wal_failures,
+            ),
+            (
+                "console_persist_failures",
+                "Rounds of persisting console lines that failed and will be retried",
+                self.console_persist_failures,
+            ),
         ]
     }
 }
@@ -171,6 +191,10 @@ impl Counters {
             media_blobs_collected: v(&self.media_blobs_collected),
             media_collection_failures: v(&self.media_collection_failures),
             object_store_micros: v(&self.object_store_micros),
+            console_lines: v(&self.console_lines),
+            console_files: v(&self.console_files),
+            console_wal_failures: v(&self.console_wal_failures),
+            console_persist_failures: v(&self.console_persist_failures),
         }
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod artifacts;
 mod buffer;
+pub mod console;
 mod counters;
 pub mod media;
 mod objects;
@@ -16,6 +17,7 @@ mod summaries;
 pub mod wal;
 
 pub use artifacts::{ArtifactStore, Uploaded};
+pub use console::ConsoleStore;
 pub use counters::CounterValues;
 pub use media::MediaStore;
 pub use objects::{metric_file_path, runs_table_path};

@@ -120,8 +120,8 @@ pub fn metric_file_path(project_id: i64, run_id: &str, number: i64) -> ObjectPat
 /// The folders of one run's objects: `projects/{project_id}/metrics/{run_id}`,
 /// `projects/{project_id}/artifacts/{run_id}` and `projects/{project_id}/media/runs/{run_id}`.
 /// Its media blobs are shared by content in the project, and go when no run names them.
-pub fn run_prefixes(project_id: i64, run_id: &str) -> [ObjectPath; 3] {
-    ["metrics", "artifacts", "media/runs"]
+pub fn run_prefixes(project_id: i64, run_id: &str) -> [ObjectPath; 4] {
+    ["metrics", "artifacts", "media/runs", "console"]
         .map(|kind| ObjectPath::from(format!("projects/{project_id}/{kind}/{run_id}")))
 }
 

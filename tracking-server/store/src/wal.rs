@@ -42,40 +42,47 @@ pub fn list_segments(dir: &Path) -> Result<Vec<u64>> {
 
 /// Appends one encoded record (header and payload) for `record` to `out`.
 pub fn encode(out: &mut Vec<u8>, run: &RunId, project_id: i64, batch: &PointBatch) {
+    frame(out, |out| {
+        out.push(KIND_POINTS);
+        put_str(out, run.as_str());
+        out.extend_from_slice(&project_id.to_le_bytes());
+        out.extend_from_slice(&(batch.keys.len() as u32).to_le_bytes());
+        for key in &batch.keys {
+            put_str(out, key.as_str());
+        }
+        out.extend_from_slice(&(batch.points.len() as u32).to_le_bytes());
+        out.reserve(batch.points.len() * 28);
+        for p in &batch.points {
+            out.extend_from_slice(&p.key.to_le_bytes());
+            out.extend_from_slice(&p.step.to_le_bytes());
+            out.extend_from_slice(&p.timestamp_ms.to_le_bytes());
+            out.extend_from_slice(&p.value.to_bits().to_le_bytes());
+        }
+    })
+}
+
+/// Appends one record to `out`: the header (payload length, checksum), then what `payload` writes.
+pub(crate) fn frame(out: &mut Vec<u8>, payload: impl FnOnce(&mut Vec<u8>)) {
     let start = out.len();
     out.extend_from_slice(&[0u8; HEADER_LEN]);
-    out.push(KIND_POINTS);
-    put_str(out, run.as_str());
-    out.extend_from_slice(&project_id.to_le_bytes());
-    out.extend_from_slice(&(batch.keys.len() as u32).to_le_bytes());
-    for key in &batch.keys {
-        put_str(out, key.as_str());
-    }
-    out.extend_from_slice(&(batch.points.len() as u32).to_le_bytes());
-    out.reserve(batch.points.len() * 28);
-    for p in &batch.points {
-        out.extend_from_slice(&p.key.to_le_bytes());
-        out.extend_from_slice(&p.step.to_le_bytes());
-        out.extend_from_slice(&p.timestamp_ms.to_le_bytes());
-        out.extend_from_slice(&p.value.to_bits().to_le_bytes());
-    }
+    payload(out);
     let payload_len = (out.len() - start - HEADER_LEN) as u32;
     let crc = crc32fast::hash(&out[start + HEADER_LEN..]);
     out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(s.len() as u16).to_le_bytes());
     out.extend_from_slice(s.as_bytes());
 }
 
-struct Cursor<'a> {
-    buf: &'a [u8],
+pub(crate) struct Cursor<'a> {
+    pub(crate) buf: &'a [u8],
 }
 
 impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         if self.buf.len() < n {
             return None;
         }
@@ -83,19 +90,19 @@ impl<'a> Cursor<'a> {
         self.buf = tail;
         Some(head)
     }
-    fn u8(&mut self) -> Option<u8> {
+    pub(crate) fn u8(&mut self) -> Option<u8> {
         self.take(1).map(|b| b[0])
     }
-    fn u16(&mut self) -> Option<u16> {
+    pub(crate) fn u16(&mut self) -> Option<u16> {
         self.take(2).map(|b| u16::from_le_bytes([b[0], b[1]]))
     }
-    fn u32(&mut self) -> Option<u32> {
+    pub(crate) fn u32(&mut self) -> Option<u32> {
         self.take(4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes)
     }
-    fn u64(&mut self) -> Option<u64> {
+    pub(crate) fn u64(&mut self) -> Option<u64> {
         self.take(8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)
     }
-    fn string(&mut self) -> Option<String> {
+    pub(crate) fn string(&mut self) -> Option<String> {
         let n = self.u16()? as usize;
         String::from_utf8(self.take(n)?.to_vec()).ok()
     }
@@ -143,9 +150,16 @@ pub struct Replayed {
 
 /// Reads every whole, valid record of a segment; truncates the file after the last one.
 pub fn replay_segment(path: &Path) -> Result<Replayed> {
+    let (records, cut_bytes) = replay_with(path, decode_payload)?;
+    Ok(Replayed { records, cut_bytes })
+}
+
+/// Reads every whole record of a segment that has a valid checksum and that `decode` reads;
+/// truncates the file after the last one, and answers how many bytes it cut.
+pub(crate) fn replay_with<T>(path: &Path, decode: impl Fn(&[u8]) -> Option<T>) -> Result<(Vec<T>, u64)> {
     let mut data = Vec::new();
     File::open(path).and_then(|mut f| f.read_to_end(&mut data)).map_err(io_err("reading a write-ahead log segment"))?;
-    let mut out = Replayed::default();
+    let mut records = Vec::new();
     let mut offset = 0usize;
     while offset < data.len() {
         let Some(header) = data.get(offset..offset + HEADER_LEN) else {
@@ -162,19 +176,20 @@ pub fn replay_segment(path: &Path) -> Result<Replayed> {
         if crc32fast::hash(payload) != crc {
             break;
         }
-        let Some(record) = decode_payload(payload) else {
+        let Some(record) = decode(payload) else {
             break;
         };
-        out.records.push(record);
+        records.push(record);
         offset += HEADER_LEN + len;
     }
+    let mut cut_bytes = 0;
     if offset < data.len() {
-        out.cut_bytes = (data.len() - offset) as u64;
+        cut_bytes = (data.len() - offset) as u64;
         let file = OpenOptions::new().write(true).open(path).map_err(io_err("opening a write-ahead log segment"))?;
         file.set_len(offset as u64).map_err(io_err("cutting a torn write-ahead log tail"))?;
         file.sync_all().map_err(io_err("syncing a write-ahead log segment"))?;
     }
-    Ok(out)
+    Ok((records, cut_bytes))
 }
 
 /// The segment being appended to.

@@ -121,7 +121,7 @@ pub(crate) struct Inner {
     stopping: AtomicBool,
     replay: (usize, u64),
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    counters: Counters,
+    counters: Arc<Counters>,
     /// Metric files the catalog names but the object store no longer has, by run: reads skip
     /// them and say so, and the run's next compaction drops them from the catalog.
     missing_files: Mutex<HashMap<RunId, BTreeSet<String>>>,
@@ -140,6 +140,7 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct MetricsStore {
     inner: Arc<Inner>,
+    console: crate::ConsoleStore,
 }
 
 /// The data folder's id. Servers sharing a database each keep a log of their own in their own
@@ -218,7 +219,7 @@ impl MetricsStore {
             stopping: AtomicBool::new(false),
             replay,
             tasks: Mutex::new(Vec::new()),
-            counters: Counters::default(),
+            counters: Arc::new(Counters::default()),
             buffered_points: AtomicUsize::new(replayed_points),
             missing_files: Mutex::new(HashMap::new()),
             persist_lock: tokio::sync::Mutex::new(()),
@@ -232,7 +233,16 @@ impl MetricsStore {
             .spawn(move || wal_loop(thread_inner, segment, rx, runtime))
             .map_err(io_err("starting the write-ahead log thread"))?;
         *lock(&inner.wal_thread) = Some(handle);
-        let store = Self { inner };
+        let console = crate::ConsoleStore::open(
+            inner.objects.clone(),
+            inner.local_root.clone(),
+            inner.config.data_dir.join("wal-console"),
+            inner.folder_id.clone(),
+            inner.counters.clone(),
+            inner.config.rotate_after,
+        )
+        .await?;
+        let store = Self { inner, console };
         store.spawn_background();
         Ok(store)
     }
@@ -465,12 +475,14 @@ impl MetricsStore {
         self.settle_stale_summaries().await?;
         self.sync_summaries().await?;
         self.inner.refresh_runs_tables(true).await?;
-        self.inner.write_media_indexes(Duration::ZERO).await
+        self.inner.write_media_indexes(Duration::ZERO).await?;
+        self.console.flush().await
     }
 
     /// Flushes, then stops the log writer and the background tasks.
     pub async fn shutdown(&self) -> Result<()> {
         let flushed = self.flush().await;
+        let console = self.console.shutdown().await;
         self.inner.stopping.store(true, Ordering::Release);
         if let Some(tx) = lock(&self.inner.wal_tx).take() {
             let _ = tx.send(WalCmd::Stop);
@@ -483,7 +495,7 @@ impl MetricsStore {
         for t in tasks {
             t.abort();
         }
-        flushed
+        flushed.and(console)
     }
 
     /// Whether the object store answers now: a read of an object that need not exist, so a
@@ -498,6 +510,11 @@ impl MetricsStore {
     /// Media blobs and each run's media index, in the same object store as the metric files.
     pub fn media(&self) -> crate::MediaStore {
         self.inner.media()
+    }
+
+    /// Console lines of runs, in the same object store as the metric files.
+    pub fn console(&self) -> &crate::ConsoleStore {
+        &self.console
     }
 
     /// Artifact bytes, in the same object store as the metric files.

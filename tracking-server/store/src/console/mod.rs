@@ -1,0 +1,426 @@
+//! Console lines of runs: acknowledged once in a write-ahead log of their own (group commit),
+//! buffered where reads see them at once, and written in the background as Parquet files beside
+//! the run's series. Reads merge files and buffer, in order, each line once.
+
+mod codec;
+mod files;
+pub mod query;
+mod writer;
+
+pub use codec::{BatchLine, ConsoleBatch};
+pub use files::run_prefix;
+pub use query::{facets, page, LineFacets, LineFilter, LinePage, PageStart, Search};
+
+use crate::counters::{bump, Counters};
+use crate::{blocking, io_err, objects, Backpressure, Error, Result};
+use futures::TryStreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::{oneshot, Notify};
+use trainlog_schema::console::ConsoleLine;
+use trainlog_schema::RunId;
+use writer::Cmd;
+
+/// Bytes of buffered lines past which a batch is refused until persisting catches up.
+const MAX_BUFFER_BYTES: usize = 256 << 20;
+/// Bytes of decoded lines kept for reads.
+const CACHE_BYTES: usize = 512 << 20;
+/// How long a run's list of files is trusted before it is listed again.
+const LISTING_TTL: Duration = Duration::from_secs(2);
+
+/// Lines of one run in one generation, in arrival order.
+#[derive(Debug, Default)]
+struct RunLines {
+    project_id: i64,
+    lines: Vec<ConsoleLine>,
+}
+
+/// The lines logged into one write-ahead log segment.
+#[derive(Debug)]
+struct Generation {
+    segment: u64,
+    runs: HashMap<RunId, RunLines>,
+    bytes: usize,
+    started: Instant,
+}
+
+impl Generation {
+    fn new(segment: u64) -> Self {
+        Self { segment, runs: HashMap::new(), bytes: 0, started: Instant::now() }
+    }
+
+    fn apply(&mut self, run: &RunId, project_id: i64, batch: ConsoleBatch) {
+        self.bytes += batch.bytes();
+        let entry = self.runs.entry(run.clone()).or_insert_with(|| RunLines { project_id, lines: Vec::new() });
+        entry.lines.extend(batch.into_lines());
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    active: Generation,
+    frozen: VecDeque<Arc<Generation>>,
+}
+
+/// The merged lines of a run, kept with what they were made from.
+struct Merged {
+    files: Vec<ObjectPath>,
+    buffered: Vec<(u64, usize)>,
+    lines: Arc<Vec<ConsoleLine>>,
+    bytes: usize,
+    used: Instant,
+}
+
+#[derive(Default)]
+struct Cache {
+    merged: HashMap<RunId, Merged>,
+    listings: HashMap<RunId, (Instant, Vec<ObjectPath>)>,
+    bytes: usize,
+}
+
+impl Cache {
+    fn insert(&mut self, run: RunId, merged: Merged) {
+        self.bytes += merged.bytes;
+        if let Some(old) = self.merged.insert(run, merged) {
+            self.bytes -= old.bytes;
+        }
+        while self.bytes > CACHE_BYTES && self.merged.len() > 1 {
+            let Some(oldest) = self.merged.iter().min_by_key(|(_, m)| m.used).map(|(r, _)| r.clone()) else { break };
+            if let Some(gone) = self.merged.remove(&oldest) {
+                self.bytes -= gone.bytes;
+            }
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    objects: Arc<dyn ObjectStore>,
+    local_root: Option<PathBuf>,
+    wal_dir: PathBuf,
+    folder_id: String,
+    state: RwLock<State>,
+    tx: Mutex<Option<SyncSender<Cmd>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    buffered_bytes: AtomicUsize,
+    persist_wanted: Notify,
+    persist_lock: tokio::sync::Mutex<()>,
+    stopping: AtomicBool,
+    cache: Mutex<Cache>,
+    counters: Arc<Counters>,
+    rotate_after: Duration,
+}
+
+/// The console store; cheap to clone.
+#[derive(Clone)]
+pub struct ConsoleStore {
+    inner: Arc<Inner>,
+}
+
+impl ConsoleStore {
+    /// Opens the store's log in `wal_dir`, replays it, and starts its writer thread and persister.
+    /// Must be called inside a tokio runtime.
+    pub(crate) async fn open(
+        objects: Arc<dyn ObjectStore>,
+        local_root: Option<PathBuf>,
+        wal_dir: PathBuf,
+        folder_id: String,
+        counters: Arc<Counters>,
+        rotate_after: Duration,
+    ) -> Result<Self> {
+        std::fs::create_dir_all(&wal_dir).map_err(io_err("creating the console log folder"))?;
+        let dir = wal_dir.clone();
+        let (frozen, segment) = blocking(move || writer::recover(&dir)).await?;
+        let buffered: usize = frozen.iter().map(|g| g.bytes).sum();
+        let (tx, rx) = mpsc::sync_channel(1024);
+        let inner = Arc::new(Inner {
+            objects,
+            local_root,
+            wal_dir,
+            folder_id,
+            state: RwLock::new(State { active: Generation::new(segment.number), frozen }),
+            tx: Mutex::new(Some(tx)),
+            thread: Mutex::new(None),
+            buffered_bytes: AtomicUsize::new(buffered),
+            persist_wanted: Notify::new(),
+            persist_lock: tokio::sync::Mutex::new(()),
+            stopping: AtomicBool::new(false),
+            cache: Mutex::new(Cache::default()),
+            counters,
+            rotate_after,
+        });
+        let thread_inner = inner.clone();
+        let handle = std::thread::Builder::new()
+            .name("trainlog-console".into())
+            .spawn(move || writer::run(thread_inner, segment, rx))
+            .map_err(io_err("starting the console log thread"))?;
+        *lock(&inner.thread) = Some(handle);
+        let persister = inner.clone();
+        tokio::spawn(async move {
+            while !persister.stopping.load(Ordering::Acquire) {
+                let _ = tokio::time::timeout(Duration::from_secs(1), persister.persist_wanted.notified()).await;
+                if let Err(e) = persister.persist_frozen().await {
+                    bump(&persister.counters.console_persist_failures);
+                    tracing::error!("persisting console lines failed, will retry: {e}");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        });
+        Ok(Self { inner })
+    }
+
+    /// Takes a batch of a run's lines; answers once it is durable in the log and readable.
+    pub async fn append(&self, run: &RunId, project_id: i64, batch: ConsoleBatch) -> Result<()> {
+        if batch.lines.is_empty() {
+            return Ok(());
+        }
+        let bytes = batch.bytes();
+        let buffered = self.inner.buffered_bytes.load(Ordering::Relaxed);
+        if buffered > 0 && buffered + bytes > MAX_BUFFER_BYTES {
+            bump(&self.inner.counters.ingest_refused_buffer_full);
+            return Err(Backpressure::BufferFull { buffered_bytes: buffered, limit: MAX_BUFFER_BYTES }.into());
+        }
+        let lines = batch.lines.len() as u64;
+        let (done, wait) = oneshot::channel();
+        let tx = lock(&self.inner.tx).clone().ok_or(Error::ShuttingDown)?;
+        let cmd = Cmd::Append { run: run.clone(), project_id, batch, done };
+        match tx.try_send(cmd) {
+            Ok(()) => {}
+            Err(mpsc::TrySendError::Full(cmd)) => {
+                blocking(move || tx.send(cmd).map_err(|_| Error::ShuttingDown)).await?
+            }
+            Err(mpsc::TrySendError::Disconnected(_)) => return Err(Error::ShuttingDown),
+        }
+        wait.await.map_err(|_| Error::ShuttingDown)??;
+        self.inner.counters.console_lines.fetch_add(lines, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Every line of a run, in order (time, rank, process, line number), each once.
+    pub async fn lines(&self, run: &RunId, project_id: i64) -> Result<Arc<Vec<ConsoleLine>>> {
+        self.inner.lines(run, project_id).await
+    }
+
+    /// Writes every buffered line to the object store.
+    pub async fn flush(&self) -> Result<()> {
+        self.rotate().await?;
+        self.inner.persist_frozen().await
+    }
+
+    async fn rotate(&self) -> Result<()> {
+        let (done, wait) = oneshot::channel();
+        let tx = lock(&self.inner.tx).clone().ok_or(Error::ShuttingDown)?;
+        blocking(move || tx.send(Cmd::Rotate { done }).map_err(|_| Error::ShuttingDown)).await?;
+        wait.await.map_err(|_| Error::ShuttingDown)
+    }
+
+    /// Flushes, then stops the log thread and the persister.
+    pub async fn shutdown(&self) -> Result<()> {
+        let flushed = self.flush().await;
+        self.inner.stopping.store(true, Ordering::Release);
+        if let Some(tx) = lock(&self.inner.tx).take() {
+            let _ = tx.send(Cmd::Stop);
+        }
+        if let Some(t) = lock(&self.inner.thread).take() {
+            blocking(move || t.join().map_err(|_| Error::Task("the console log thread panicked".into()))).await?;
+        }
+        flushed
+    }
+
+    /// Bytes of lines waiting in memory for the object store.
+    pub fn buffered_bytes(&self) -> usize {
+        self.inner.buffered_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Forgets what is cached of a run (its files were deleted).
+    pub fn forget(&self, run: &RunId) {
+        let mut cache = lock(&self.inner.cache);
+        cache.listings.remove(run);
+        if let Some(gone) = cache.merged.remove(run) {
+            cache.bytes -= gone.bytes;
+        }
+    }
+}
+
+impl Inner {
+    async fn persist_frozen(&self) -> Result<()> {
+        let _guard = self.persist_lock.lock().await;
+        loop {
+            let Some(generation) = read(&self.state).frozen.front().cloned() else { return Ok(()) };
+            self.persist(&generation).await?;
+            let mut state = write(&self.state);
+            if state.frozen.front().is_some_and(|g| Arc::ptr_eq(g, &generation)) {
+                state.frozen.pop_front();
+            }
+            drop(state);
+            self.buffered_bytes.fetch_sub(generation.bytes, Ordering::Relaxed);
+            let _ = std::fs::remove_file(crate::wal::segment_path(&self.wal_dir, generation.segment));
+        }
+    }
+
+    /// Writes one file per run of a generation, makes them durable, then forgets the runs'
+    /// listings. The log segment is removed only after this, so a crash before it writes the
+    /// same files again.
+    async fn persist(&self, generation: &Arc<Generation>) -> Result<()> {
+        let mut written = Vec::new();
+        for (run, lines) in &generation.runs {
+            let path = files::file_path(lines.project_id, run.as_str(), &self.folder_id, generation.segment);
+            let generation = generation.clone();
+            let run2 = run.clone();
+            let bytes = blocking(move || {
+                let mut sorted = generation.runs.get(&run2).map(|r| r.lines.clone()).unwrap_or_default();
+                sorted.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
+                files::encode(&sorted)
+            })
+            .await?;
+            let started = Instant::now();
+            let outcome = self.objects.put(&path, PutPayload::from_bytes(bytes)).await;
+            self.counters.object_store_call(started.elapsed(), &outcome);
+            outcome?;
+            written.push(path);
+        }
+        if let Some(root) = self.local_root.clone() {
+            let paths = written.clone();
+            blocking(move || objects::sync_local(&root, &paths)).await?;
+        }
+        self.counters.console_files.fetch_add(written.len() as u64, Ordering::Relaxed);
+        let mut cache = lock(&self.cache);
+        for run in generation.runs.keys() {
+            cache.listings.remove(run);
+        }
+        Ok(())
+    }
+
+    async fn listing(&self, run: &RunId, project_id: i64) -> Result<Vec<ObjectPath>> {
+        if let Some((at, paths)) = lock(&self.cache).listings.get(run) {
+            if at.elapsed() < LISTING_TTL {
+                return Ok(paths.clone());
+            }
+        }
+        let prefix = files::run_prefix(project_id, run.as_str());
+        let started = Instant::now();
+        let listed: std::result::Result<Vec<_>, _> = self.objects.list(Some(&prefix)).try_collect().await;
+        self.counters.object_store_call(started.elapsed(), &listed);
+        let mut paths: Vec<ObjectPath> =
+            listed?.into_iter().map(|m| m.location).filter(|p| p.as_ref().ends_with(".parquet")).collect();
+        paths.sort();
+        lock(&self.cache).listings.insert(run.clone(), (Instant::now(), paths.clone()));
+        Ok(paths)
+    }
+
+    async fn lines(&self, run: &RunId, project_id: i64) -> Result<Arc<Vec<ConsoleLine>>> {
+        let files = self.listing(run, project_id).await?;
+        let buffered: Vec<(u64, usize)> = {
+            let state = read(&self.state);
+            state
+                .frozen
+                .iter()
+                .map(|g| g.as_ref())
+                .chain([&state.active])
+                .filter_map(|g| g.runs.get(run).map(|r| (g.segment, r.lines.len())))
+                .collect()
+        };
+        if let Some(m) = lock(&self.cache).merged.get_mut(run) {
+            if m.files == files && m.buffered == buffered {
+                m.used = Instant::now();
+                return Ok(m.lines.clone());
+            }
+        }
+        let mut all = Vec::new();
+        for path in &files {
+            let started = Instant::now();
+            let got = self.objects.get(path).await;
+            self.counters.object_store_call(started.elapsed(), &got);
+            let bytes = match got {
+                Ok(g) => g.bytes().await?,
+                // Deleted since the listing: a purge, or another server's rewrite.
+                Err(object_store::Error::NotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            all.extend(blocking(move || files::decode(bytes)).await?);
+        }
+        {
+            let state = read(&self.state);
+            for g in state.frozen.iter().map(|g| g.as_ref()).chain([&state.active]) {
+                if let Some(r) = g.runs.get(run) {
+                    all.extend(r.lines.iter().cloned());
+                }
+            }
+        }
+        let merged = blocking(move || {
+            all.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
+            // A batch sent again after its answer was lost has the same lines: keep each once.
+            all.dedup_by(|b, a| a.source == b.source && a.seq == b.seq && a.attempt == b.attempt);
+            Ok(all)
+        })
+        .await?;
+        let bytes = merged.iter().map(ConsoleLine::size).sum();
+        let lines = Arc::new(merged);
+        lock(&self.cache)
+            .insert(run.clone(), Merged { files, buffered, lines: lines.clone(), bytes, used: Instant::now() });
+        Ok(lines)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::codec::tests::batch;
+    use crate::{MetricsStore, StoreConfig};
+    use std::sync::Arc;
+    use trainlog_meta::MetaStore;
+    use trainlog_schema::RunId;
+
+    /// Lines are read at once, once each even when a batch came twice, from the buffer and then
+    /// from files; lines acknowledged but not persisted come back from the log after a crash.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lines_are_read_once_each_from_buffer_files_and_a_replayed_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = Arc::new(MetaStore::open(&dir.path().join("meta.db")).unwrap());
+        let config = StoreConfig::new(dir.path().to_owned(), None);
+        let store = MetricsStore::open(config.clone(), meta.clone()).await.unwrap();
+        let run = RunId::from_trusted("r1".into());
+        let console = store.console().clone();
+        console.append(&run, 1, batch("p1", 0..10)).await.unwrap();
+        console.append(&run, 1, batch("p1", 5..10)).await.unwrap();
+        console.append(&run, 1, batch("p2", 0..3)).await.unwrap();
+        let lines = console.lines(&run, 1).await.unwrap();
+        assert_eq!(lines.len(), 13);
+        assert!(lines.windows(2).all(|w| w[0].order_key() <= w[1].order_key()));
+
+        console.flush().await.unwrap();
+        assert_eq!(console.buffered_bytes(), 0);
+        let files = std::fs::read_dir(dir.path().join("store/projects/1/console/r1")).unwrap().count();
+        assert_eq!(files, 1);
+        console.append(&run, 1, batch("p1", 8..12)).await.unwrap();
+        let lines = console.lines(&run, 1).await.unwrap();
+        assert_eq!(lines.len(), 15, "lines 8 and 9 again are dropped; 10 and 11 are new");
+
+        // An unclean stop: the store is dropped without shutting down, the log stays.
+        drop(console);
+        drop(store);
+        let store = MetricsStore::open(config, meta).await.unwrap();
+        let lines = store.console().lines(&run, 1).await.unwrap();
+        assert_eq!(lines.len(), 15);
+        assert_eq!(lines.iter().filter(|l| &*l.source == "p1").map(|l| l.seq).max(), Some(11));
+        store.shutdown().await.unwrap();
+        let lines = store.console().lines(&run, 1).await.unwrap();
+        assert_eq!(lines.len(), 15);
+    }
+}
