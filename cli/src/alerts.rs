@@ -290,3 +290,16 @@ pub fn smtp_config(
         .transpose()?;
     Ok(Some(trainlog_server::SmtpConfig { url, from, ca_file, password }))
 }
+
+/// `trainlog stop`: asks a running run to stop.
+pub fn stop(server: Option<&str>, run_id: &str, reason: &str) -> Result<String, String> {
+    trainlog::Api::new(server)
+        .and_then(|api| api.stop_run(run_id, reason))
+        .map(|stop| {
+            format!(
+                "asked run {run_id} to stop (by {}); its processes see it with their next heartbeat",
+                stop["by"].as_str().unwrap_or("someone")
+            )
+        })
+        .map_err(|e| e.to_string())
+}

@@ -5,6 +5,7 @@
 mod admin;
 mod alerts;
 mod alerts_file;
+mod logs;
 mod mlflow_import;
 mod prices;
 mod report;
@@ -184,6 +185,9 @@ enum Command {
         #[command(subcommand)]
         action: LedgerCommand,
     },
+    /// A run's console lines: every rank's stdout and stderr, filtered (`--rank`, `--stream`,
+    /// `--attempt`), searched (`--grep`, `--search`), the last ones (`--tail`), followed (`-f`).
+    Logs(logs::LogsArgs),
     /// Ask a running run to stop: its processes see it with their next heartbeat, and the run
     /// ends `killed`, saying who stopped it.
     Stop {
@@ -838,17 +842,12 @@ pub fn main_with_args(args: Vec<String>) -> std::process::ExitCode {
                 SweepCommand::Skypilot { id, options } => print_result(skypilot_task(server, &id, options)),
             }
         }
-        Command::Stop { run_id, reason, server } => print_result(
-            trainlog::Api::new(server.as_deref())
-                .and_then(|api| api.stop_run(&run_id, &reason))
-                .map(|stop| {
-                    format!(
-                        "asked run {run_id} to stop (by {}); its processes see it with their next heartbeat",
-                        stop["by"].as_str().unwrap_or("someone")
-                    )
-                })
-                .map_err(|e| e.to_string()),
-        ),
+        Command::Logs(args) => match logs::logs(args) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) if e.is_empty() => std::process::ExitCode::SUCCESS,
+            Err(e) => print_result(Err(e)),
+        },
+        Command::Stop { run_id, reason, server } => print_result(alerts::stop(server.as_deref(), &run_id, &reason)),
         Command::Alerts { server, action } => {
             print_result(alerts::alerts(server.as_deref(), action).map_err(|e| e.to_string()))
         }

@@ -122,7 +122,8 @@ impl NativeRun {
     #[pyo3(signature = (project, *, name=None, run_id=None, config=None, tags=None, group=None, notes=None,
         server=None, resume="never", mode="online", spool_dir=None, metadata=None,
         system_interval=10.0, capture_environment=true, capture_code=true, capture_code_diff=true, cost=true,
-        cost_per_hour=None, cost_per_gpu_hour=None, job=None, rank_metrics=false))]
+        cost_per_hour=None, cost_per_gpu_hour=None, job=None, rank_metrics=false, console="all",
+        console_max_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -147,6 +148,8 @@ impl NativeRun {
         cost_per_gpu_hour: Option<f64>,
         job: Option<&Bound<'_, PyDict>>,
         rank_metrics: bool,
+        console: &str,
+        console_max_bytes: Option<u64>,
     ) -> PyResult<Self> {
         let mut b = trainlog::Run::builder(project)
             .resume(trainlog::Resume::parse(resume).map_err(to_py_err)?)
@@ -202,7 +205,10 @@ impl NativeRun {
             trainlog::membership::apply_overrides(&mut context, &to_json(overrides.as_any())?).map_err(to_py_err)?;
             b = b.job(context);
         }
-        b = b.rank_metrics(rank_metrics);
+        b = b.rank_metrics(rank_metrics).console(trainlog::console::ConsoleMode::parse(console).map_err(to_py_err)?);
+        if let Some(bytes) = console_max_bytes {
+            b = b.console_max_bytes(bytes);
+        }
         if let Some(m) = metadata {
             for (k, v) in m.iter() {
                 b = b.metadata(k.str()?.to_cow()?.into_owned(), to_json(&v)?);
@@ -688,6 +694,12 @@ impl NativeApi {
     fn media_blob(&self, py: Python<'_>, run_id: &str, sha256: &str) -> PyResult<Py<PyAny>> {
         let bytes = py.detach(|| self.api.media_blob(run_id, sha256)).map_err(to_py_err)?;
         Ok(pyo3::types::PyBytes::new(py, &bytes).into_any().unbind())
+    }
+
+    /// One page of a run's console lines as the server answers it (JSON text); `query` holds
+    /// the read's parameters as text.
+    fn logs_page(&self, py: Python<'_>, run_id: &str, query: Vec<(String, String)>) -> PyResult<String> {
+        py.detach(|| self.api.logs_page(run_id, &query)).map_err(to_py_err)
     }
 
     /// `[(step, timestamp_ms, value)]` of one metric, sorted by step.

@@ -123,6 +123,17 @@ impl Api {
         }
     }
 
+    /// One page of a run's console lines, as the server wrote it (JSON text): `query` holds the
+    /// read's parameters (`rank`, `stream`, `q`, `regex`, `offset`, `tail`, `limit`, …).
+    pub fn logs_page(&self, run_id: &str, query: &[(String, String)]) -> Result<String> {
+        let mut path = format!("/runs/{}/logs", encode(run_id));
+        for (i, (k, v)) in query.iter().enumerate() {
+            path.push(if i == 0 { '?' } else { '&' });
+            path.push_str(&format!("{}={}", encode(k), encode(v)));
+        }
+        self.http.get_text(&path)
+    }
+
     pub fn run(&self, id: &str) -> Result<RunInfo> {
         let json = self.http.get(&format!("/runs/{}", encode(id)))?;
         Ok(RunInfo { id: id.to_owned(), json })

@@ -19,6 +19,7 @@ pub mod agent;
 pub mod api;
 mod artifacts;
 pub mod collect;
+pub mod console;
 pub mod credentials;
 mod http;
 pub mod k8s;

@@ -81,6 +81,8 @@ pub struct RunBuilder {
     cost: bool,
     job: Option<JobContext>,
     rank_metrics: bool,
+    console: crate::console::ConsoleMode,
+    console_max_bytes: u64,
 }
 
 impl RunBuilder {
@@ -186,6 +188,20 @@ impl RunBuilder {
         self.job = Some(job);
         self
     }
+    /// Which processes capture their stdout and stderr into the run's console logs: every rank
+    /// (the default), rank 0 only, or none. `TRAINLOG_CONSOLE` (`all`, `rank0`, `off`) overrides it.
+    pub fn console(mut self, mode: crate::console::ConsoleMode) -> Self {
+        self.console = mode;
+        self
+    }
+
+    /// Bytes of console output a process ships at most (128 MiB by default): past it, the first
+    /// half and the last half are kept, with a line saying how much was left out between.
+    pub fn console_max_bytes(mut self, bytes: u64) -> Self {
+        self.console_max_bytes = bytes;
+        self
+    }
+
     /// Every rank logs its own series under `rank/{r}/…` (rank 0 also logs the plain keys).
     /// Default off: only rank 0's `log` records anything.
     pub fn rank_metrics(mut self, on: bool) -> Self {
@@ -337,7 +353,21 @@ impl RunBuilder {
             offline,
             mfu: None,
             alerts_sent: Mutex::new(std::collections::HashMap::new()),
+            console: Mutex::new(None),
+            console_step: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
         };
+        let console = self.console.from_env_or();
+        let rank = membership.job.rank;
+        if console == crate::console::ConsoleMode::All || (console == crate::console::ConsoleMode::Rank0 && rank == 0) {
+            let labels = crate::console::Labels {
+                process: run.shared.join_token.clone(),
+                rank: u32::try_from(rank).unwrap_or(u32::MAX),
+                node: hostname(),
+                membership: membership.clone(),
+                step: run.console_step.clone(),
+            };
+            *lock(&run.console) = crate::console::Capture::start(run.shared.clone(), labels, self.console_max_bytes);
+        }
         let rank_zero = membership.job.rank == 0;
         if rank_zero && std::env::var_os("TRAINLOG_QUIET").is_none_or(|q| q.is_empty() || q == "0") {
             if offline {
@@ -538,6 +568,10 @@ pub struct Run {
     mfu: Option<MfuMeter>,
     /// When each alert title was last sent, for folding repeats.
     alerts_sent: Mutex<std::collections::HashMap<String, Instant>>,
+    /// The capture of this process's stdout and stderr, and the last step logged by it (which
+    /// the captured lines carry), `i64::MIN` before the first.
+    console: Mutex<Option<crate::console::Capture>>,
+    console_step: Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl Run {
@@ -565,6 +599,8 @@ impl Run {
             cost: true,
             job: None,
             rank_metrics: false,
+            console: crate::console::ConsoleMode::All,
+            console_max_bytes: crate::console::DEFAULT_MAX_BYTES,
         }
     }
 
@@ -659,7 +695,11 @@ impl Run {
     /// Logs values at `step` with an explicit timestamp (ms since the epoch). Only enqueues.
     pub fn log_at(&self, step: i64, timestamp_ms: i64, values: &[(&str, f64)]) {
         let m = &self.membership;
-        if !m.logs || self.is_finished() {
+        if self.is_finished() {
+            return;
+        }
+        self.console_step.fetch_max(step, Ordering::Relaxed);
+        if !m.logs {
             return;
         }
         m.saw_step(step);
@@ -809,6 +849,8 @@ impl Run {
         if self.finished.swap(true, Ordering::SeqCst) {
             return Err(Error::Finished);
         }
+        // The console first: its last lines go before the run's end.
+        let console = lock(&self.console).take().map(|c| c.stop(CONSOLE_DRAIN.min(timeout)));
         if let Some(sampler) = lock(&self.sampler).take() {
             sampler.stop();
         }
@@ -830,6 +872,10 @@ impl Run {
             }
         };
         let mut summary = summary;
+        if let Some(counts) = console {
+            summary.console_lines = counts.lines;
+            summary.console_lines_dropped = counts.dropped;
+        }
         if let Some(media) = lock(&self.media).take() {
             let counts = media.finish(deadline);
             summary.media_sent = counts.sent;
@@ -851,6 +897,9 @@ impl Run {
         self.finished.load(Ordering::SeqCst)
     }
 }
+
+/// How long `finish` waits for the lines still in the console's pipes.
+const CONSOLE_DRAIN: Duration = Duration::from_secs(1);
 
 impl Drop for Run {
     fn drop(&mut self) {

@@ -2,7 +2,7 @@
 //! server cannot be reached switches to the spool until the server is back.
 
 use crate::http::Http;
-use crate::spool::{points_in, with_retries, Rejected, Settled, Spool};
+use crate::spool::{lines_in, points_in, with_retries, Rejected, Settled, Spool};
 use crate::{Error, Result};
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
@@ -161,6 +161,17 @@ impl Shared {
         }
     }
 
+    /// Queues a request other than points (console lines); dropped once the sender has closed.
+    pub(crate) fn enqueue_request(&self, op: Value) {
+        let mut pending = lock(&self.pending);
+        if pending.closed {
+            return;
+        }
+        pending.ops.push(op);
+        drop(pending);
+        self.wake.notify_one();
+    }
+
     /// Whether the run's sender has taken its last points (the run finished).
     pub(crate) fn is_closed(&self) -> bool {
         let pending = lock(&self.pending);
@@ -232,6 +243,7 @@ fn op_request(http: &Http, run_id: &str, op: &Value) -> Result<Value> {
         Some("params") => http.post(&format!("/runs/{run_id}/params"), &op["body"]),
         Some("finish") => http.post(&format!("/runs/{run_id}/finish"), &op["body"]),
         Some("alert") => http.post(&format!("/runs/{run_id}/alerts"), &op["body"]),
+        Some("logs") => http.post(&format!("/runs/{run_id}/logs"), &op["body"]),
         _ => Ok(Value::Null),
     }
 }
@@ -271,6 +283,13 @@ pub struct FinishSummary {
     pub media_rejected: u64,
     /// Media items dropped: the queue was full, or they could be neither sent nor spooled.
     pub media_dropped: u64,
+    /// Console lines this process printed and captured.
+    pub console_lines: u64,
+    /// Console lines the server acknowledged (the rest are in the spool, or counted as requests
+    /// rejected or unsaved, a request per batch of lines).
+    pub console_lines_acknowledged: u64,
+    /// Console lines the byte cap left out (the line in their place says how many).
+    pub console_lines_dropped: u64,
 }
 
 impl FinishSummary {
@@ -292,6 +311,9 @@ impl FinishSummary {
             "media_spooled": self.media_spooled,
             "media_rejected": self.media_rejected,
             "media_dropped": self.media_dropped,
+            "console_lines": self.console_lines,
+            "console_lines_acknowledged": self.console_lines_acknowledged,
+            "console_lines_dropped": self.console_lines_dropped,
         })
     }
 }
@@ -336,6 +358,7 @@ pub struct Sender {
     /// Why something could not be written locally, for the summary.
     save_error: Option<String>,
     points_acknowledged: u64,
+    lines_acknowledged: u64,
     points_unsaved: u64,
     requests_unsaved: u64,
     retry_at: Instant,
@@ -360,6 +383,7 @@ impl Sender {
             memory_full_warned: false,
             save_error: None,
             points_acknowledged: 0,
+            lines_acknowledged: 0,
             points_unsaved: 0,
             requests_unsaved: 0,
             retry_at: Instant::now(),
@@ -490,7 +514,10 @@ impl Sender {
         }
         if self.sends_directly() {
             match op_request(&self.http, &self.shared.run_id, &op) {
-                Ok(_) => return,
+                Ok(_) => {
+                    self.lines_acknowledged += lines_in(&op);
+                    return;
+                }
                 Err(e @ Error::Unreachable { .. }) => self.enter_spooling(&e.to_string(), retry_after_of(&e)),
                 Err(refusal) => return self.reject(&op, &refusal),
             }
@@ -551,6 +578,7 @@ impl Sender {
             let mut settled = Settled::default();
             let sent = self.spool.send(&self.http, deadline, &mut self.rejected, &mut settled);
             self.points_acknowledged += settled.points_acknowledged;
+            self.lines_acknowledged += settled.lines_acknowledged;
             if let Some((_, answer)) = settled.joins.into_iter().rfind(|(token, _)| *token == self.shared.join_token) {
                 *lock(&self.shared.joined) = Some(answer);
             }
@@ -755,6 +783,7 @@ impl Sender {
             spool_file,
             rejected_file: (!self.rejected.is_empty()).then(|| self.rejected.path().to_owned()),
             warnings,
+            console_lines_acknowledged: self.lines_acknowledged,
             ..FinishSummary::default()
         }
     }

@@ -175,6 +175,8 @@ pub struct Settled {
     /// Requests acknowledged or refused (and kept in the rejected file).
     pub requests: usize,
     pub points_acknowledged: u64,
+    /// Console lines acknowledged.
+    pub lines_acknowledged: u64,
     /// The answers to joins sent from the spool, by the token of the process that spooled each.
     pub joins: Vec<(String, Value)>,
 }
@@ -266,6 +268,15 @@ impl Rejected {
 }
 
 /// Points held by a spool record (0 for requests other than points).
+/// Console lines in a `logs` record.
+pub(crate) fn lines_in(record: &Value) -> u64 {
+    if record["op"] == "logs" {
+        record["body"]["lines"].as_array().map_or(0, |l| l.len() as u64)
+    } else {
+        0
+    }
+}
+
 pub(crate) fn points_in(record: &Value) -> u64 {
     if record["op"] == "points" {
         record["points"].as_array().map_or(0, |rows| rows.len() as u64)
@@ -389,6 +400,7 @@ fn send_op(http: &Http, run_id: &str, op: &Value) -> Result<Value> {
         }
         Some("params") => http.post(&format!("/runs/{run_id}/params"), &op["body"]),
         Some("finish") => http.post(&format!("/runs/{run_id}/finish"), &op["body"]),
+        Some("logs") => http.post(&format!("/runs/{run_id}/logs"), &op["body"]),
         _ => Ok(Value::Null),
     };
     result
@@ -420,6 +432,7 @@ fn send_from_offset(
         match send_op(http, run_id, &op) {
             Ok(answer) => {
                 settled.points_acknowledged += points_in(&op);
+                settled.lines_acknowledged += lines_in(&op);
                 if let (Some("create"), Some(token)) = (op["op"].as_str(), op["token"].as_str()) {
                     settled.joins.push((token.to_owned(), answer));
                 }

@@ -99,6 +99,8 @@ def init(
     job: Optional[Mapping[str, Any]] = None,
     rank_metrics: bool = False,
     on_stop: Optional[Callable[[Run], None]] = None,
+    console: str = "all",
+    console_max_bytes: Optional[int] = None,
 ) -> Run:
     """Start a run (or continue one) and make it `trainlog.run`.
 
@@ -131,6 +133,12 @@ def init(
     - A stop asked of the run (`Api().run(id).stop()`, `trainlog stop`, the UI's Stop button)
       arrives with the next heartbeat: it raises KeyboardInterrupt in the main thread, or calls
       `on_stop(run)` when given, and the run ends `killed` saying who stopped it (`run.stopped`).
+    - The process's stdout and stderr are captured at the file-descriptor level (`print`,
+      `logging`, C extensions, child processes) into the run's console logs, each line with its
+      rank, node, attempt and the last step logged; the terminal still shows everything.
+      `console="all"` (every rank, the default), `"rank0"` or `"off"`; `TRAINLOG_CONSOLE` wins.
+      Secrets are masked; past `console_max_bytes` (128 MiB) a process keeps its first and last
+      halves and a line saying how much was left out between.
     """
     project = project or os.environ.get("TRAINLOG_PROJECT") or "default"
     config = _config_mapping(config)
@@ -177,6 +185,8 @@ def init(
         cost_per_gpu_hour=per_gpu_hour,
         job=dict(job) if job is not None else None,
         rank_metrics=rank_metrics,
+        console=console,
+        console_max_bytes=console_max_bytes,
     )
     new_run = Run(native, name, dict(config or {}))
     new_run.on_stop = on_stop

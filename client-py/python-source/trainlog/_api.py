@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from trainlog._trainlog import NativeApi
 
@@ -179,6 +179,84 @@ class ApiRun:
                 "step": pa.array(steps, pa.int64()),
                 "timestamp": pa.array(stamps, pa.int64()),
                 "value": pa.array(values, pa.float64()),
+            }
+        )
+
+    def logs(
+        self,
+        rank: Optional[Union[int, Iterable[int]]] = None,
+        stream: Optional[str] = None,
+        attempt: Optional[int] = None,
+        search: Optional[str] = None,
+        regex: bool = False,
+        step_min: Optional[int] = None,
+        step_max: Optional[int] = None,
+        since: Optional[int] = None,
+        until: Optional[int] = None,
+        tail: Optional[int] = None,
+        limit: Optional[int] = None,
+        arrow: bool = False,
+    ) -> Any:
+        """The run's console lines, in order: a list of `{"n", "time", "rank", "node", "attempt",
+        "step", "stream", "text"}` (`time` in ms since the epoch), or a pyarrow Table with those
+        columns when `arrow=True`.
+
+        Filters: `rank` (one or several), `stream` ("stdout" or "stderr"), `attempt`, a step or
+        time range (`since`/`until` in ms), and `search`, text found ignoring case and ANSI
+        colours, or a regular expression with `regex=True`. `tail=N` answers the last N matching
+        lines; `limit` the first N. Every matching line otherwise, read in pages.
+        """
+        query: List[Tuple[str, str]] = []
+        if rank is not None:
+            ranks = [rank] if isinstance(rank, int) else list(rank)
+            query.append(("rank", ",".join(str(int(r)) for r in ranks)))
+        for name, value in (
+            ("stream", stream),
+            ("attempt", attempt),
+            ("q", search),
+            ("step_min", step_min),
+            ("step_max", step_max),
+            ("since", since),
+            ("until", until),
+        ):
+            if value is not None:
+                query.append((name, str(value)))
+        if regex:
+            query.append(("regex", "true"))
+        lines: List[Dict[str, Any]] = []
+        if tail is not None:
+            page = json.loads(self._api._native.logs_page(self.id, [*query, ("tail", "true"), ("limit", str(tail))]))
+            lines = page["lines"]
+        else:
+            offset = 0
+            while True:
+                size = 10_000 if limit is None else min(10_000, limit - len(lines))
+                if size <= 0:
+                    break
+                page = json.loads(
+                    self._api._native.logs_page(self.id, [*query, ("offset", str(offset)), ("limit", str(size))])
+                )
+                lines.extend(page["lines"])
+                offset += len(page["lines"])
+                if not page["lines"] or offset >= page["matched"]:
+                    break
+        if not arrow:
+            return lines
+        try:
+            import pyarrow as pa  # type: ignore[import-untyped]
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise ImportError("logs(arrow=True) needs pyarrow: pip install pyarrow") from e
+        column = lambda name: [line[name] for line in lines]  # noqa: E731
+        return pa.table(
+            {
+                "n": pa.array(column("n"), pa.int64()),
+                "time": pa.array(column("time"), pa.timestamp("ms", tz="UTC")),
+                "rank": pa.array(column("rank"), pa.uint32()),
+                "node": pa.array(column("node"), pa.string()).dictionary_encode(),
+                "attempt": pa.array(column("attempt"), pa.int64()),
+                "step": pa.array(column("step"), pa.int64()),
+                "stream": pa.array(column("stream"), pa.string()).dictionary_encode(),
+                "text": pa.array(column("text"), pa.string()),
             }
         )
 

@@ -157,6 +157,13 @@ class FinishReport(TypedDict):
     media_rejected: int
     #: Media items dropped: the queue was full, or they could be neither sent nor spooled.
     media_dropped: int
+    #: Console lines this process printed and captured.
+    console_lines: int
+    #: Console lines the server acknowledged; the others are in the spool, or counted among
+    #: the requests rejected or unsaved (a request per batch of lines).
+    console_lines_acknowledged: int
+    #: Console lines the byte cap left out (a line in their place says how many).
+    console_lines_dropped: int
 
 
 class Run:
@@ -356,6 +363,12 @@ class Run:
         if self.stopped is not None and status in ("finished", "killed"):
             # Stopped from outside: the run ends killed, saying who stopped it.
             status, reason = "killed", self.stopped
+        # What Python still buffers goes out before the console capture ends.
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001, S110 (a closed or odd stream must not stop the finish)
+                pass
         report = self._native.finish(status, timeout, reason, last_lines)
         _forget(self)
         return cast(Optional[FinishReport], report)

@@ -4,6 +4,7 @@
 
 mod alerts;
 mod artifacts;
+mod logs;
 mod media;
 mod metrics;
 mod mlflow;
@@ -34,6 +35,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(prices::configure)
             .configure(runs::configure)
             .configure(metrics::configure)
+            .configure(logs::configure)
             .configure(media::configure)
             .configure(artifacts::configure)
             .configure(registry::configure)

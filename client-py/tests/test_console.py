@@ -1,0 +1,129 @@
+"""Console capture: what a training process prints (Python, a C extension, a child process,
+progress bars, ANSI colours) reaches the run's logs once each, in order, with the step it was
+printed at, while the terminal shows exactly what it would without trainlog; lines survive a
+server outage and a `kill -9` of the server, none lost and none doubled."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+from helpers import BINARY, Server, wait_for
+
+PRINTS = textwrap.dedent(
+    """
+    import ctypes, logging, os, subprocess, sys, time
+    import trainlog
+
+    def pause():
+        # The capture reads lines on its own thread: a line is tagged with the step logged when
+        # it was read, so each print here is given time to be read before the next step.
+        time.sleep(0.3)
+
+    run = trainlog.init(project="console", name="prints", system_metrics_interval=None,
+                        capture_code=False, console=os.environ.get("CONSOLE", "all"))
+    print("python line before any step")
+    pause()
+    run.log({"loss": 1.0}, step=1)
+    ctypes.CDLL(None).printf(b"from C printf %d\\n", 42)
+    pause()
+    run.log({"loss": 0.5}, step=2)
+    subprocess.run(["sh", "-c", "echo from a subprocess; echo subprocess to stderr >&2"], check=True)
+    pause()
+    sys.stdout.write("progress  10%\\rprogress  50%\\rprogress 100%\\n")
+    print("\\x1b[32mgreen ok\\x1b[0m")
+    logging.warning("a warning through logging")
+    pause()
+    run.log({"loss": 0.25}, step=3)
+    print("last line")
+    report = run.finish()
+    print("REPORT", report["console_lines"], report["console_lines_acknowledged"], file=sys.stderr)
+    """
+)
+
+
+def run_on_a_terminal(env: Dict[str, str], console: str) -> Tuple[bytes, str]:
+    """Runs PRINTS with its stdout on a pseudo-terminal (as in a shell) and its stderr on a
+    pipe; answers what the terminal showed and what stderr received."""
+    import pty
+
+    master, slave = pty.openpty()
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
+    full_env.update(env, CONSOLE=console)
+    proc = subprocess.Popen([sys.executable, "-c", PRINTS], stdout=slave, stderr=subprocess.PIPE, env=full_env)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child and everything it started closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    return shown, err.decode()
+
+
+def logs(server: Server, run_id: str, **query: Any) -> Dict[str, Any]:
+    q = "&".join(f"{k}={urllib.parse.quote(str(v))}" for k, v in query.items())
+    with urllib.request.urlopen(f"{server.url}/api/v1/runs/{run_id}/logs?{q}", timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def only_run(server: Server, project: str) -> str:
+    with urllib.request.urlopen(f"{server.url}/api/v1/projects/{project}/runs", timeout=30) as answer:
+        runs = json.loads(answer.read())["runs"]
+    assert len(runs) == 1, runs
+    return str(runs[0]["id"])
+
+
+import urllib.parse  # noqa: E402
+
+
+@pytest.mark.timeout(180)
+def test_every_printed_line_arrives_once_in_order_with_its_step_and_the_terminal_is_unchanged(
+    server: Server, tmp_path: Path
+) -> None:
+    env = {"TRAINLOG_SERVER": server.url, "TRAINLOG_DIR": str(tmp_path / "client")}
+    shown, err = run_on_a_terminal(env, "all")
+    run_id = only_run(server, "console")
+    page = logs(server, run_id)
+    lines = page["lines"]
+    stdout = [(line["text"], line["step"]) for line in lines if line["stream"] == "stdout"]
+    assert stdout == [
+        ("python line before any step", None),
+        ("from C printf 42", 1),
+        ("from a subprocess", 2),
+        ("progress 100%", 2),
+        ("\x1b[32mgreen ok\x1b[0m", 2),
+        ("last line", 3),
+    ]
+    stderr = [line["text"] for line in lines if line["stream"] == "stderr"]
+    assert "subprocess to stderr" in stderr
+    assert "WARNING:root:a warning through logging" in stderr
+    assert [line["n"] for line in lines] == list(range(len(lines)))
+    assert all(line["rank"] == 0 and line["attempt"] >= 0 and line["node"] for line in lines)
+    # Each line once: the process's report counts what it captured and the server took.
+    reported = next(line for line in err.splitlines() if line.startswith("REPORT"))
+    _, captured, acknowledged = reported.split()
+    assert int(captured) == int(acknowledged) == page["total"]
+    # stderr lines the capture saw reached the pipe too, in the same order.
+    err_lines = err.splitlines()
+    positions = [err_lines.index(text) for text in stderr]
+    assert positions == sorted(positions), (stderr, err_lines)
+
+    # The same program with capture off shows the terminal the same bytes.
+    plain, _ = run_on_a_terminal(env, "off")
+    assert shown == plain
+    assert b"progress  10%\rprogress  50%\rprogress 100%" in shown

@@ -1,0 +1,401 @@
+//! Console logs of runs: a process's lines appended (acknowledged once in the console log), and
+//! read back filtered, searched and paged, or followed as server-sent events.
+
+use crate::body::json_body_within;
+use crate::error::{ApiError, Result};
+use crate::lookup;
+use crate::query::{query_int, query_one, query_pairs};
+use crate::state::{meta, State};
+use crate::wire::RunIdText;
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+use trainlog_schema::console::{self, ConsoleLine, ConsoleStream, MAX_LINES_PER_BATCH, MAX_LINE_BYTES, MAX_NODE_LEN};
+use trainlog_schema::RunId;
+use trainlog_store::console::{BatchLine, ConsoleBatch, LineFilter, PageStart, Search};
+use utoipa::{IntoParams, ToSchema};
+
+/// The largest body of lines: a batch of short lines, or fewer long ones.
+const MAX_LOGS_BODY_BYTES: usize = 16 << 20;
+/// Lines one read answers at most.
+const MAX_PAGE_LINES: usize = 10_000;
+const DEFAULT_PAGE_LINES: usize = 1_000;
+/// The longest search.
+const MAX_SEARCH_CHARS: usize = 1_000;
+/// How often a follow looks for new lines, and how long it lasts at most.
+const FOLLOW_EVERY: Duration = Duration::from_millis(500);
+const FOLLOW_FOR: Duration = Duration::from_secs(6 * 3600);
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/runs/{id}/logs", web::post().to(append_logs)).route("/runs/{id}/logs", web::get().to(read_logs));
+}
+
+/// This resource's operations in the API document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(append_logs, read_logs))]
+pub(super) struct Api;
+
+/// Lines one process printed, in the order it printed them.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppendLogs {
+    /// The process's id, unique among the run's processes: with `seq` it makes each line
+    /// recognisable, so a batch sent again is kept once.
+    #[schema(max_length = 64, pattern = "^[A-Za-z0-9_-]+$")]
+    pub process: String,
+    #[serde(default, deserialize_with = "crate::wire::integer::optional")]
+    #[schema(value_type = Option<u32>)]
+    pub rank: Option<u32>,
+    /// The host the process runs on.
+    #[serde(default)]
+    #[schema(max_length = 255)]
+    pub node: Option<String>,
+    /// The job's attempt the process belongs to (0 or absent outside a job).
+    #[serde(default, deserialize_with = "crate::wire::integer::optional")]
+    #[schema(value_type = Option<i64>, minimum = 0)]
+    pub attempt: Option<i64>,
+    #[schema(max_items = 10000)]
+    pub lines: Vec<AppendLine>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppendLine {
+    /// The line's number within its process, from 0.
+    #[serde(deserialize_with = "crate::wire::integer::required")]
+    #[schema(value_type = u64)]
+    pub seq: u64,
+    /// When the line was printed, ms since the Unix epoch.
+    #[serde(deserialize_with = "crate::wire::integer::required")]
+    #[schema(value_type = i64)]
+    pub time: i64,
+    /// The last step the run had logged then.
+    #[serde(default, deserialize_with = "crate::wire::integer::optional")]
+    #[schema(value_type = Option<i64>)]
+    pub step: Option<i64>,
+    /// `stdout` or `stderr`.
+    pub stream: String,
+    /// The line without its end, ANSI codes kept; at most 16 KiB (a longer line is cut by the
+    /// client, with a mark saying how much).
+    pub text: String,
+}
+
+/// How many lines were taken.
+#[derive(Serialize, ToSchema)]
+pub struct LinesAccepted {
+    pub accepted: usize,
+}
+
+fn batch_of(body: AppendLogs) -> Result<ConsoleBatch> {
+    console::parse_source("process", &body.process)?;
+    let node = body.node.unwrap_or_default();
+    if node.len() > MAX_NODE_LEN {
+        return Err(ApiError::invalid("node", format!("longer than {MAX_NODE_LEN} bytes")));
+    }
+    let attempt = body.attempt.unwrap_or(0);
+    if attempt < 0 {
+        return Err(ApiError::invalid("attempt", "must not be negative"));
+    }
+    if body.lines.len() > MAX_LINES_PER_BATCH {
+        return Err(ApiError::invalid("lines", format!("more than {MAX_LINES_PER_BATCH} lines in one request")));
+    }
+    // A cut line keeps its first MAX_LINE_BYTES and a short mark.
+    let longest = MAX_LINE_BYTES + 64;
+    let mut lines = Vec::with_capacity(body.lines.len());
+    for (i, l) in body.lines.into_iter().enumerate() {
+        if l.text.len() > longest {
+            return Err(ApiError::invalid(
+                format!("lines[{i}].text"),
+                format!("longer than {longest} bytes; cut it at {MAX_LINE_BYTES} bytes"),
+            ));
+        }
+        if l.text.contains('\n') {
+            return Err(ApiError::invalid(format!("lines[{i}].text"), "holds a line break: send one line each"));
+        }
+        let stream = ConsoleStream::parse(&format!("lines[{i}].stream"), &l.stream)?;
+        lines.push(BatchLine { seq: l.seq, time_ms: l.time, step: l.step, stream, line: l.text });
+    }
+    Ok(ConsoleBatch { source: body.process.into(), node: node.into(), rank: body.rank.unwrap_or(0), attempt, lines })
+}
+
+/// Append a process's console lines to a run. Answered once they are in the console's
+/// write-ahead log; a batch sent again (its answer lost) is kept once.
+#[utoipa::path(post, path = "/api/v1/runs/{id}/logs", tag = "logs",
+    params(("id" = inline(RunIdText), Path, description = "The run's id.")),
+    request_body = AppendLogs,
+    responses((status = 200, description = "The lines are durable.", body = LinesAccepted)))]
+pub(crate) async fn append_logs(
+    state: State,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let (id, project_id) = lookup::writable(&state, &req, &path).await?;
+    let body: AppendLogs = json_body_within(&req, payload, MAX_LOGS_BODY_BYTES).await?;
+    let batch = batch_of(body)?;
+    let accepted = batch.lines.len();
+    state.store.console().append(&id, project_id, batch).await?;
+    Ok(HttpResponse::Ok().json(LinesAccepted { accepted }))
+}
+
+/// What a read of logs may ask.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct LogsQuery {
+    /// Ranks, comma-separated.
+    rank: Option<String>,
+    /// `stdout` or `stderr`.
+    stream: Option<String>,
+    attempt: Option<i64>,
+    step_min: Option<i64>,
+    step_max: Option<i64>,
+    /// Lines printed at or after this time, ms since the Unix epoch.
+    since: Option<i64>,
+    until: Option<i64>,
+    /// Text to find, ignoring case and ANSI colours (at most 1,000 characters).
+    q: Option<String>,
+    /// `true`: `q` is a regular expression.
+    regex: Option<bool>,
+    /// The first matching line to answer, from 0.
+    offset: Option<u64>,
+    /// `true`: answer the last `limit` matching lines.
+    tail: Option<bool>,
+    /// Start at the first matching line at or after this step.
+    at_step: Option<i64>,
+    /// Start after this line number (a line's `n`).
+    after: Option<u64>,
+    /// Lines to answer, 1 to 10,000 (1,000 by default).
+    limit: Option<u32>,
+    /// `true`: answer as server-sent events, each new batch of lines as one `lines` event,
+    /// until the run has ended and printed nothing for a while.
+    follow: Option<bool>,
+}
+
+/// A page of a run's console lines.
+#[derive(Serialize, ToSchema)]
+pub struct LogsPage {
+    pub lines: Vec<LogLine>,
+    /// Lines matching the filters, in all.
+    pub matched: usize,
+    /// The first answered line's place among the matching ones.
+    pub offset: usize,
+    /// The run's lines in all.
+    pub total: usize,
+    /// The ranks, attempts and streams the run's lines have.
+    pub ranks: Vec<u32>,
+    pub attempts: Vec<i64>,
+    pub streams: Vec<&'static str>,
+}
+
+/// One console line.
+#[derive(Serialize, ToSchema)]
+pub struct LogLine {
+    /// Its number among all the run's lines, in their order (time, rank, process).
+    pub n: usize,
+    /// ms since the Unix epoch.
+    pub time: i64,
+    pub rank: u32,
+    pub node: String,
+    pub attempt: i64,
+    pub step: Option<i64>,
+    pub stream: &'static str,
+    pub text: String,
+}
+
+impl LogLine {
+    fn of(n: usize, l: &ConsoleLine) -> Self {
+        LogLine {
+            n,
+            time: l.time_ms,
+            rank: l.rank,
+            node: l.node.to_string(),
+            attempt: l.attempt,
+            step: l.step,
+            stream: l.stream.as_str(),
+            text: l.line.clone(),
+        }
+    }
+}
+
+struct Read {
+    filter: LineFilter,
+    start: PageStart,
+    limit: usize,
+    follow: bool,
+}
+
+fn flag(pairs: &[(String, String)], name: &str) -> Result<bool> {
+    match query_one(pairs, name) {
+        None | Some("false") | Some("0") => Ok(false),
+        Some("true") | Some("1") | Some("") => Ok(true),
+        Some(other) => Err(ApiError::invalid(name, format!("{other:?} is not true or false"))),
+    }
+}
+
+fn read_of(pairs: &[(String, String)]) -> Result<Read> {
+    let ranks = match query_one(pairs, "rank").filter(|r| !r.is_empty()) {
+        None => None,
+        Some(list) => Some(
+            list.split(',')
+                .map(|r| r.trim().parse::<u32>().map_err(|_| ApiError::invalid("rank", format!("{r:?} is not a rank"))))
+                .collect::<Result<BTreeSet<u32>>>()?,
+        ),
+    };
+    let stream =
+        query_one(pairs, "stream").filter(|s| !s.is_empty()).map(|s| ConsoleStream::parse("stream", s)).transpose()?;
+    let search = match query_one(pairs, "q").filter(|q| !q.is_empty()) {
+        None => None,
+        Some(q) if q.chars().count() > MAX_SEARCH_CHARS => {
+            return Err(ApiError::invalid("q", format!("longer than {MAX_SEARCH_CHARS} characters")))
+        }
+        Some(q) if flag(pairs, "regex")? => Some(Search::Regex(
+            regex_lite::RegexBuilder::new(q)
+                .size_limit(1 << 20)
+                .build()
+                .map_err(|e| ApiError::invalid("q", format!("not a regular expression: {e}")))?,
+        )),
+        Some(q) => Some(Search::text(q)),
+    };
+    let filter = LineFilter {
+        ranks,
+        stream,
+        attempt: query_int(pairs, "attempt")?,
+        step_from: query_int(pairs, "step_min")?,
+        step_to: query_int(pairs, "step_max")?,
+        since_ms: query_int(pairs, "since")?,
+        until_ms: query_int(pairs, "until")?,
+        search,
+    };
+    let limit: usize = query_int(pairs, "limit")?.unwrap_or(DEFAULT_PAGE_LINES);
+    if limit == 0 || limit > MAX_PAGE_LINES {
+        return Err(ApiError::invalid("limit", format!("expected 1 to {MAX_PAGE_LINES}")));
+    }
+    let starts = [
+        query_one(pairs, "offset").map(|_| "offset"),
+        flag(pairs, "tail")?.then_some("tail"),
+        query_one(pairs, "at_step").map(|_| "at_step"),
+        query_one(pairs, "after").map(|_| "after"),
+    ];
+    let given: Vec<&str> = starts.into_iter().flatten().collect();
+    if given.len() > 1 {
+        return Err(ApiError::invalid(
+            given[1],
+            format!("give one of offset, tail, at_step and after, not {}", given.join(" and ")),
+        ));
+    }
+    let start = match given.first().copied() {
+        Some("tail") => PageStart::Tail,
+        Some("at_step") => PageStart::AtStep(query_int(pairs, "at_step")?.unwrap_or(0)),
+        Some("after") => PageStart::After(query_int(pairs, "after")?.unwrap_or(0)),
+        _ => PageStart::Offset(query_int(pairs, "offset")?.unwrap_or(0)),
+    };
+    Ok(Read { filter, start, limit, follow: flag(pairs, "follow")? })
+}
+
+fn page_of(lines: &[ConsoleLine], read: &Read, start: PageStart) -> LogsPage {
+    let page = trainlog_store::console::page(lines, &read.filter, start, read.limit);
+    let facets = trainlog_store::console::facets(lines);
+    LogsPage {
+        lines: page.lines.iter().map(|(n, l)| LogLine::of(*n, l)).collect(),
+        matched: page.matched,
+        offset: page.offset,
+        total: lines.len(),
+        ranks: facets.ranks.into_iter().collect(),
+        attempts: facets.attempts.into_iter().collect(),
+        streams: facets.streams.into_iter().collect(),
+    }
+}
+
+async fn page_now(lines: Arc<Vec<ConsoleLine>>, read: Arc<Read>, start: PageStart) -> Result<LogsPage> {
+    Ok(web::block(move || page_of(&lines, &read, start)).await?)
+}
+
+/// A run's console lines: filtered by rank, stream, attempt, step or time, searched, and paged;
+/// or followed as they arrive (`follow=true`, server-sent events).
+#[utoipa::path(get, path = "/api/v1/runs/{id}/logs", tag = "logs",
+    params(("id" = inline(RunIdText), Path, description = "The run's id."), LogsQuery),
+    responses((status = 200, description = "A page of lines; with `follow=true`, a `text/event-stream` of `lines` events, each a page of the lines that came since.",
+        content((LogsPage = "application/json"), ("text/event-stream")))))]
+pub(crate) async fn read_logs(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
+    let (id, project_id) = lookup::readable(&state, &req, &path).await?;
+    let read = Arc::new(read_of(&query_pairs(&req)?)?);
+    let lines = state.store.console().lines(&id, project_id).await?;
+    if !read.follow {
+        let page = page_now(lines, read.clone(), read.start).await?;
+        return Ok(HttpResponse::Ok().json(page));
+    }
+    Ok(follow(state, id, project_id, read, lines))
+}
+
+/// Server-sent events: the first page as `read` asks (the tail by default), then every line
+/// that comes after the last one sent, until the run has ended and nothing came for 10 s.
+fn follow(state: State, id: RunId, project_id: i64, read: Arc<Read>, lines: Arc<Vec<ConsoleLine>>) -> HttpResponse {
+    let first = match read.start {
+        PageStart::Offset(0) => PageStart::Tail,
+        other => other,
+    };
+    let started = tokio::time::Instant::now();
+    let stream =
+        futures::stream::unfold((Some(lines), None::<usize>, 0u32, false), move |(lines, last, quiet, done)| {
+            let (state, id, read) = (state.clone(), id.clone(), read.clone());
+            async move {
+                if done || started.elapsed() > FOLLOW_FOR {
+                    return None;
+                }
+                let mut quiet = quiet;
+                let mut last = last;
+                let mut lines = lines;
+                loop {
+                    let current = match lines.take() {
+                        Some(l) => l,
+                        None => {
+                            tokio::time::sleep(FOLLOW_EVERY).await;
+                            match state.store.console().lines(&id, project_id).await {
+                                Ok(l) => l,
+                                Err(e) => return Some((Ok(event("error", &e.to_string())), (None, last, quiet, true))),
+                            }
+                        }
+                    };
+                    let start = last.map_or(first, PageStart::After);
+                    let page = match page_now(current, read.clone(), start).await {
+                        Ok(p) => p,
+                        Err(e) => return Some((Ok(event("error", &e.to_string())), (None, last, quiet, true))),
+                    };
+                    if let Some(l) = page.lines.last() {
+                        last = Some(l.n);
+                    } else if last.is_none() {
+                        last = Some(page.total.saturating_sub(1)).filter(|_| page.total > 0);
+                    }
+                    if !page.lines.is_empty() || quiet == 0 {
+                        let json = serde_json::to_string(&page).unwrap_or_default();
+                        return Some((Ok::<_, actix_web::Error>(event("lines", &json)), (None, last, 1, false)));
+                    }
+                    quiet += 1;
+                    // Every 10 s of nothing: a comment keeps proxies from closing the stream,
+                    // and a run that has ended closes it.
+                    if quiet.is_multiple_of(20) {
+                        let ended = {
+                            let id = id.clone();
+                            meta(&state, move |m| m.run(&id)).await.map(|r| r.status.is_terminal()).unwrap_or(true)
+                        };
+                        if ended {
+                            return Some((Ok(event("end", "{}")), (None, last, quiet, true)));
+                        }
+                        return Some((Ok(web::Bytes::from_static(b": still here\n\n")), (None, last, quiet, false)));
+                    }
+                }
+            }
+        });
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("cache-control", "no-cache"))
+        .insert_header(("x-accel-buffering", "no"))
+        .streaming(stream)
+}
+
+fn event(name: &str, data: &str) -> web::Bytes {
+    web::Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+}
