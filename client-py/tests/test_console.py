@@ -11,12 +11,13 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from helpers import BINARY, Server, wait_for
+from helpers import Server, wait_for
 
 PRINTS = textwrap.dedent(
     """
@@ -127,3 +128,68 @@ def test_every_printed_line_arrives_once_in_order_with_its_step_and_the_terminal
     plain, _ = run_on_a_terminal(env, "off")
     assert shown == plain
     assert b"progress  10%\rprogress  50%\rprogress 100%" in shown
+
+
+LOOP = textwrap.dedent(
+    """
+    import json, sys, time
+    import trainlog
+
+    run = trainlog.init(project="outage", system_metrics_interval=None, capture_code=False)
+    for i in range(int(sys.argv[1])):
+        print(f"line {i}", flush=True)
+        run.log({"x": float(i)}, step=i)
+        time.sleep(0.005)
+    report = run.finish(timeout=120)
+    print("REPORT", json.dumps(report), file=sys.stderr)
+    """
+)
+
+
+@pytest.mark.timeout(240)
+def test_lines_survive_an_outage_and_a_kill_9_of_the_server_none_lost_none_doubled(
+    server: Server, tmp_path: Path
+) -> None:
+    count = 1500
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
+    full_env.update(TRAINLOG_SERVER=server.url, TRAINLOG_DIR=str(tmp_path / "client"))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LOOP, str(count)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=full_env,
+        text=True,
+    )
+
+    def acknowledged() -> str:
+        try:
+            with urllib.request.urlopen(f"{server.url}/api/v1/projects/outage/runs", timeout=30) as answer:
+                runs = json.loads(answer.read()).get("runs", [])
+        except urllib.error.HTTPError:  # the project is not made yet
+            return ""
+        return str(runs[0]["id"]) if runs and logs(server, runs[0]["id"], limit=1)["total"] > 50 else ""
+
+    # Some lines are acknowledged (in the server's log, not yet in a file), then the server dies.
+    run_id = wait_for("lines acknowledged", acknowledged)
+    server.kill9()
+    time.sleep(2)
+    server.restart_same_port()
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+    # The terminal got every line once.
+    assert [line for line in out.splitlines() if line.startswith("line ")] == [f"line {i}" for i in range(count)]
+    report = json.loads(next(line for line in err.splitlines() if line.startswith("REPORT"))[len("REPORT ") :])
+    assert report["console_lines"] >= count + 1
+    assert report["console_lines_acknowledged"] == report["console_lines"], report
+
+    texts: List[str] = [line["text"] for line in Api_logs(server, run_id) if line["text"].startswith("line ")]
+    assert texts == [f"line {i}" for i in range(count)]
+    steps = [line["step"] for line in Api_logs(server, run_id) if line["text"].startswith("line ")]
+    assert steps == sorted(steps)
+
+
+def Api_logs(server: Server, run_id: str) -> List[Dict[str, Any]]:  # noqa: N802
+    """Every line of a run, through the Python package's reader."""
+    import trainlog
+
+    return list(trainlog.Api(server=server.url).run(run_id).logs())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _thread
 import atexit
+import contextlib
 import os
 import signal
 import sys
@@ -365,10 +366,9 @@ class Run:
             status, reason = "killed", self.stopped
         # What Python still buffers goes out before the console capture ends.
         for stream in (sys.stdout, sys.stderr):
-            try:
+            # A closed or odd stream must not stop the finish.
+            with contextlib.suppress(Exception):
                 stream.flush()
-            except Exception:  # noqa: BLE001, S110 (a closed or odd stream must not stop the finish)
-                pass
         report = self._native.finish(status, timeout, reason, last_lines)
         _forget(self)
         return cast(Optional[FinishReport], report)
