@@ -202,7 +202,7 @@ if [[ ! -x /usr/bin/chromium ]]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 (cd ui/tests && npm ci --no-audit --no-fund --silent)
-(cd ui/tests && TRAINLOG_BIN="$root/target/release/trainlog" node --test --test-timeout=180000 vendor.test.mjs browser.test.mjs media.test.mjs watch.test.mjs workspace.test.mjs)
+(cd ui/tests && TRAINLOG_BIN="$root/target/release/trainlog" node --test --test-timeout=180000 vendor.test.mjs browser.test.mjs media.test.mjs watch.test.mjs workspace.test.mjs logs.test.mjs)
 
 stage "Clippy's result (it ran in the background since the Rust tests; its own time is printed)"
 finish_background "clippy" "$clippy_pid" "$clippy_log"

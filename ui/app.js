@@ -2,7 +2,7 @@
  * one library, loaded before this module as a classic script). Talks to the JSON API under
  * /api/v1 (lib/api.js).
  * Routes: #/ projects, #/p/NAME runs table, #/compare/NAME/id1,id2 (or ?filter=…) compare,
- * #/run/ID run page, #/models model registry, #/sweeps/NAME a project's sweeps, #/sweep/ID a sweep,
+ * #/run/ID run page, #/run/ID/logs its console lines, #/models model registry, #/sweeps/NAME a project's sweeps, #/sweep/ID a sweep,
  * #/report the training report of every project, #/report/NAME one project's, #/alerts/NAME a
  * project's alerts (inbox, rules, deliveries).
  * MLflow's UI addresses open the matching pages: #/experiments/N (the experiment's project),
@@ -18,6 +18,7 @@ import { modelsView } from './views/models.js';
 import { projectsView } from './views/projects.js';
 import { reportView } from './views/report.js';
 import { runView } from './views/run.js';
+import { runLogsView } from './views/run-logs.js';
 import { runsView } from './views/runs-table.js';
 import { sweepsView, sweepView } from './views/sweeps.js';
 
@@ -43,6 +44,7 @@ function route() {
   if (!head) view = projectsView();
   else if (head === 'p' && a) view = runsView(a, params);
   else if (head === 'compare' && a) view = compareView(a, (b || '').split(',').filter(Boolean), params);
+  else if (head === 'run' && a && b === 'logs') view = runLogsView(a, params);
   else if (head === 'run' && a) view = runView(a);
   else if (head === 'models') view = modelsView(a ? { name: a, version: b === 'versions' ? c || null : null } : null);
   else if (head === 'experiments' && a && b === 'runs' && c) view = runView(c);

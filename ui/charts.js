@@ -354,6 +354,7 @@ export function createChart(key, series, settings, opts = {}) {
     const { left, top } = self.cursor;
     if (!hovering || left == null || left < 0) { tip.classList.add('hidden'); return; }
     const x = self.posToVal(left, 'x');
+    plot.setAttribute('data-cursor-x', String(x));
     const perPx = (self.scales.x.max - self.scales.x.min) / Math.max(1, self.over.clientWidth);
     const rows = [];
     for (const s of data) {

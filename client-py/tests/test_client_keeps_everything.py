@@ -33,6 +33,10 @@ def test_a_clean_run_reports_every_point_acknowledged(server: Server, client_env
         "media_spooled": 0,
         "media_rejected": 0,
         "media_dropped": 0,
+        # The one line the process printed while the run captured its console: the run's page.
+        "console_lines": 1,
+        "console_lines_acknowledged": 1,
+        "console_lines_dropped": 0,
     }
     assert run.finish() == report, "finishing again answers the same report"
 

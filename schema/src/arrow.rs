@@ -48,13 +48,14 @@ pub fn metrics_schema() -> Arc<Schema> {
     ))
 }
 
-/// Schema of a console lines file: one row per line, sorted by (time, rank, source, seq).
+/// Schema of a console lines file: one row per line of one run, sorted by (time, rank, source, seq).
 /// `time` is when the line was read from the process (ms since the epoch, UTC); `step` the last
 /// step the run had logged then; `source` and `seq` name the process and number its lines.
 pub fn console_schema() -> Arc<Schema> {
     let metadata = HashMap::from([(SCHEMA_VERSION_KEY.to_owned(), CONSOLE_SCHEMA_VERSION.to_string())]);
     Arc::new(Schema::new_with_metadata(
         vec![
+            Field::new(COL_RUN_ID, dict_utf8(), false),
             Field::new("time", DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())), false),
             Field::new("rank", DataType::UInt32, false),
             Field::new("node", dict_utf8(), false),

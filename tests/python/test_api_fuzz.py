@@ -174,6 +174,14 @@ include-name = [
 ]
 checks.positive_data_acceptance.expected-statuses = {grammar}
 
+# Console lines: a rank list is comma-separated, a search with regex=true is a regular
+# expression, and one page start is given at most; a line's text is at most 16 KiB in bytes and
+# one line (docs/logs.md). A follow streams until the run ends: the fuzzer reads pages only.
+[[operations]]
+include-name = ["GET /api/v1/runs/{{id}}/logs", "POST /api/v1/runs/{{id}}/logs"]
+parameters = {{ "query.follow" = false }}
+checks.positive_data_acceptance.expected-statuses = {grammar}
+
 # keep_best needs `metric`, and the metric must be one the run logged.
 [[operations]]
 include-name = "POST /api/v1/runs/{{id}}/checkpoints"

@@ -267,6 +267,7 @@ impl World {
             read(format!("/api/v1/runs/{run}/checkpoints"));
             read(format!("/api/v1/runs/{run}/media/keys"));
             read(format!("/api/v1/runs/{run}/metrics?key=loss"));
+            read(format!("/api/v1/runs/{run}/logs"));
         }
         for model in ["alpha-model", "beta-model"] {
             read(format!("/api/v1/models/{model}"));

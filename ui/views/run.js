@@ -12,6 +12,7 @@ import { fmtDuration, fmtNum, fmtTime, fmtUsd, toNum } from '../lib/format.js';
 import { COST_KEY, isSystemKey, LIVE_MS, runDuration } from '../lib/runs.js';
 import { mayAdmin, mayWrite } from '../lib/session.js';
 import { artifactPreviews, artifactsTable, checkpointsTable } from './run-artifacts.js';
+import { runLogsLink, runTabs } from './run-logs.js';
 import { runMediaSection } from './run-media.js';
 
 /** The summary of each metric key: last, min, max, mean, last step and count. */
@@ -350,6 +351,7 @@ export function runView(id) {
         el('a', { href: '#/p/' + enc(run.project) }, run.project), ' / '),
       el('h1', { 'data-testid': 'run-title' }, run.name || run.id, ' ', parts.status, ' ', parts.live,
         run.archived ? el('span', { class: 'badge', 'data-testid': 'archived' }, 'archived') : ''),
+      runTabs(id, 'overview'),
       (run.tags || {}).sweep ? el('p', {}, el('a', { href: '#/sweep/' + enc(run.tags.sweep), 'data-testid': 'run-sweep-link' },
         `trial ${run.tags.sweep_trial ?? ''} of its sweep →`)) : null,
       runActions(run, role, () => { clearTimeout(liveTimer); liveTimer = null; load(); }),
@@ -361,7 +363,7 @@ export function runView(id) {
         el('div', {}, el('h2', {}, 'Tags'), kvTable(run.tags, 'tags-table'))),
       el('h2', {}, 'Metrics'),
       parts.summary,
-      metricKeys.length ? el('div', { style: 'margin-top:12px' }, chartControls(settings), chartsEl) : null,
+      metricKeys.length ? el('div', { style: 'margin-top:12px' }, chartControls(settings), runLogsLink(id, chartsEl, settings), chartsEl) : null,
       el('h2', {}, 'Media'),
       media.node,
       system ? system.node : null,

@@ -75,11 +75,19 @@ pub struct AppendLine {
     #[serde(default, deserialize_with = "crate::wire::integer::optional")]
     #[schema(value_type = Option<i64>)]
     pub step: Option<i64>,
-    /// `stdout` or `stderr`.
-    pub stream: String,
-    /// The line without its end, ANSI codes kept; at most 16 KiB (a longer line is cut by the
-    /// client, with a mark saying how much).
+    pub stream: StreamName,
+    /// The line without its end, ANSI codes kept; at most 16 KiB and 64 bytes (a longer line is
+    /// cut by the client at 16 KiB, with a mark saying how much).
+    #[schema(max_length = 16448, pattern = "^[^\n]*$")]
     pub text: String,
+}
+
+/// The stream a line was printed to.
+#[derive(Deserialize, ToSchema, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamName {
+    Stdout,
+    Stderr,
 }
 
 /// How many lines were taken.
@@ -114,7 +122,10 @@ fn batch_of(body: AppendLogs) -> Result<ConsoleBatch> {
         if l.text.contains('\n') {
             return Err(ApiError::invalid(format!("lines[{i}].text"), "holds a line break: send one line each"));
         }
-        let stream = ConsoleStream::parse(&format!("lines[{i}].stream"), &l.stream)?;
+        let stream = match l.stream {
+            StreamName::Stdout => ConsoleStream::Stdout,
+            StreamName::Stderr => ConsoleStream::Stderr,
+        };
         lines.push(BatchLine { seq: l.seq, time_ms: l.time, step: l.step, stream, line: l.text });
     }
     Ok(ConsoleBatch { source: body.process.into(), node: node.into(), rank: body.rank.unwrap_or(0), attempt, lines })
@@ -169,8 +180,11 @@ pub struct LogsQuery {
     after: Option<u64>,
     /// Lines to answer, 1 to 10,000 (1,000 by default).
     limit: Option<u32>,
+    /// `true`: answer every matching line as a text file to download, each after its time (UTC),
+    /// rank and stream, without ANSI codes.
+    download: Option<bool>,
     /// `true`: answer as server-sent events, each new batch of lines as one `lines` event,
-    /// until the run has ended and printed nothing for a while.
+    /// until the run has ended and nothing came for 2 s.
     follow: Option<bool>,
 }
 
@@ -225,6 +239,7 @@ struct Read {
     start: PageStart,
     limit: usize,
     follow: bool,
+    download: bool,
 }
 
 fn flag(pairs: &[(String, String)], name: &str) -> Result<bool> {
@@ -292,7 +307,11 @@ fn read_of(pairs: &[(String, String)]) -> Result<Read> {
         Some("after") => PageStart::After(query_int(pairs, "after")?.unwrap_or(0)),
         _ => PageStart::Offset(query_int(pairs, "offset")?.unwrap_or(0)),
     };
-    Ok(Read { filter, start, limit, follow: flag(pairs, "follow")? })
+    let (follow, download) = (flag(pairs, "follow")?, flag(pairs, "download")?);
+    if follow && download {
+        return Err(ApiError::invalid("download", "give one of follow and download"));
+    }
+    Ok(Read { filter, start, limit, follow, download })
 }
 
 fn page_of(lines: &[ConsoleLine], read: &Read, start: PageStart) -> LogsPage {
@@ -317,12 +336,15 @@ async fn page_now(lines: Arc<Vec<ConsoleLine>>, read: Arc<Read>, start: PageStar
 /// or followed as they arrive (`follow=true`, server-sent events).
 #[utoipa::path(get, path = "/api/v1/runs/{id}/logs", tag = "logs",
     params(("id" = inline(RunIdText), Path, description = "The run's id."), LogsQuery),
-    responses((status = 200, description = "A page of lines; with `follow=true`, a `text/event-stream` of `lines` events, each a page of the lines that came since.",
-        content((LogsPage = "application/json"), ("text/event-stream")))))]
+    responses((status = 200, description = "A page of lines; with `follow=true`, a `text/event-stream` of `lines` events, each a page of the lines that came since; with `download=true`, every matching line as text.",
+        content((LogsPage = "application/json"), ("text/event-stream"), ("text/plain")))))]
 pub(crate) async fn read_logs(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let (id, project_id) = lookup::readable(&state, &req, &path).await?;
     let read = Arc::new(read_of(&query_pairs(&req)?)?);
     let lines = state.store.console().lines(&id, project_id).await?;
+    if read.download {
+        return Ok(download(&id, lines, read));
+    }
     if !read.follow {
         let page = page_now(lines, read.clone(), read.start).await?;
         return Ok(HttpResponse::Ok().json(page));
@@ -331,7 +353,7 @@ pub(crate) async fn read_logs(state: State, path: web::Path<String>, req: HttpRe
 }
 
 /// Server-sent events: the first page as `read` asks (the tail by default), then every line
-/// that comes after the last one sent, until the run has ended and nothing came for 10 s.
+/// that comes after the last one sent, until the run has ended and nothing came for 2 s.
 fn follow(state: State, id: RunId, project_id: i64, read: Arc<Read>, lines: Arc<Vec<ConsoleLine>>) -> HttpResponse {
     let first = match read.start {
         PageStart::Offset(0) => PageStart::Tail,
@@ -374,16 +396,17 @@ fn follow(state: State, id: RunId, project_id: i64, read: Arc<Read>, lines: Arc<
                         return Some((Ok::<_, actix_web::Error>(event("lines", &json)), (None, last, 1, false)));
                     }
                     quiet += 1;
-                    // Every 10 s of nothing: a comment keeps proxies from closing the stream,
-                    // and a run that has ended closes it.
-                    if quiet.is_multiple_of(20) {
-                        let ended = {
-                            let id = id.clone();
-                            meta(&state, move |m| m.run(&id)).await.map(|r| r.status.is_terminal()).unwrap_or(true)
-                        };
+                    // After 2 s of nothing a run that has ended closes the stream; every 10 s a
+                    // comment keeps proxies from closing it.
+                    if quiet.is_multiple_of(4) {
+                        let id = id.clone();
+                        let ended =
+                            meta(&state, move |m| m.run(&id)).await.map(|r| r.status.is_terminal()).unwrap_or(true);
                         if ended {
                             return Some((Ok(event("end", "{}")), (None, last, quiet, true)));
                         }
+                    }
+                    if quiet.is_multiple_of(20) {
                         return Some((Ok(web::Bytes::from_static(b": still here\n\n")), (None, last, quiet, false)));
                     }
                 }
@@ -394,6 +417,27 @@ fn follow(state: State, id: RunId, project_id: i64, read: Arc<Read>, lines: Arc<
         .insert_header(("cache-control", "no-cache"))
         .insert_header(("x-accel-buffering", "no"))
         .streaming(stream)
+}
+
+/// Every matching line as text, written as it is read: `2026-01-02T03:04:05.678Z rank 2 stderr | text`.
+fn download(id: &RunId, lines: Arc<Vec<ConsoleLine>>, read: Arc<Read>) -> HttpResponse {
+    let mut response = crate::respond::streamed("text/plain; charset=utf-8", move |out| {
+        let format =
+            time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+        for l in lines.iter().filter(|l| read.filter.keeps(l)) {
+            let at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(l.time_ms) * 1_000_000)
+                .ok()
+                .and_then(|t| t.format(&format).ok())
+                .unwrap_or_default();
+            let text = trainlog_store::console::query::strip_ansi(&l.line);
+            writeln!(out, "{at} rank {} {} | {text}", l.rank, l.stream.as_str())?;
+        }
+        Ok(())
+    });
+    if let Ok(value) = format!("attachment; filename=\"{id}-logs.txt\"").parse() {
+        response.headers_mut().insert(actix_web::http::header::CONTENT_DISPOSITION, value);
+    }
+    response
 }
 
 fn event(name: &str, data: &str) -> web::Bytes {

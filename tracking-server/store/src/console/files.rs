@@ -5,7 +5,9 @@ use crate::{Error, Result};
 use arrow_array::builder::{StringBuilder, StringDictionaryBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
-use arrow_array::{Array, Int64Array, RecordBatch, TimestampMillisecondArray, UInt32Array, UInt64Array};
+use arrow_array::{
+    Array, DictionaryArray, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray, UInt32Array, UInt64Array,
+};
 use bytes::Bytes;
 use object_store::path::Path as ObjectPath;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -32,8 +34,8 @@ pub fn file_path(project_id: i64, run: &str, folder: &str, segment: u64) -> Obje
 
 const ROWS_PER_BATCH: usize = 1 << 16;
 
-/// Encodes lines, already in their order, as one Parquet file.
-pub fn encode(lines: &[ConsoleLine]) -> Result<Bytes> {
+/// Encodes a run's lines, already in their order, as one Parquet file.
+pub fn encode(run: &str, lines: &[ConsoleLine]) -> Result<Bytes> {
     let properties = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
         .set_column_encoding(ColumnPath::from("time"), Encoding::DELTA_BINARY_PACKED)
@@ -59,9 +61,14 @@ pub fn encode(lines: &[ConsoleLine]) -> Result<Bytes> {
             source.append_value(&*l.source);
             text.append_value(&l.line);
         }
+        let run_ids = DictionaryArray::<Int32Type>::try_new(
+            Int32Array::from(vec![0; chunk.len()]),
+            Arc::new(arrow_array::StringArray::from(vec![run])),
+        )?;
         let batch = RecordBatch::try_new(
             schema.clone(),
             vec![
+                Arc::new(run_ids),
                 Arc::new(
                     TimestampMillisecondArray::from_iter_values(chunk.iter().map(|l| l.time_ms)).with_timezone("UTC"),
                 ),
@@ -156,7 +163,7 @@ mod tests {
     #[test]
     fn lines_round_trip_through_parquet_with_the_schema_version() {
         let lines: Vec<ConsoleLine> = super::super::codec::tests::batch("p1", 0..70_000).into_lines().collect();
-        let bytes = encode(&lines).unwrap();
+        let bytes = encode("r1", &lines).unwrap();
         let metadata = parquet::file::reader::FileReader::metadata(
             &parquet::file::serialized_reader::SerializedFileReader::new(bytes.clone()).unwrap(),
         )

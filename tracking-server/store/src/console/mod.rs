@@ -275,7 +275,7 @@ impl Inner {
             let bytes = blocking(move || {
                 let mut sorted = generation.runs.get(&run2).map(|r| r.lines.clone()).unwrap_or_default();
                 sorted.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
-                files::encode(&sorted)
+                files::encode(run2.as_str(), &sorted)
             })
             .await?;
             let started = Instant::now();
