@@ -3,6 +3,7 @@
 
 pub mod bounds;
 pub mod client;
+pub mod console;
 pub mod data;
 pub mod jobs;
 pub mod liveness;

@@ -44,6 +44,7 @@ DDP_SCRIPT = textwrap.dedent(
         loss.backward()
         optimizer.step()
         run.log({"loss": loss.item(), "restart": float(restart)}, step=step)
+        print(f"rank {dist.get_rank()} step {step} loss {loss.item():.5f}", flush=True)
     with open(os.path.join(os.environ["WORK"], f"done-{run.rank}"), "w") as f:
         f.write(f"{run.id} {run.attempt}")
     run.finish()
@@ -106,6 +107,20 @@ def test_torchrun_four_processes_one_failing_then_restarted_are_one_run_of_two_a
     assert "sys/cpu.percent" in run.summary, "one node's system series"
     by_hand = sum(n["usd_per_hour"] * (n["end_time"] - n["start_time"]) / 3.6e6 for a in run.attempts for n in a["nodes"])
     assert job["cost_usd"] == pytest.approx(by_hand, rel=1e-9)
+
+    # Console: each rank's own lines in both attempts, and the failing rank's traceback found by
+    # a search, tagged with its rank, attempt and the last step it logged.
+    lines = run.logs()
+    printed = [line for line in lines if line["text"].startswith("rank ") and " loss " in line["text"]]
+    assert all(line["text"].startswith(f"rank {line['rank']} ") for line in printed)
+    assert {(line["rank"], line["attempt"]) for line in printed} == {(r, a) for r in range(4) for a in (1, 2)}
+    assert len([line for line in printed if line["attempt"] == 2]) == 4 * 20, "the restart printed every step once"
+    [failure] = run.logs(search="injected failure on the first start", stream="stderr")
+    assert (failure["rank"], failure["attempt"], failure["step"]) == (2, 1, 9), failure
+    failing = [line["text"] for line in run.logs(rank=2, attempt=1, stream="stderr")]
+    assert failing.index("Traceback (most recent call last):") < failing.index(failure["text"])
+    assert failure["text"] == "RuntimeError: injected failure on the first start"
+    assert run.logs(search="^RuntimeError", regex=True, tail=1)[0]["n"] == failure["n"]
 
 
 EXIT_SCRIPT = textwrap.dedent(

@@ -361,7 +361,7 @@ impl RunBuilder {
         if console == crate::console::ConsoleMode::All || (console == crate::console::ConsoleMode::Rank0 && rank == 0) {
             let labels = crate::console::Labels {
                 process: run.shared.join_token.clone(),
-                rank: u32::try_from(rank).unwrap_or(u32::MAX),
+                rank,
                 node: hostname(),
                 membership: membership.clone(),
                 step: run.console_step.clone(),

@@ -467,8 +467,9 @@ def _excepthook(exc_type: Type[BaseException], exc: BaseException, tb: Optional[
     lines = "".join(traceback.format_exception(exc_type, exc, tb)).splitlines()[-LAST_LINES:]
     reason = f"{exc_type.__name__}: {exc}" if str(exc) else exc_type.__name__
     status = "killed" if issubclass(exc_type, KeyboardInterrupt) else "failed"
-    _finish_all(status, 30.0, reason, "\n".join(lines))
+    # The traceback is printed first, so the run's console logs hold it too.
     _previous_excepthook(exc_type, exc, tb)
+    _finish_all(status, 30.0, reason, "\n".join(lines))
 
 
 #: Set once the process is on its way out (sys.exit, the exit hook): a SIGTERM then (a launcher

@@ -226,7 +226,8 @@ impl ConsoleStore {
         if let Some(tx) = lock(&self.inner.tx).take() {
             let _ = tx.send(Cmd::Stop);
         }
-        if let Some(t) = lock(&self.inner.thread).take() {
+        let thread = lock(&self.inner.thread).take();
+        if let Some(t) = thread {
             blocking(move || t.join().map_err(|_| Error::Task("the console log thread panicked".into()))).await?;
         }
         flushed

@@ -1,0 +1,106 @@
+//! Metric ingest while a job's 64 ranks send their console lines: the same pre-encoded Arrow
+//! batches sent by 10 clients on a fresh server, alone and with 64 ranks each sending 1,000
+//! lines a second (a batch of 500 every half second, as the SDK ships them).
+
+use crate::client::{self, ClientWork, ARROW};
+use crate::data::{self, Precision};
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use trainlog_tests::TestServer;
+
+pub const RANKS: usize = 64;
+pub const LINES_PER_BATCH: usize = 500;
+pub const SHIP_EVERY: Duration = Duration::from_millis(500);
+
+/// One measurement: metric points per second, and console lines acknowledged per second meanwhile.
+pub struct Outcome {
+    pub points_per_s: f64,
+    pub lines_per_s: f64,
+}
+
+fn lines_body(rank: usize, seq: u64) -> Vec<u8> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let lines: Vec<_> = (0..LINES_PER_BATCH as u64)
+        .map(|i| {
+            let n = seq + i;
+            json!({"seq": n, "time": now, "step": n / 100, "stream": "stdout",
+                   "text": format!("step {n:07} | loss 0.{n:05} | lr 3.0e-04 | tokens/s 123456 | grad_norm 1.2345 | rank {rank}")})
+        })
+        .collect();
+    serde_json::to_vec(&json!({"process": format!("rank{rank}"), "rank": rank, "node": format!("node-{}", rank / 8),
+        "attempt": 1, "lines": lines}))
+    .expect("a JSON body")
+}
+
+/// Ingests `clients` × `batches` Arrow batches of `steps` steps on `server`; with `ranks`, 64
+/// ranks send console lines to a run of their own from a second before until the end.
+pub fn measure(
+    rt: &tokio::runtime::Runtime,
+    server: &TestServer,
+    clients: usize,
+    batches: usize,
+    steps: usize,
+    ranks: bool,
+) -> Outcome {
+    let runs: Vec<String> =
+        (0..clients).map(|c| server.create_run("bench-console", &format!("client-{c:02}"))).collect();
+    let work: Vec<ClientWork> = runs
+        .iter()
+        .enumerate()
+        .map(|(c, id)| ClientWork {
+            url: server.api(&format!("/runs/{id}/metrics")),
+            bodies: data::client_batches(c as u64, Precision::Tensor32, batches, steps)
+                .into_iter()
+                .map(|rows| (rows.arrow(), rows.len()))
+                .collect(),
+        })
+        .collect();
+    let job = server.create_run("bench-console", "job of 64 ranks");
+    let stop = Arc::new(AtomicBool::new(false));
+    let lines = Arc::new(AtomicU64::new(0));
+    let senders: Vec<_> = if ranks {
+        (0..RANKS)
+            .map(|rank| {
+                let (url, stop, lines) = (server.api(&format!("/runs/{job}/logs")), stop.clone(), lines.clone());
+                rt.spawn(async move {
+                    let http = client::client();
+                    let mut seq = 0u64;
+                    let mut next = tokio::time::Instant::now();
+                    while !stop.load(Ordering::Relaxed) {
+                        let answer = http
+                            .post(&url)
+                            .header("content-type", "application/json")
+                            .body(lines_body(rank, seq))
+                            .send()
+                            .await
+                            .expect("the logs POST reaches the server");
+                        assert!(answer.status().is_success(), "logs POST answered {}", answer.status());
+                        seq += LINES_PER_BATCH as u64;
+                        lines.fetch_add(LINES_PER_BATCH as u64, Ordering::Relaxed);
+                        next += SHIP_EVERY;
+                        tokio::time::sleep_until(next).await;
+                    }
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if ranks {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let (lines0, started) = (lines.load(Ordering::Relaxed), Instant::now());
+    let ingested = rt.block_on(client::ingest(work, ARROW));
+    let lines_sent = lines.load(Ordering::Relaxed) - lines0;
+    let took = started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for s in senders {
+        rt.block_on(s).expect("a rank's sender ends");
+    }
+    Outcome {
+        points_per_s: ingested.points as f64 / ingested.elapsed.as_secs_f64(),
+        lines_per_s: lines_sent as f64 / took,
+    }
+}
