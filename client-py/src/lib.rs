@@ -371,6 +371,12 @@ impl NativeRun {
         self.run.is_finished()
     }
 
+    /// Notes that this process reached `step` (a rank that records no series): its console
+    /// lines carry it.
+    fn note_step(&self, step: i64) {
+        self.run.note_step(step);
+    }
+
     /// Waits until everything logged is sent or spooled; False if `timeout` seconds passed first.
     #[pyo3(signature = (timeout=60.0))]
     fn flush(&self, py: Python<'_>, timeout: f64) -> bool {

@@ -44,7 +44,8 @@ def test_a_clean_run_reports_every_point_acknowledged(server: Server, client_env
 def test_refused_points_and_requests_are_kept_in_the_rejected_file(
     server: Server, client_env: dict, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    run = trainlog.init(project="refused", system_metrics_interval=None)
+    # The console off: the SDK's own warnings printed here would be requests of their own.
+    run = trainlog.init(project="refused", system_metrics_interval=None, console="off")
     for step in range(50):
         run.log({"loss": float(step)}, step=step)
     run.set_metadata("bad.section", {"kept": True})
@@ -70,7 +71,11 @@ def test_refused_points_and_requests_are_kept_in_the_rejected_file(
     lines = [json.loads(line) for line in expected_file.read_text().splitlines()]
     metadata = [line for line in lines if line["request"]["op"] == "metadata"]
     assert len(metadata) == 1
-    assert (metadata[0]["status"], metadata[0]["field"], metadata[0]["request"]["body"]) == (400, "section", {"kept": True})
+    assert (metadata[0]["status"], metadata[0]["field"], metadata[0]["request"]["body"]) == (
+        400,
+        "section",
+        {"kept": True},
+    )
     refused_steps = [p[1] for line in lines if line["request"]["op"] == "points" for p in line["request"]["points"]]
     assert refused_steps == list(range(50, 80))
     assert all(line["status"] == 404 for line in lines if line["request"]["op"] != "metadata")
@@ -86,7 +91,9 @@ def test_points_that_cannot_be_spooled_are_reported_unsaved(
     spool.mkdir(parents=True)
     # Every write to this run's spool fails, as on a full disk.
     os.symlink("/dev/full", spool / "disk-full-py.spool")
-    run = trainlog.init(project="full", run_id="disk-full-py", resume="never", system_metrics_interval=None)
+    run = trainlog.init(
+        project="full", run_id="disk-full-py", resume="never", system_metrics_interval=None, console="off"
+    )
     for step in range(40):
         run.log({"loss": 1.0}, step=step)
     assert run.flush(30)

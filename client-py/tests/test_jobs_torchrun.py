@@ -54,7 +54,9 @@ DDP_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.timeout(300)
-def test_torchrun_four_processes_one_failing_then_restarted_are_one_run_of_two_attempts(client_env: dict, tmp_path: Path) -> None:
+def test_torchrun_four_processes_one_failing_then_restarted_are_one_run_of_two_attempts(
+    client_env: dict, tmp_path: Path
+) -> None:
     script = tmp_path / "ddp.py"
     script.write_text(DDP_SCRIPT)
     env = dict(
@@ -67,13 +69,29 @@ def test_torchrun_four_processes_one_failing_then_restarted_are_one_run_of_two_a
         TRAINLOG_HEARTBEAT_SECONDS="0.3",
         TRAINLOG_GPUS_PER_NODE="4",
     )
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "4", "--max-restarts", "1", "--monitor-interval", "0.2", str(script)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        "4",
+        "--max-restarts",
+        "1",
+        "--monitor-interval",
+        "0.2",
+        str(script),
+    ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     assert "injected failure on the first start" in done.stderr, "the first start failed as planned"
     finished = {rank: (tmp_path / f"done-{rank}").read_text().split() for rank in range(4)}
     run_id = finished[0][0]
-    assert set(map(tuple, finished.values())) == {(run_id, "2")}, "every rank of the restart joined attempt 2 of one run"
+    assert set(map(tuple, finished.values())) == {(run_id, "2")}, (
+        "every rank of the restart joined attempt 2 of one run"
+    )
 
     api = trainlog.Api(client_env["TRAINLOG_SERVER"])
     [listed] = api.runs("torchrun")
@@ -83,12 +101,20 @@ def test_torchrun_four_processes_one_failing_then_restarted_are_one_run_of_two_a
     assert run.params["lr"] == 0.05
     job = run.job
     assert job is not None
-    assert (job["launcher"], job["world_size"], job["node_count"], job["attempts"], job["gpus"]) == ("torchrun", 4, 1, 2, 4)
+    assert (job["launcher"], job["world_size"], job["node_count"], job["attempts"], job["gpus"]) == (
+        "torchrun",
+        4,
+        1,
+        2,
+        4,
+    )
     assert job["job_id"], "torchrun's rendezvous id names the job"
 
     first, second = run.attempts
     assert first["status"] == "failed" and second["status"] == "finished"
-    assert first["reason"].startswith("rank 2 failed: RuntimeError: injected failure on the first start"), first["reason"]
+    assert first["reason"].startswith("rank 2 failed: RuntimeError: injected failure on the first start"), first[
+        "reason"
+    ]
     assert "injected failure" in first["last_lines"]
     assert [p["rank"] for p in first["processes"]] == [0, 1, 2, 3]
     assert [p["rank"] for p in second["processes"]] == [0, 1, 2, 3]
@@ -105,7 +131,9 @@ def test_torchrun_four_processes_one_failing_then_restarted_are_one_run_of_two_a
     assert second["steps_replayed"] == first["last_step"] + 1
     assert job["steps_replayed"] == first["last_step"] + 1
     assert "sys/cpu.percent" in run.summary, "one node's system series"
-    by_hand = sum(n["usd_per_hour"] * (n["end_time"] - n["start_time"]) / 3.6e6 for a in run.attempts for n in a["nodes"])
+    by_hand = sum(
+        n["usd_per_hour"] * (n["end_time"] - n["start_time"]) / 3.6e6 for a in run.attempts for n in a["nodes"]
+    )
     assert job["cost_usd"] == pytest.approx(by_hand, rel=1e-9)
 
     # Console: each rank's own lines in both attempts, and the failing rank's traceback found by
@@ -115,12 +143,14 @@ def test_torchrun_four_processes_one_failing_then_restarted_are_one_run_of_two_a
     assert all(line["text"].startswith(f"rank {line['rank']} ") for line in printed)
     assert {(line["rank"], line["attempt"]) for line in printed} == {(r, a) for r in range(4) for a in (1, 2)}
     assert len([line for line in printed if line["attempt"] == 2]) == 4 * 20, "the restart printed every step once"
-    [failure] = run.logs(search="injected failure on the first start", stream="stderr")
+    # PyTorch's launcher prefixes a rank's traceback lines with `[rankN]: `.
+    [failure] = run.logs(search="RuntimeError: injected failure on the first start", stream="stderr")
     assert (failure["rank"], failure["attempt"], failure["step"]) == (2, 1, 9), failure
+    assert failure["text"].endswith("RuntimeError: injected failure on the first start")
     failing = [line["text"] for line in run.logs(rank=2, attempt=1, stream="stderr")]
-    assert failing.index("Traceback (most recent call last):") < failing.index(failure["text"])
-    assert failure["text"] == "RuntimeError: injected failure on the first start"
-    assert run.logs(search="^RuntimeError", regex=True, tail=1)[0]["n"] == failure["n"]
+    [traceback_at] = [i for i, text in enumerate(failing) if text.endswith("Traceback (most recent call last):")]
+    assert traceback_at < failing.index(failure["text"])
+    assert run.logs(search=r"(^|: )RuntimeError: injected", regex=True, tail=1)[0]["n"] == failure["n"]
 
 
 EXIT_SCRIPT = textwrap.dedent(
@@ -149,15 +179,30 @@ EXIT_SCRIPT = textwrap.dedent(
 
 @pytest.mark.frameworks
 @pytest.mark.timeout(300)
-def test_sys_exit_codes_end_each_rank_of_a_torchrun_job_as_the_shell_sees_them(client_env: dict, tmp_path: Path) -> None:
+def test_sys_exit_codes_end_each_rank_of_a_torchrun_job_as_the_shell_sees_them(
+    client_env: dict, tmp_path: Path
+) -> None:
     script = tmp_path / "exits.py"
     script.write_text(EXIT_SCRIPT)
     for name, code in (("clean", 0), ("bad-data", 3)):
         ready = tmp_path / f"ready-{name}"
         ready.mkdir()
         env = dict(os.environ, **client_env, NAME=name, CODE=str(code), OMP_NUM_THREADS="1", READY_DIR=str(ready))
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-                   "--nproc-per-node", "2", "--max-restarts", "0", "--monitor-interval", "0.2", str(script)]
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes",
+            "1",
+            "--nproc-per-node",
+            "2",
+            "--max-restarts",
+            "0",
+            "--monitor-interval",
+            "0.2",
+            str(script),
+        ]
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
         assert (done.returncode == 0) == (code == 0), f"{done.stdout}\n{done.stderr}"
     api = trainlog.Api(client_env["TRAINLOG_SERVER"])
@@ -171,5 +216,7 @@ def test_sys_exit_codes_end_each_rank_of_a_torchrun_job_as_the_shell_sees_them(c
     assert [rank for rank, _, _ in ends] == [0, 1]
     assert any(status == "failed" for _, status, _ in ends), ends
     for _, status, reason in ends:
-        assert (status, reason) == ("failed", "exit code 3") or (status == "killed" and reason.startswith("SIGTERM")), ends
+        assert (status, reason) == ("failed", "exit code 3") or (status == "killed" and reason.startswith("SIGTERM")), (
+            ends
+        )
     assert attempt["status"] == "failed" and attempt["ended_by"].endswith("failed: exit code 3"), attempt

@@ -716,6 +716,12 @@ impl Run {
         }
     }
 
+    /// Notes that this process reached `step` without logging anything: its console lines carry
+    /// it. `log` does this itself.
+    pub fn note_step(&self, step: i64) {
+        self.console_step.fetch_max(step, Ordering::Relaxed);
+    }
+
     /// Logs media items under `key` at `step` (a list: their indexes at that step), timestamped
     /// now. Only queues: encoding and upload happen on the media thread.
     pub fn log_media(&self, key: &str, step: i64, items: Vec<crate::media::Media>) {

@@ -257,6 +257,8 @@ class Run:
                 step = self._step
             self._step = max(self._step, step + 1)
         if not self._logs:
+            # This rank records no series, but its console lines carry the step.
+            self._native.note_step(step)
             return
         media = self._native.log(data if isinstance(data, dict) else dict(data), step)
         if media:
