@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from helpers import Server, wait_for
+from helpers import BINARY, Server, wait_for
 
 PRINTS = textwrap.dedent(
     """
@@ -124,6 +124,15 @@ def test_every_printed_line_arrives_once_in_order_with_its_step_and_the_terminal
     positions = [err_lines.index(text) for text in stderr]
     assert positions == sorted(positions), (stderr, err_lines)
 
+    # The command line: the last lines, a search, and the prefix of time, rank and step.
+    cli = [str(BINARY), "logs", run_id, "--server", server.url]
+    tail = subprocess.run([*cli, "--stream", "stdout", "--tail", "2"], capture_output=True, text=True, timeout=60)
+    assert tail.stdout.splitlines() == ["\x1b[32mgreen ok\x1b[0m", "last line"], tail.stderr
+    grep = subprocess.run([*cli, "--grep", "(?i)^FROM", "--prefix"], capture_output=True, text=True, timeout=60)
+    found = grep.stdout.splitlines()
+    assert [line.split("| ", 1)[1] for line in found] == ["from C printf 42", "from a subprocess"], grep.stdout
+    assert " rank 0 step 1 stdout" in found[0]
+
     # The same program with capture off shows the terminal the same bytes.
     plain, _ = run_on_a_terminal(env, "off")
     assert shown == plain
@@ -193,3 +202,37 @@ def Api_logs(server: Server, run_id: str) -> List[Dict[str, Any]]:  # noqa: N802
     import trainlog
 
     return list(trainlog.Api(server=server.url).run(run_id).logs())
+
+
+EXITS = textwrap.dedent(
+    """
+    import sys
+    import trainlog
+
+    run = trainlog.init(project="exits", system_metrics_interval=None, capture_code=False,
+                        job={"job_id": "exit-job", "rank": 0, "world_size": 1})
+    for i in range(30):
+        print(f"loading shard {i}")
+    print("NCCL error: unhandled system error", file=sys.stderr)
+    sys.exit(3)
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_that_exits_without_a_traceback_shows_its_last_console_lines_in_its_attempt(
+    server: Server, tmp_path: Path
+) -> None:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
+    full_env.update(TRAINLOG_SERVER=server.url, TRAINLOG_DIR=str(tmp_path / "client"))
+    done = subprocess.run([sys.executable, "-c", EXITS], env=full_env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    run_id = only_run(server, "exits")
+    with urllib.request.urlopen(f"{server.url}/api/v1/runs/{run_id}", timeout=30) as answer:
+        run = json.loads(answer.read())
+    [attempt] = run["attempts"]
+    assert attempt["status"] == "failed", attempt
+    shown = attempt["last_lines"].splitlines()
+    assert len(shown) == 20
+    assert shown[-1] == "NCCL error: unhandled system error"
+    assert shown[-2] == "loading shard 29"

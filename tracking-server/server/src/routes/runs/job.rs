@@ -432,13 +432,53 @@ impl From<AttemptFigures> for AttemptView {
 }
 
 /// The job and its attempts, as a run's answer carries them.
-pub async fn job_of(state: &State, id: &trainlog_schema::RunId) -> Result<(Option<JobView>, Vec<AttemptView>)> {
-    let id = id.clone();
-    let job = meta(state, move |m| m.job(&id)).await?;
+pub async fn job_of(
+    state: &State,
+    id: &trainlog_schema::RunId,
+    project_id: i64,
+) -> Result<(Option<JobView>, Vec<AttemptView>)> {
+    let run = id.clone();
+    let job = meta(state, move |m| m.job(&run)).await?;
     Ok(match job {
-        Some((figures, attempts)) => (Some(figures.into()), attempts.into_iter().map(AttemptView::from).collect()),
+        Some((figures, mut attempts)) => {
+            last_lines_from_console(state, id, project_id, &mut attempts).await;
+            (Some(figures.into()), attempts.into_iter().map(AttemptView::from).collect())
+        }
         None => (None, Vec::new()),
     })
+}
+
+/// Lines shown for a failed attempt.
+const LAST_LINES: usize = 20;
+
+/// A failed attempt whose failing process said nothing of its end (killed by a signal, out of
+/// memory: no traceback reached its SDK) shows that rank's last console lines in the attempt.
+/// A console that cannot be read leaves the attempt as it is: the lines are a help, not the record.
+async fn last_lines_from_console(
+    state: &State,
+    id: &trainlog_schema::RunId,
+    project_id: i64,
+    attempts: &mut [AttemptFigures],
+) {
+    for a in attempts.iter_mut().filter(|a| a.last_lines.is_none()) {
+        let Some(failed) =
+            a.processes.iter().filter(|p| p.status == "failed").min_by_key(|p| (p.end_ms.unwrap_or(i64::MAX), p.rank))
+        else {
+            continue;
+        };
+        let (rank, attempt) = (failed.rank, a.number);
+        let Ok(lines) = state.store.console().lines(id, project_id).await else { return };
+        let last: Vec<String> = lines
+            .iter()
+            .rev()
+            .filter(|l| i64::from(l.rank) == rank && l.attempt == attempt)
+            .take(LAST_LINES)
+            .map(|l| trainlog_store::console::query::strip_ansi(&l.line).into_owned())
+            .collect();
+        if !last.is_empty() {
+            a.last_lines = Some(last.into_iter().rev().collect::<Vec<_>>().join("\n"));
+        }
+    }
 }
 
 /// Where a joining process landed: its attempt, and whether it started it.

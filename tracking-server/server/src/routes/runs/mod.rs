@@ -174,7 +174,8 @@ pub(crate) async fn create_run(state: State, req: HttpRequest, payload: web::Pay
     }
     let (run, created, joined) = meta(&state, move |m| m.create_run_joining(&new)).await?;
     state.store.project_changed(run.project_id);
-    let (job, _) = if joined.is_some() { job::job_of(&state, &run.id).await? } else { (None, Vec::new()) };
+    let (job, _) =
+        if joined.is_some() { job::job_of(&state, &run.id, run.project_id).await? } else { (None, Vec::new()) };
     let body = wire::CreatedRun {
         run: run_view(&state, &run, false).await?,
         job,
@@ -193,7 +194,7 @@ pub(crate) async fn create_run(state: State, req: HttpRequest, payload: web::Pay
 pub(crate) async fn get_run(state: State, path: web::Path<String>, req: HttpRequest) -> Result<HttpResponse> {
     let (id, _) = lookup::readable(&state, &req, &path).await?;
     let ((run, archived), metadata) = meta(&state, move |m| Ok((m.run_any(&id)?, m.metadata(&id)?))).await?;
-    let (job, attempts) = job::job_of(&state, &run.id).await?;
+    let (job, attempts) = job::job_of(&state, &run.id, run.project_id).await?;
     let run = run_view(&state, &run, archived).await?;
     Ok(HttpResponse::Ok().json(wire::RunDetail { run, metadata, job, attempts }))
 }
