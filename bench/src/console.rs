@@ -4,7 +4,6 @@
 
 use crate::client::{self, ClientWork, ARROW};
 use crate::data::{self, Precision};
-use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,18 +19,26 @@ pub struct Outcome {
     pub lines_per_s: f64,
 }
 
+/// A batch of 500 lines of one rank, written straight as JSON text: the load generator should
+/// cost little beside the server it measures.
 fn lines_body(rank: usize, seq: u64) -> Vec<u8> {
+    use std::fmt::Write;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-    let lines: Vec<_> = (0..LINES_PER_BATCH as u64)
-        .map(|i| {
-            let n = seq + i;
-            json!({"seq": n, "time": now, "step": n / 100, "stream": "stdout",
-                   "text": format!("step {n:07} | loss 0.{n:05} | lr 3.0e-04 | tokens/s 123456 | grad_norm 1.2345 | rank {rank}")})
-        })
-        .collect();
-    serde_json::to_vec(&json!({"process": format!("rank{rank}"), "rank": rank, "node": format!("node-{}", rank / 8),
-        "attempt": 1, "lines": lines}))
-    .expect("a JSON body")
+    let mut body = String::with_capacity(LINES_PER_BATCH * 160);
+    let _ = write!(body, r#"{{"process":"rank{rank}","rank":{rank},"node":"node-{}","attempt":1,"lines":["#, rank / 8);
+    for i in 0..LINES_PER_BATCH as u64 {
+        let n = seq + i;
+        if i > 0 {
+            body.push(',');
+        }
+        let _ = write!(
+            body,
+            r#"{{"seq":{n},"time":{now},"step":{},"stream":"stdout","text":"step {n:07} | loss 0.{n:05} | lr 3.0e-04 | tokens/s 123456 | grad_norm 1.2345 | rank {rank}"}}"#,
+            n / 100
+        );
+    }
+    body.push_str("]}");
+    body.into_bytes()
 }
 
 /// Ingests `clients` × `batches` Arrow batches of `steps` steps on `server`; with `ranks`, 64
@@ -103,4 +110,44 @@ pub fn measure(
         points_per_s: ingested.points as f64 / ingested.elapsed.as_secs_f64(),
         lines_per_s: lines_sent as f64 / took,
     }
+}
+
+/// The server's CPU seconds per million console lines: 64 ranks send for `seconds` on a server
+/// doing nothing else.
+pub fn server_cpu_per_million_lines(rt: &tokio::runtime::Runtime, server: &TestServer, seconds: u64) -> (f64, f64) {
+    let job = server.create_run("bench-console", "lines only");
+    let pid = server.pid().expect("the server runs").to_string();
+    let cpu0 = crate::measure::cpu_seconds(&pid);
+    let (stop, lines) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+    let senders: Vec<_> = (0..RANKS)
+        .map(|rank| {
+            let (url, stop, lines) = (server.api(&format!("/runs/{job}/logs")), stop.clone(), lines.clone());
+            rt.spawn(async move {
+                let http = client::client();
+                let (mut seq, mut next) = (0u64, tokio::time::Instant::now());
+                while !stop.load(Ordering::Relaxed) {
+                    let answer = http
+                        .post(&url)
+                        .header("content-type", "application/json")
+                        .body(lines_body(rank, seq))
+                        .send()
+                        .await
+                        .expect("the logs POST reaches the server");
+                    assert!(answer.status().is_success());
+                    seq += LINES_PER_BATCH as u64;
+                    lines.fetch_add(LINES_PER_BATCH as u64, Ordering::Relaxed);
+                    next += SHIP_EVERY;
+                    tokio::time::sleep_until(next).await;
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(seconds));
+    stop.store(true, Ordering::Relaxed);
+    for s in senders {
+        rt.block_on(s).expect("a rank's sender ends");
+    }
+    let cpu = crate::measure::cpu_seconds(&pid) - cpu0;
+    let n = lines.load(Ordering::Relaxed) as f64;
+    (cpu / n * 1e6, n / seconds as f64)
 }

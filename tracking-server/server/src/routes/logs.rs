@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use trainlog_schema::console::{self, ConsoleLine, ConsoleStream, MAX_LINES_PER_BATCH, MAX_LINE_BYTES, MAX_NODE_LEN};
 use trainlog_schema::RunId;
-use trainlog_store::console::{BatchLine, ConsoleBatch, LineFilter, PageStart, Search};
+use trainlog_store::console::{ConsoleBatch, LineFilter, PageStart, Search};
 use utoipa::{IntoParams, ToSchema};
 
 /// The largest body of lines: a batch of short lines, or fewer long ones.
@@ -111,7 +111,8 @@ fn batch_of(body: AppendLogs) -> Result<ConsoleBatch> {
     }
     // A cut line keeps its first MAX_LINE_BYTES and a short mark.
     let longest = MAX_LINE_BYTES + 64;
-    let mut lines = Vec::with_capacity(body.lines.len());
+    let mut batch = ConsoleBatch::new(body.process.into(), node.into(), body.rank.unwrap_or(0), attempt);
+    batch.lines.reserve(body.lines.len());
     for (i, l) in body.lines.into_iter().enumerate() {
         if l.text.len() > longest {
             return Err(ApiError::invalid(
@@ -126,9 +127,9 @@ fn batch_of(body: AppendLogs) -> Result<ConsoleBatch> {
             StreamName::Stdout => ConsoleStream::Stdout,
             StreamName::Stderr => ConsoleStream::Stderr,
         };
-        lines.push(BatchLine { seq: l.seq, time_ms: l.time, step: l.step, stream, line: l.text });
+        batch.push(l.seq, l.time, l.step, stream, &l.text);
     }
-    Ok(ConsoleBatch { source: body.process.into(), node: node.into(), rank: body.rank.unwrap_or(0), attempt, lines })
+    Ok(batch)
 }
 
 /// Append a process's console lines to a run. Answered once they are in the console's

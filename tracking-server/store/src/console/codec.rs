@@ -8,45 +8,62 @@ use trainlog_schema::RunId;
 
 const KIND_CONSOLE: u8 = 2;
 
-/// The lines one process sent in one request, with what they share.
-#[derive(Debug, Clone, PartialEq)]
+/// The lines one process sent in one request, with what they share. Their texts are one
+/// string, each line a range of it: a batch is two allocations, whatever its lines.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ConsoleBatch {
     pub source: Arc<str>,
     pub node: Arc<str>,
     pub rank: u32,
     pub attempt: i64,
     pub lines: Vec<BatchLine>,
+    pub text: String,
 }
 
-/// One line of a batch.
-#[derive(Debug, Clone, PartialEq)]
+/// One line of a batch; its text is `text[start..end]` of the batch.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BatchLine {
     pub seq: u64,
     pub time_ms: i64,
     pub step: Option<i64>,
     pub stream: ConsoleStream,
-    pub line: String,
+    pub start: u32,
+    pub end: u32,
 }
 
 impl ConsoleBatch {
-    /// The batch's lines as stored, each carrying what the batch shares.
-    pub fn into_lines(self) -> impl Iterator<Item = ConsoleLine> {
-        let Self { source, node, rank, attempt, lines } = self;
-        lines.into_iter().map(move |l| ConsoleLine {
+    pub fn new(source: Arc<str>, node: Arc<str>, rank: u32, attempt: i64) -> Self {
+        Self { source, node, rank, attempt, lines: Vec::new(), text: String::new() }
+    }
+
+    /// Adds a line at the end.
+    pub fn push(&mut self, seq: u64, time_ms: i64, step: Option<i64>, stream: ConsoleStream, line: &str) {
+        let start = self.text.len() as u32;
+        self.text.push_str(line);
+        self.lines.push(BatchLine { seq, time_ms, step, stream, start, end: self.text.len() as u32 });
+    }
+
+    pub fn text_of(&self, l: &BatchLine) -> &str {
+        self.text.get(l.start as usize..l.end as usize).unwrap_or("")
+    }
+
+    /// The batch's lines as stored, copied.
+    pub fn lines(&self) -> impl Iterator<Item = ConsoleLine> + '_ {
+        self.lines.iter().map(move |l| ConsoleLine {
             time_ms: l.time_ms,
-            rank,
-            node: node.clone(),
-            attempt,
+            rank: self.rank,
+            node: self.node.clone(),
+            attempt: self.attempt,
             step: l.step,
             stream: l.stream,
-            line: l.line,
-            source: source.clone(),
+            line: self.text_of(l).to_owned(),
+            source: self.source.clone(),
             seq: l.seq,
         })
     }
 
     pub fn bytes(&self) -> usize {
-        self.lines.iter().map(|l| l.line.len() + 40).sum()
+        self.text.len() + self.lines.len() * std::mem::size_of::<BatchLine>()
     }
 }
 
@@ -82,8 +99,9 @@ pub fn encode(out: &mut Vec<u8>, run: &RunId, project_id: i64, batch: &ConsoleBa
                 ConsoleStream::Stdout => 0,
                 ConsoleStream::Stderr => 1,
             });
-            out.extend_from_slice(&(line.line.len() as u32).to_le_bytes());
-            out.extend_from_slice(line.line.as_bytes());
+            let text = batch.text_of(line);
+            out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+            out.extend_from_slice(text.as_bytes());
         }
     })
 }
@@ -100,7 +118,8 @@ pub fn decode(payload: &[u8]) -> Option<ConsoleRecord> {
     let rank = c.u32()?;
     let attempt = c.u64()? as i64;
     let n = c.u32()? as usize;
-    let mut lines = Vec::with_capacity(n.min(1 << 16));
+    let mut batch = ConsoleBatch::new(source, node, rank, attempt);
+    batch.lines.reserve(n.min(1 << 16));
     for _ in 0..n {
         let seq = c.u64()?;
         let time_ms = c.u64()? as i64;
@@ -115,13 +134,13 @@ pub fn decode(payload: &[u8]) -> Option<ConsoleRecord> {
             _ => return None,
         };
         let len = c.u32()? as usize;
-        let line = String::from_utf8(c.take(len)?.to_vec()).ok()?;
-        lines.push(BatchLine { seq, time_ms, step, stream, line });
+        let line = std::str::from_utf8(c.take(len)?).ok()?;
+        batch.push(seq, time_ms, step, stream, line);
     }
     if !c.buf.is_empty() {
         return None;
     }
-    Some(ConsoleRecord { run, project_id, batch: ConsoleBatch { source, node, rank, attempt, lines } })
+    Some(ConsoleRecord { run, project_id, batch })
 }
 
 #[cfg(test)]
@@ -130,21 +149,13 @@ pub(crate) mod tests {
     use crate::wal::{replay_with, segment_path, Segment};
 
     pub(crate) fn batch(source: &str, seqs: std::ops::Range<u64>) -> ConsoleBatch {
-        ConsoleBatch {
-            source: source.into(),
-            node: "node-a".into(),
-            rank: 2,
-            attempt: 1,
-            lines: seqs
-                .map(|seq| BatchLine {
-                    seq,
-                    time_ms: 1_000 + seq as i64,
-                    step: (seq % 2 == 0).then_some(seq as i64),
-                    stream: if seq % 3 == 0 { ConsoleStream::Stderr } else { ConsoleStream::Stdout },
-                    line: format!("line {seq} \u{1b}[31mred\u{1b}[0m é"),
-                })
-                .collect(),
+        let mut batch = ConsoleBatch::new(source.into(), "node-a".into(), 2, 1);
+        for seq in seqs {
+            let stream = if seq % 3 == 0 { ConsoleStream::Stderr } else { ConsoleStream::Stdout };
+            let line = format!("line {seq} \u{1b}[31mred\u{1b}[0m é");
+            batch.push(seq, 1_000 + seq as i64, (seq % 2 == 0).then_some(seq as i64), stream, &line);
         }
+        batch
     }
 
     #[test]

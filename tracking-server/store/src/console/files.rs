@@ -34,8 +34,42 @@ pub fn file_path(project_id: i64, run: &str, folder: &str, segment: u64) -> Obje
 
 const ROWS_PER_BATCH: usize = 1 << 16;
 
+/// One line as a file holds it, borrowed from a stored line or from a batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    pub time_ms: i64,
+    pub rank: u32,
+    pub node: &'a str,
+    pub attempt: i64,
+    pub step: Option<i64>,
+    pub stream: ConsoleStream,
+    pub line: &'a str,
+    pub source: &'a str,
+    pub seq: u64,
+}
+
+impl<'a> Row<'a> {
+    pub fn of_batch(batch: &'a super::ConsoleBatch, l: &'a super::BatchLine) -> Self {
+        Row {
+            time_ms: l.time_ms,
+            rank: batch.rank,
+            node: &batch.node,
+            attempt: batch.attempt,
+            step: l.step,
+            stream: l.stream,
+            line: batch.text_of(l),
+            source: &batch.source,
+            seq: l.seq,
+        }
+    }
+
+    pub fn order_key(&self) -> (i64, u32, &'a str, u64) {
+        (self.time_ms, self.rank, self.source, self.seq)
+    }
+}
+
 /// Encodes a run's lines, already in their order, as one Parquet file.
-pub fn encode(run: &str, lines: &[ConsoleLine]) -> Result<Bytes> {
+pub fn encode(run: &str, lines: &[Row<'_>]) -> Result<Bytes> {
     let properties = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
         .set_column_encoding(ColumnPath::from("time"), Encoding::DELTA_BINARY_PACKED)
@@ -56,10 +90,10 @@ pub fn encode(run: &str, lines: &[ConsoleLine]) -> Result<Bytes> {
         let mut source = StringDictionaryBuilder::<Int32Type>::new();
         let mut text = StringBuilder::with_capacity(chunk.len(), chunk.iter().map(|l| l.line.len()).sum());
         for l in chunk {
-            node.append_value(&*l.node);
+            node.append_value(l.node);
             stream.append_value(l.stream.as_str());
-            source.append_value(&*l.source);
-            text.append_value(&l.line);
+            source.append_value(l.source);
+            text.append_value(l.line);
         }
         let run_ids = DictionaryArray::<Int32Type>::try_new(
             Int32Array::from(vec![0; chunk.len()]),
@@ -162,8 +196,10 @@ mod tests {
 
     #[test]
     fn lines_round_trip_through_parquet_with_the_schema_version() {
-        let lines: Vec<ConsoleLine> = super::super::codec::tests::batch("p1", 0..70_000).into_lines().collect();
-        let bytes = encode("r1", &lines).unwrap();
+        let batch = super::super::codec::tests::batch("p1", 0..70_000);
+        let rows: Vec<Row<'_>> = batch.lines.iter().map(|l| Row::of_batch(&batch, l)).collect();
+        let bytes = encode("r1", &rows).unwrap();
+        let lines: Vec<ConsoleLine> = batch.lines().collect();
         let metadata = parquet::file::reader::FileReader::metadata(
             &parquet::file::serialized_reader::SerializedFileReader::new(bytes.clone()).unwrap(),
         )

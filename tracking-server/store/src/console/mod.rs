@@ -34,11 +34,13 @@ const CACHE_BYTES: usize = 512 << 20;
 /// How long a run's list of files is trusted before it is listed again.
 const LISTING_TTL: Duration = Duration::from_secs(2);
 
-/// Lines of one run in one generation, in arrival order.
+/// Lines of one run in one generation, as the batches that brought them, in arrival order:
+/// taking a batch never copies the lines before it.
 #[derive(Debug, Default)]
 struct RunLines {
     project_id: i64,
-    lines: Vec<ConsoleLine>,
+    batches: Vec<ConsoleBatch>,
+    lines: usize,
 }
 
 /// The lines logged into one write-ahead log segment.
@@ -57,8 +59,9 @@ impl Generation {
 
     fn apply(&mut self, run: &RunId, project_id: i64, batch: ConsoleBatch) {
         self.bytes += batch.bytes();
-        let entry = self.runs.entry(run.clone()).or_insert_with(|| RunLines { project_id, lines: Vec::new() });
-        entry.lines.extend(batch.into_lines());
+        let entry = self.runs.entry(run.clone()).or_insert_with(|| RunLines { project_id, ..RunLines::default() });
+        entry.lines += batch.lines.len();
+        entry.batches.push(batch);
     }
 }
 
@@ -274,9 +277,11 @@ impl Inner {
             let generation = generation.clone();
             let run2 = run.clone();
             let bytes = blocking(move || {
-                let mut sorted = generation.runs.get(&run2).map(|r| r.lines.clone()).unwrap_or_default();
-                sorted.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
-                files::encode(run2.as_str(), &sorted)
+                let batches = generation.runs.get(&run2).map(|r| r.batches.as_slice()).unwrap_or_default();
+                let mut rows: Vec<files::Row<'_>> =
+                    batches.iter().flat_map(|b| b.lines.iter().map(move |l| files::Row::of_batch(b, l))).collect();
+                rows.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
+                files::encode(run2.as_str(), &rows)
             })
             .await?;
             let started = Instant::now();
@@ -323,7 +328,7 @@ impl Inner {
                 .iter()
                 .map(|g| g.as_ref())
                 .chain([&state.active])
-                .filter_map(|g| g.runs.get(run).map(|r| (g.segment, r.lines.len())))
+                .filter_map(|g| g.runs.get(run).map(|r| (g.segment, r.lines)))
                 .collect()
         };
         if let Some(m) = lock(&self.cache).merged.get_mut(run) {
@@ -349,7 +354,7 @@ impl Inner {
             let state = read(&self.state);
             for g in state.frozen.iter().map(|g| g.as_ref()).chain([&state.active]) {
                 if let Some(r) = g.runs.get(run) {
-                    all.extend(r.lines.iter().cloned());
+                    all.extend(r.batches.iter().flat_map(ConsoleBatch::lines));
                 }
             }
         }
