@@ -64,17 +64,102 @@ pub fn measure(
                 .collect(),
         })
         .collect();
-    let job = server.create_run("bench-console", "job of 64 ranks");
-    let stop = Arc::new(AtomicBool::new(false));
-    let lines = Arc::new(AtomicU64::new(0));
-    let senders: Vec<_> = if ranks {
-        (0..RANKS)
+    let ranks = ranks.then(|| Ranks::start(rt, server, "job of 64 ranks"));
+    if ranks.is_some() {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let (lines0, started) = (ranks.as_ref().map_or(0, Ranks::lines), Instant::now());
+    let ingested = rt.block_on(client::ingest(work, ARROW));
+    let lines_sent = ranks.as_ref().map_or(0, Ranks::lines) - lines0;
+    let took = started.elapsed().as_secs_f64();
+    if let Some(r) = ranks {
+        r.stop(rt);
+    }
+    Outcome {
+        points_per_s: ingested.points as f64 / ingested.elapsed.as_secs_f64(),
+        lines_per_s: lines_sent as f64 / took,
+    }
+}
+
+/// The server's CPU seconds per million console lines, and the lines per second: 64 ranks send
+/// for `seconds` on a server doing nothing else.
+pub fn server_cpu_per_million_lines(rt: &tokio::runtime::Runtime, server: &TestServer, seconds: u64) -> (f64, f64) {
+    let pid = server.pid().expect("the server runs").to_string();
+    let cpu0 = crate::measure::cpu_seconds(&pid);
+    let ranks = Ranks::start(rt, server, "lines only");
+    std::thread::sleep(Duration::from_secs(seconds));
+    let n = ranks.lines() as f64;
+    ranks.stop(rt);
+    let cpu = crate::measure::cpu_seconds(&pid) - cpu0;
+    (cpu / n * 1e6, n / seconds as f64)
+}
+
+/// Metric batches at a steady pace, alone or beside the 64 ranks: each of `clients` clients
+/// sends a batch of `steps` steps every `every`; answers every batch's latency, ms.
+pub fn paced_latencies(
+    rt: &tokio::runtime::Runtime,
+    server: &TestServer,
+    clients: usize,
+    batches: usize,
+    steps: usize,
+    every: Duration,
+    ranks: bool,
+) -> Vec<f64> {
+    let ranks = ranks.then(|| Ranks::start(rt, server, "job of 64 ranks"));
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let id = server.create_run("bench-console", &format!("paced-{c:02}"));
+            let url = server.api(&format!("/runs/{id}/metrics"));
+            let bodies: Vec<Vec<u8>> = data::client_batches(c as u64, Precision::Tensor32, batches, steps)
+                .into_iter()
+                .map(|rows| rows.arrow())
+                .collect();
+            rt.spawn(async move {
+                let http = client::client();
+                let mut next = tokio::time::Instant::now();
+                let mut latencies = Vec::with_capacity(bodies.len());
+                for body in bodies {
+                    let t = Instant::now();
+                    let answer = http
+                        .post(&url)
+                        .header("content-type", ARROW)
+                        .body(body)
+                        .send()
+                        .await
+                        .expect("the metrics POST reaches the server");
+                    assert!(answer.status().is_success(), "metrics POST answered {}", answer.status());
+                    latencies.push(t.elapsed().as_secs_f64() * 1e3);
+                    next += every;
+                    tokio::time::sleep_until(next).await;
+                }
+                latencies
+            })
+        })
+        .collect();
+    let latencies = tasks.into_iter().flat_map(|t| rt.block_on(t).expect("a paced client ends")).collect();
+    if let Some(r) = ranks {
+        r.stop(rt);
+    }
+    latencies
+}
+
+/// 64 ranks sending console lines to a run of their own until stopped.
+struct Ranks {
+    stop: Arc<AtomicBool>,
+    lines: Arc<AtomicU64>,
+    senders: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Ranks {
+    fn start(rt: &tokio::runtime::Runtime, server: &TestServer, name: &str) -> Self {
+        let job = server.create_run("bench-console", name);
+        let (stop, lines) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+        let senders = (0..RANKS)
             .map(|rank| {
                 let (url, stop, lines) = (server.api(&format!("/runs/{job}/logs")), stop.clone(), lines.clone());
                 rt.spawn(async move {
                     let http = client::client();
-                    let mut seq = 0u64;
-                    let mut next = tokio::time::Instant::now();
+                    let (mut seq, mut next) = (0u64, tokio::time::Instant::now());
                     while !stop.load(Ordering::Relaxed) {
                         let answer = http
                             .post(&url)
@@ -91,63 +176,18 @@ pub fn measure(
                     }
                 })
             })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    if ranks {
-        std::thread::sleep(Duration::from_secs(1));
+            .collect();
+        Ranks { stop, lines, senders }
     }
-    let (lines0, started) = (lines.load(Ordering::Relaxed), Instant::now());
-    let ingested = rt.block_on(client::ingest(work, ARROW));
-    let lines_sent = lines.load(Ordering::Relaxed) - lines0;
-    let took = started.elapsed().as_secs_f64();
-    stop.store(true, Ordering::Relaxed);
-    for s in senders {
-        rt.block_on(s).expect("a rank's sender ends");
-    }
-    Outcome {
-        points_per_s: ingested.points as f64 / ingested.elapsed.as_secs_f64(),
-        lines_per_s: lines_sent as f64 / took,
-    }
-}
 
-/// The server's CPU seconds per million console lines: 64 ranks send for `seconds` on a server
-/// doing nothing else.
-pub fn server_cpu_per_million_lines(rt: &tokio::runtime::Runtime, server: &TestServer, seconds: u64) -> (f64, f64) {
-    let job = server.create_run("bench-console", "lines only");
-    let pid = server.pid().expect("the server runs").to_string();
-    let cpu0 = crate::measure::cpu_seconds(&pid);
-    let (stop, lines) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
-    let senders: Vec<_> = (0..RANKS)
-        .map(|rank| {
-            let (url, stop, lines) = (server.api(&format!("/runs/{job}/logs")), stop.clone(), lines.clone());
-            rt.spawn(async move {
-                let http = client::client();
-                let (mut seq, mut next) = (0u64, tokio::time::Instant::now());
-                while !stop.load(Ordering::Relaxed) {
-                    let answer = http
-                        .post(&url)
-                        .header("content-type", "application/json")
-                        .body(lines_body(rank, seq))
-                        .send()
-                        .await
-                        .expect("the logs POST reaches the server");
-                    assert!(answer.status().is_success());
-                    seq += LINES_PER_BATCH as u64;
-                    lines.fetch_add(LINES_PER_BATCH as u64, Ordering::Relaxed);
-                    next += SHIP_EVERY;
-                    tokio::time::sleep_until(next).await;
-                }
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs(seconds));
-    stop.store(true, Ordering::Relaxed);
-    for s in senders {
-        rt.block_on(s).expect("a rank's sender ends");
+    fn lines(&self) -> u64 {
+        self.lines.load(Ordering::Relaxed)
     }
-    let cpu = crate::measure::cpu_seconds(&pid) - cpu0;
-    let n = lines.load(Ordering::Relaxed) as f64;
-    (cpu / n * 1e6, n / seconds as f64)
+
+    fn stop(self, rt: &tokio::runtime::Runtime) {
+        self.stop.store(true, Ordering::Relaxed);
+        for s in self.senders {
+            rt.block_on(s).expect("a rank's sender ends");
+        }
+    }
 }

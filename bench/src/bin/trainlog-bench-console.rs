@@ -2,8 +2,9 @@
 //! ingest alone and while 64 ranks send console lines, on fresh servers, alternating which goes
 //! first; prints each measurement and the medians.
 
-use trainlog_bench::console::{measure, server_cpu_per_million_lines, LINES_PER_BATCH, RANKS};
+use trainlog_bench::console::{measure, paced_latencies, server_cpu_per_million_lines, LINES_PER_BATCH, RANKS};
 use trainlog_bench::measure::median;
+use trainlog_bench::measure::percentile;
 
 fn main() {
     let mut reps = 5;
@@ -52,12 +53,37 @@ fn main() {
     let server = trainlog_tests::TestServer::spawn_local();
     let (cpu, rate) = server_cpu_per_million_lines(&rt, &server, 20);
     drop(server);
+    // A steady 1,000,000 points/s (10 clients, a batch of 10,000 points each every 100 ms), as a
+    // busy server sees it: the latency of each batch, alone and beside the ranks.
+    let (mut paced_alone, mut paced_with) = (Vec::new(), Vec::new());
+    for rep in 0..reps {
+        let order = if rep % 2 == 0 { [false, true] } else { [true, false] };
+        for ranks in order {
+            let server = trainlog_tests::TestServer::spawn_local();
+            let l = paced_latencies(&rt, &server, 10, 100, 1_000, std::time::Duration::from_millis(100), ranks);
+            println!(
+                "rep {rep}, paced, {}: batch p50 {:.2} ms, p99 {:.2} ms",
+                if ranks { "with the ranks" } else { "alone" },
+                percentile(&l, 50.0),
+                percentile(&l, 99.0)
+            );
+            if ranks {
+                paced_with.extend(l);
+            } else {
+                paced_alone.extend(l);
+            }
+        }
+    }
     let (a, w) = (median(&alone), median(&with));
     println!("\n| measure | median |\n|---|---:|");
     println!("| metric ingest alone, points/s | {a:.0} |");
     println!("| metric ingest with {RANKS} ranks sending {} lines/s each, points/s | {w:.0} |", LINES_PER_BATCH * 2);
     println!("| console lines acknowledged meanwhile, lines/s | {:.0} |", median(&lines));
     println!("| with / alone | {:.3} |", w / a);
+    let (pa, pw) = (&paced_alone, &paced_with);
+    let (a50, a99, w50, w99) = (percentile(pa, 50.0), percentile(pa, 99.0), percentile(pw, 50.0), percentile(pw, 99.0));
+    println!("| metric batch latency at 1,000,000 points/s, alone: p50 / p99, ms | {a50:.2} / {a99:.2} |");
+    println!("| the same beside the {RANKS} ranks: p50 / p99, ms | {w50:.2} / {w99:.2} |");
     println!(
         "| server CPU per million console lines (64 ranks, {rate:.0} lines/s for 20 s, nothing else) | {cpu:.2} s |"
     );
