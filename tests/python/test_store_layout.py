@@ -413,3 +413,34 @@ def test_duckdb_reads_histograms_and_the_parts_of_a_table(trainlog_server, demo)
         objects = ", ".join(f"'{(store / p[2]).as_posix()}'" for p in parts)
         table = con.execute(f"SELECT id, label FROM read_parquet([{objects}])").fetchall()
     assert table == [(s * 10 + i, f"p{s}.{i}") for s in range(3) for i in range(2)]
+
+
+def test_duckdb_reads_a_runs_console_lines_in_order_beside_the_runs_table(trainlog_server, demo):
+    by_name = {run["name"]: run_id for run_id, run in demo.items()}
+    run_id = by_name["lr-0.1"]
+    for rank in (0, 1):
+        lines = [
+            {"seq": i, "time": 1_700_000_000_000 + 2 * i + rank, "step": i // 10, "stream": "stderr" if i == 7 else "stdout",
+             "text": f"rank {rank} line {i}"}
+            for i in range(50)
+        ]
+        body = {"process": f"p{rank}", "rank": rank, "node": "node-a", "attempt": 1, "lines": lines}
+        assert api(trainlog_server, f"/runs/{run_id}/logs", body) == {"accepted": 50}
+    assert api(trainlog_server, "/admin/flush") == {"status": "ok"}
+    projects = (trainlog_server.store / "projects").as_posix()
+    sql = f"""
+        SELECT r.name, c.rank, c.step, c.stream, c.line, epoch_ms(c.time) AS ms
+        FROM '{projects}/*/console/*/*.parquet' c
+        JOIN '{projects}/*/runs.parquet' r USING (run_id)
+        ORDER BY c.time, c.rank, c.source, c.seq
+    """
+    with duckdb.connect() as con:
+        rows = con.execute(sql).fetchall()
+        version = con.execute(
+            f"SELECT value FROM parquet_kv_metadata('{projects}/*/console/*/*.parquet') WHERE key = 'trainlog.schema_version'"
+        ).fetchall()
+    assert len(rows) == 100
+    assert rows[0] == ("lr-0.1", 0, 0, "stdout", "rank 0 line 0", 1_700_000_000_000)
+    assert [r[4] for r in rows[:4]] == ["rank 0 line 0", "rank 1 line 0", "rank 0 line 1", "rank 1 line 1"]
+    assert [(r[1], r[4]) for r in rows if r[3] == "stderr"] == [(0, "rank 0 line 7"), (1, "rank 1 line 7")]
+    assert {v[0] for v in version} == {b"1"}
