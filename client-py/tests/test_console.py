@@ -193,7 +193,12 @@ def test_lines_survive_an_outage_and_a_kill_9_of_the_server_none_lost_none_doubl
 
     texts: List[str] = [line["text"] for line in Api_logs(server, run_id) if line["text"].startswith("line ")]
     assert texts == [f"line {i}" for i in range(count)]
-    steps = [line["step"] for line in Api_logs(server, run_id) if line["text"].startswith("line ")]
+    # A line read before the first `log` has no step yet.
+    steps = [
+        -1 if line["step"] is None else line["step"]
+        for line in Api_logs(server, run_id)
+        if line["text"].startswith("line ")
+    ]
     assert steps == sorted(steps)
 
 
@@ -206,13 +211,15 @@ def Api_logs(server: Server, run_id: str) -> List[Dict[str, Any]]:  # noqa: N802
 
 EXITS = textwrap.dedent(
     """
-    import sys
+    import sys, time
     import trainlog
 
     run = trainlog.init(project="exits", system_metrics_interval=None, capture_code=False,
                         job={"job_id": "exit-job", "rank": 0, "world_size": 1})
     for i in range(30):
-        print(f"loading shard {i}")
+        print(f"loading shard {i}", flush=True)
+    # stdout and stderr are two pipes, read side by side: the pause keeps their order certain.
+    time.sleep(0.3)
     print("NCCL error: unhandled system error", file=sys.stderr)
     sys.exit(3)
     """
@@ -236,3 +243,34 @@ def test_a_rank_that_exits_without_a_traceback_shows_its_last_console_lines_in_i
     assert len(shown) == 20
     assert shown[-1] == "NCCL error: unhandled system error"
     assert shown[-2] == "loading shard 29"
+
+
+REPOINTED = textwrap.dedent(
+    """
+    import os, sys
+    import trainlog
+
+    run = trainlog.init(project="repointed", system_metrics_interval=None, capture_code=False)
+    print("captured", flush=True)
+    # Something else takes stdout while the run captures it, as a test runner does.
+    taken = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(taken, 1)
+    run.finish()
+    print("after the run", flush=True)
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_a_stdout_pointed_elsewhere_during_the_run_stays_where_it_was_pointed(server: Server, tmp_path: Path) -> None:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINLOG_")}
+    full_env.update(TRAINLOG_SERVER=server.url, TRAINLOG_DIR=str(tmp_path / "client"))
+    taken = tmp_path / "taken.txt"
+    done = subprocess.run(
+        [sys.executable, "-c", REPOINTED, str(taken)], env=full_env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "captured\n"
+    assert taken.read_text() == "after the run\n", "finishing the run did not point stdout back over it"
+    texts = [line["text"] for line in logs(server, only_run(server, "repointed"))["lines"]]
+    assert "captured" in texts and "after the run" not in texts

@@ -204,9 +204,8 @@ impl Capture {
     pub fn stop(mut self, wait: Duration) -> ConsoleCounts {
         #[cfg(unix)]
         {
-            use std::os::fd::AsRawFd;
             for (r, _) in &self.streams {
-                tee::restore(r.fd, r.saved.as_raw_fd());
+                tee::restore(r);
             }
             let until = Instant::now() + wait;
             for (_, done) in &self.streams {
@@ -277,7 +276,7 @@ fn start_reader(
         let _ = done_tx.send(());
     });
     if let Err(e) = started {
-        tee::restore(fd, redirected.saved.as_raw_fd());
+        tee::restore(&redirected);
         return Err(e);
     }
     Ok((redirected, done))

@@ -11,6 +11,17 @@ pub struct Redirected {
     pub fd: RawFd,
     pub saved: OwnedFd,
     pub read_end: OwnedFd,
+    /// What `fd` was pointed at (device and inode), to tell at the end whether it still is.
+    pub pointed_at: Option<(u64, u64)>,
+}
+
+/// The device and inode `fd` refers to.
+fn identity(fd: RawFd) -> Option<(u64, u64)> {
+    // SAFETY: fstat fills a plain C struct for a descriptor this process owns.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd, &mut st) == 0).then_some((st.st_dev as u64, st.st_ino as u64))
+    }
 }
 
 fn check(ret: libc::c_int, what: &str) -> io::Result<libc::c_int> {
@@ -76,17 +87,20 @@ pub fn redirect(fd: RawFd) -> io::Result<Redirected> {
     };
     // SAFETY: dup2 replaces `fd` with a copy of a descriptor this process owns.
     unsafe { check(libc::dup2(write_end.as_raw_fd(), fd), "dup2")? };
-    Ok(Redirected { fd, saved, read_end })
+    Ok(Redirected { fd, saved, read_end, pointed_at: identity(write_end.as_raw_fd()) })
 }
 
 /// Points `fd` back where it went before, flushing C's stdio buffers first so nothing printed
-/// through them is left behind.
-pub fn restore(fd: RawFd, saved: RawFd) {
-    // SAFETY: fflush(NULL) flushes every C stdio stream; dup2 on descriptors this process owns.
-    unsafe {
-        libc::fflush(std::ptr::null_mut());
-        libc::dup2(saved, fd);
+/// through them is left behind. When something else pointed `fd` elsewhere since (a test
+/// runner capturing output), it is left where that put it.
+pub fn restore(r: &Redirected) {
+    // SAFETY: fflush(NULL) flushes every C stdio stream.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
+    if r.pointed_at.is_some() && identity(r.fd) != r.pointed_at {
+        return;
     }
+    // SAFETY: dup2 on descriptors this process owns.
+    unsafe { libc::dup2(r.saved.as_raw_fd(), r.fd) };
 }
 
 /// Reads what the process printed into `buf`: the bytes read, or 0 once every writer is gone.
