@@ -159,7 +159,10 @@ impl Ranks {
                 let (url, stop, lines) = (server.api(&format!("/runs/{job}/logs")), stop.clone(), lines.clone());
                 rt.spawn(async move {
                     let http = client::client();
-                    let (mut seq, mut next) = (0u64, tokio::time::Instant::now());
+                    // Each process ships on its own clock, from its own start.
+                    let phase = SHIP_EVERY * rank as u32 / RANKS as u32;
+                    let (mut seq, mut next) = (0u64, tokio::time::Instant::now() + phase);
+                    tokio::time::sleep_until(next).await;
                     while !stop.load(Ordering::Relaxed) {
                         let answer = http
                             .post(&url)

@@ -1,7 +1,7 @@
 //! Console logs of runs: a process's lines appended (acknowledged once in the console log), and
 //! read back filtered, searched and paged, or followed as server-sent events.
 
-use crate::body::json_body_within;
+use crate::body::{json_bytes_within, parse_json_object};
 use crate::error::{ApiError, Result};
 use crate::lookup;
 use crate::query::{query_int, query_one, query_pairs};
@@ -145,8 +145,10 @@ pub(crate) async fn append_logs(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let (id, project_id) = lookup::writable(&state, &req, &path).await?;
-    let body: AppendLogs = json_body_within(&req, payload, MAX_LOGS_BODY_BYTES).await?;
-    let batch = batch_of(body)?;
+    let bytes = json_bytes_within(&req, payload, MAX_LOGS_BODY_BYTES).await?;
+    // Thousands of lines to parse: off the executor, so a burst of ranks' batches does not hold
+    // up the metric batches behind it.
+    let batch = web::block(move || parse_json_object::<AppendLogs>(&bytes).and_then(batch_of)).await??;
     let accepted = batch.lines.len();
     state.store.console().append(&id, project_id, batch).await?;
     Ok(HttpResponse::Ok().json(LinesAccepted { accepted }))

@@ -18,6 +18,8 @@ use trainlog_schema::RunId;
 /// Bytes of buffered lines that make the active generation freeze and persist.
 const ROTATE_BYTES: usize = 32 << 20;
 const MAX_GROUP_BYTES: usize = 16 << 20;
+/// How long the first batch of a group waits for others before the group is written.
+const COMMIT_WINDOW: Duration = Duration::from_millis(50);
 
 pub(super) enum Cmd {
     Append { run: RunId, project_id: i64, batch: ConsoleBatch, done: oneshot::Sender<Result<()>> },
@@ -75,8 +77,12 @@ pub(super) fn run(inner: Arc<Inner>, mut segment: Segment, rx: mpsc::Receiver<Cm
         };
         if let Some(cmd) = first {
             take(cmd, &mut encoded);
+            // Console lines wait a little for others to share their fsync: nobody waits on
+            // their answer, and the metrics' log then shares the disk with fewer syncs.
+            let until = std::time::Instant::now() + COMMIT_WINDOW;
             while encoded.len() < MAX_GROUP_BYTES {
-                match rx.try_recv() {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                match rx.recv_timeout(left) {
                     Ok(cmd) => take(cmd, &mut encoded),
                     Err(_) => break,
                 }
