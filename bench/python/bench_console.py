@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -105,6 +106,10 @@ def main() -> None:
             for rep in range(args.reps):
                 order = ["silent", "printing"] if rep % 2 == 0 else ["printing", "silent"]
                 for kind in order:
+                    # The server writes what the last process sent before the next starts.
+                    flush = urllib.request.Request(f"{url}/api/v1/admin/flush", data=b"{}", method="POST",
+                                                   headers={"content-type": "application/json"})
+                    urllib.request.urlopen(flush, timeout=300).read()
                     r = measure(args.calls, args.rate if kind == "printing" else 0, env)
                     rows[kind].append(r)
                     print(f"rep {rep} {kind}: p50 {r['p50_us']:.2f} µs, p99 {r['p99_us']:.2f} µs, "

@@ -19,7 +19,7 @@ use trainlog_schema::RunId;
 const ROTATE_BYTES: usize = 32 << 20;
 const MAX_GROUP_BYTES: usize = 16 << 20;
 /// How long the first batch of a group waits for others before the group is written.
-const COMMIT_WINDOW: Duration = Duration::from_millis(50);
+const COMMIT_WINDOW: Duration = Duration::from_millis(10);
 
 pub(super) enum Cmd {
     Append { run: RunId, project_id: i64, batch: ConsoleBatch, done: oneshot::Sender<Result<()>> },
