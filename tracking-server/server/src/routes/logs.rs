@@ -29,7 +29,8 @@ const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 const FOLLOW_FOR: Duration = Duration::from_secs(6 * 3600);
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/runs/{id}/logs", web::post().to(append_logs)).route("/runs/{id}/logs", web::get().to(read_logs));
+    cfg.route("/runs/{id}/logs", web::post().to(append_logs));
+    cfg.route("/runs/{id}/logs", web::get().to(read_logs));
 }
 
 /// This resource's operations in the API document.
