@@ -516,14 +516,7 @@ fn main() {
             }
         }
     }
-    // The harness looks for the server beside a test executable (target/<profile>/deps/..); this
-    // binary sits in target/<profile>/ itself, beside `trainlog`. Set before any thread starts.
-    if std::env::var_os("TRAINLOG_BIN").is_none() {
-        let exe = std::env::current_exe().expect("this executable has a path");
-        let beside = exe.parent().expect("target/<profile>").join("trainlog");
-        assert!(beside.exists(), "{} is missing: run `cargo build --release --workspace` first", beside.display());
-        std::env::set_var("TRAINLOG_BIN", beside);
-    }
+    trainlog_bench::use_the_server_beside_this_binary();
     let scale = Scale::new(quick);
     let started = Instant::now();
     if bounds {

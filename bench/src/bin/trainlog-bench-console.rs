@@ -18,12 +18,7 @@ fn main() {
             }
         }
     }
-    if std::env::var_os("TRAINLOG_BIN").is_none() {
-        let exe = std::env::current_exe().expect("this executable has a path");
-        let beside = exe.parent().expect("target/<profile>").join("trainlog");
-        assert!(beside.exists(), "{} is missing: run `cargo build --release --workspace` first", beside.display());
-        std::env::set_var("TRAINLOG_BIN", beside);
-    }
+    trainlog_bench::use_the_server_beside_this_binary();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
     let (clients, batches, steps) = (10, 300, 1_000);
     let (mut alone, mut with, mut lines) = (Vec::new(), Vec::new(), Vec::new());

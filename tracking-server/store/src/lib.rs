@@ -97,6 +97,20 @@ pub(crate) fn io_err(context: &'static str) -> impl FnOnce(std::io::Error) -> Er
     move |source| Error::Io { context, source }
 }
 
+/// The guarded value, also after a thread panicked holding the lock: every lock here guards
+/// state that each step leaves whole.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) fn read<T>(m: &std::sync::RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) fn write<T>(m: &std::sync::RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Runs blocking work (Parquet encoding, SQLite, fsync) off the async executor.
 pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f).await.map_err(|e| Error::Task(e.to_string()))?

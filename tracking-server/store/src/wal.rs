@@ -252,6 +252,16 @@ impl Segment {
     }
 }
 
+/// Appends a group of encoded records durably. A segment that a failed write left torn takes
+/// nothing more (records after a torn one would be cut at replay although they were
+/// acknowledged): the group then goes to the segment `next` opens, which takes its place.
+pub fn append_group(segment: &mut Segment, bytes: &[u8], next: impl FnOnce(&Segment) -> Result<Segment>) -> Result<()> {
+    if !segment.is_sound() {
+        *segment = next(segment)?;
+    }
+    segment.append_durable(bytes)
+}
+
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(io_err("syncing the write-ahead log folder"))
 }

@@ -12,7 +12,7 @@ pub use files::run_prefix;
 pub use query::{facets, page, LineFacets, LineFilter, LinePage, PageStart, Search};
 
 use crate::counters::{bump, Counters};
-use crate::{blocking, io_err, objects, Backpressure, Error, Result};
+use crate::{blocking, io_err, lock, objects, read, write, Backpressure, Error, Result};
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -371,18 +371,6 @@ impl Inner {
             .insert(run.clone(), Merged { files, buffered, lines: lines.clone(), bytes, used: Instant::now() });
         Ok(lines)
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    m.read().unwrap_or_else(|p| p.into_inner())
-}
-
-fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    m.write().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

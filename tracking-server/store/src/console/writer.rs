@@ -2,9 +2,10 @@
 //! commit, applies them to the buffer and rotates segments.
 
 use super::codec::{self, ConsoleBatch};
-use super::{read, write, Generation, Inner};
+use super::{Generation, Inner};
 use crate::counters::bump;
 use crate::wal::{self, Segment};
+use crate::{read, write};
 use crate::{Backpressure, Result};
 use std::collections::VecDeque;
 use std::path::Path;
@@ -89,14 +90,7 @@ pub(super) fn run(inner: Arc<Inner>, mut segment: Segment, rx: mpsc::Receiver<Cm
             }
         }
         if !group.is_empty() {
-            let written = if segment.is_sound() {
-                segment.append_durable(&encoded)
-            } else {
-                rotate(&inner, &segment).and_then(|next| {
-                    segment = next;
-                    segment.append_durable(&encoded)
-                })
-            };
+            let written = wal::append_group(&mut segment, &encoded, |torn| rotate(&inner, torn));
             match written {
                 Ok(()) => {
                     let mut acks = Vec::with_capacity(group.len());

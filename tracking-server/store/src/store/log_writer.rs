@@ -119,16 +119,7 @@ pub(super) fn wal_loop(
             }
         }
         if !group.is_empty() {
-            // A segment that a failed write left torn takes nothing more: records after a torn
-            // one would be cut at replay although they were acknowledged.
-            let written = if segment.is_sound() {
-                segment.append_durable(&encoded)
-            } else {
-                rotate(&inner, &segment).and_then(|next| {
-                    segment = next;
-                    segment.append_durable(&encoded)
-                })
-            };
+            let written = wal::append_group(&mut segment, &encoded, |torn| rotate(&inner, torn));
             match written {
                 Ok(()) => {
                     bump(&inner.counters.wal_syncs);

@@ -13,7 +13,7 @@ use crate::parquet_io::{self, key_index_from_json, key_index_to_json, COMPACT_ZS
 use crate::series::{Series, StepRange};
 use crate::summaries::{Summaries, SummaryWrite};
 use crate::wal::{self, Segment};
-use crate::{blocking, io_err, objects, runs_table, Backpressure, Error, Result};
+use crate::{blocking, io_err, lock, objects, read, runs_table, write, Backpressure, Error, Result};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
@@ -550,18 +550,6 @@ impl MetricsStore {
 /// What ingest answers for a run deleted for good.
 fn purged_error(run: &RunId) -> Error {
     trainlog_meta::Error::NotFound { what: format!("run {run}") }.into()
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    m.read().unwrap_or_else(|p| p.into_inner())
-}
-
-fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    m.write().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Inner {
