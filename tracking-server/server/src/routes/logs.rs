@@ -254,6 +254,15 @@ fn flag(pairs: &[(String, String)], name: &str) -> Result<bool> {
     }
 }
 
+/// A count in the query: 0 to 2^63 - 1, as the API document says (0 when absent).
+fn count(pairs: &[(String, String)], name: &str) -> Result<usize> {
+    match query_int::<i64>(pairs, name)? {
+        None => Ok(0),
+        Some(n) if n < 0 => Err(ApiError::invalid(name, "must not be negative")),
+        Some(n) => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
+    }
+}
+
 fn read_of(pairs: &[(String, String)]) -> Result<Read> {
     let ranks = match query_one(pairs, "rank").filter(|r| !r.is_empty()) {
         None => None,
@@ -265,12 +274,14 @@ fn read_of(pairs: &[(String, String)]) -> Result<Read> {
     };
     let stream =
         query_one(pairs, "stream").filter(|s| !s.is_empty()).map(|s| ConsoleStream::parse("stream", s)).transpose()?;
+    // Every parameter is checked, whether or not the others make it matter.
+    let regex = flag(pairs, "regex")?;
     let search = match query_one(pairs, "q").filter(|q| !q.is_empty()) {
         None => None,
         Some(q) if q.chars().count() > MAX_SEARCH_CHARS => {
             return Err(ApiError::invalid("q", format!("longer than {MAX_SEARCH_CHARS} characters")))
         }
-        Some(q) if flag(pairs, "regex")? => Some(Search::Regex(
+        Some(q) if regex => Some(Search::Regex(
             regex_lite::RegexBuilder::new(q)
                 .size_limit(1 << 20)
                 .build()
@@ -308,8 +319,8 @@ fn read_of(pairs: &[(String, String)]) -> Result<Read> {
     let start = match given.first().copied() {
         Some("tail") => PageStart::Tail,
         Some("at_step") => PageStart::AtStep(query_int(pairs, "at_step")?.unwrap_or(0)),
-        Some("after") => PageStart::After(query_int(pairs, "after")?.unwrap_or(0)),
-        _ => PageStart::Offset(query_int(pairs, "offset")?.unwrap_or(0)),
+        Some("after") => PageStart::After(count(pairs, "after")?),
+        _ => PageStart::Offset(count(pairs, "offset")?),
     };
     let (follow, download) = (flag(pairs, "follow")?, flag(pairs, "download")?);
     if follow && download {
