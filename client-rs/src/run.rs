@@ -363,7 +363,10 @@ impl RunBuilder {
                 process: run.shared.join_token.clone(),
                 rank,
                 node: hostname(),
-                membership: membership.clone(),
+                attempt: {
+                    let membership = membership.clone();
+                    Arc::new(move || membership.attempt())
+                },
                 step: run.console_step.clone(),
             };
             *lock(&run.console) = crate::console::Capture::start(run.shared.clone(), labels, self.console_max_bytes);

@@ -9,7 +9,6 @@ mod tee;
 
 pub use lines::LineSplitter;
 
-use crate::membership::Membership;
 use crate::sender::Shared;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -158,7 +157,8 @@ pub(crate) struct Labels {
     pub process: String,
     pub rank: u32,
     pub node: String,
-    pub membership: Arc<Membership>,
+    /// The job's attempt this process is in now (the server may answer it after the start).
+    pub attempt: Arc<dyn Fn() -> i64 + Send + Sync>,
     pub step: Arc<AtomicI64>,
 }
 
@@ -347,7 +347,7 @@ fn request(labels: &Labels, batch: Vec<Captured>) -> Value {
         "process": labels.process,
         "rank": labels.rank,
         "node": labels.node,
-        "attempt": labels.membership.attempt(),
+        "attempt": (labels.attempt)(),
         "lines": lines,
     }})
 }
@@ -379,9 +379,13 @@ mod tests {
 
     #[test]
     fn secrets_are_masked_and_lines_keep_their_places() {
-        let m = Arc::new(Membership::new(crate::collect::job::JobContext::default(), false));
-        let labels =
-            Labels { process: "p".into(), rank: 0, node: "n".into(), membership: m, step: Arc::new(AtomicI64::new(0)) };
+        let labels = Labels {
+            process: "p".into(),
+            rank: 0,
+            node: "n".into(),
+            attempt: Arc::new(|| 2),
+            step: Arc::new(AtomicI64::new(0)),
+        };
         let batch = vec![
             Captured {
                 seq: 0,
@@ -398,5 +402,6 @@ mod tests {
         assert_eq!(lines[1]["text"], "fine");
         assert_eq!(lines[1]["step"], 3);
         assert_eq!(lines[1]["stream"], "stderr");
+        assert_eq!(r["body"]["attempt"], 2);
     }
 }
