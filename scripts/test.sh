@@ -156,7 +156,7 @@ curl -sf -X PUT "http://127.0.0.1:$port/trainlog-test" -o /dev/null
 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 \
 AWS_ENDPOINT="http://127.0.0.1:$port" AWS_ALLOW_HTTP=true \
 TRAINLOG_TEST_STORE="s3://trainlog-test/run-$$" \
-    cargo test --release --locked --workspace --test storage --test artifacts --test media --test registry --test replicas \
+    cargo test --release --locked --workspace --test storage --test artifacts --test media --test registry --test replicas --test logs \
         --test trust_defects
 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 \
 AWS_ENDPOINT="http://127.0.0.1:$port" AWS_ALLOW_HTTP=true \

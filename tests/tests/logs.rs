@@ -64,7 +64,7 @@ fn a_refused_batch_names_its_field_and_writes_nothing() {
 
 #[test]
 fn lines_are_kept_once_filtered_searched_paged_and_back_after_a_kill_9() {
-    let mut s = TestServer::spawn_local();
+    let mut s = TestServer::spawn();
     let run = s.create_run("logs", "two ranks");
     let path = format!("/runs/{run}/logs");
     let rank0 =

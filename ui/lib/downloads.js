@@ -25,18 +25,20 @@ export function downloadBlob(name, blob) {
   setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
 
-/** A download link; with a key, the bytes are fetched with it (a plain link cannot send one). */
-export function artifactLink(url, name) {
-  return el('a', { href: url, download: '', onclick: async (e) => {
+/** Makes link `a` fetch its bytes with the API key when one is stored (a plain link cannot send
+ * one), saving them as `name`; without a key the link downloads as it is. */
+export function fetchedWithKey(a, name) {
+  a.addEventListener('click', async (e) => {
     if (!storedKey()) return;
     e.preventDefault();
-    const res = await fetch(url, { headers: authHeaders() });
+    const res = await fetch(a.href, { headers: authHeaders() });
     if (!res.ok) { alert(`Downloading ${name} failed: HTTP ${res.status}`); return; }
-    const blob = URL.createObjectURL(await res.blob());
-    const a = el('a', { href: blob, download: name.split('/').pop() });
-    document.body.append(a);
-    a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(blob), 10000);
-  } }, name);
+    downloadBlob(name, await res.blob());
+  });
+  return a;
+}
+
+/** A download link; with a key, the bytes are fetched with it. */
+export function artifactLink(url, name) {
+  return fetchedWithKey(el('a', { href: url, download: '' }, name), name.split('/').pop());
 }

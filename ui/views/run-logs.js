@@ -6,6 +6,7 @@ import { API, api, authHeaders } from '../lib/api.js';
 import { enc } from '../lib/address.js';
 import { ansiRuns } from '../lib/ansi.js';
 import { el, errorEl, statusEl } from '../lib/dom.js';
+import { fetchedWithKey } from '../lib/downloads.js';
 
 /** Pixels per line; lines are one row each (long ones scroll sideways). */
 const ROW = 18;
@@ -125,7 +126,7 @@ export function runLogsView(id, params) {
   const followBox = el('input', { type: 'checkbox', 'data-testid': 'log-follow' });
   followBox.checked = state.follow;
   const stepInput = el('input', { type: 'number', placeholder: 'step', class: 'log-step-input', 'data-testid': 'log-step', 'aria-label': 'Jump to step' });
-  const download = el('a', { 'data-testid': 'log-download', class: 'button' }, 'Download');
+  const download = fetchedWithKey(el('a', { 'data-testid': 'log-download', class: 'button', download: `${id}-logs.txt` }, 'Download'), `${id}-logs.txt`);
   const problem = el('div');
   streamSel.value = state.stream;
 

@@ -16,7 +16,7 @@ use crate::{blocking, io_err, lock, objects, read, write, Backpressure, Error, R
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, SyncSender};
@@ -71,7 +71,8 @@ struct State {
     frozen: VecDeque<Arc<Generation>>,
 }
 
-/// The merged lines of a run, kept with what they were made from.
+/// The merged lines of a run, kept with what they were made from: its files, and how many
+/// batches of each buffered generation (by its segment).
 struct Merged {
     files: Vec<ObjectPath>,
     buffered: Vec<(u64, usize)>,
@@ -88,6 +89,12 @@ struct Cache {
 }
 
 impl Cache {
+    fn take(&mut self, run: &RunId) -> Option<Merged> {
+        let m = self.merged.remove(run)?;
+        self.bytes -= m.bytes;
+        Some(m)
+    }
+
     fn insert(&mut self, run: RunId, merged: Merged) {
         self.bytes += merged.bytes;
         if let Some(old) = self.merged.insert(run, merged) {
@@ -117,6 +124,8 @@ pub(crate) struct Inner {
     cache: Mutex<Cache>,
     counters: Arc<Counters>,
     rotate_after: Duration,
+    /// Runs deleted for good: their lines are neither kept, nor written, nor read.
+    purged: RwLock<HashSet<RunId>>,
 }
 
 /// The console store; cheap to clone.
@@ -135,6 +144,7 @@ impl ConsoleStore {
         folder_id: String,
         counters: Arc<Counters>,
         rotate_after: Duration,
+        purged: HashSet<RunId>,
     ) -> Result<Self> {
         std::fs::create_dir_all(&wal_dir).map_err(io_err("creating the console log folder"))?;
         let dir = wal_dir.clone();
@@ -156,6 +166,7 @@ impl ConsoleStore {
             cache: Mutex::new(Cache::default()),
             counters,
             rotate_after,
+            purged: RwLock::new(purged),
         });
         let thread_inner = inner.clone();
         let handle = std::thread::Builder::new()
@@ -181,6 +192,9 @@ impl ConsoleStore {
     pub async fn append(&self, run: &RunId, project_id: i64, batch: ConsoleBatch) -> Result<()> {
         if batch.lines.is_empty() {
             return Ok(());
+        }
+        if read(&self.inner.purged).contains(run) {
+            return Err(trainlog_meta::Error::NotFound { what: format!("run {run}") }.into());
         }
         let bytes = batch.bytes();
         let buffered = self.inner.buffered_bytes.load(Ordering::Relaxed);
@@ -241,8 +255,12 @@ impl ConsoleStore {
         self.inner.buffered_bytes.load(Ordering::Relaxed)
     }
 
-    /// Forgets what is cached of a run (its files were deleted).
-    pub fn forget(&self, run: &RunId) {
+    /// A run deleted for good: its lines still buffered are never written, and a file being
+    /// written now is done before this returns, so the deletion of the run's objects that
+    /// follows finds it.
+    pub(crate) async fn purge(&self, run: &RunId) {
+        let _no_file_in_flight = self.inner.persist_lock.lock().await;
+        write(&self.inner.purged).insert(run.clone());
         let mut cache = lock(&self.inner.cache);
         cache.listings.remove(run);
         if let Some(gone) = cache.merged.remove(run) {
@@ -272,7 +290,8 @@ impl Inner {
     /// same files again.
     async fn persist(&self, generation: &Arc<Generation>) -> Result<()> {
         let mut written = Vec::new();
-        for (run, lines) in &generation.runs {
+        let purged = read(&self.purged).clone();
+        for (run, lines) in generation.runs.iter().filter(|(run, _)| !purged.contains(*run)) {
             let path = files::file_path(lines.project_id, run.as_str(), &self.folder_id, generation.segment);
             let generation = generation.clone();
             let run2 = run.clone();
@@ -320,6 +339,9 @@ impl Inner {
     }
 
     async fn lines(&self, run: &RunId, project_id: i64) -> Result<Arc<Vec<ConsoleLine>>> {
+        if read(&self.purged).contains(run) {
+            return Ok(Arc::new(Vec::new()));
+        }
         let files = self.listing(run, project_id).await?;
         let buffered: Vec<(u64, usize)> = {
             let state = read(&self.state);
@@ -328,13 +350,23 @@ impl Inner {
                 .iter()
                 .map(|g| g.as_ref())
                 .chain([&state.active])
-                .filter_map(|g| g.runs.get(run).map(|r| (g.segment, r.lines)))
+                .filter_map(|g| g.runs.get(run).map(|r| (g.segment, r.batches.len())))
                 .collect()
         };
-        if let Some(m) = lock(&self.cache).merged.get_mut(run) {
-            if m.files == files && m.buffered == buffered {
-                m.used = Instant::now();
-                return Ok(m.lines.clone());
+        let cached = {
+            let mut cache = lock(&self.cache);
+            match cache.merged.get_mut(run) {
+                Some(m) if m.files == files && m.buffered == buffered => {
+                    m.used = Instant::now();
+                    return Ok(m.lines.clone());
+                }
+                Some(m) if m.files == files && grew(&m.buffered, &buffered) => cache.take(run),
+                _ => None,
+            }
+        };
+        if let Some(m) = cached {
+            if let Some(lines) = self.appended(run, m, &buffered) {
+                return Ok(lines);
             }
         }
         let mut all = Vec::new();
@@ -371,6 +403,54 @@ impl Inner {
             .insert(run.clone(), Merged { files, buffered, lines: lines.clone(), bytes, used: Instant::now() });
         Ok(lines)
     }
+
+    /// A followed run's common case: only batches taken since the cached read, every line of
+    /// them after its last. They are added to the cached lines (copied only while a reader holds
+    /// them) instead of merging the run again. None when the new lines fall among the old.
+    fn appended(&self, run: &RunId, mut m: Merged, buffered: &[(u64, usize)]) -> Option<Arc<Vec<ConsoleLine>>> {
+        let mut new: Vec<ConsoleLine> = {
+            let state = read(&self.state);
+            let generations = state.frozen.iter().map(|g| g.as_ref()).chain([&state.active]);
+            generations
+                .filter_map(|g| {
+                    let &(_, upto) = buffered.iter().find(|(segment, _)| *segment == g.segment)?;
+                    let before = m.buffered.iter().find(|(segment, _)| *segment == g.segment).map_or(0, |b| b.1);
+                    Some(
+                        g.runs
+                            .get(run)?
+                            .batches
+                            .get(before..upto)?
+                            .iter()
+                            .flat_map(ConsoleBatch::lines)
+                            .collect::<Vec<_>>(),
+                    )
+                })
+                .flatten()
+                .collect()
+        };
+        new.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
+        new.dedup_by(|b, a| a.source == b.source && a.seq == b.seq && a.attempt == b.attempt);
+        let after = match (m.lines.last(), new.first()) {
+            (Some(last), Some(first)) => first.order_key() > last.order_key(),
+            _ => true,
+        };
+        if !after {
+            return None;
+        }
+        m.bytes += new.iter().map(ConsoleLine::size).sum::<usize>();
+        Arc::make_mut(&mut m.lines).extend(new);
+        m.buffered = buffered.to_vec();
+        m.used = Instant::now();
+        let lines = m.lines.clone();
+        lock(&self.cache).insert(run.clone(), m);
+        Some(lines)
+    }
+}
+
+/// Whether `now` only adds to `before`: every generation read before is still there with at
+/// least as many batches (a generation written to a file changes the files instead).
+fn grew(before: &[(u64, usize)], now: &[(u64, usize)]) -> bool {
+    before.iter().all(|(segment, n)| now.iter().any(|(s, m)| s == segment && m >= n))
 }
 
 #[cfg(test)]
@@ -406,15 +486,35 @@ mod tests {
         let lines = console.lines(&run, 1).await.unwrap();
         assert_eq!(lines.len(), 15, "lines 8 and 9 again are dropped; 10 and 11 are new");
 
+        // New lines after the last are added to the cached read; a batch among them merges again.
+        let before = console.lines(&run, 1).await.unwrap();
+        let mut later = batch("p3", 0..3);
+        for l in &mut later.lines {
+            l.time_ms += 1_000_000;
+        }
+        console.append(&run, 1, later).await.unwrap();
+        let after = console.lines(&run, 1).await.unwrap();
+        assert_eq!(after.len(), 18);
+        assert_eq!(after[..15], before[..]);
+        assert!(after.windows(2).all(|w| w[0].order_key() < w[1].order_key()));
+        drop((before, after));
+        console.append(&run, 1, batch("p4", 0..2)).await.unwrap();
+        let merged = console.lines(&run, 1).await.unwrap();
+        assert_eq!(merged.len(), 20);
+        assert!(merged.windows(2).all(|w| w[0].order_key() < w[1].order_key()), "p4's early lines merged in order");
+        console.append(&run, 1, batch("p4", 0..2)).await.unwrap();
+        assert_eq!(console.lines(&run, 1).await.unwrap().len(), 20, "a batch sent again is kept once");
+        drop(merged);
+
         // An unclean stop: the store is dropped without shutting down, the log stays.
         drop(console);
         drop(store);
         let store = MetricsStore::open(config, meta).await.unwrap();
         let lines = store.console().lines(&run, 1).await.unwrap();
-        assert_eq!(lines.len(), 15);
+        assert_eq!(lines.len(), 20);
         assert_eq!(lines.iter().filter(|l| &*l.source == "p1").map(|l| l.seq).max(), Some(11));
         store.shutdown().await.unwrap();
         let lines = store.console().lines(&run, 1).await.unwrap();
-        assert_eq!(lines.len(), 15);
+        assert_eq!(lines.len(), 20);
     }
 }

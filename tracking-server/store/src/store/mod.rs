@@ -240,6 +240,7 @@ impl MetricsStore {
             inner.folder_id.clone(),
             inner.counters.clone(),
             inner.config.rotate_after,
+            read(&inner.purged).clone(),
         )
         .await?;
         let store = Self { inner, console };

@@ -33,6 +33,7 @@ impl MetricsStore {
             let id = run.clone();
             let purged = blocking(move || Ok(meta.purge_run(&id)?)).await?;
             inner.forget_purged(run);
+            self.console.purge(run).await;
             purged
         };
         self.project_changed(purged.project_id);
@@ -137,6 +138,44 @@ mod tests {
             n += listed.len();
         }
         n
+    }
+
+    /// A run's console lines go with it: the written file, and lines still buffered, which are
+    /// never written, also after a restart replays the console's log.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_purged_runs_console_lines_are_deleted_and_the_buffered_ones_never_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = Arc::new(MetaStore::open(&dir.path().join("meta.db")).unwrap());
+        let config = StoreConfig::new(dir.path().to_owned(), None);
+        let store = MetricsStore::open(config.clone(), meta.clone()).await.unwrap();
+        let new =
+            trainlog_meta::NewRun { project: Some(ProjectName::parse("project", "p").unwrap()), ..Default::default() };
+        let (run, _) = meta.create_run(&new).unwrap();
+        let lines = |from: u64| {
+            let mut b = crate::console::ConsoleBatch::new("p1".into(), "n".into(), 0, 1);
+            for seq in from..from + 10 {
+                b.push(seq, seq as i64, None, trainlog_schema::console::ConsoleStream::Stdout, "a line");
+            }
+            b
+        };
+        store.console().append(&run.id, run.project_id, lines(0)).await.unwrap();
+        store.flush().await.unwrap();
+        store.console().append(&run.id, run.project_id, lines(10)).await.unwrap();
+        assert_eq!(objects_under(&store, run.project_id, &run.id).await, 1, "one console file written");
+
+        meta.set_run_deleted(&run.id, true).unwrap();
+        store.purge_run(&run.id).await.unwrap();
+        store.flush().await.unwrap();
+        assert_eq!(objects_under(&store, run.project_id, &run.id).await, 0);
+        assert!(store.console().lines(&run.id, run.project_id).await.unwrap().is_empty());
+        assert!(store.console().append(&run.id, run.project_id, lines(20)).await.is_err());
+
+        // A crash before the buffered lines' segment went: the log replays them, and they stay unwritten.
+        drop(store);
+        let store = MetricsStore::open(config, meta).await.unwrap();
+        store.flush().await.unwrap();
+        assert_eq!(objects_under(&store, run.project_id, &run.id).await, 0);
+        store.shutdown().await.unwrap();
     }
 
     /// A crash after the purge's transaction and before its deletes leaves the run's objects
