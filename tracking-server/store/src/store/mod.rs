@@ -233,6 +233,7 @@ impl MetricsStore {
             .spawn(move || wal_loop(thread_inner, segment, rx, runtime))
             .map_err(io_err("starting the write-ahead log thread"))?;
         *lock(&inner.wal_thread) = Some(handle);
+        let purged = read(&inner.purged).clone();
         let console = crate::ConsoleStore::open(
             inner.objects.clone(),
             inner.local_root.clone(),
@@ -240,7 +241,7 @@ impl MetricsStore {
             inner.folder_id.clone(),
             inner.counters.clone(),
             inner.config.rotate_after,
-            read(&inner.purged).clone(),
+            purged,
         )
         .await?;
         let store = Self { inner, console };
