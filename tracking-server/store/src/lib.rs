@@ -111,6 +111,18 @@ pub(crate) fn write<T>(m: &std::sync::RwLock<T>) -> std::sync::RwLockWriteGuard<
     m.write().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Hands a command to a log writer's thread. A full channel means the writer is behind: the
+/// wait happens off the executor.
+pub(crate) async fn send_to_writer<C: Send + 'static>(tx: std::sync::mpsc::SyncSender<C>, cmd: C) -> Result<()> {
+    match tx.try_send(cmd) {
+        Ok(()) => Ok(()),
+        Err(std::sync::mpsc::TrySendError::Full(cmd)) => {
+            blocking(move || tx.send(cmd).map_err(|_| Error::ShuttingDown)).await
+        }
+        Err(std::sync::mpsc::TrySendError::Disconnected(_)) => Err(Error::ShuttingDown),
+    }
+}
+
 /// Runs blocking work (Parquet encoding, SQLite, fsync) off the async executor.
 pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f).await.map_err(|e| Error::Task(e.to_string()))?

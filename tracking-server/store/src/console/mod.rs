@@ -205,14 +205,7 @@ impl ConsoleStore {
         let lines = batch.lines.len() as u64;
         let (done, wait) = oneshot::channel();
         let tx = lock(&self.inner.tx).clone().ok_or(Error::ShuttingDown)?;
-        let cmd = Cmd::Append { run: run.clone(), project_id, batch, done };
-        match tx.try_send(cmd) {
-            Ok(()) => {}
-            Err(mpsc::TrySendError::Full(cmd)) => {
-                blocking(move || tx.send(cmd).map_err(|_| Error::ShuttingDown)).await?
-            }
-            Err(mpsc::TrySendError::Disconnected(_)) => return Err(Error::ShuttingDown),
-        }
+        crate::send_to_writer(tx, Cmd::Append { run: run.clone(), project_id, batch, done }).await?;
         wait.await.map_err(|_| Error::ShuttingDown)??;
         self.inner.counters.console_lines.fetch_add(lines, Ordering::Relaxed);
         Ok(())

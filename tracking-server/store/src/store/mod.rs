@@ -374,15 +374,7 @@ impl MetricsStore {
         let (done, wait) = oneshot::channel();
         let tx = lock(&self.inner.wal_tx).clone().ok_or(Error::ShuttingDown)?;
         let points = batch.points.len() as u64;
-        let cmd = WalCmd::Append { run: run.clone(), project_id, batch, done };
-        // A full channel means the log writer is behind: wait off the executor.
-        match tx.try_send(cmd) {
-            Ok(()) => {}
-            Err(mpsc::TrySendError::Full(cmd)) => {
-                blocking(move || tx.send(cmd).map_err(|_| Error::ShuttingDown)).await?
-            }
-            Err(mpsc::TrySendError::Disconnected(_)) => return Err(Error::ShuttingDown),
-        }
+        crate::send_to_writer(tx, WalCmd::Append { run: run.clone(), project_id, batch, done }).await?;
         wait.await.map_err(|_| Error::ShuttingDown)??;
         bump(&self.inner.counters.ingest_batches);
         self.inner.counters.ingest_points.fetch_add(points, Ordering::Relaxed);
