@@ -14,6 +14,7 @@ pub struct Counters {
     pub wal_syncs: AtomicU64,
     pub wal_write_failures: AtomicU64,
     pub wal_rotate_failures: AtomicU64,
+    pub wal_release_failures: AtomicU64,
     pub persisted_files: AtomicU64,
     pub persisted_points: AtomicU64,
     pub persist_failures: AtomicU64,
@@ -49,6 +50,7 @@ pub struct CounterValues {
     pub wal_syncs: u64,
     pub wal_write_failures: u64,
     pub wal_rotate_failures: u64,
+    pub wal_release_failures: u64,
     pub persisted_files: u64,
     pub persisted_points: u64,
     pub persist_failures: u64,
@@ -81,7 +83,7 @@ pub(crate) fn bump(counter: &AtomicU64) {
 impl CounterValues {
     /// Every count with its name and meaning (the object-store time aside), for the operator's
     /// views: `/api/v1/admin/stats` and `/metrics`.
-    pub fn named(&self) -> [(&'static str, &'static str, u64); 29] {
+    pub fn named(&self) -> [(&'static str, &'static str, u64); 30] {
         [
             ("ingest_batches", "Metric batches acknowledged", self.ingest_batches),
             ("ingest_points", "Metric points acknowledged", self.ingest_points),
@@ -98,6 +100,11 @@ impl CounterValues {
                 self.wal_write_failures,
             ),
             ("wal_rotate_failures", "Write-ahead log segments that could not be started", self.wal_rotate_failures),
+            (
+                "wal_release_failures",
+                "Write-ahead log segments whose records are in files but that could not be removed (tried again later)",
+                self.wal_release_failures,
+            ),
             ("persisted_files", "Metric files written from the buffer", self.persisted_files),
             ("persisted_points", "Points written from the buffer to metric files", self.persisted_points),
             ("persist_failures", "Rounds of persisting that failed and will be retried", self.persist_failures),
@@ -140,7 +147,7 @@ impl CounterValues {
             ("console_files", "Console files written from the buffer", self.console_files),
             (
                 "console_wal_failures",
-                "Console log writes that failed (their batches were refused)",
+                "Write-ahead log writes that failed with console lines in them (their batches were refused)",
                 self.console_wal_failures,
             ),
             (
@@ -172,6 +179,7 @@ impl Counters {
             wal_syncs: v(&self.wal_syncs),
             wal_write_failures: v(&self.wal_write_failures),
             wal_rotate_failures: v(&self.wal_rotate_failures),
+            wal_release_failures: v(&self.wal_release_failures),
             persisted_files: v(&self.persisted_files),
             persisted_points: v(&self.persisted_points),
             persist_failures: v(&self.persist_failures),

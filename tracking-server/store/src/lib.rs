@@ -4,6 +4,7 @@
 //! per-project runs table. Never imports actix.
 
 pub mod artifacts;
+mod background;
 mod buffer;
 pub mod console;
 mod counters;

@@ -347,7 +347,7 @@ mod tests {
     fn series(points: &[(i64, f64)]) -> Series {
         let mut s = Series::default();
         for &(step, v) in points {
-            s.push(step, step * 10, v);
+            s.push(step, step.wrapping_mul(10), v);
         }
         s
     }

@@ -1,13 +1,15 @@
 //! The write-ahead log: numbered segment files of checksummed records, one record per batch.
-//! Replay cuts a torn or corrupt tail instead of failing.
+//! Replay cuts a torn or corrupt tail instead of failing. Points and console lines share the
+//! log, each record tagged with its kind, so one fsync makes both durable.
 
-use crate::{io_err, Error, Result};
+use crate::{io_err, lock, Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use trainlog_schema::{BatchPoint, MetricKey, PointBatch, RunId};
 
-const KIND_POINTS: u8 = 1;
+pub(crate) const KIND_POINTS: u8 = 1;
 const HEADER_LEN: usize = 8;
 const MAX_RECORD: usize = 1 << 30;
 
@@ -108,7 +110,8 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn decode_payload(payload: &[u8]) -> Option<WalRecord> {
+/// Reads a record of points; None for anything else.
+pub(crate) fn decode_points(payload: &[u8]) -> Option<WalRecord> {
     let mut c = Cursor { buf: payload };
     if c.u8()? != KIND_POINTS {
         return None;
@@ -140,23 +143,9 @@ fn decode_payload(payload: &[u8]) -> Option<WalRecord> {
     Some(WalRecord { run, project_id, batch: PointBatch { keys, points } })
 }
 
-/// What replaying one segment found.
-#[derive(Debug, Default)]
-pub struct Replayed {
-    pub records: Vec<WalRecord>,
-    /// Bytes cut from the end because they did not form a whole record with a valid checksum.
-    pub cut_bytes: u64,
-}
-
-/// Reads every whole, valid record of a segment; truncates the file after the last one.
-pub fn replay_segment(path: &Path) -> Result<Replayed> {
-    let (records, cut_bytes) = replay_with(path, decode_payload)?;
-    Ok(Replayed { records, cut_bytes })
-}
-
 /// Reads every whole record of a segment that has a valid checksum and that `decode` reads;
 /// truncates the file after the last one, and answers how many bytes it cut.
-pub(crate) fn replay_with<T>(path: &Path, decode: impl Fn(&[u8]) -> Option<T>) -> Result<(Vec<T>, u64)> {
+pub fn replay_with<T>(path: &Path, decode: impl Fn(&[u8]) -> Option<T>) -> Result<(Vec<T>, u64)> {
     let mut data = Vec::new();
     File::open(path).and_then(|mut f| f.read_to_end(&mut data)).map_err(io_err("reading a write-ahead log segment"))?;
     let mut records = Vec::new();
@@ -262,6 +251,59 @@ pub fn append_group(segment: &mut Segment, bytes: &[u8], next: impl FnOnce(&Segm
     segment.append_durable(bytes)
 }
 
+/// Which segments of the log are still needed. Points and console lines are written to files
+/// each on its own schedule, and each reports the lowest segment still holding records of its
+/// kind that no file has yet; a segment below both is removed. A kind's mark only rises.
+pub struct Retention {
+    dir: PathBuf,
+    marks: Mutex<Marks>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Marks {
+    points: u64,
+    lines: u64,
+}
+
+impl Retention {
+    pub fn new(dir: PathBuf, points: u64, lines: u64) -> Self {
+        Self { dir, marks: Mutex::new(Marks { points, lines }) }
+    }
+
+    /// The points of every segment below `segment` are in files.
+    pub fn points_below(&self, segment: u64) -> Result<()> {
+        self.raise(|m| m.points = m.points.max(segment))
+    }
+
+    /// The console lines of every segment below `segment` are in files.
+    pub fn lines_below(&self, segment: u64) -> Result<()> {
+        self.raise(|m| m.lines = m.lines.max(segment))
+    }
+
+    /// Raises both marks at once (a mark never falls), then removes what no kind needs.
+    pub fn raise_marks(&self, points: u64, lines: u64) -> Result<()> {
+        self.raise(|m| {
+            m.points = m.points.max(points);
+            m.lines = m.lines.max(lines);
+        })
+    }
+
+    fn raise(&self, change: impl FnOnce(&mut Marks)) -> Result<()> {
+        let mut marks = lock(&self.marks);
+        change(&mut marks);
+        let below = marks.points.min(marks.lines);
+        for n in list_segments(&self.dir)?.into_iter().filter(|&n| n < below) {
+            match std::fs::remove_file(segment_path(&self.dir, n)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_err("removing a write-ahead log segment whose records are in files")(e))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(io_err("syncing the write-ahead log folder"))
 }
@@ -299,13 +341,13 @@ mod tests {
         let path = segment_path(dir.path(), 1);
         let before = std::fs::metadata(&path).unwrap().len();
 
-        let replayed = replay_segment(&path).unwrap();
-        assert_eq!(replayed.records.len(), 2);
-        assert_eq!(replayed.records[0].batch, batch(10));
-        assert_eq!(replayed.records[1].project_id, 7);
-        assert_eq!(replayed.cut_bytes, (torn.len() - 9) as u64);
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), before - replayed.cut_bytes);
-        assert_eq!(replay_segment(&path).unwrap().records.len(), 2);
+        let (records, cut_bytes) = replay_with(&path, decode_points).unwrap();
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[0].batch, batch(10));
+        assert_eq!(records[1].project_id, 7);
+        assert_eq!(cut_bytes, (torn.len() - 9) as u64);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), before - cut_bytes);
+        assert_eq!(replay_with(&path, decode_points).unwrap().0.len(), 2);
     }
 
     #[test]
@@ -327,6 +369,22 @@ mod tests {
     }
 
     #[test]
+    fn a_segment_is_removed_once_both_kinds_are_below_it() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in 1..=5 {
+            Segment::create(dir.path(), n).unwrap();
+        }
+        let retention = Retention::new(dir.path().to_owned(), 1, 1);
+        retention.points_below(4).unwrap();
+        assert_eq!(list_segments(dir.path()).unwrap(), vec![1, 2, 3, 4, 5], "lines still need them all");
+        retention.lines_below(3).unwrap();
+        assert_eq!(list_segments(dir.path()).unwrap(), vec![3, 4, 5]);
+        retention.lines_below(2).unwrap();
+        retention.raise_marks(2, 6).unwrap();
+        assert_eq!(list_segments(dir.path()).unwrap(), vec![4, 5], "a mark never falls");
+    }
+
+    #[test]
     fn a_flipped_bit_stops_replay_at_that_record() {
         let dir = tempfile::tempdir().unwrap();
         let run = RunId::from_trusted("r1".into());
@@ -336,8 +394,8 @@ mod tests {
         encode(&mut buf, &run, 1, &batch(4));
         buf[first_len + 20] ^= 0x10;
         Segment::create(dir.path(), 3).unwrap().append_durable(&buf).unwrap();
-        let replayed = replay_segment(&segment_path(dir.path(), 3)).unwrap();
-        assert_eq!(replayed.records.len(), 1);
+        let (records, _) = replay_with(&segment_path(dir.path(), 3), decode_points).unwrap();
+        assert_eq!(records.len(), 1);
         assert_eq!(list_segments(dir.path()).unwrap(), vec![3]);
     }
 }

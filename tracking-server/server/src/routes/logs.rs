@@ -133,7 +133,7 @@ fn batch_of(body: AppendLogs) -> Result<ConsoleBatch> {
     Ok(batch)
 }
 
-/// Append a process's console lines to a run. Answered once they are in the console's
+/// Append a process's console lines to a run. Answered once they are in the server's
 /// write-ahead log; a batch sent again (its answer lost) is kept once.
 #[utoipa::path(post, path = "/api/v1/runs/{id}/logs", tag = "logs",
     params(("id" = inline(RunIdText), Path, description = "The run's id.")),
@@ -147,11 +147,12 @@ pub(crate) async fn append_logs(
 ) -> Result<HttpResponse> {
     let (id, project_id) = lookup::writable(&state, &req, &path).await?;
     let bytes = json_bytes_within(&req, payload, MAX_LOGS_BODY_BYTES).await?;
-    // Thousands of lines to parse: off the executor, so a burst of ranks' batches does not hold
-    // up the metric batches behind it.
-    let batch = web::block(move || parse_json_object::<AppendLogs>(&bytes).and_then(batch_of)).await??;
+    // Thousands of lines to parse: off the executor and at a low priority, so a burst of ranks'
+    // batches does not hold up the metric batches beside it.
+    let batch =
+        state.store.console().parse(move || parse_json_object::<AppendLogs>(&bytes).and_then(batch_of)).await??;
     let accepted = batch.lines.len();
-    state.store.console().append(&id, project_id, batch).await?;
+    state.store.append_lines(&id, project_id, batch).await?;
     Ok(HttpResponse::Ok().json(LinesAccepted { accepted }))
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use trainlog_schema::console::{ConsoleLine, ConsoleStream};
 use trainlog_schema::RunId;
 
-const KIND_CONSOLE: u8 = 2;
+pub(crate) const KIND_CONSOLE: u8 = 2;
 
 /// The lines one process sent in one request, with what they share. Their texts are one
 /// string, each line a range of it: a batch is two allocations, whatever its lines.

@@ -1,4 +1,4 @@
-//! A run's console lines as Parquet files: `projects/{project}/console/{run}/{folder}-{segment}.parquet`,
+//! A run's console lines as Parquet files: `projects/{project}/console/{run}/{folder}-wal{segment}.parquet`,
 //! one per write-ahead log segment and data folder, rows sorted by (time, rank, source, seq).
 
 use crate::{Error, Result};
@@ -29,7 +29,7 @@ pub fn run_prefix(project_id: i64, run: &str) -> ObjectPath {
 /// The file of a run's lines from one log segment of one data folder. The same segment always
 /// names the same file, so writing it again after a crash replaces it instead of adding to it.
 pub fn file_path(project_id: i64, run: &str, folder: &str, segment: u64) -> ObjectPath {
-    ObjectPath::from(format!("projects/{project_id}/console/{run}/{folder}-{segment:020}.parquet"))
+    ObjectPath::from(format!("projects/{project_id}/console/{run}/{folder}-wal{segment:020}.parquet"))
 }
 
 const ROWS_PER_BATCH: usize = 1 << 16;

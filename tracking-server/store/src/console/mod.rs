@@ -1,31 +1,32 @@
-//! Console lines of runs: acknowledged once in a write-ahead log of their own (group commit),
-//! buffered where reads see them at once, and written in the background as Parquet files beside
-//! the run's series. Reads merge files and buffer, in order, each line once.
+//! Console lines of runs: acknowledged once in the write-ahead log they share with points (one
+//! fsync for both), buffered where reads see them at once, and written in the background as
+//! Parquet files beside the run's series. Reads merge files and buffer, in order, each line once.
 
 mod codec;
 mod files;
+mod logged;
 pub mod query;
-mod writer;
 
+pub(crate) use codec::{decode, encode, ConsoleRecord, KIND_CONSOLE};
 pub use codec::{BatchLine, ConsoleBatch};
 pub use files::run_prefix;
+pub(crate) use logged::{own_log_records, remove_own_log, Taken};
 pub use query::{facets, page, LineFacets, LineFilter, LinePage, PageStart, Search};
 
 use crate::counters::{bump, Counters};
-use crate::{blocking, io_err, lock, objects, read, write, Backpressure, Error, Result};
+use crate::wal::Retention;
+use crate::{blocking, lock, objects, read, write, Result};
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 use trainlog_schema::console::ConsoleLine;
 use trainlog_schema::RunId;
-use writer::Cmd;
 
 /// Bytes of buffered lines past which a batch is refused until persisting catches up.
 const MAX_BUFFER_BYTES: usize = 256 << 20;
@@ -43,7 +44,7 @@ struct RunLines {
     lines: usize,
 }
 
-/// The lines logged into one write-ahead log segment.
+/// The lines logged into one write-ahead log segment (or, replayed, into the segments up to it).
 #[derive(Debug)]
 struct Generation {
     segment: u64,
@@ -112,11 +113,13 @@ impl Cache {
 pub(crate) struct Inner {
     objects: Arc<dyn ObjectStore>,
     local_root: Option<PathBuf>,
-    wal_dir: PathBuf,
+    retention: Arc<Retention>,
+    /// Encodes files at a low priority: nobody waits on them, and ingest goes first.
+    encoder: crate::background::Background,
+    /// Parses posted lines at a low priority: metric batches go first.
+    parser: crate::background::Background,
     folder_id: String,
     state: RwLock<State>,
-    tx: Mutex<Option<SyncSender<Cmd>>>,
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     buffered_bytes: AtomicUsize,
     persist_wanted: Notify,
     persist_lock: tokio::sync::Mutex<()>,
@@ -128,6 +131,16 @@ pub(crate) struct Inner {
     purged: RwLock<HashSet<RunId>>,
 }
 
+/// What the shared log holds for the console at start-up.
+pub(crate) struct Replayed {
+    /// Lines not yet in files, by the segment that holds them.
+    pub lines: Vec<(u64, Vec<ConsoleRecord>)>,
+    /// The segment the log appends to next.
+    pub current: u64,
+    /// Runs deleted for good.
+    pub purged: HashSet<RunId>,
+}
+
 /// The console store; cheap to clone.
 #[derive(Clone)]
 pub struct ConsoleStore {
@@ -135,30 +148,27 @@ pub struct ConsoleStore {
 }
 
 impl ConsoleStore {
-    /// Opens the store's log in `wal_dir`, replays it, and starts its writer thread and persister.
-    /// Must be called inside a tokio runtime.
-    pub(crate) async fn open(
+    /// Takes the lines the shared log replayed and starts the persister. Must be called inside a
+    /// tokio runtime.
+    pub(crate) fn open(
         objects: Arc<dyn ObjectStore>,
         local_root: Option<PathBuf>,
-        wal_dir: PathBuf,
+        retention: Arc<Retention>,
         folder_id: String,
         counters: Arc<Counters>,
         rotate_after: Duration,
-        purged: HashSet<RunId>,
+        Replayed { lines, current, purged }: Replayed,
     ) -> Result<Self> {
-        std::fs::create_dir_all(&wal_dir).map_err(io_err("creating the console log folder"))?;
-        let dir = wal_dir.clone();
-        let (frozen, segment) = blocking(move || writer::recover(&dir)).await?;
+        let frozen = logged::generations(lines, &purged);
         let buffered: usize = frozen.iter().map(|g| g.bytes).sum();
-        let (tx, rx) = mpsc::sync_channel(1024);
         let inner = Arc::new(Inner {
             objects,
             local_root,
-            wal_dir,
+            retention,
+            encoder: crate::background::Background::start("trainlog-console-files")?,
+            parser: crate::background::Background::start("trainlog-console-parse")?,
             folder_id,
-            state: RwLock::new(State { active: Generation::new(segment.number), frozen }),
-            tx: Mutex::new(Some(tx)),
-            thread: Mutex::new(None),
+            state: RwLock::new(State { active: Generation::new(current), frozen }),
             buffered_bytes: AtomicUsize::new(buffered),
             persist_wanted: Notify::new(),
             persist_lock: tokio::sync::Mutex::new(()),
@@ -168,16 +178,13 @@ impl ConsoleStore {
             rotate_after,
             purged: RwLock::new(purged),
         });
-        let thread_inner = inner.clone();
-        let handle = std::thread::Builder::new()
-            .name("trainlog-console".into())
-            .spawn(move || writer::run(thread_inner, segment, rx))
-            .map_err(io_err("starting the console log thread"))?;
-        *lock(&inner.thread) = Some(handle);
         let persister = inner.clone();
         tokio::spawn(async move {
-            while !persister.stopping.load(Ordering::Acquire) {
+            loop {
                 let _ = tokio::time::timeout(Duration::from_secs(1), persister.persist_wanted.notified()).await;
+                if persister.stopping.load(Ordering::Acquire) {
+                    break;
+                }
                 if let Err(e) = persister.persist_frozen().await {
                     bump(&persister.counters.console_persist_failures);
                     tracing::error!("persisting console lines failed, will retry: {e}");
@@ -188,59 +195,26 @@ impl ConsoleStore {
         Ok(Self { inner })
     }
 
-    /// Takes a batch of a run's lines; answers once it is durable in the log and readable.
-    pub async fn append(&self, run: &RunId, project_id: i64, batch: ConsoleBatch) -> Result<()> {
-        if batch.lines.is_empty() {
-            return Ok(());
-        }
-        if read(&self.inner.purged).contains(run) {
-            return Err(trainlog_meta::Error::NotFound { what: format!("run {run}") }.into());
-        }
-        let bytes = batch.bytes();
-        let buffered = self.inner.buffered_bytes.load(Ordering::Relaxed);
-        if buffered > 0 && buffered + bytes > MAX_BUFFER_BYTES {
-            bump(&self.inner.counters.ingest_refused_buffer_full);
-            return Err(Backpressure::BufferFull { buffered_bytes: buffered, limit: MAX_BUFFER_BYTES }.into());
-        }
-        let lines = batch.lines.len() as u64;
-        let (done, wait) = oneshot::channel();
-        let tx = lock(&self.inner.tx).clone().ok_or(Error::ShuttingDown)?;
-        crate::send_to_writer(tx, Cmd::Append { run: run.clone(), project_id, batch, done }).await?;
-        wait.await.map_err(|_| Error::ShuttingDown)??;
-        self.inner.counters.console_lines.fetch_add(lines, Ordering::Relaxed);
-        Ok(())
-    }
-
     /// Every line of a run, in order (time, rank, process, line number), each once.
     pub async fn lines(&self, run: &RunId, project_id: i64) -> Result<Arc<Vec<ConsoleLine>>> {
         self.inner.lines(run, project_id).await
     }
 
-    /// Writes every buffered line to the object store.
-    pub async fn flush(&self) -> Result<()> {
-        self.rotate().await?;
+    /// Runs `parse` (of a posted batch of lines) on a thread of low priority: when the cores are
+    /// busy, metric batches go first, and the lines' answer waits.
+    pub async fn parse<T: Send + 'static>(&self, parse: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+        self.inner.parser.run(move || Ok(parse())).await
+    }
+
+    /// Writes the frozen generations to the object store.
+    pub(crate) async fn persist_frozen(&self) -> Result<()> {
         self.inner.persist_frozen().await
     }
 
-    async fn rotate(&self) -> Result<()> {
-        let (done, wait) = oneshot::channel();
-        let tx = lock(&self.inner.tx).clone().ok_or(Error::ShuttingDown)?;
-        blocking(move || tx.send(Cmd::Rotate { done }).map_err(|_| Error::ShuttingDown)).await?;
-        wait.await.map_err(|_| Error::ShuttingDown)
-    }
-
-    /// Flushes, then stops the log thread and the persister.
-    pub async fn shutdown(&self) -> Result<()> {
-        let flushed = self.flush().await;
+    /// Stops the persister.
+    pub(crate) fn stop(&self) {
         self.inner.stopping.store(true, Ordering::Release);
-        if let Some(tx) = lock(&self.inner.tx).take() {
-            let _ = tx.send(Cmd::Stop);
-        }
-        let thread = lock(&self.inner.thread).take();
-        if let Some(t) = thread {
-            blocking(move || t.join().map_err(|_| Error::Task("the console log thread panicked".into()))).await?;
-        }
-        flushed
+        self.inner.persist_wanted.notify_one();
     }
 
     /// Bytes of lines waiting in memory for the object store.
@@ -272,9 +246,10 @@ impl Inner {
             if state.frozen.front().is_some_and(|g| Arc::ptr_eq(g, &generation)) {
                 state.frozen.pop_front();
             }
+            let low = state.frozen.front().map_or(state.active.segment, |g| g.segment);
             drop(state);
             self.buffered_bytes.fetch_sub(generation.bytes, Ordering::Relaxed);
-            let _ = std::fs::remove_file(crate::wal::segment_path(&self.wal_dir, generation.segment));
+            self.retention.lines_below(low)?;
         }
     }
 
@@ -288,14 +263,16 @@ impl Inner {
             let path = files::file_path(lines.project_id, run.as_str(), &self.folder_id, generation.segment);
             let generation = generation.clone();
             let run2 = run.clone();
-            let bytes = blocking(move || {
-                let batches = generation.runs.get(&run2).map(|r| r.batches.as_slice()).unwrap_or_default();
-                let mut rows: Vec<files::Row<'_>> =
-                    batches.iter().flat_map(|b| b.lines.iter().map(move |l| files::Row::of_batch(b, l))).collect();
-                rows.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
-                files::encode(run2.as_str(), &rows)
-            })
-            .await?;
+            let bytes = self
+                .encoder
+                .run(move || {
+                    let batches = generation.runs.get(&run2).map(|r| r.batches.as_slice()).unwrap_or_default();
+                    let mut rows: Vec<files::Row<'_>> =
+                        batches.iter().flat_map(|b| b.lines.iter().map(move |l| files::Row::of_batch(b, l))).collect();
+                    rows.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
+                    files::encode(run2.as_str(), &rows)
+                })
+                .await?;
             let started = Instant::now();
             let outcome = self.objects.put(&path, PutPayload::from_bytes(bytes)).await;
             self.counters.object_store_call(started.elapsed(), &outcome);
@@ -464,18 +441,18 @@ mod tests {
         let store = MetricsStore::open(config.clone(), meta.clone()).await.unwrap();
         let run = RunId::from_trusted("r1".into());
         let console = store.console().clone();
-        console.append(&run, 1, batch("p1", 0..10)).await.unwrap();
-        console.append(&run, 1, batch("p1", 5..10)).await.unwrap();
-        console.append(&run, 1, batch("p2", 0..3)).await.unwrap();
+        store.append_lines(&run, 1, batch("p1", 0..10)).await.unwrap();
+        store.append_lines(&run, 1, batch("p1", 5..10)).await.unwrap();
+        store.append_lines(&run, 1, batch("p2", 0..3)).await.unwrap();
         let lines = console.lines(&run, 1).await.unwrap();
         assert_eq!(lines.len(), 13);
         assert!(lines.windows(2).all(|w| w[0].order_key() <= w[1].order_key()));
 
-        console.flush().await.unwrap();
+        store.flush().await.unwrap();
         assert_eq!(console.buffered_bytes(), 0);
         let files = std::fs::read_dir(dir.path().join("store/projects/1/console/r1")).unwrap().count();
         assert_eq!(files, 1);
-        console.append(&run, 1, batch("p1", 8..12)).await.unwrap();
+        store.append_lines(&run, 1, batch("p1", 8..12)).await.unwrap();
         let lines = console.lines(&run, 1).await.unwrap();
         assert_eq!(lines.len(), 15, "lines 8 and 9 again are dropped; 10 and 11 are new");
 
@@ -485,17 +462,17 @@ mod tests {
         for l in &mut later.lines {
             l.time_ms += 1_000_000;
         }
-        console.append(&run, 1, later).await.unwrap();
+        store.append_lines(&run, 1, later).await.unwrap();
         let after = console.lines(&run, 1).await.unwrap();
         assert_eq!(after.len(), 18);
         assert_eq!(after[..15], before[..]);
         assert!(after.windows(2).all(|w| w[0].order_key() < w[1].order_key()));
         drop((before, after));
-        console.append(&run, 1, batch("p4", 0..2)).await.unwrap();
+        store.append_lines(&run, 1, batch("p4", 0..2)).await.unwrap();
         let merged = console.lines(&run, 1).await.unwrap();
         assert_eq!(merged.len(), 20);
         assert!(merged.windows(2).all(|w| w[0].order_key() < w[1].order_key()), "p4's early lines merged in order");
-        console.append(&run, 1, batch("p4", 0..2)).await.unwrap();
+        store.append_lines(&run, 1, batch("p4", 0..2)).await.unwrap();
         assert_eq!(console.lines(&run, 1).await.unwrap().len(), 20, "a batch sent again is kept once");
         drop(merged);
 

@@ -104,6 +104,8 @@ pub(crate) struct Inner {
     /// The store's folder when it is on the local disk: files written there are fsynced.
     local_root: Option<PathBuf>,
     wal_dir: PathBuf,
+    /// Removes the log segments whose points and console lines are all in files.
+    retention: Arc<wal::Retention>,
     /// This data folder's id: it names the folder's log counter and the compaction leases it holds.
     folder_id: String,
     /// This data folder's counter of persisted log segments in the metadata database.
@@ -189,15 +191,18 @@ impl MetricsStore {
         std::fs::create_dir_all(&wal_dir).map_err(io_err("creating the write-ahead log folder"))?;
         let meta2 = meta.clone();
         let (wal_dir2, data_dir) = (wal_dir.clone(), config.data_dir.clone());
-        let (folder_id, wal_counter, purged, state, summaries, segment, replay) = blocking(move || {
+        let (folder_id, wal_counter, purged, recovered) = blocking(move || {
             let folder_id = folder_id(&meta2, &data_dir, had_log)?;
             let wal_counter = trainlog_meta::wal_counter(&folder_id);
             let purged: HashSet<RunId> = meta2.purged_runs()?.into_iter().collect();
-            let (state, summaries, segment, replay) = recover(&meta2, &wal_dir2, &folder_id, &purged)?;
-            Ok((folder_id, wal_counter, purged, state, summaries, segment, replay))
+            let mut recovered = recover(&meta2, &wal_dir2, &folder_id, &purged)?;
+            log_writer::take_own_console_log(&data_dir, &wal_dir2, &mut recovered)?;
+            Ok((folder_id, wal_counter, purged, recovered))
         })
         .await?;
+        let log_writer::Recovered { state, summaries, segment, replay, lines, points_low } = recovered;
         let replayed_points = state.frozen.iter().map(|g| g.points).sum();
+        let retention = Arc::new(wal::Retention::new(wal_dir.clone(), points_low, 0));
         let (tx, rx) = mpsc::sync_channel(1024);
         let inner = Arc::new(Inner {
             config,
@@ -205,6 +210,7 @@ impl MetricsStore {
             objects: opened.store,
             local_root: opened.local_root,
             wal_dir,
+            retention: retention.clone(),
             folder_id,
             wal_counter,
             state: RwLock::new(state),
@@ -226,24 +232,24 @@ impl MetricsStore {
             summary_sync_lock: tokio::sync::RwLock::new(()),
             purged: RwLock::new(purged),
         });
-        let runtime = tokio::runtime::Handle::current();
-        let thread_inner = inner.clone();
-        let handle = std::thread::Builder::new()
-            .name("trainlog-wal".into())
-            .spawn(move || wal_loop(thread_inner, segment, rx, runtime))
-            .map_err(io_err("starting the write-ahead log thread"))?;
-        *lock(&inner.wal_thread) = Some(handle);
-        let purged = read(&inner.purged).clone();
         let console = crate::ConsoleStore::open(
             inner.objects.clone(),
             inner.local_root.clone(),
-            inner.config.data_dir.join("wal-console"),
+            retention.clone(),
             inner.folder_id.clone(),
             inner.counters.clone(),
             inner.config.rotate_after,
-            purged,
-        )
-        .await?;
+            crate::console::Replayed { lines, current: segment.number, purged: read(&inner.purged).clone() },
+        )?;
+        let lines_low = console.lines_low();
+        blocking(move || retention.raise_marks(0, lines_low)).await?;
+        let runtime = tokio::runtime::Handle::current();
+        let (thread_inner, thread_console) = (inner.clone(), console.clone());
+        let handle = std::thread::Builder::new()
+            .name("trainlog-wal".into())
+            .spawn(move || wal_loop(thread_inner, thread_console, segment, rx, runtime))
+            .map_err(io_err("starting the write-ahead log thread"))?;
+        *lock(&inner.wal_thread) = Some(handle);
         let store = Self { inner, console };
         store.spawn_background();
         Ok(store)
@@ -470,13 +476,13 @@ impl MetricsStore {
         self.sync_summaries().await?;
         self.inner.refresh_runs_tables(true).await?;
         self.inner.write_media_indexes(Duration::ZERO).await?;
-        self.console.flush().await
+        self.console.persist_frozen().await
     }
 
     /// Flushes, then stops the log writer and the background tasks.
     pub async fn shutdown(&self) -> Result<()> {
         let flushed = self.flush().await;
-        let console = self.console.shutdown().await;
+        self.console.stop();
         self.inner.stopping.store(true, Ordering::Release);
         if let Some(tx) = lock(&self.inner.wal_tx).take() {
             let _ = tx.send(WalCmd::Stop);
@@ -489,7 +495,7 @@ impl MetricsStore {
         for t in tasks {
             t.abort();
         }
-        flushed.and(console)
+        flushed
     }
 
     /// Whether the object store answers now: a read of an object that need not exist, so a

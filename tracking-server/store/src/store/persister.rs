@@ -208,6 +208,7 @@ impl Inner {
         self.counters.persisted_files.fetch_add(metas.len() as u64, Ordering::Relaxed);
         self.counters.persisted_points.fetch_add(generation.points as u64, Ordering::Relaxed);
         let mut over_limit = Vec::new();
+        let points_low;
         {
             let mut state = write(&self.state);
             for (run, file) in metas {
@@ -220,6 +221,10 @@ impl Inner {
                 state.frozen.pop_front();
                 self.buffered_points.fetch_sub(generation.points, Ordering::Relaxed);
             }
+            points_low = match state.frozen.is_empty() && state.active.points == 0 {
+                true => state.active.wal_segment,
+                false => segment + 1,
+            };
         }
         {
             let mut wanted = lock(&self.compact_wanted);
@@ -227,11 +232,7 @@ impl Inner {
                 wanted.entry(run).or_insert(false);
             }
         }
-        for n in wal::list_segments(&self.wal_dir)?.into_iter().filter(|&n| n <= segment) {
-            std::fs::remove_file(wal::segment_path(&self.wal_dir, n))
-                .map_err(io_err("removing a persisted write-ahead log segment"))?;
-        }
-        Ok(())
+        self.retention.points_below(points_low)
     }
 
     pub(super) async fn sweep_orphans(&self) -> Result<usize> {

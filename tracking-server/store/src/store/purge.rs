@@ -158,9 +158,9 @@ mod tests {
             }
             b
         };
-        store.console().append(&run.id, run.project_id, lines(0)).await.unwrap();
+        store.append_lines(&run.id, run.project_id, lines(0)).await.unwrap();
         store.flush().await.unwrap();
-        store.console().append(&run.id, run.project_id, lines(10)).await.unwrap();
+        store.append_lines(&run.id, run.project_id, lines(10)).await.unwrap();
         assert_eq!(objects_under(&store, run.project_id, &run.id).await, 1, "one console file written");
 
         meta.set_run_deleted(&run.id, true).unwrap();
@@ -168,7 +168,7 @@ mod tests {
         store.flush().await.unwrap();
         assert_eq!(objects_under(&store, run.project_id, &run.id).await, 0);
         assert!(store.console().lines(&run.id, run.project_id).await.unwrap().is_empty());
-        assert!(store.console().append(&run.id, run.project_id, lines(20)).await.is_err());
+        assert!(store.append_lines(&run.id, run.project_id, lines(20)).await.is_err());
 
         // A crash before the buffered lines' segment went: the log replays them, and they stay unwritten.
         drop(store);
