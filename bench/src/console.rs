@@ -64,7 +64,7 @@ pub fn measure(
                 .collect(),
         })
         .collect();
-    let ranks = ranks.then(|| Ranks::start(rt, server, "job of 64 ranks"));
+    let ranks = ranks.then(|| Ranks::start(server, "job of 64 ranks"));
     if ranks.is_some() {
         std::thread::sleep(Duration::from_secs(1));
     }
@@ -73,7 +73,7 @@ pub fn measure(
     let lines_sent = ranks.as_ref().map_or(0, Ranks::lines) - lines0;
     let took = started.elapsed().as_secs_f64();
     if let Some(r) = ranks {
-        r.stop(rt);
+        r.stop();
     }
     Outcome {
         points_per_s: ingested.points as f64 / ingested.elapsed.as_secs_f64(),
@@ -81,17 +81,23 @@ pub fn measure(
     }
 }
 
-/// The server's CPU seconds per million console lines, and the lines per second: 64 ranks send
-/// for `seconds` on a server doing nothing else.
-pub fn server_cpu_per_million_lines(rt: &tokio::runtime::Runtime, server: &TestServer, seconds: u64) -> (f64, f64) {
-    let pid = server.pid().expect("the server runs").to_string();
-    let cpu0 = crate::measure::cpu_seconds(&pid);
-    let ranks = Ranks::start(rt, server, "lines only");
+/// CPU seconds per million console lines, of the server and of the process sending them (this
+/// one), and the lines per second: 64 ranks send for `seconds` on a server doing nothing else.
+pub struct LinesCpu {
+    pub server: f64,
+    pub sender: f64,
+    pub lines_per_s: f64,
+}
+
+pub fn cpu_per_million_lines(server: &TestServer, seconds: u64) -> LinesCpu {
+    let (pid, own) = (server.pid().expect("the server runs").to_string(), std::process::id().to_string());
+    let (server0, own0) = (crate::measure::cpu_seconds(&pid), crate::measure::cpu_seconds(&own));
+    let ranks = Ranks::start(server, "lines only");
     std::thread::sleep(Duration::from_secs(seconds));
     let n = ranks.lines() as f64;
-    ranks.stop(rt);
-    let cpu = crate::measure::cpu_seconds(&pid) - cpu0;
-    (cpu / n * 1e6, n / seconds as f64)
+    let (server1, own1) = (crate::measure::cpu_seconds(&pid), crate::measure::cpu_seconds(&own));
+    ranks.stop();
+    LinesCpu { server: (server1 - server0) / n * 1e6, sender: (own1 - own0) / n * 1e6, lines_per_s: n / seconds as f64 }
 }
 
 /// Metric batches at a steady pace, alone or beside the 64 ranks: each of `clients` clients
@@ -105,7 +111,7 @@ pub fn paced_latencies(
     every: Duration,
     ranks: bool,
 ) -> Vec<f64> {
-    let ranks = ranks.then(|| Ranks::start(rt, server, "job of 64 ranks"));
+    let ranks = ranks.then(|| Ranks::start(server, "job of 64 ranks"));
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
             let id = server.create_run("bench-console", &format!("paced-{c:02}"));
@@ -138,20 +144,29 @@ pub fn paced_latencies(
         .collect();
     let latencies = tasks.into_iter().flat_map(|t| rt.block_on(t).expect("a paced client ends")).collect();
     if let Some(r) = ranks {
-        r.stop(rt);
+        r.stop();
     }
     latencies
 }
 
-/// 64 ranks sending console lines to a run of their own until stopped.
+/// 64 ranks sending console lines to a run of their own until stopped. They stand for other
+/// machines, so they run on threads of their own: a body they build never holds up a metric
+/// client's task.
 struct Ranks {
+    rt: tokio::runtime::Runtime,
     stop: Arc<AtomicBool>,
     lines: Arc<AtomicU64>,
     senders: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Ranks {
-    fn start(rt: &tokio::runtime::Runtime, server: &TestServer, name: &str) -> Self {
+    fn start(server: &TestServer, name: &str) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("ranks")
+            .enable_all()
+            .build()
+            .expect("a runtime for the ranks");
         let job = server.create_run("bench-console", name);
         let (stop, lines) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
         let senders = (0..RANKS)
@@ -180,17 +195,17 @@ impl Ranks {
                 })
             })
             .collect();
-        Ranks { stop, lines, senders }
+        Ranks { rt, stop, lines, senders }
     }
 
     fn lines(&self) -> u64 {
         self.lines.load(Ordering::Relaxed)
     }
 
-    fn stop(self, rt: &tokio::runtime::Runtime) {
+    fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         for s in self.senders {
-            rt.block_on(s).expect("a rank's sender ends");
+            self.rt.block_on(s).expect("a rank's sender ends");
         }
     }
 }

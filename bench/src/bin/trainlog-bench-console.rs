@@ -1,26 +1,60 @@
 //! `cargo run --release -p trainlog-bench --bin trainlog-bench-console [-- --reps N]`: metric
 //! ingest alone and while 64 ranks send console lines, on fresh servers, alternating which goes
-//! first; prints each measurement and the medians.
+//! first; prints each measurement and the medians. `--lines-only SECONDS` only measures the
+//! server's CPU per console line, for that long (to profile the server meanwhile);
+//! `--metrics-only` only ingests metrics, `--reps` times, with the server's CPU per point.
 
-use trainlog_bench::console::{measure, paced_latencies, server_cpu_per_million_lines, LINES_PER_BATCH, RANKS};
+use trainlog_bench::console::{cpu_per_million_lines, measure, paced_latencies, LINES_PER_BATCH, RANKS};
 use trainlog_bench::measure::median;
 use trainlog_bench::measure::percentile;
 
 fn main() {
     let mut reps = 5;
+    let mut lines_only = None;
+    let mut metrics_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--reps" => reps = args.next().and_then(|n| n.parse().ok()).unwrap_or(reps),
+            "--lines-only" => lines_only = args.next().and_then(|n| n.parse().ok()),
+            "--metrics-only" => metrics_only = true,
             other => {
-                eprintln!("unknown argument {other:?}; usage: trainlog-bench-console [--reps N]");
+                eprintln!(
+                    "unknown argument {other:?}; usage: trainlog-bench-console [--reps N] [--lines-only SECONDS] [--metrics-only]"
+                );
                 std::process::exit(2);
             }
         }
     }
     trainlog_bench::use_the_server_beside_this_binary();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+    if let Some(seconds) = lines_only {
+        let server = trainlog_tests::TestServer::spawn_local();
+        println!("server pid {}", server.pid().unwrap_or(0));
+        let cpu = cpu_per_million_lines(&server, seconds);
+        println!(
+            "CPU per million console lines: server {:.2} s, sender {:.2} s ({:.0} lines/s for {seconds} s)",
+            cpu.server, cpu.sender, cpu.lines_per_s
+        );
+        return;
+    }
     let (clients, batches, steps) = (10, 300, 1_000);
+    if metrics_only {
+        for rep in 0..reps {
+            let server = trainlog_tests::TestServer::spawn_local();
+            let pid = server.pid().unwrap_or(0).to_string();
+            let cpu0 = trainlog_bench::measure::cpu_seconds(&pid);
+            let out = measure(&rt, &server, clients, batches, steps, false);
+            let cpu = trainlog_bench::measure::cpu_seconds(&pid) - cpu0;
+            let points = (clients * batches * steps * 10) as f64;
+            println!(
+                "rep {rep}: {:.0} metric points/s, server CPU {:.1} ms per million points",
+                out.points_per_s,
+                cpu / points * 1e9
+            );
+        }
+        return;
+    }
     let (mut alone, mut with, mut lines) = (Vec::new(), Vec::new(), Vec::new());
     for rep in 0..reps {
         let order = if rep % 2 == 0 { [false, true] } else { [true, false] };
@@ -46,7 +80,7 @@ fn main() {
         }
     }
     let server = trainlog_tests::TestServer::spawn_local();
-    let (cpu, rate) = server_cpu_per_million_lines(&rt, &server, 20);
+    let cpu = cpu_per_million_lines(&server, 20);
     drop(server);
     // A steady 1,000,000 points/s (10 clients, a batch of 10,000 points each every 100 ms), as a
     // busy server sees it: the latency of each batch, alone and beside the ranks.
@@ -80,7 +114,16 @@ fn main() {
     println!("| metric batch latency at 1,000,000 points/s, alone: p50 / p99, ms | {a50:.2} / {a99:.2} |");
     println!("| the same beside the {RANKS} ranks: p50 / p99, ms | {w50:.2} / {w99:.2} |");
     println!(
-        "| server CPU per million console lines (64 ranks, {rate:.0} lines/s for 20 s, nothing else) | {cpu:.2} s |"
+        "| CPU per million console lines (64 ranks, {:.0} lines/s for 20 s, nothing else): server / sender | {:.2} s / {:.2} s |",
+        cpu.lines_per_s, cpu.server, cpu.sender
+    );
+    // Flat out, the clients and the server share this machine's cores: the lines' CPU, the
+    // server's and the sender's, is what they leave to metric ingest.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let lines_cores = median(&lines) * (cpu.server + cpu.sender) / 1e6;
+    println!(
+        "| with / alone if the lines cost only their CPU: ({cores:.0} cores − {lines_cores:.3} for the lines) / {cores:.0} | {:.3} |",
+        (cores - lines_cores) / cores
     );
     println!("\n({reps} servers of each kind, alternating; {clients} clients × {batches} Arrow batches × {steps} steps of 10 keys)");
 }
